@@ -1,0 +1,44 @@
+"""tinyperf: one verb per job of an MLPerf Training submission (prep -> run -> check -> package).
+
+Each verb lives in its own module with `add_arguments(parser)` and `main(args) -> int`; this file only wires them."""
+from __future__ import annotations
+import argparse
+import importlib
+import sys
+
+from benchmarks.common.config import ConfigError
+from tooling.errors import UserError
+
+# verb -> (module, one-line help). Modules are imported only when their verb runs, so `tinyperf check` never pays for
+# docker or tinygrad imports.
+VERBS = {
+  "check": ("tooling.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
+  "score": ("tooling.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(prog="tinyperf", description=__doc__.splitlines()[0])
+  sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
+  for verb, (mod, help_) in VERBS.items():
+    sp = sub.add_parser(verb, help=help_, description=help_)
+    importlib.import_module(mod).add_arguments(sp)
+    sp.set_defaults(_module=mod)
+  return p
+
+
+def main(argv: list[str] | None = None) -> int:
+  parser = build_parser()
+  args = parser.parse_args(argv)
+  try:
+    return importlib.import_module(args._module).main(args) or 0
+  except (UserError, ConfigError) as e:
+    print(f"tinyperf {args.verb}: error: {e}", file=sys.stderr)
+    return 2
+  except KeyboardInterrupt:
+    print(f"tinyperf {args.verb}: interrupted", file=sys.stderr)
+    return 130
+
+
+if __name__ == "__main__":
+  sys.exit(main())
