@@ -9,11 +9,13 @@ import sys
 from benchmarks.common.config import ConfigError
 from tooling.errors import UserError
 
-# verb -> (module, one-line help). Modules are imported only when their verb runs, so `tinyperf check` never pays for
-# docker or tinygrad imports.
+# verb -> (module, one-line help). Every verb module is imported to build --help, so verb modules keep heavy imports
+# (docker, tinygrad, PIL) inside their functions: `tinyperf check` never pays for them.
 VERBS = {
   "check": ("tooling.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
   "score": ("tooling.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
+  "run": ("tooling.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
+  "render": ("tooling.render", "regenerate each implementation's scripts and README from its config.yaml"),
 }
 
 

@@ -1,0 +1,71 @@
+"""Process setup shared by the training entrypoints: tinygrad knobs, devices, provenance, step timing."""
+from __future__ import annotations
+import os
+import statistics
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from benchmarks.common.config import ROOT, PlatformConfig
+
+# knobs tinygrad itself reads from the environment (at import time, and memoised): they must be set before the import
+TINYGRAD_ENV = ("DEV", "DEFAULT_FLOAT", "SUM_DTYPE", "IGNORE_JIT_FIRST_BEAM", "BEAM_UOPS_MAX", "BEAM_UPCAST_MAX",
+                "BEAM_LOCAL_MAX", "BEAM_MIN_PROGRESS", "BEAM_PADTO", "HCQDEV_WAIT_TIMEOUT_MS")
+
+
+def apply_tinygrad_env(cfg: PlatformConfig, phase: str):
+  if "tinygrad" in sys.modules:
+    raise RuntimeError("tinygrad was imported before the platform config was applied; its knobs would be ignored")
+  for k in TINYGRAD_ENV:
+    if k in cfg.knobs: os.environ[k] = cfg.env()[k]
+  # the timed RUN compiles with no worker pool (as upstream): BEAM work belongs to INIT
+  if phase == "run": os.environ.setdefault("PARALLEL", "0")
+
+
+def prepare_cache_db(results: Path, seed: int, fresh: bool) -> Path:
+  """tinygrad's sqlite cache (BEAM results, compiled kernels). One file per run, shared by its INIT and RUN; INIT starts
+  it empty so no search result of an earlier run is reused (upstream wipes its whole shared cache instead)."""
+  path = Path(os.environ.get("CACHEDB") or results / "cache" / f"tinygrad_{seed}.db").resolve()
+  if fresh:
+    for suffix in ("", "-wal", "-shm", "-journal"): Path(f"{path}{suffix}").unlink(missing_ok=True)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  os.environ["CACHEDB"] = str(path)
+  return path
+
+
+def devices(cfg: PlatformConfig) -> list[str]:
+  from tinygrad import Device
+  n = cfg["GPUS"]
+  return [f"{Device.DEFAULT}:{i}" for i in range(n)] if n > 1 else [Device.DEFAULT]
+
+
+def provenance() -> dict:
+  """What produced this log: printed at the top of every phase so a result file carries its own provenance."""
+  def ver(pkg):
+    try: return metadata.version(pkg)
+    except metadata.PackageNotFoundError: return "not installed"
+  sha = os.environ.get("TINYPERF_GIT_SHA")
+  if not sha:
+    try: sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError): sha = ""
+  return {"tinyperf": ver("tinyperf"), "git_sha": sha or "unknown", "tinygrad": ver("tinygrad"),
+          "mlperf_logging": ver("mlperf-logging"), "python": sys.version.split()[0],
+          "image_digest": os.environ.get("TINYPERF_BASE_DIGEST", "none (not in a tinyperf image)")}
+
+
+class StepTimer:
+  """Wall time per step and per data wait; BENCHMARK=N reports the median like upstream (sorted[N//2])."""
+  def __init__(self): self.steps, self.waits = [], []
+  def add(self, step_s: float, wait_s: float): self.steps.append(step_s); self.waits.append(wait_s)
+  def median(self) -> float: return sorted(self.steps)[len(self.steps) // 2]
+  def summary(self, items_per_step: int, steps_to_train: int, unit: str) -> str:
+    med = self.median()
+    minutes = med * steps_to_train / 60
+    return (f"median step {med*1e3:.1f} ms, {items_per_step/med:.1f} {unit}/s, data wait median "
+            f"{statistics.median(self.waits)*1e3:.1f} ms; projected time to train {int(minutes//60)}h{int(minutes%60)}m "
+            f"({steps_to_train} steps)")
+
+
+def now() -> float: return time.perf_counter()

@@ -1,0 +1,212 @@
+"""ResNet-50 training entrypoint: `python -m benchmarks.resnet.train --platform P --phase init|run --seed S --data D --results R`.
+
+INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, JIT + BEAM search on fake
+data of the real shapes, init_stop. RUN (timed): run_start, seed, hyperparameters, epochs with evals on real data,
+run_stop. Both phases append to one MLPerf log and share the kernel cache file CACHEDB. Every knob comes from the
+platform config (benchmarks/resnet/implementations/<platform>/config.yaml), env vars override single knobs.
+Exit codes: 0 success (RUN: target reached), 1 target not reached or a training failure, 2 bad input.
+"""
+from __future__ import annotations
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from benchmarks.common.config import ConfigError, load_config, PlatformConfig
+from benchmarks.common import mlperf, runtime
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(prog="python -m benchmarks.resnet.train", description=__doc__.splitlines()[0])
+  p.add_argument("--platform", required=True, help="implementation directory under benchmarks/resnet/implementations")
+  p.add_argument("--phase", required=True, choices=("init", "run"))
+  p.add_argument("--seed", type=int, required=True, help="run seed (31-bit; the launcher draws it)")
+  p.add_argument("--data", type=Path, required=True, help="prepared ImageNet directory (with manifest.json)")
+  p.add_argument("--results", type=Path, required=True, help="directory for the MLPerf log, checkpoints and the cache")
+  p.add_argument("--log", type=Path, help="MLPerf log file (default: RESULTS/result_resnet_<seed>.txt)")
+  p.add_argument("--benchmark-steps", type=int, default=int(os.environ.get("BENCHMARK", "0")),
+                 help="run this many train steps, print step time and projected time to train, and stop (env BENCHMARK)")
+  p.add_argument("--ckpt", action="store_true", default=os.environ.get("CKPT", "0") == "1",
+                 help="save the full training state after every eval (env CKPT=1)")
+  p.add_argument("--resume", type=Path, default=Path(os.environ["RESUME"]) if os.environ.get("RESUME") else None,
+                 help="training-state file to resume from (env RESUME)")
+  return p.parse_args(argv)
+
+
+def steps_per_epoch(n: int, bs: int) -> int: return math.ceil(n / bs)
+
+
+def should_eval(epoch: int, k) -> bool:
+  """epoch is 1-based. Every EVAL_FREQ epochs from the offset, and every epoch from EVAL_EVERY_EPOCH_FROM on (the clock
+  stops at the first eval that reaches the target, so late epochs are all evaluated)."""
+  return (epoch - k["EVAL_START_EPOCH"]) % k["EVAL_FREQ"] == 0 or epoch >= k["EVAL_EVERY_EPOCH_FROM"]
+
+
+def log_hparams(cfg: PlatformConfig, manifest, spe: int):
+  from mlperf_logging.mllog import constants as C
+  from benchmarks.resnet.optim import lars_hparams
+  mlperf.event(C.GLOBAL_BATCH_SIZE, cfg["BS"])
+  mlperf.event(C.TRAIN_SAMPLES, manifest.num_train)
+  mlperf.event(C.EVAL_SAMPLES, manifest.num_val)
+  mlperf.event(C.GRADIENT_ACCUMULATION_STEPS, 1)
+  mlperf.event(C.OPT_NAME, C.LARS)
+  for k, v in lars_hparams(cfg.knobs, spe).items(): mlperf.event(k, v)
+
+
+class Trainer:
+  """Model, optimizer, schedule and jitted steps for one process; shapes come from the config only."""
+  def __init__(self, cfg: PlatformConfig, seed: int, spe: int):
+    from tinygrad import Tensor
+    from benchmarks.resnet.model import make_model
+    from benchmarks.resnet.optim import make_optimizer
+    from benchmarks.resnet.steps import make_steps
+    self.cfg, self.k = cfg, cfg.knobs
+    self.devices = runtime.devices(cfg)
+    Tensor.manual_seed(seed)
+    self.model = make_model(self.k, self.devices)
+    self.optimizer, self.scheduler = make_optimizer(self.model, self.k, spe)
+    self.train_step, self.eval_step = make_steps(self.model, self.optimizer, self.scheduler, self.k, self.devices)
+
+  def fake_batch(self, bs: int):
+    import numpy as np
+    s = self.k["IMAGE_SIZE"]
+    return np.zeros((bs, s, s, 3), np.uint8), np.zeros((bs,), np.int32)
+
+
+def run_fake_steps(tr: Trainer, n: int):
+  """JIT capture + BEAM search on fake data with the real shapes (what INIT is for)."""
+  from tinygrad import Context
+  from benchmarks.resnet.steps import to_device
+  timer = runtime.StepTimer()
+  with Context(BEAM=tr.k["TRAIN_BEAM"]):
+    x, y = tr.fake_batch(tr.k["BS"])
+    for i in range(n):
+      t0 = runtime.now()
+      loss, _ = tr.train_step(*to_device(x, y, tr.devices))
+      loss = loss.item()
+      timer.add(runtime.now() - t0, 0.0)
+      print(f"init train step {i}: {timer.steps[-1]*1e3:.1f} ms, loss {loss:.3f}", flush=True)
+  with Context(BEAM=tr.k["EVAL_BEAM"]):
+    x, y = tr.fake_batch(tr.k["EVAL_BS"])
+    for i in range(min(n, 3)):
+      tr.eval_step(*to_device(x, y, tr.devices))[0].item()
+  return timer
+
+
+def init_phase(cfg: PlatformConfig, args) -> int:
+  from mlperf_logging.mllog import constants as C
+  from benchmarks.resnet.data import load_manifest
+  mlperf.log_submission_info(cfg)
+  manifest = load_manifest(args.data)  # counts only (no image is read): they fix the LR schedule constants
+  method = mlperf.drop_page_cache([args.data])
+  print(f"page cache dropped with {method}", flush=True)
+  mlperf.event(C.CACHE_CLEAR, True, metadata={"method": method})
+  mlperf.start(C.INIT_START)
+  tr = Trainer(cfg, args.seed, steps_per_epoch(manifest.num_train, cfg["BS"]))
+  n = args.benchmark_steps or 3  # TinyJit captures on the 2nd call and replays from the 3rd
+  timer = run_fake_steps(tr, n)
+  mlperf.event(C.INIT_STOP)
+  if args.benchmark_steps:
+    spe = steps_per_epoch(manifest.num_train, cfg["BS"])
+    print(timer.summary(cfg["BS"], spe * cfg["EPOCHS"], "img"), flush=True)
+  return 0
+
+
+def evaluate(tr: Trainer, manifest, seed: int, epoch: int) -> tuple[float, float]:
+  from tinygrad import Context
+  from benchmarks.resnet.data import batches
+  from benchmarks.resnet.steps import to_device
+  k = tr.k
+  loss_sum, correct, seen = 0.0, 0, 0
+  with Context(BEAM=k["EVAL_BEAM"]):
+    for x, y, n_real in batches(manifest, "val", k["EVAL_BS"], seed=seed, epoch=epoch, image_size=k["IMAGE_SIZE"],
+                                num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"]):
+      l, c, n = tr.eval_step(*to_device(x, y, tr.devices))
+      loss_sum, correct, seen = loss_sum + l.item(), correct + int(c.item()), seen + int(n.item())
+  if seen != manifest.num_val:
+    raise RuntimeError(f"eval saw {seen} real samples, the manifest lists {manifest.num_val}")
+  return loss_sum / seen, correct / seen
+
+
+def run_phase(cfg: PlatformConfig, args) -> int:
+  from mlperf_logging.mllog import constants as C
+  from tqdm import tqdm
+  from benchmarks.resnet.data import load_manifest, batches
+  from benchmarks.resnet.steps import to_device, save_state, load_state
+  k = cfg.knobs
+  mlperf.start(C.RUN_START)  # the clock starts before any dataset access
+  mlperf.event(C.SEED, args.seed)
+  manifest = load_manifest(args.data)
+  spe = steps_per_epoch(manifest.num_train, k["BS"])
+  log_hparams(cfg, manifest, spe)
+  tr = Trainer(cfg, args.seed, spe)
+  start_epoch = 0
+  if args.resume:
+    start_epoch = load_state(args.resume, tr.model, tr.optimizer, tr.scheduler) // spe
+    print(f"resumed from {args.resume} at epoch {start_epoch + 1}", flush=True)
+  timer, status, benchmark = runtime.StepTimer(), C.ABORTED, args.benchmark_steps
+  from tinygrad import Context, GlobalCounters
+  for e in range(start_epoch, k["EPOCHS"]):
+    epoch = e + 1
+    mlperf.start(C.EPOCH_START, epoch, metadata={C.EPOCH_NUM: epoch})
+    it = batches(manifest, "train", k["BS"], seed=args.seed, epoch=e, image_size=k["IMAGE_SIZE"],
+                 num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"])
+    bar = tqdm(total=spe, desc=f"epoch {epoch}/{k['EPOCHS']}", unit="step", disable=bool(benchmark), dynamic_ncols=True)
+    with Context(BEAM=k["TRAIN_BEAM"]):
+      t_wait = runtime.now()
+      for i, (x, y, _) in enumerate(it):
+        t0 = runtime.now()
+        loss, correct = tr.train_step(*to_device(x, y, tr.devices))
+        loss = loss.item()  # syncs: the step time below includes the device
+        timer.add(runtime.now() - t0, t0 - t_wait)
+        if not math.isfinite(loss): raise FloatingPointError(f"loss is {loss} at epoch {epoch} step {i}")
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.3f}", img_s=f"{k['BS']/timer.steps[-1]:.0f}", wait_ms=f"{timer.waits[-1]*1e3:.0f}",
+                        mem_gb=f"{GlobalCounters.mem_used/1e9:.1f}")
+        if benchmark and len(timer.steps) >= benchmark:
+          bar.close(); it.close()
+          print(timer.summary(k["BS"], spe * k["EPOCHS"], "img"), flush=True)
+          return 0
+        t_wait = runtime.now()
+    bar.close()
+    mlperf.event(C.EPOCH_STOP, epoch, metadata={C.EPOCH_NUM: epoch})
+    if not should_eval(epoch, k): continue
+    mlperf.start(C.EVAL_START, epoch, metadata={C.EPOCH_NUM: epoch})
+    eval_loss, top1 = evaluate(tr, manifest, args.seed, e)
+    mlperf.event(C.EVAL_ACCURACY, top1, metadata={C.EPOCH_NUM: epoch})
+    mlperf.end(C.EVAL_STOP, epoch, metadata={C.EPOCH_NUM: epoch})
+    print(f"epoch {epoch}: eval loss {eval_loss:.4f}, top-1 {top1:.4f} (target {k['TARGET']})", flush=True)
+    if args.ckpt:
+      path = save_state(args.results / "ckpt" / f"resnet_{args.seed}_e{epoch}.safetensors", tr.model, tr.optimizer, tr.scheduler)
+      print(f"saved training state to {path}", flush=True)
+    if top1 >= k["TARGET"]:
+      status = C.SUCCESS
+      break
+  mlperf.end(C.RUN_STOP, metadata={C.STATUS: status})
+  if status != C.SUCCESS: print(f"target {k['TARGET']} not reached in {k['EPOCHS']} epochs", file=sys.stderr)
+  return 0 if status == C.SUCCESS else 1
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  try:
+    cfg = load_config("resnet", args.platform)
+  except ConfigError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+  for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
+  runtime.apply_tinygrad_env(cfg, args.phase)
+  runtime.prepare_cache_db(args.results, args.seed, fresh=args.phase == "init")
+  mlperf.open_result_log(args.log or args.results / f"result_resnet_{args.seed}.txt")
+  print("provenance: " + ", ".join(f"{k}={v}" for k, v in runtime.provenance().items()), flush=True)
+  from benchmarks.resnet.data import DataError
+  try:
+    return (init_phase if args.phase == "init" else run_phase)(cfg, args)
+  except DataError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,30 @@
+# Sourced by test.sh and smoke.sh: make a virtualenv with the locked dependencies and the project, once.
+# Re-sourcing is cheap: the install runs again only when a lock file changed.
+set -euo pipefail
+ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "tinyperf needs Python >= 3.11 (tinygrad 0.14 does); found $("$PY" --version 2>&1). Set PYTHON=/path/to/python3.11." >&2
+  exit 2
+fi
+if ! command -v clang >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing clang (tinygrad's CPU backend compiles kernels with it)" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang >/dev/null) || { echo "apt-get install clang failed" >&2; exit 2; }
+  else
+    echo "clang is missing: tinygrad's CPU backend needs it. Install it (e.g. sudo apt-get install clang) and rerun." >&2
+    exit 2
+  fi
+fi
+VENV="${TINYPERF_VENV:-$ROOT_DIR/.venv}"
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+stamp="$VENV/.tinyperf-lock.sha"
+want="$(cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$ROOT_DIR/pyproject.toml" | sha1sum | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "installing locked dependencies into $VENV" >&2
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock"
+  "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$ROOT_DIR"
+  echo "$want" > "$stamp"
+fi
+export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"

@@ -1,0 +1,140 @@
+"""`tinyperf run BENCHMARK --platform P --nexp N`: N seeded INIT+RUN runs, each checked, recorded in a resumable ledger.
+
+Layout under --results R:
+  R/results/<system>/<bm>/result_<i>.txt   finished runs (the submission's results tree; never overwritten)
+  R/runs/<system>/<bm>/ledger.json         every attempt: seed, status, exit codes, cache-drop method
+  R/runs/<system>/<bm>/run_<i>_<seed>/     raw console output, the MLPerf log while it is written, the kernel cache
+The training entrypoint is started as a process (this module never imports tinygrad or training code)."""
+from __future__ import annotations
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common.config import BENCHMARKS, load_config, PlatformConfig
+from tooling.errors import UserError, write_atomic
+from tooling import ledger as L
+
+DEFAULT_NEXP = {"resnet": 5, "bert": 10}  # the runs MLPerf requires per benchmark
+
+
+def add_arguments(p: argparse.ArgumentParser):
+  p.add_argument("benchmark", choices=BENCHMARKS)
+  p.add_argument("--platform", required=True, help="implementation name (benchmarks/<bm>/implementations/<platform>)")
+  p.add_argument("--nexp", type=int, help="number of runs (default: 5 for resnet, 10 for bert, as MLPerf requires)")
+  p.add_argument("--data", type=Path, required=True, help="prepared dataset directory (tinyperf prep ...)")
+  p.add_argument("--results", type=Path, default=Path("out"), help="output root (default: ./out)")
+  p.add_argument("--no-container", action="store_true",
+                 help="run on this host with this Python instead of in the platform's image")
+  p.add_argument("--no-check", action="store_true", help="skip `tinyperf check` after each run")
+
+
+def run_dirs(results: Path, cfg: PlatformConfig) -> tuple[Path, Path]:
+  return (results / "results" / cfg["system"] / cfg.benchmark, results / "runs" / cfg["system"] / cfg.benchmark)
+
+
+def _unique_seed(taken: set[int], bits: int) -> int:
+  while True:
+    seed = int.from_bytes(os.urandom(8), "little") % (1 << bits)
+    if seed not in taken: return seed
+
+
+def _stream(cmd: list[str], env: dict, out_file, cwd: Path) -> int:
+  """Run one phase, teeing its output to the console and to out_file as it arrives (a crash keeps what was printed)."""
+  proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+  try:
+    for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+      out_file.write(chunk); out_file.flush()
+      sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
+    return proc.wait()
+  except BaseException:
+    # Ctrl-C or launcher failure: stop the whole process group of the phase, then re-raise
+    try: os.killpg(proc.pid, signal.SIGTERM); proc.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+      try: os.killpg(proc.pid, signal.SIGKILL)
+      except ProcessLookupError: pass
+    raise
+
+
+def host_run(cfg: PlatformConfig, index: int, seed: int, data: Path, work: Path, out_file) -> tuple[dict, Path]:
+  """INIT then RUN on this host, the way run_and_time.sh does it, appending to one MLPerf log in `work`."""
+  from benchmarks.common.config import ROOT
+  log = work / "mlperf.txt"
+  env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(work / "cache" / "tinygrad.db")}
+  codes = {}
+  for phase in ("init", "run"):
+    cmd = [sys.executable, "-m", f"benchmarks.{cfg.benchmark}.train", "--platform", cfg.platform, "--phase", phase,
+           "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
+    codes[phase] = _stream(cmd, env, out_file, cwd=ROOT)
+    if codes[phase] not in (0, 1) or (phase == "init" and codes[phase] != 0): break
+  return codes, log
+
+
+def check_log(log: Path) -> tuple[bool, str]:
+  """Compliance of one finished log with the real checker (+ our extra checks). Returns (accepted, one-line summary)."""
+  from tooling.check import check_file
+  report = check_file(log)
+  return report.accepted, report.summary()
+
+
+def main(args) -> int:
+  cfg = load_config(args.benchmark, args.platform)
+  if not args.no_container:
+    raise UserError("the container backend is not available yet in this version; use --no-container to run on this host")
+  nexp = args.nexp or DEFAULT_NEXP[args.benchmark]
+  if not args.data.is_dir():
+    raise UserError(f"data directory {args.data} does not exist; prepare it with `tinyperf prep ...` and pass --data.")
+  results_dir, work_root = run_dirs(args.results, cfg)
+  try:
+    results_dir.mkdir(parents=True, exist_ok=True); work_root.mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    raise UserError(f"cannot create {results_dir} ({e.strerror}); choose a writable --results directory.") from None
+  ledger_path = work_root / "ledger.json"
+  with L.Ledger.locked(ledger_path) as led: pending, taken = led.pending(nexp), led.seeds()
+  # a result file the ledger does not know about is never overwritten: refuse loudly instead
+  for i in pending:
+    if (results_dir / f"result_{i}.txt").exists():
+      raise UserError(f"{results_dir / f'result_{i}.txt'} exists but the ledger {ledger_path} has no finished run {i}. "
+                      f"Results are never overwritten: move the file away, or restore the ledger, and rerun.")
+  done = nexp - len(pending)
+  print(f"{cfg.benchmark} on {cfg.platform}: {nexp} runs, {done} already finished, running {pending}", flush=True)
+  for i in pending:
+    seed = _unique_seed(taken, cfg.get("SEED_BITS", 31)); taken.add(seed)
+    work = work_root / f"run_{i}_{seed}"; work.mkdir(parents=True)
+    att = L.Attempt(index=i, seed=seed, backend="host", output=str(work / "output.log"))
+    L.add_attempt(ledger_path, att)
+    t0 = time.time()
+    try:
+      with open(work / "output.log", "ab") as out_file:
+        att.exit_codes, log = host_run(cfg, i, seed, args.data, work, out_file)
+    except KeyboardInterrupt:
+      att.status, att.finished, att.note = L.INTERRUPTED, time.time(), "interrupted by the user (Ctrl-C)"
+      L.update_attempt(ledger_path, att)
+      print(f"\nrun {i} interrupted; rerun the same command to redo it (finished runs are kept)", file=sys.stderr)
+      return 130
+    att.finished = time.time()
+    codes = att.exit_codes
+    if codes.get("init") != 0 or codes.get("run") not in (0, 1):
+      att.status, att.note = L.FAILED, f"exit codes {codes}; see {att.output}"
+      L.update_attempt(ledger_path, att)
+      print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
+      continue
+    att.converged = codes["run"] == 0
+    accepted, summary = (True, "not checked (--no-check)") if args.no_check else check_log(log)
+    result = results_dir / f"result_{i}.txt"
+    write_atomic(result, log.read_bytes())  # never overwrites
+    att.status, att.result, att.note = L.DONE, str(result), summary
+    L.update_attempt(ledger_path, att)
+    mins = (att.finished - t0) / 60
+    print(f"run {i} (seed {seed}) {'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; "
+          f"check: {summary}", flush=True)
+    if not accepted: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
+  with L.Ledger.locked(ledger_path) as led: left = led.pending(nexp)
+  if left:
+    print(f"{len(left)} run(s) not finished: {left}; rerun the same command to redo them", file=sys.stderr)
+    return 1
+  print(f"all {nexp} runs finished: {results_dir}", flush=True)
+  return 0
