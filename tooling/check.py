@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tooling import mlperf_tools
 from tooling.mllog_reader import MLLog
-from tooling.score import max_dropped_runs, time_to_train_minutes
+from tooling.score import max_dropped_runs, score_bench_dir, time_to_train_minutes
 from tooling.submission_tree import RESULT_NAME, BenchDir, Target, discover
 
 FAIL, WARN, INFO = "fail", "warn", "info"
@@ -80,6 +80,8 @@ class DirReport:
   noncompliant: int = 0
   summary: str = ""
   rcp_scaling_factor: float | None = None   # what package_checker's RCP check writes into scaling.json
+  score_minutes: float | None = None        # `tinyperf score`'s olympic mean (result_summarizer's number)
+  score_note: str = ""
   accepted: bool = False
 
 
@@ -419,6 +421,7 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
         try: dr.rcp_scaling_factor = float(json.loads(scaling.read_text())["scaling_factor"])
         except (ValueError, KeyError, TypeError): pass
   where = f"package_checker {ruleset}"
+  failed_before = sum(f.level == FAIL for f in report.findings + [x for _, d in dirs for x in d.findings])
   if stubbed:
     report.findings.append(Finding(INFO, "package-checker", f"no systems JSON for {', '.join(stubbed)} in PATH: "
                                    f"package_checker ran with a stand-in carrying the logs' division", where))
@@ -445,11 +448,13 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
                   + (f" ({len(msg.splitlines()) - 1} more lines)" if len(msg.splitlines()) > 1 and level != INFO else ""),
                   dr.rel if dr else where)
       (dr.findings if dr else report.findings).append(f)
-  # the success line is missing when only the system description failed: that failure is reported on its own
-  other_errors = [e for e in res.errors if not _is_sysdesc(e)]
-  if not res.crashed and not res.success_line and not other_errors and not any(_is_sysdesc(e) for e in res.errors):
-    report.findings.append(Finding(FAIL, "package-checker", "package_checker did not print FOUND NO ERRORS, SUCCESS",
-                                   where))
+  # safety net: package_checker did not accept the package but no finding above says why. (Its success line is also
+  # missing when only a system description failed; system_desc_checker's own run reports that one.)
+  failed_now = sum(f.level == FAIL for f in report.findings + [x for _, d in dirs for x in d.findings])
+  sysdesc_only = bool(res.errors) and all(_is_sysdesc(e) for e in res.errors) and not res.skipped and not res.crashed
+  if failed_now == failed_before and not sysdesc_only and not res.accepted(list(expected)):
+    report.findings.append(Finding(FAIL, "package-checker", "package_checker did not accept the package (no "
+                                   "'FOUND NO ERRORS, SUCCESS' line); see its output", where))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -478,6 +483,9 @@ def check_path(path: str | Path, ruleset: str | None = None, werror: bool = Fals
     _seed_package_check(dr)
     _cross_checks(t, bd, dr)
     _olympic(dr)
+    # the score uses the checker's verdicts without --werror, as result_summarizer does
+    sc = score_bench_dir(bd, None if werror else by_path)
+    dr.score_minutes, dr.score_note = sc.score_minutes, sc.reason
     pairs.append((bd, dr))
     report.dirs.append(dr)
   report.rulesets = sorted({bd.ruleset for bd in t.bench_dirs}, key=mlperf_tools._version_key)
@@ -540,7 +548,8 @@ def render(report: Report) -> str:
     if dr.rcp_scaling_factor is not None:
       lines.append(f"  INFO  RCP: package_checker writes scaling.json with factor {dr.rcp_scaling_factor:.4f}; the "
                    f"score is multiplied by it")
-    lines += [f"  => {dr.summary}; directory {'accepted' if dr.accepted else 'REJECTED'}", ""]
+    score = f"score {dr.score_minutes:.2f} min" if dr.score_minutes is not None else (dr.score_note or "no score")
+    lines += [f"  => {dr.summary}; {score}; directory {'accepted' if dr.accepted else 'REJECTED'}", ""]
   sysinfo = [f for f in report.findings if f.check == "system-desc" and f.level == INFO]
   if sysinfo: lines.append("systems: " + "; ".join(f"{f.file} {f.message[len('system_desc_checker '):]}" for f in sysinfo))
   lines += _finding_lines(report.findings, indent="")

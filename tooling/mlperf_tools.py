@@ -6,6 +6,7 @@ nothing is written to the caller's working directory. Which rulesets accept a be
 package's data (compliance_checker/training_X.Y.Z rule files and benchmark_meta), not from a list kept here.
 """
 from __future__ import annotations
+import ast
 import importlib.util
 import json
 import re
@@ -258,7 +259,7 @@ def system_desc_check(path: Path, ruleset: str) -> SystemDescResult:
   for e in errors:
     m = re.search(r"failed for .*? : (\[.*\])\s*$", e, re.S)
     if m:
-      try: reasons.extend(str(x) for x in __import__("ast").literal_eval(m.group(1)))
+      try: reasons.extend(str(x) for x in ast.literal_eval(m.group(1)))
       except (ValueError, SyntaxError): reasons.append(m.group(1))
     else: reasons.append(e.strip())
   if run.crashed: reasons.append(f"system_desc_checker crashed: {run.crash_line}")

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from benchmarks.common.config import RULESETS
 from tooling.errors import UserError
-from tooling.mllog_reader import MLLog, read_log
+from tooling.mllog_reader import TOKEN, MLLog, read_log
 from tooling import mlperf_tools
 
-RESULT_NAME = re.compile(r"^result_(0|[1-9][0-9]*)\.txt$")
+RESULT_NAME = re.compile(r"^result_(0|[1-9][0-9]*)\.txt$")   # what a package needs: result_0.txt ... result_<N-1>.txt
+RESULT_GLOB = re.compile(r"^result_.*\.txt$")                 # what package_checker and result_summarizer read
 LOG_SUFFIXES = (".txt", ".log")
 AUX_FILES = {"scaling.json", "package_checker_params"}   # files package_checker and the summarizer read themselves
 AUX_DIRS = {"power"}
@@ -78,8 +79,9 @@ def _read_bench_dir(d: Path, system: str) -> BenchDir:
       if p.name not in AUX_DIRS: other.append(p)
       continue
     if p.name in AUX_FILES: continue
-    if _is_log_candidate(p): logs.append(read_log(p))
-    else: other.append(p)
+    if RESULT_GLOB.match(p.name) or (_is_log_candidate(p) and TOKEN.encode() in p.read_bytes()):
+      logs.append(read_log(p))     # strict: a broken result log is bad input, not an unknown file
+    else: other.append(p)          # console logs, notes: package_checker warns about them, so do we
   if not logs:
     raise UserError(f"{d}: no result logs (result_<i>.txt) in this directory, only {', '.join(p.name for p in entries)}.")
   bd = BenchDir(d, system, d.name, logs, other)

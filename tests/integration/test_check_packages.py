@@ -79,12 +79,15 @@ def test_non_contiguous_result_files(tmp_path):
   assert dir_findings(report, "package-checker", FAIL) == []   # package_checker only counts files: it passes this
 
 
-def test_unknown_file_in_results_dir_warns(tmp_path):
+def test_unknown_files_in_results_dir_warn(tmp_path):
   org = make_package(tmp_path, "resnet")
-  (org / "results" / "tinybox_green" / "resnet" / "notes.md").write_text("hi")
+  bdir = org / "results" / "tinybox_green" / "resnet"
+  (bdir / "notes.md").write_text("hi")
+  (bdir / "console.log").write_text("training resnet\nloss 1.2\n")   # no MLLOG lines: not a result log
   report = check_path(org)
   assert report.accepted
-  assert any("notes.md: unknown entry" in f.message for f in dir_findings(report, "result-files", WARN))
+  msgs = [f.message for f in dir_findings(report, "result-files", WARN)]
+  assert any("notes.md: unknown entry" in m for m in msgs) and any("console.log: unknown entry" in m for m in msgs)
 
 
 def test_one_unfinished_run_is_olympic_two_are_rejected(tmp_path):

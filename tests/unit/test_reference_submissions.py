@@ -26,6 +26,7 @@ def test_v40_resnet_rejected_only_for_systems_status(reference):
   bad = [f for f in d.files if not f.compliant]
   assert [f.name for f in bad] == ["result_0.txt"]
   assert "run_stop" in bad[0].first_failure.message and bad[0].minutes is None
+  assert round(d.score_minutes, 2) == 122.08
   assert all(f.checker_success for f in d.files if f.name != "result_0.txt")
 
 
@@ -54,6 +55,7 @@ def test_v50_bert_green_and_red_accepted_green_over_init_limit(v50_report):
   assert set(dirs) == {"tinybox_green", "tinybox_red"}
   assert dirs["tinybox_red"].noncompliant == 0 and dirs["tinybox_red"].summary == "10 of 10 compliant"
   green = dirs["tinybox_green"]
+  assert round(green.score_minutes, 2) == 213.60 and round(dirs["tinybox_red"].score_minutes, 2) == 300.51
   assert green.summary.startswith("9 of 10 compliant: accepted under olympic scoring")
   (bad,) = [f for f in green.files if not f.compliant]
   assert bad.name == "result_2.txt"
