@@ -22,7 +22,7 @@ from pathlib import Path
 from tooling import mlperf_tools
 from tooling.mllog_reader import MLLog
 from tooling.score import max_dropped_runs, score_bench_dir, time_to_train_minutes
-from tooling.submission_tree import RESULT_NAME, BenchDir, Target, discover
+from tooling.submission_tree import RESULT_GLOB, RESULT_NAME, BenchDir, Target, discover
 
 FAIL, WARN, INFO = "fail", "warn", "info"
 INIT_LIMIT_MIN = {"closed": 30, "open": 240}   # the rules' init allowance; the checker enforces it strictly (<)
@@ -207,8 +207,7 @@ def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
       v = int(e.value)
       if isinstance(e.value, bool) or (isinstance(e.value, float) and not e.value.is_integer()): raise ValueError
     except (TypeError, ValueError):
-      fr.findings.append(Finding(FAIL, "seed", f"seed {e.value!r} is not an integer; the seed checker needs int()",
-                                 fr.name, e.line))
+      fr.findings.append(Finding(FAIL, "seed", f"seed {e.value!r} is not an integer value", fr.name, e.line))
       continue
     if v not in fr.seeds: fr.seeds.append(v)
   for v in fr.seeds:
@@ -256,6 +255,9 @@ def _naming_check(bd: BenchDir, dr: DirReport) -> None:
   for log in bd.logs:
     m = RESULT_NAME.match(log.path.name)
     if m: named[int(m.group(1))] = log
+    elif RESULT_GLOB.match(log.path.name):
+      dr.findings.append(Finding(FAIL, "result-files", f"{log.path.name}: the index must be a plain number "
+                                 f"(result_<i>.txt, i = 0, 1, ...)", log.path.name))
     else:
       dr.findings.append(Finding(FAIL, "result-files", f"{log.path.name} is a result log not named result_<i>.txt "
                                  f"(i = 0, 1, ...): package_checker and result_summarizer only count result_*.txt",
@@ -560,6 +562,7 @@ def render(report: Report) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+  p.epilog = "exit status: 0 accepted, 1 rejected, 2 bad input or usage. See docs/check.md."
   p.add_argument("path", metavar="PATH",
                  help="a result log, a results/<system>/<benchmark> directory, or a submitter directory")
   p.add_argument("--ruleset", help="check against this ruleset instead of the benchmark's (resnet 4.0.0, bert 5.0.0)")

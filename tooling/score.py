@@ -159,6 +159,8 @@ def render(scores: list[BenchmarkScore]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+  p.epilog = ("exit status: 0 every benchmark has a score (or the one log finished compliant), 1 otherwise, "
+              "2 bad input or usage.")
   p.add_argument("path", metavar="PATH", help="a result log, a results/<system>/<benchmark> directory or a submitter directory")
   p.add_argument("--ruleset", help="override the ruleset (default per benchmark: resnet 4.0.0, bert 5.0.0)")
   p.add_argument("--json", action="store_true", help="print the scores as JSON")
