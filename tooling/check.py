@@ -15,13 +15,12 @@ import json
 import shutil
 import tempfile
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tooling import mlperf_tools
 from tooling.mllog_reader import MLLog
-from tooling.score import max_dropped_runs, score_bench_dir, time_to_train_minutes
+from tooling.score import max_dropped_runs, read_scaling, score_bench_dir, time_to_train_minutes
 from tooling.submission_tree import RESULT_GLOB, RESULT_NAME, BenchDir, Target, discover
 
 FAIL, WARN, INFO = "fail", "warn", "info"
@@ -31,7 +30,6 @@ SEED_BITS = 31                                # the width the platform configs d
 RANDOM_BITS = 15                              # bash $RANDOM: 0..32767, what upstream's run_and_time.sh uses
 SEED_EVIDENCE = 10                            # bits of evidence before calling a package's seeds narrow (p < 0.1%)
 COUNT_FIELDS = ("number_of_nodes", "host_processors_per_node", "accelerators_per_node")
-WORKERS = 2
 
 
 @dataclass
@@ -418,10 +416,8 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
       if params.is_file(): shutil.copy2(params, root / "results" / bd.system / params.name)
     res = mlperf_tools.package_check(Path(tmp), org, ruleset, werror)
     for bd, dr in dirs:
-      scaling = root / "results" / bd.system / bd.name / "scaling.json"
-      if scaling.is_file():
-        try: dr.rcp_scaling_factor = float(json.loads(scaling.read_text())["scaling_factor"])
-        except (ValueError, KeyError, TypeError): pass
+      copy = root / "results" / bd.system / bd.name
+      if (copy / "scaling.json").is_file(): dr.rcp_scaling_factor = read_scaling(copy)
   where = f"package_checker {ruleset}"
   failed_before = sum(f.level == FAIL for f in report.findings + [x for _, d in dirs for x in d.findings])
   if stubbed:
@@ -472,10 +468,8 @@ def check_path(path: str | Path, ruleset: str | None = None, werror: bool = Fals
     report.accepted = report.files[0].compliant
     return report
 
-  jobs = [(bd, log) for bd in t.bench_dirs for log in bd.logs]
-  with ThreadPoolExecutor(WORKERS) as ex:
-    results = list(ex.map(lambda j: mlperf_tools.compliance_check(j[1].path, j[0].ruleset, werror), jobs))
-  by_path = {log.path: res for (_, log), res in zip(jobs, results)}
+  jobs = [(log.path, bd.ruleset) for bd in t.bench_dirs for log in bd.logs]
+  by_path = {path: res for (path, _), res in zip(jobs, mlperf_tools.compliance_check_all(jobs, werror))}
   pairs = []
   for bd in t.bench_dirs:
     dr = DirReport(str(bd.path), bd.rel, bd.system, bd.benchmark, bd.ruleset, bd.division)

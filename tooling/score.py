@@ -13,7 +13,6 @@ this follows its rules, not a cleaner reading of them:
 from __future__ import annotations
 import argparse
 import json
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,7 +21,6 @@ from tooling.mllog_reader import MLLog
 from tooling import mlperf_tools
 from tooling.submission_tree import BenchDir, discover
 
-WORKERS = 2
 
 
 def time_to_train_minutes(log: MLLog) -> float | None:
@@ -93,8 +91,8 @@ def score_bench_dir(bd: BenchDir, compliance: dict[Path, mlperf_tools.Compliance
   logs = sorted((l for l in bd.logs if l.path.name.startswith("result_") and l.path.name.endswith(".txt")),
                 key=lambda l: l.path.name)
   if compliance is None:
-    with ThreadPoolExecutor(WORKERS) as ex:
-      compliance = dict(zip([l.path for l in logs], ex.map(lambda l: mlperf_tools.compliance_check(l.path, bd.ruleset), logs)))
+    paths = [l.path for l in logs]
+    compliance = dict(zip(paths, mlperf_tools.compliance_check_all([(p, bd.ruleset) for p in paths])))
   out = BenchmarkScore(str(bd.path), bd.system, bd.benchmark, bd.ruleset)
   minutes = []
   for log in logs:
