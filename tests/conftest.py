@@ -1,13 +1,29 @@
+"""Shared test setup: the repository root and tests/ on sys.path, and the location of ../shared."""
+from __future__ import annotations
 import os
+import shutil
+import sys
 from pathlib import Path
+
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TINYPERF_SHARED", REPO.parent / "shared"))
+for p in (REPO, REPO / "tests"):
+  if str(p) not in sys.path: sys.path.insert(0, str(p))
+
+
+def shared_dir() -> Path:
+  return Path(os.environ.get("TINYPERF_SHARED", REPO.parent / "shared"))
 
 
 @pytest.fixture
-def shared_dir() -> Path:
-  """../shared (specs, reference submissions). CI always has it; elsewhere tests that need it skip."""
-  if not (SHARED / "reference-submissions").is_dir(): pytest.skip(f"{SHARED}/reference-submissions is absent")
-  return SHARED
+def reference(tmp_path):
+  """reference("v4.0") -> a scratch copy of shared/reference-submissions/v4.0/tinycorp; skips when shared/ is absent."""
+  def get(version: str, copy: bool = True) -> Path:
+    src = shared_dir() / "reference-submissions" / version / "tinycorp"
+    if not src.is_dir(): pytest.skip(f"reference submissions not found at {src} (set TINYPERF_SHARED)")
+    if not copy: return src
+    dst = tmp_path / version / "tinycorp"
+    shutil.copytree(src, dst)
+    return dst
+  return get

@@ -1,0 +1,177 @@
+"""`tinyperf check` on single logs built with the real mllog API, checked by the real compliance_checker."""
+from __future__ import annotations
+import json
+
+import pytest
+
+from mllog_builder import write_log
+from tooling import mlperf_tools
+from tooling.check import FAIL, INFO, WARN, check_path
+from tooling.cli import main as cli
+from tooling.errors import UserError
+
+
+def only(report):
+  (f,) = report.files
+  return f
+
+
+def levels(fr, check):
+  return [f.level for f in fr.findings if f.check == check]
+
+
+def test_compliant_resnet_closed_400(tmp_path):
+  r = check_path(write_log(tmp_path / "result_0.txt", "resnet"))
+  f = only(r)
+  assert r.accepted and r.exit_code == 0 and r.rulesets == ["4.0.0"]
+  assert f.checker_success and f.compliant and f.first_failure is None
+  assert (f.benchmark, f.ruleset, f.division) == ("resnet", "4.0.0", "closed")
+  assert f.minutes == pytest.approx(120.0) and f.init_minutes == pytest.approx(20.0)
+  assert f.init_margin_minutes == pytest.approx(10.0)
+  assert [x for x in f.findings if x.level != INFO] == []
+
+
+def test_compliant_bert_500_without_submission_status(tmp_path):
+  r = check_path(write_log(tmp_path / "result_0.txt", "bert", submission_status=None))
+  f = only(r)
+  assert r.accepted and f.ruleset == "5.0.0" and f.checker_success
+  assert [x for x in f.findings if x.level != INFO] == []
+
+
+def test_resnet_400_needs_submission_status(tmp_path):
+  f = only(check_path(write_log(tmp_path / "result_0.txt", "resnet", submission_status=None)))
+  assert not f.compliant and not f.checker_success
+  assert f.first_failure.message == "Required EXACTLY_ONE occurrence of 'submission_status' but found 0"
+
+
+def test_missing_run_stop(tmp_path):
+  r = check_path(write_log(tmp_path / "result_0.txt", "resnet", run_stop=False))
+  f = only(r)
+  assert not r.accepted and r.exit_code == 1 and not f.checker_success
+  assert f.first_failure.message == "Required EXACTLY_ONE occurrence of 'run_stop' but found 0"
+  assert levels(f, "run-stop") == [FAIL] and f.minutes is None
+
+
+def test_run_stop_aborted_is_caught_although_the_checker_passes(tmp_path):
+  f = only(check_path(write_log(tmp_path / "result_0.txt", "bert", status="aborted")))
+  assert f.checker_success and not f.compliant
+  assert f.first_failure.check == "run-stop" and "'aborted'" in f.first_failure.message
+  assert f.first_failure.line == len((tmp_path / "result_0.txt").read_text().splitlines())
+
+
+def test_init_over_30_minutes(tmp_path):
+  f = only(check_path(write_log(tmp_path / "result_0.txt", "resnet", init_minutes=31.5)))
+  assert not f.compliant and not f.checker_success
+  assert f.first_failure.message.startswith("CHECK for 'init_stop' failed") and f.first_failure.line == 8
+  (init,) = [x for x in f.findings if x.check == "init-time"]
+  assert init.level == FAIL and init.line == 8
+  assert "init took 31.50 min" in init.message and "1.50 min over the 30-min closed limit" in init.message
+  assert f.init_margin_minutes == pytest.approx(-1.5)
+
+
+def test_init_close_to_the_limit_warns_and_passes(tmp_path):
+  f = only(check_path(write_log(tmp_path / "result_0.txt", "resnet", init_minutes=28.0)))
+  assert f.compliant
+  (init,) = [x for x in f.findings if x.check == "init-time"]
+  assert init.level == WARN and "only 2.00 min under the 30-min closed limit" in init.message
+
+
+def test_open_division_gets_240_minutes_of_init(tmp_path):
+  f = only(check_path(write_log(tmp_path / "result_0.txt", "resnet", division="open", init_minutes=100)))
+  assert f.compliant and f.division == "open" and f.init_margin_minutes == pytest.approx(140.0)
+
+
+def test_division_logged_after_init_stop(tmp_path):
+  f = only(check_path(write_log(tmp_path / "result_0.txt", "resnet", division_after_init=True)))
+  assert not f.checker_success and not f.compliant
+  assert any(x.check == "init-time" and "submission_division is logged after init_stop" in x.message
+             for x in f.findings)
+
+
+def test_15_bit_seed_warns(tmp_path):
+  r = check_path(write_log(tmp_path / "result_0.txt", "bert", seed=15927))
+  f = only(r)
+  assert r.accepted and f.seeds == [15927]
+  (w,) = [x for x in f.findings if x.check == "seed-width"]
+  assert w.level == WARN and "15 bits" in w.message and "$RANDOM" in w.message and "0.14%" in w.message
+
+
+def test_31_bit_seed_does_not_warn(tmp_path):
+  f = only(check_path(write_log(tmp_path / "result_0.txt", "bert", seed=2**31 - 5)))
+  assert not [x for x in f.findings if x.check.startswith("seed")]
+
+
+def test_missing_seed_fails_closed(tmp_path):
+  f = only(check_path(write_log(tmp_path / "result_0.txt", "resnet", seed=None)))
+  assert f.checker_success and not f.compliant      # the compliance checker does not notice
+  assert levels(f, "seed") == [FAIL]
+
+
+def test_key_logged_twice_warns_and_fails_with_werror(tmp_path):
+  p = write_log(tmp_path / "result_0.txt", "bert", duplicate="opt_base_learning_rate")
+  second = [i for i, l in enumerate(p.read_text().splitlines(), 1) if '"opt_base_learning_rate"' in l][1]
+  r = check_path(p)
+  f = only(r)
+  assert r.accepted and f.checker_success
+  (d,) = [x for x in f.findings if x.check == "duplicate-key"]
+  assert d.level == WARN and d.line == second and "opt_base_learning_rate logged 2 times" in d.message
+  r = check_path(p, werror=True)
+  f = only(r)
+  assert not r.accepted and not f.checker_success        # the real checker ran with --werror
+  assert f.first_failure.check == "duplicate-key" and f.first_failure.level == FAIL and f.first_failure.line == second
+
+
+def test_line_numbers_count_every_file_line(tmp_path):
+  """The checker numbers MLLOG lines from 0 and skips other lines; we report the file line."""
+  p = write_log(tmp_path / "result_0.txt", "resnet", init_minutes=45)
+  lines = p.read_text().splitlines()
+  noisy = []
+  for l in lines:
+    noisy += ["loading kernels...", f"[1,0]<stdout>:{l}"]
+  p.write_text("\n".join(noisy) + "\n")
+  f = only(check_path(p))
+  assert f.first_failure.message.startswith("CHECK for 'init_stop' failed")
+  assert f.first_failure.line == 16 and '"init_stop"' in noisy[15]
+
+
+# (not named `benchmark`: pytest-benchmark owns that fixture name)
+@pytest.mark.parametrize("bm,ruleset,last", [("bert", "5.1.0", "5.0.0"), ("resnet", "4.1.0", "4.0.0"),
+                                             ("resnet", "5.0.0", "4.0.0")])
+def test_wrong_ruleset_is_refused_with_the_accepting_ones(capsys, tmp_path, bm, ruleset, last):
+  p = write_log(tmp_path / "result_0.txt", bm)
+  with pytest.raises(UserError) as e: check_path(p, ruleset=ruleset)
+  accepted = mlperf_tools.accepting_rulesets(bm, "closed")
+  assert accepted[-1] == last and ruleset not in accepted
+  msg = str(e.value)
+  assert f"ruleset {ruleset} does not accept closed {bm}" in msg and ", ".join(accepted) in msg
+  assert cli(["check", "--ruleset", ruleset, str(p)]) == 2
+  assert "Traceback" not in capsys.readouterr().err
+
+
+def test_unknown_ruleset_is_refused(tmp_path):
+  p = write_log(tmp_path / "result_0.txt", "bert")
+  with pytest.raises(UserError, match=r"ruleset 9\.9\.9 is not one the installed mlperf_logging knows"):
+    check_path(p, ruleset="9.9.9")
+
+
+def test_ruleset_override_accepted_when_the_benchmark_exists_there(tmp_path):
+  r = check_path(write_log(tmp_path / "result_0.txt", "bert"), ruleset="4.0.0")
+  assert r.rulesets == ["4.0.0"] and r.accepted      # the log carries submission_status, which 4.0.0 requires
+
+
+def test_cli_table_and_json(capsys, tmp_path):
+  p = write_log(tmp_path / "result_0.txt", "resnet", init_minutes=31)
+  assert cli(["check", str(p)]) == 1
+  out = capsys.readouterr().out
+  header = next(l for l in out.splitlines() if l.strip().startswith("file"))
+  for col in ("benchmark", "ruleset", "division", "verdict", "first failing rule (line)", "TTT min", "init min (margin)"):
+    assert col in header
+  row = next(l for l in out.splitlines() if l.strip().startswith("result_0.txt"))
+  assert "NON-COMPLIANT" in row and "(line 8)" in row and "31.00 (-1.00)" in row and "120.00" in row
+  assert out.rstrip().endswith("result log: REJECTED")
+  assert cli(["check", "--json", str(p)]) == 1
+  data = json.loads(capsys.readouterr().out)
+  assert data["accepted"] is False and data["exit_code"] == 1 and data["kind"] == "file"
+  (f,) = data["files"]
+  assert f["verdict"] == "NON-COMPLIANT" and f["first_failure"]["line"] == 8
+  assert f["init_margin_minutes"] == pytest.approx(-1.0)

@@ -1,0 +1,163 @@
+"""What a PATH given to `tinyperf check` / `tinyperf score` is: one result log, a results/<system>/<benchmark> directory,
+or a submitter directory <org>/{systems,benchmarks,results}. Reads every log and systems JSON once and refuses bad input
+(UserError, exit 2) before any checker runs."""
+from __future__ import annotations
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.common.config import RULESETS
+from tooling.errors import UserError
+from tooling.mllog_reader import TOKEN, MLLog, read_log
+from tooling import mlperf_tools
+
+RESULT_NAME = re.compile(r"^result_(0|[1-9][0-9]*)\.txt$")   # what a package needs: result_0.txt ... result_<N-1>.txt
+RESULT_GLOB = re.compile(r"^result_.*\.txt$")                 # what package_checker and result_summarizer read
+LOG_SUFFIXES = (".txt", ".log")
+AUX_FILES = {"scaling.json", "package_checker_params"}   # files package_checker and the summarizer read themselves
+AUX_DIRS = {"power"}
+
+
+@dataclass
+class BenchDir:
+  path: Path
+  system: str
+  name: str                          # directory name: the benchmark as package_checker sees it
+  logs: list[MLLog]
+  other_files: list[Path]            # neither a log nor a file the tools know
+  benchmark: str = ""                # from the logs' submission_benchmark
+  division: str = ""                 # from the first log's submission_division
+  ruleset: str = ""
+
+  @property
+  def rel(self) -> str: return f"results/{self.system}/{self.name}"
+
+
+@dataclass
+class Target:
+  kind: str                          # "file" | "results" | "submission"
+  path: Path
+  org_dir: Path | None = None        # the submitter directory, when PATH is one or lies inside one
+  bench_dirs: list[BenchDir] = field(default_factory=list)
+  log: MLLog | None = None           # kind == "file"
+  file_ruleset: str = ""
+  systems: dict[str, dict] = field(default_factory=dict)       # stem -> parsed systems JSON
+  system_paths: dict[str, Path] = field(default_factory=dict)
+
+  @property
+  def org(self) -> str | None: return self.org_dir.name if self.org_dir else None
+
+
+def read_systems_json(path: Path) -> dict:
+  try:
+    text = path.read_text(encoding="utf-8")
+  except UnicodeDecodeError:
+    raise UserError(f"{path}: not UTF-8 text; a systems JSON must be a UTF-8 JSON object.") from None
+  try:
+    data = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise UserError(f"{path}:{e.lineno}: systems JSON does not parse ({e.msg} at column {e.colno}); package_checker and "
+                    f"result_summarizer would crash on it. Fix the JSON syntax.") from None
+  if not isinstance(data, dict):
+    raise UserError(f"{path}: systems JSON must be an object of fields, got {type(data).__name__}.")
+  return data
+
+
+def _is_log_candidate(p: Path) -> bool:
+  return p.suffix in LOG_SUFFIXES   # result_<i>.txt and misnamed logs (result0.txt, bert_green_<seed>.log)
+
+
+def _read_bench_dir(d: Path, system: str) -> BenchDir:
+  entries = sorted(d.iterdir())
+  if not entries:
+    raise UserError(f"{d}: empty directory; a results/<system>/<benchmark> directory holds the runs' result_<i>.txt "
+                    f"files. Remove it or add the logs.")
+  logs, other = [], []
+  for p in entries:
+    if p.is_dir():
+      if p.name not in AUX_DIRS: other.append(p)
+      continue
+    if p.name in AUX_FILES: continue
+    if RESULT_GLOB.match(p.name) or (_is_log_candidate(p) and TOKEN.encode() in p.read_bytes()):
+      logs.append(read_log(p))     # strict: a broken result log is bad input, not an unknown file
+    else: other.append(p)          # console logs, notes: package_checker warns about them, so do we
+  if not logs:
+    raise UserError(f"{d}: no result logs (result_<i>.txt) in this directory, only {', '.join(p.name for p in entries)}.")
+  bd = BenchDir(d, system, d.name, logs, other)
+  first = logs[0]
+  for log in logs[1:]:
+    if log.benchmark != first.benchmark:
+      raise UserError(f"{d}: two benchmarks mixed in one results directory: {first.path.name} logs "
+                      f"{first.benchmark!r} but {log.path.name} logs {log.benchmark!r}. A results/<system>/<benchmark> "
+                      f"directory holds the runs of one benchmark; move the other runs to their own directory.")
+  bd.benchmark, bd.division = first.benchmark, first.division or ""
+  return bd
+
+
+def choose_ruleset(benchmark: str, division: str, override: str | None, where: str) -> str:
+  """resnet -> 4.0.0, bert -> 5.0.0 (benchmarks.common.config.RULESETS); --ruleset overrides; refuse a ruleset the
+  benchmark does not exist in, naming the ones that accept it."""
+  div = division if division in ("closed", "open") else "closed"
+  if override:
+    mlperf_tools.require_ruleset(benchmark, div, override, where)
+    return override
+  if benchmark in RULESETS:
+    mlperf_tools.require_ruleset(benchmark, div, RULESETS[benchmark], where)
+    return RULESETS[benchmark]
+  ok = mlperf_tools.accepting_rulesets(benchmark, div)
+  if not ok:
+    raise UserError(f"{where}: benchmark {benchmark!r} exists in no ruleset of the installed mlperf_logging "
+                    f"(known: {', '.join(mlperf_tools.training_rulesets())}); check submission_benchmark.")
+  return ok[-1]
+
+
+def _find_org_dir(results_dir: Path) -> Path | None:
+  # results/<system>/<benchmark> inside <org>/: the org is three levels up, next to systems/
+  if results_dir.parent.parent.name == "results":
+    org = results_dir.parent.parent.parent
+    if (org / "systems").is_dir(): return org
+  return None
+
+
+def _load_systems(target: Target, stems: set[str] | None = None) -> None:
+  sysdir = target.org_dir / "systems"
+  if not sysdir.is_dir(): return
+  for p in sorted(sysdir.glob("*.json")):
+    if stems is not None and p.stem not in stems: continue
+    target.systems[p.stem] = read_systems_json(p)
+    target.system_paths[p.stem] = p
+
+
+def discover(path: str | Path, ruleset: str | None = None) -> Target:
+  path = Path(path)
+  if not path.exists():
+    raise UserError(f"{path}: no such file or directory. Give a result log, a results/<system>/<benchmark> directory "
+                    f"or a submitter directory (<org>/{{systems,benchmarks,results}}).")
+  if path.is_file():
+    log = read_log(path)
+    t = Target("file", path, log=log)
+    t.file_ruleset = choose_ruleset(log.benchmark, log.division or "", ruleset, str(path))
+    return t
+  if not path.is_dir():
+    raise UserError(f"{path}: neither a regular file nor a directory.")
+  if not any(path.iterdir()):
+    raise UserError(f"{path}: empty directory; nothing to check.")
+  if (path / "results").is_dir():
+    t = Target("submission", path, org_dir=path)
+    for sysdir in sorted(p for p in (path / "results").iterdir() if p.is_dir()):
+      for bdir in sorted(p for p in sysdir.iterdir() if p.is_dir()):
+        t.bench_dirs.append(_read_bench_dir(bdir, sysdir.name))
+    if not t.bench_dirs:
+      raise UserError(f"{path}/results: no results/<system>/<benchmark> directories; nothing to check.")
+    _load_systems(t)
+  elif any(p.is_file() for p in path.iterdir()):
+    t = Target("results", path, org_dir=_find_org_dir(path))
+    t.bench_dirs.append(_read_bench_dir(path, path.parent.name))
+    if t.org_dir: _load_systems(t, {path.parent.name})
+  else:
+    raise UserError(f"{path}: neither a results/<system>/<benchmark> directory (it holds no files) nor a submitter "
+                    f"directory (it has no results/ subdirectory).")
+  for bd in t.bench_dirs:
+    bd.ruleset = choose_ruleset(bd.benchmark, bd.division, ruleset, str(bd.path))
+  return t
