@@ -75,9 +75,12 @@ def host_run(cfg: PlatformConfig, index: int, seed: int, data: Path, work: Path,
 
 def check_log(log: Path) -> tuple[bool, str]:
   """Compliance of one finished log with the real checker (+ our extra checks). Returns (accepted, one-line summary)."""
-  from tooling.check import check_file
-  report = check_file(log)
-  return report.accepted, report.summary()
+  from tooling.check import check_path
+  report = check_path(log)
+  fr = report.files[0]
+  if report.accepted: return True, f"{fr.verdict}, {fr.minutes:.2f} min to train" if fr.minutes is not None else fr.verdict
+  first = report.failures()[0] if report.failures() else fr.first_failure
+  return False, f"{fr.verdict}: {first.message if first else 'see tinyperf check ' + str(log)}"
 
 
 def main(args) -> int:
