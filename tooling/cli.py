@@ -12,6 +12,7 @@ from tooling.errors import UserError
 # verb -> (module, one-line help). Modules are imported only when their verb runs, so `tinyperf check` never pays for
 # docker or tinygrad imports.
 VERBS = {
+  "prep": ("tooling.prep", "prepare data: ImageNet (download/ingest, verify, extract) or a synthetic stand-in"),
   "check": ("tooling.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
   "score": ("tooling.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
 }
