@@ -12,7 +12,8 @@ Methods (each optional library is skipped with a note when it is not installed):
   simplejpeg      simplejpeg decode (power-of-two downscale when legal) + Pillow resize
   turbojpeg       PyTurboJPEG on the system libturbojpeg (same downscale rule) + Pillow resize
 Every method uses the loader's crop sampling and RNG, so all decode the same crops; "diff" is the mean absolute
-difference to `pillow` in uint8 levels. Timing pins the process to one core and keeps the best of --rounds.
+difference to `pillow` in uint8 levels. Timing pins the process to one core, counts CPU time
+(process_time: time spent preempted by other jobs on a shared machine is not counted) and keeps the best of --rounds.
 """
 from __future__ import annotations
 import argparse
@@ -126,10 +127,10 @@ def bench(corpus: list[bytes], size: int, rounds: int, seed: int = 0) -> dict:
     for name, m in ms.items():
       if isinstance(m, str): continue
       train, ev = m
-      t = time.perf_counter(); tr = [train(d, image_rng(seed, 0, i)) for i, d in enumerate(corpus)]
-      best[name]["train"] = min(best[name]["train"], time.perf_counter() - t)
-      t = time.perf_counter(); va = [ev(d) for d in corpus]
-      best[name]["eval"] = min(best[name]["eval"], time.perf_counter() - t)
+      t = time.process_time(); tr = [train(d, image_rng(seed, 0, i)) for i, d in enumerate(corpus)]
+      best[name]["train"] = min(best[name]["train"], time.process_time() - t)
+      t = time.process_time(); va = [ev(d) for d in corpus]
+      best[name]["eval"] = min(best[name]["eval"], time.process_time() - t)
       if name == "pillow": ref_train, ref_eval = tr, va
       results.setdefault(name, {})["_out"] = (tr, va)
   base = best["pillow"]

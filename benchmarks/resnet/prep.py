@@ -350,16 +350,19 @@ def prep_imagenet(out: Path, val_labels: Path | None, from_tars: Path | None = N
 # ------------------------------------------------------------------------------------------------------------ verify
 
 def check_image(path: str, size: int) -> str | None:
-  """None if the file has the manifest's size and decodes completely, else why not."""
+  """None if the file has the manifest's size, decodes completely and (JPEG) ends with an end-of-image marker, else why
+  not. Pillow decodes damaged entropy-coded data without an error (libjpeg only warns and fills in gray), so a file
+  whose tail was cut or overwritten is caught by its missing EOI marker instead."""
   try:
-    got = os.stat(path).st_size
-    if got != size: return f"size {got} bytes, manifest says {size}"
-    with Image.open(path) as im:
+    with open(path, "rb") as f: data = f.read()
+    if len(data) != size: return f"size {len(data)} bytes, manifest says {size}"
+    with Image.open(io.BytesIO(data)) as im:
       im.load()
-      if im.mode not in ("RGB", "L", "CMYK", "P", "RGBA", "LA", "I;16", "YCbCr"): return f"unusual image mode {im.mode}"
+      if im.format == "JPEG" and b"\xff\xd9" not in data[-64:]:
+        return "no JPEG end-of-image marker at the end: the file was cut short or overwritten"
   except FileNotFoundError:
     return "missing"
-  except Exception as e:  # noqa: BLE001 -- truncated, not an image, bad Huffman data, ...
+  except Exception as e:  # noqa: BLE001 -- truncated, not an image, bad markers, ...
     return f"{type(e).__name__}: {e}"
   return None
 
