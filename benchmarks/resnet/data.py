@@ -47,12 +47,12 @@ EVAL_RESIZE_RATIO = 256 / 224
 SHM_PREFIX = "tinyperf_"
 SHM_DIR = "/dev/shm"
 
-# JPEG decoding (measured in benchmarks/resnet/bench_decode.py, numbers in docs/data.md): Pillow, with draft() letting
-# libjpeg decode at 1/2, 1/4 or 1/8 scale in the DCT when the crop stays at least image_size pixels after the reduction.
-# simplejpeg and PyTurboJPEG (libjpeg-turbo 2.1 from Debian) decode at the same speed as Pillow on these CPUs, because
-# Pillow 13 wheels bundle libjpeg-turbo as well; neither buys enough to be worth a second dependency and a second code
-# path whose pixels differ from Pillow's. pillow-simd would make the resize faster, but it replaces Pillow, has no
-# wheels (a C build against libjpeg headers) and lags Pillow's releases: an optional image-level change, not a default.
+# JPEG decoding, chosen by measurement (benchmarks/resnet/bench_decode.py; table in docs/data.md): stock Pillow, with
+# draft() letting libjpeg decode at 1/2, 1/4 or 1/8 scale in the DCT when the crop keeps at least image_size pixels
+# after the reduction (+4-5 % per core; pixels differ from a full decode by 0.06 levels on average). simplejpeg and
+# PyTurboJPEG measured within 1-3 % of Pillow 13, whose wheels bundle the same libjpeg-turbo: not worth a second
+# dependency and a second code path. pillow-simd (AVX2 build: 1.14-1.4x, outputs within 1 level) needs no code change
+# here: an image for a data-bound host can install it in place of Pillow. draft=False gives exact full-decode pixels.
 USE_DRAFT = True
 
 _SHUFFLE_STREAM = 0x5EED0001  # keeps the shuffle's random stream apart from the per-image augmentation streams

@@ -228,6 +228,7 @@ def extract_train(tar_path: Path, dest: Path) -> list[str]:
       name = _safe(m.name, str(tar_path))
       if not name.endswith(".tar"): raise DataError(f"{tar_path}: member {m.name!r} is not a per-class .tar; not the train archive?")
       wnid = name[:-4]
+      if (dest / wnid).exists(): raise DataError(f"{tar_path}: {m.name} appears twice; not the ILSVRC2012 train archive?")
       (dest / wnid).mkdir()
       with outer.extractfile(m) as inner_f, tarfile.open(fileobj=inner_f, mode="r|") as inner:
         for im in inner:
@@ -300,7 +301,9 @@ def prep_imagenet(out: Path, val_labels: Path | None, from_tars: Path | None = N
                   retries: int = 5, timeout: float = 60.0, keep_tars: bool = True) -> Path:
   archives = checksums or ARCHIVES
   if manifest_path(out).exists():
-    m = load_manifest(out, check_files=False)
+    try: m = load_manifest(out, check_files=False)
+    except DataError as e:
+      raise DataError(f"{e} To prepare {out} again from the archives, delete {manifest_path(out)} and rerun.") from None
     print(f"{manifest_path(out)} exists ({', '.join(f'{k}: {len(v):,}' for k, v in m.splits.items())} images): "
           f"nothing to do. `--verify {out}` re-checks it.", file=sys.stderr)
     return manifest_path(out)
@@ -328,6 +331,11 @@ def prep_imagenet(out: Path, val_labels: Path | None, from_tars: Path | None = N
     tars[s] = p
   staging = out / STAGING
   if staging.exists(): shutil.rmtree(staging)
+  need = sum(p.stat().st_size for p in tars.values())  # the images take about what their archives take
+  free = shutil.disk_usage(out).free
+  if free < need * 1.02:
+    raise DataError(f"{out} has {free / 1e9:.1f} GB free, extracting needs about {need * 1.02 / 1e9:.1f} GB. Free space, "
+                    f"or prepare into another --out (with --from-tars pointing at the archives).")
   classes = extract_train(tars["train"], staging / "train") if "train" in splits else None
   if "val" in splits:
     val_classes = extract_val(tars["val"], labels, val_labels, staging / "val", classes)

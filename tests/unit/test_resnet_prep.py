@@ -2,7 +2,6 @@
 manifest, --verify, synthetic-imagenet."""
 from __future__ import annotations
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -285,3 +284,22 @@ def test_module_runs_standalone(tmp_path):
   r = subprocess.run([sys.executable, "-m", "benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(tmp_path / "x"),
                       "--classes", "0"], cwd=ROOT, capture_output=True, text=True)
   assert r.returncode == 2 and "--classes must be >= 1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_not_enough_disk_for_extraction(tmp_path, fake, monkeypatch, capsys):
+  real = shutil.disk_usage
+  monkeypatch.setattr(P.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+  assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", fake["dir"])) == 2
+  assert "GB free, extracting needs about" in capsys.readouterr().err
+  assert not (tmp_path / "o" / "train").exists()
+
+
+def test_corrupt_manifest_blocks_prep_with_a_way_out(tmp_path, fake, capsys):
+  out = tmp_path / "o"
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0
+  (out / "manifest.json").write_text("{")
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 2
+  assert f"delete {out / 'manifest.json'} and rerun" in capsys.readouterr().err
+  (out / "manifest.json").unlink()
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0  # replaces its own train/ and val/
+  assert_prepared(out, fake)
