@@ -310,7 +310,7 @@ def default_num_workers() -> int:
 
 
 def _worker_main(shm_name: str, ring_shape: tuple, train: bool, seed: int, epoch: int, image_size: int, draft: bool,
-                 tasks, results, stop):
+                 tasks, results, stop, parent: int):
   """Decoder process: takes (batch_seq, slot, [(row, file_index, path), ...]) tasks, writes images into the ring and
   reports (batch_seq, rows_done, error). Ctrl-C is the parent's to handle: it stops us through `stop` and sentinels."""
   signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -319,7 +319,11 @@ def _worker_main(shm_name: str, ring_shape: tuple, train: bool, seed: int, epoch
   ring = np.ndarray(ring_shape, dtype=np.uint8, buffer=shm.buf)
   try:
     while not stop.is_set():
-      task = tasks.get()
+      try: task = tasks.get(timeout=1.0)
+      except queue.Empty:
+        # the parent was killed (SIGKILL, OOM killer), perhaps before we even started: do not linger as an orphan
+        if os.getppid() != parent: break
+        continue
       if task is None: break
       seq, slot, items = task
       done, err = 0, None
@@ -430,7 +434,7 @@ class BatchLoader:
       for _ in range(min(self.num_workers, self.n)):
         p = ctx.Process(target=_worker_main, daemon=True,
                         args=(res.shm.name, ring_shape, self.train, int(seed), int(epoch), self.image_size, bool(draft),
-                              res.tasks, res.results, res.stop))
+                              res.tasks, res.results, res.stop, os.getpid()))
         p.start()
         res.procs.append(p)
       for seq in range(self.ring_batches): self._dispatch(seq)

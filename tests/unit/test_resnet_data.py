@@ -356,3 +356,66 @@ def test_len_and_ring_capped(syn):
   sp = D.load_manifest(syn)["val"]
   with D.batches(sp.files, sp.labels, 5, False, 0, 0, SIZE, 1, 64) as it:
     assert len(it) == math.ceil(12 / 5) and it.ring_batches == 3
+
+
+# ------------------------------------------------------------------------------------- signals, in a real subprocess
+
+_CHILD = r"""
+import os, sys, time
+from benchmarks.resnet import data as D
+if __name__ == "__main__":
+  sp = D.load_manifest(sys.argv[1])["train"]
+  it = D.batches(sp.files * 50, list(sp.labels) * 50, 4, True, 0, 0, 32, 2, 3)
+  next(it)
+  print(os.getpid(), *[p.pid for p in it._res.procs], flush=True)
+  for _ in it: time.sleep(0.05)
+"""
+
+
+def _alive(pid):
+  try:
+    with open(f"/proc/{pid}/status") as f: return "\nState:\tZ" not in f.read()
+  except FileNotFoundError:
+    return False
+
+
+def _start_child(syn, tmp_path):
+  import subprocess, sys
+  (tmp_path / "child.py").write_text(_CHILD)
+  env = dict(os.environ, PYTHONPATH=str(fake_root()))
+  p = subprocess.Popen([sys.executable, str(tmp_path / "child.py"), str(syn)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+  pids = [int(x) for x in p.stdout.readline().split()]
+  assert len(pids) == 3, p.stderr.read()
+  return p, pids
+
+
+def fake_root():
+  from fake_imagenet import ROOT
+  return ROOT
+
+
+def _wait_gone(pids, shm_pid, timeout=15.0):
+  import time
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline and (any(_alive(p) for p in pids) or shm_entries(shm_pid)):
+    time.sleep(0.1)
+  assert not [p for p in pids if _alive(p)] and shm_entries(shm_pid) == []
+
+
+def test_ctrl_c_stops_workers_and_unlinks(syn, tmp_path):
+  import signal
+  p, (parent, *workers) = _start_child(syn, tmp_path)
+  assert len(shm_entries(parent)) == 1
+  os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+  _, err = p.communicate(timeout=30)
+  assert p.returncode != 0 and "KeyboardInterrupt" in err
+  _wait_gone(workers, parent, timeout=5.0)
+
+
+def test_killed_parent_leaves_no_orphans_or_segments(syn, tmp_path):
+  import signal
+  p, (parent, *workers) = _start_child(syn, tmp_path)
+  os.kill(parent, signal.SIGKILL)  # no Python cleanup at all: workers notice, the resource tracker unlinks
+  _wait_gone(workers, parent)  # (a worker may still be starting up when its parent dies: it must notice too)
+  p.communicate(timeout=30)
