@@ -303,3 +303,13 @@ def test_corrupt_manifest_blocks_prep_with_a_way_out(tmp_path, fake, capsys):
   (out / "manifest.json").unlink()
   assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0  # replaces its own train/ and val/
   assert_prepared(out, fake)
+
+
+def test_through_the_tinyperf_cli(tmp_path, capfd, monkeypatch):
+  from tooling import cli
+  monkeypatch.setattr(cli, "VERBS", {"prep": cli.VERBS["prep"]})  # the other verbs live on other branches
+  assert cli.main(["prep", "synthetic-imagenet", "--out", str(tmp_path / "s"), "--classes", "2", "--train-per-class",
+                   "2", "--val-per-class", "0", "--size", "16"]) == 0
+  assert list(D.load_manifest(tmp_path / "s").splits) == ["train"]
+  assert cli.main(["prep", "imagenet", "--verify", str(tmp_path / "missing")]) == 2
+  assert "error:" in capfd.readouterr().err
