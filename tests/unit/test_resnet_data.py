@@ -321,7 +321,7 @@ def test_shm_too_small(syn, monkeypatch):
 def test_keyboard_interrupt_cleans_up(syn, monkeypatch):
   sp = D.load_manifest(syn)["train"]
   it = D.batches(sp.files, sp.labels, 4, True, 0, 0, SIZE, 2, 3)
-  next(it)
+  # Ctrl-C while next() waits for decoders (the first next() always waits: results are only read inside next())
   def interrupted(self): raise KeyboardInterrupt
   monkeypatch.setattr(D.BatchLoader, "_collect_one", interrupted)
   with pytest.raises(KeyboardInterrupt):
