@@ -12,6 +12,7 @@ from tooling.errors import UserError
 # verb -> (module, one-line help). Every verb module is imported to build --help, so verb modules keep heavy imports
 # (docker, tinygrad, PIL) inside their functions: `tinyperf check` never pays for them.
 VERBS = {
+  "prep": ("tooling.prep", "prepare data: ImageNet (download/ingest, verify, extract) or a synthetic stand-in"),
   "check": ("tooling.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
   "score": ("tooling.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
   "run": ("tooling.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),

@@ -1,0 +1,560 @@
+"""Prepare ImageNet (ILSVRC2012) or a synthetic stand-in for the ResNet loader: `python -m benchmarks.resnet.prep CMD`.
+
+  imagenet --out DIR --val-labels FILE [--from-tars DIR | --url-base URL]   download or ingest, verify, extract
+  imagenet --verify DIR                                                      re-check sizes, decode every image
+  synthetic-imagenet --out DIR --classes K --train-per-class N ...           learnable JPEGs in the same layout
+
+Result (docs/data.md): DIR/train/<wnid>/*.JPEG, DIR/val/<wnid>/*.JPEG and DIR/manifest.json, written last and
+atomically: a directory without a manifest was not (completely) prepared, and the loader refuses it.
+Exit codes: 0 ok, 1 --verify found problems, 2 bad input (one paragraph on stderr, no traceback), 130 interrupted.
+`tinyperf prep ...` runs this module in a subprocess.
+"""
+from __future__ import annotations
+import argparse
+import colorsys
+import concurrent.futures as cf
+import hashlib
+import http.client
+import io
+import json
+import math
+import multiprocessing as mp
+import os
+import re
+import shutil
+import socket
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+from tqdm import tqdm
+
+from benchmarks.resnet.data import (IMAGENET_COUNTS, MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, SPLITS, DataError,
+                                    load_manifest, manifest_path)
+from tooling.errors import UserError, write_atomic
+
+URL_BASE = "https://image-net.org/data/ILSVRC/2012/"
+
+
+@dataclass(frozen=True)
+class Archive:
+  name: str
+  size: int
+  md5: str
+
+
+# The two ILSVRC2012 archives as image-net.org serves them (sizes and md5 as published with the download page).
+ARCHIVES = {
+  "train": Archive("ILSVRC2012_img_train.tar", 147_897_477_120, "1d675b47d978889d74fa0da5fadfb00e"),
+  "val": Archive("ILSVRC2012_img_val.tar", 6_744_924_160, "29b22e2961454d5413ddabcf34fc5622"),
+}
+MARKER = ".tinyperf-prep"   # says "this directory's train/ and val/ are prep's own output" (safe to replace)
+STAGING = ".staging"        # extraction happens here; renamed into place when complete
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_CHUNK = 1 << 20
+
+
+def _progress(**kw):
+  return tqdm(file=sys.stderr, mininterval=0.5, dynamic_ncols=True, **kw)
+
+
+# ---------------------------------------------------------------------------------------------------------- manifest
+
+def scan_split(root: Path, split: str, classes: list[str]) -> dict:
+  """One split of the manifest from what is on disk under root/split/<class>/ (files sorted per class)."""
+  files, sizes, labels, per_class = [], [], [], {}
+  for label, wnid in enumerate(classes):
+    d = root / split / wnid
+    if not d.is_dir(): continue
+    entries = sorted((e for e in os.scandir(d) if e.is_file()), key=lambda e: e.name)
+    for e in entries:
+      files.append(f"{split}/{wnid}/{e.name}")
+      sizes.append(e.stat().st_size)
+      labels.append(label)
+    if entries: per_class[wnid] = len(entries)
+  return {"count": len(files), "per_class": per_class, "files": files, "sizes": sizes, "labels": labels}
+
+
+def build_manifest(root: str | os.PathLike, kind: str, classes: list[str], splits=SPLITS, source: dict | None = None) -> dict:
+  root = Path(root)
+  return {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "kind": kind, "classes": list(classes),
+          "splits": {s: scan_split(root, s, classes) for s in splits}, "source": source or {}}
+
+
+def write_manifest(root: str | os.PathLike, manifest: dict) -> Path:
+  """Written in one atomic step (temp file + link): readers see no manifest or the whole one."""
+  path = write_atomic(manifest_path(root), json.dumps(manifest, separators=(",", ":")) + "\n", overwrite=True)
+  os.chmod(path, 0o644)  # mkstemp made it 0600; a container running as another user must read it
+  return path
+
+
+# ---------------------------------------------------------------------------------------------------------- download
+
+def md5_file(path: Path, desc: str | None = None) -> str:
+  h = hashlib.md5()
+  with open(path, "rb") as f, _progress(total=path.stat().st_size, unit="B", unit_scale=True, unit_divisor=1024,
+                                        desc=desc or f"md5 {path.name}") as bar:
+    while chunk := f.read(8 * _CHUNK):
+      h.update(chunk)
+      bar.update(len(chunk))
+  return h.hexdigest()
+
+
+def check_archive(path: Path, archive: Archive, check_md5: bool = True) -> dict:
+  """Size (always) and md5 (unless skipped) of a complete archive; DataError naming the file on a mismatch."""
+  size = path.stat().st_size
+  if size != archive.size:
+    raise DataError(f"{path}: {size:,} bytes, but {archive.name} is {archive.size:,} bytes. The file is incomplete or "
+                    f"not the ILSVRC2012 archive; delete it and download it again.")
+  digest = None
+  if check_md5:
+    digest = md5_file(path)
+    if digest != archive.md5:
+      raise DataError(f"{path}: md5 {digest}, expected {archive.md5} for {archive.name}. The file is corrupt; delete it "
+                      f"and download it again.")
+  return {"name": archive.name, "size": size, "md5": digest or "not checked"}
+
+
+def download(url: str, dest: Path, archive: Archive, retries: int = 5, timeout: float = 60.0,
+             check_md5: bool = True) -> dict:
+  """Download url to dest through dest.part, resuming with HTTP Range after a dropped connection (and across runs),
+  then check size and md5. A bad download leaves nothing behind: the .part is removed and DataError names the file."""
+  dest.parent.mkdir(parents=True, exist_ok=True)
+  part = dest.with_name(dest.name + ".part")
+  attempt = 0
+  while True:
+    have = part.stat().st_size if part.exists() else 0
+    if have > archive.size: part.unlink(); have = 0
+    if have == archive.size: break
+    try:
+      _fetch_into(url, part, have, archive, timeout)
+    except (http.client.IncompleteRead, ConnectionError, socket.timeout, TimeoutError, urllib.error.URLError) as e:
+      if isinstance(e, urllib.error.HTTPError): raise _http_error(url, e) from None
+      attempt += 1
+      got = part.stat().st_size if part.exists() else 0
+      if attempt > retries:
+        raise DataError(f"downloading {url} failed {attempt} times (last: {e}); {got:,} of {archive.size:,} bytes are "
+                        f"in {part}. Rerun the same command to resume, or fetch the file yourself and pass "
+                        f"--from-tars.") from None
+      print(f"connection lost at {got:,} bytes ({e}); resuming ({attempt}/{retries})", file=sys.stderr)
+      time.sleep(min(30.0, 0.5 * 2 ** (attempt - 1)))
+  try:
+    info = check_archive(part, archive, check_md5)
+  except DataError:
+    part.unlink()
+    raise
+  os.replace(part, dest)
+  return info
+
+
+def _http_error(url: str, e: urllib.error.HTTPError) -> DataError:
+  if e.code in (401, 403):
+    return DataError(f"{url}: HTTP {e.code}. image-net.org serves the ILSVRC2012 archives only to logged-in accounts: "
+                     f"download them in a browser after signing in at image-net.org, then pass the folder with "
+                     f"--from-tars DIR.")
+  return DataError(f"{url}: HTTP {e.code} {e.reason}. Check --url-base, or download the archive yourself and pass "
+                   f"--from-tars DIR.")
+
+
+def _fetch_into(url: str, part: Path, have: int, archive: Archive, timeout: float):
+  req = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+  try:
+    resp = urllib.request.urlopen(req, timeout=timeout)
+  except urllib.error.HTTPError as e:
+    if e.code == 416 and have: part.unlink(); raise ConnectionError("server refused the resume range; restarting") from None
+    raise
+  with resp:
+    if have and resp.status == 206:
+      start = int(re.match(r"bytes (\d+)-", resp.headers.get("Content-Range", "")).group(1)) \
+              if resp.headers.get("Content-Range") else -1
+      if start != have: raise DataError(f"{url}: asked to resume at byte {have:,}, server sent {resp.headers.get('Content-Range')!r}.")
+      mode = "ab"
+    else:
+      have, mode = 0, "wb"  # the server ignored Range: start over
+    length = resp.headers.get("Content-Length")
+    if length is not None and have + int(length) != archive.size:
+      raise DataError(f"{url}: the server announces {have + int(length):,} bytes, {archive.name} is {archive.size:,}. "
+                      f"Wrong --url-base or a different file; nothing was kept.")
+    with open(part, mode) as f, _progress(total=archive.size, initial=have, unit="B", unit_scale=True,
+                                          unit_divisor=1024, desc=archive.name) as bar:
+      while chunk := resp.read(_CHUNK):
+        f.write(chunk)
+        bar.update(len(chunk))
+      f.flush()
+      os.fsync(f.fileno())
+  got = part.stat().st_size
+  if got != archive.size: raise ConnectionError(f"stream ended at {got:,} of {archive.size:,} bytes")
+
+
+def load_checksums(path: str | None) -> dict[str, Archive]:
+  """The archive table, or a JSON override {"train": {"name","size","md5"}, "val": {...}} (mirrors with repacked tars,
+  tests)."""
+  if not path: return dict(ARCHIVES)
+  p = Path(path)
+  try:
+    raw = json.loads(p.read_text())
+    return {s: Archive(str(v["name"]), int(v["size"]), str(v["md5"]).lower()) for s, v in raw.items() if s in SPLITS}
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise DataError(f"{p}: not a checksum table ({e}); expected JSON like "
+                    f'{{"val": {{"name": "ILSVRC2012_img_val.tar", "size": 6744924160, "md5": "..."}}}}.') from None
+
+
+# ---------------------------------------------------------------------------------------------------------- extract
+
+def _safe(name: str, where: str) -> str:
+  base = name.rsplit("/", 1)[-1]
+  if not _SAFE_NAME.match(base): raise DataError(f"{where}: unexpected member name {name!r}; not an ILSVRC2012 archive?")
+  return base
+
+
+def _write_member(tf: tarfile.TarFile, m: tarfile.TarInfo, dest: Path):
+  with tf.extractfile(m) as src, open(dest, "wb") as dst:
+    shutil.copyfileobj(src, dst, _CHUNK)
+
+
+def extract_train(tar_path: Path, dest: Path) -> list[str]:
+  """The train archive is a tar of per-class tars (<wnid>.tar); stream both levels, never writing the inner tars."""
+  dest.mkdir(parents=True)
+  classes = []
+  with tarfile.open(tar_path, mode="r|") as outer, _progress(total=1000, unit="class", desc="train") as bar:
+    for m in outer:
+      if not m.isfile(): continue
+      name = _safe(m.name, str(tar_path))
+      if not name.endswith(".tar"): raise DataError(f"{tar_path}: member {m.name!r} is not a per-class .tar; not the train archive?")
+      wnid = name[:-4]
+      if (dest / wnid).exists(): raise DataError(f"{tar_path}: {m.name} appears twice; not the ILSVRC2012 train archive?")
+      (dest / wnid).mkdir()
+      with outer.extractfile(m) as inner_f, tarfile.open(fileobj=inner_f, mode="r|") as inner:
+        for im in inner:
+          if im.isfile(): _write_member(inner, im, dest / wnid / _safe(im.name, f"{tar_path}:{m.name}"))
+      classes.append(wnid)
+      bar.update(1)
+  if not classes: raise DataError(f"{tar_path}: no per-class tars inside; not the ILSVRC2012 train archive.")
+  return sorted(classes)
+
+
+def read_val_labels(path: Path) -> list[str]:
+  try: lines = [l.strip() for l in path.read_text(encoding="utf-8").splitlines()]
+  except (OSError, UnicodeDecodeError) as e: raise DataError(f"{path}: cannot read the validation labels ({e}).") from None
+  while lines and not lines[-1]: lines.pop()
+  bad = [i + 1 for i, l in enumerate(lines) if not _SAFE_NAME.match(l)]
+  if not lines or bad:
+    raise DataError(f"{path}: expected one wnid per line (line k = class of ILSVRC2012_val_<k>.JPEG), "
+                    f"{'empty file' if not lines else f'line {bad[0]} is {lines[bad[0] - 1]!r}'}. See docs/data.md for "
+                    f"where this file comes from.")
+  return lines
+
+
+def extract_val(tar_path: Path, labels: list[str], labels_path: Path, dest: Path, classes: list[str] | None) -> list[str]:
+  """The val archive is flat; the k-th image in name order belongs to the class on line k of the labels file."""
+  flat = dest.parent / "val_flat"
+  flat.mkdir(parents=True)
+  with tarfile.open(tar_path, mode="r|") as tf, _progress(total=len(labels), unit="img", desc="val") as bar:
+    for m in tf:
+      if m.isfile():
+        _write_member(tf, m, flat / _safe(m.name, str(tar_path)))
+        bar.update(1)
+  names = sorted(os.listdir(flat))
+  if len(names) != len(labels):
+    raise DataError(f"{labels_path} has {len(labels):,} labels but {tar_path} holds {len(names):,} images; the labels "
+                    f"file must be the one for this archive (50,000 lines for ILSVRC2012).")
+  if classes is not None:
+    unknown = sorted(set(labels) - set(classes))
+    if unknown: raise DataError(f"{labels_path}: classes {', '.join(unknown[:5])} are not among the train archive's classes.")
+  dest.mkdir()
+  for wnid in sorted(set(labels)): (dest / wnid).mkdir()
+  for name, wnid in zip(names, labels): os.rename(flat / name, dest / wnid / name)
+  flat.rmdir()
+  return sorted(set(labels))
+
+
+# ---------------------------------------------------------------------------------------------------------- imagenet
+
+def _claim_out(out: Path):
+  """Create out/ and mark it as ours, refusing a folder that holds train/ or val/ we did not write."""
+  out.mkdir(parents=True, exist_ok=True)
+  marker = out / MARKER
+  if not marker.exists():
+    foreign = [d for d in SPLITS if (out / d).exists()]
+    if foreign:
+      raise DataError(f"{out} already has {', '.join(foreign)}/ but no {MANIFEST_NAME} and was not made by prep; "
+                      f"choose an empty --out (prep replaces its own partial output only).")
+    marker.write_text("train/, val/ and .staging/ here are written by benchmarks/resnet/prep.py\n")
+
+
+def _install(out: Path, staging: Path, splits):
+  """Move finished splits into place (replacing prep's own leftovers from an interrupted run)."""
+  for s in splits:
+    if (out / s).exists(): shutil.rmtree(out / s)
+    os.rename(staging / s, out / s)
+  shutil.rmtree(staging, ignore_errors=True)
+
+
+def prep_imagenet(out: Path, val_labels: Path | None, from_tars: Path | None = None, url_base: str = URL_BASE,
+                  splits=SPLITS, check_md5: bool = True, checksums: dict[str, Archive] | None = None,
+                  retries: int = 5, timeout: float = 60.0, keep_tars: bool = True) -> Path:
+  archives = checksums or ARCHIVES
+  if manifest_path(out).exists():
+    try: m = load_manifest(out, check_files=False)
+    except DataError as e:
+      raise DataError(f"{e} To prepare {out} again from the archives, delete {manifest_path(out)} and rerun.") from None
+    print(f"{manifest_path(out)} exists ({', '.join(f'{k}: {len(v):,}' for k, v in m.splits.items())} images): "
+          f"nothing to do. `--verify {out}` re-checks it.", file=sys.stderr)
+    return manifest_path(out)
+  if "val" in splits:
+    if val_labels is None:
+      raise DataError("the val split needs --val-labels FILE: the ILSVRC2012 validation ground truth as one wnid per "
+                      "line (50,000 lines); docs/data.md says where it comes from. Or prepare only --splits train.")
+    labels = read_val_labels(val_labels)
+  for s in splits:
+    if s not in archives: raise DataError(f"no archive name/size/md5 known for split {s!r}; pass --checksums FILE.")
+  _claim_out(out)
+  source, tars = {}, {}
+  for s in splits:
+    a = archives[s]
+    if from_tars is not None:
+      p = from_tars / a.name
+      if not p.is_file():
+        raise DataError(f"{p} does not exist: --from-tars must be the folder holding {a.name}. Download it from "
+                        f"image-net.org (account needed) or drop --from-tars to download it here.")
+      source[f"{s}_tar"] = check_archive(p, a, check_md5)
+    else:
+      p = out / "downloads" / a.name
+      if p.is_file(): source[f"{s}_tar"] = check_archive(p, a, check_md5)
+      else: source[f"{s}_tar"] = download(url_base.rstrip("/") + "/" + a.name, p, a, retries, timeout, check_md5)
+    tars[s] = p
+  staging = out / STAGING
+  if staging.exists(): shutil.rmtree(staging)
+  need = sum(p.stat().st_size for p in tars.values())  # the images take about what their archives take
+  free = shutil.disk_usage(out).free
+  if free < need * 1.02:
+    raise DataError(f"{out} has {free / 1e9:.1f} GB free, extracting needs about {need * 1.02 / 1e9:.1f} GB. Free space, "
+                    f"or prepare into another --out (with --from-tars pointing at the archives).")
+  classes = extract_train(tars["train"], staging / "train") if "train" in splits else None
+  if "val" in splits:
+    val_classes = extract_val(tars["val"], labels, val_labels, staging / "val", classes)
+    source["val_labels"] = {"file": val_labels.name, "md5": hashlib.md5(val_labels.read_bytes()).hexdigest()}
+    classes = classes or val_classes
+  _install(out, staging, splits)
+  manifest = build_manifest(out, "imagenet", classes, splits, source)
+  for s in splits:
+    n = manifest["splits"][s]["count"]
+    if n != IMAGENET_COUNTS[s]:
+      print(f"WARNING: {s} has {n:,} images, official ILSVRC2012 has {IMAGENET_COUNTS[s]:,}.", file=sys.stderr)
+  if len(classes) != 1000: print(f"WARNING: {len(classes)} classes, ILSVRC2012 has 1000.", file=sys.stderr)
+  path = write_manifest(out, manifest)
+  if not keep_tars and from_tars is None: shutil.rmtree(out / "downloads", ignore_errors=True)
+  print(f"wrote {path}: " + ", ".join(f"{s} {manifest['splits'][s]['count']:,}" for s in splits)
+        + f" images, {len(classes)} classes", file=sys.stderr)
+  return path
+
+
+# ------------------------------------------------------------------------------------------------------------ verify
+
+def check_image(path: str, size: int) -> str | None:
+  """None if the file has the manifest's size, decodes completely and (JPEG) ends with an end-of-image marker, else why
+  not. Pillow decodes damaged entropy-coded data without an error (libjpeg only warns and fills in gray), so a file
+  whose tail was cut or overwritten is caught by its missing EOI marker instead."""
+  try:
+    with open(path, "rb") as f: data = f.read()
+    if len(data) != size: return f"size {len(data)} bytes, manifest says {size}"
+    with Image.open(io.BytesIO(data)) as im:
+      im.load()
+      if im.format == "JPEG" and b"\xff\xd9" not in data[-64:]:
+        return "no JPEG end-of-image marker at the end: the file was cut short or overwritten"
+  except FileNotFoundError:
+    return "missing"
+  except Exception as e:  # noqa: BLE001 -- truncated, not an image, bad markers, ...
+    return f"{type(e).__name__}: {e}"
+  return None
+
+
+def _check_chunk(items: list[tuple[str, int]]) -> list[tuple[str, str]]:
+  return [(p, why) for p, s in items if (why := check_image(p, s)) is not None]
+
+
+def verify(data_dir: Path, workers: int = 0) -> int:
+  """Re-check the manifest against the disk and decode every image. Prints every problem; returns 0 or 1."""
+  m = load_manifest(data_dir, check_files=False)
+  problems: list[tuple[str, str]] = []
+  items = [(f, int(s)) for sp in m.splits.values() for f, s in zip(sp.files, sp.sizes)]
+  for name, sp in m.splits.items():
+    listed = set(sp.files)
+    extra = [str(p) for p in sorted((m.root / name).glob("*/*")) if str(p) not in listed]
+    if extra: print(f"WARNING: {len(extra)} file(s) under {m.root / name} not in the manifest (ignored by training), "
+                    f"e.g. {extra[0]}", file=sys.stderr)
+  workers = workers if workers > 0 else max(1, len(os.sched_getaffinity(0)))
+  chunks = [items[i:i + 256] for i in range(0, len(items), 256)]
+  with _progress(total=len(items), unit="img", desc=f"verify {data_dir}") as bar:
+    if workers == 1:
+      for c in chunks: problems += _check_chunk(c); bar.update(len(c))
+    else:
+      with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+        for c, bad in zip(chunks, ex.map(_check_chunk, chunks)): problems += bad; bar.update(len(c))
+  for name, sp in m.splits.items():
+    if m.kind == "imagenet" and len(sp) != IMAGENET_COUNTS[name]:
+      print(f"WARNING: {name}: {len(sp):,} images, official ILSVRC2012 has {IMAGENET_COUNTS[name]:,}", file=sys.stderr)
+  for p, why in problems: print(f"BAD {p}: {why}")
+  total = len(items)
+  if problems:
+    print(f"{len(problems)} of {total:,} files failed verification (listed above). Re-extract them from the archives "
+          f"(rerun prep into a new --out), or delete them and rerun prep so the manifest matches.", file=sys.stderr)
+    return 1
+  print(f"ok: {total:,} files in {manifest_path(data_dir)} have their recorded sizes and decode "
+        f"({', '.join(f'{k} {len(v):,}' for k, v in m.splits.items())}).", file=sys.stderr)
+  return 0
+
+
+# --------------------------------------------------------------------------------------------------------- synthetic
+
+def synthetic_class_params(k: int, classes: int) -> dict:
+  """What makes class k recognisable at any crop: its hue (evenly spaced), a stripe orientation and a stripe period."""
+  golden = 0.6180339887498949
+  return {"hue": k / classes, "angle": math.pi * ((k * golden) % 1.0), "period": 0.18 + 0.12 * ((k * 7 % 5) / 4)}
+
+
+def synthetic_image(k: int, classes: int, size: int, rng: np.random.Generator) -> Image.Image:
+  """One image of class k: the class's hue and stripes, with random geometry (size, aspect, phase, a tilt of up to 15
+  degrees, a blob of another hue), random brightness and pixel noise, so crops and flips keep it learnable."""
+  p = synthetic_class_params(k, classes)
+  w = int(size * rng.uniform(0.75, 1.3)); h = int(size * rng.uniform(0.75, 1.3))
+  yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+  angle = p["angle"] + rng.uniform(-0.26, 0.26)
+  period = p["period"] * size * rng.uniform(0.85, 1.15)
+  stripes = 0.5 + 0.5 * np.sin(2 * np.pi * (xx * math.cos(angle) + yy * math.sin(angle)) / period + rng.uniform(0, 2 * np.pi))
+  hue = (p["hue"] + rng.uniform(-0.03, 0.03)) % 1.0
+  base = np.array(colorsys.hsv_to_rgb(hue, rng.uniform(0.65, 0.95), 1.0), dtype=np.float32)
+  dark = np.array(colorsys.hsv_to_rgb(hue, 0.9, 0.35), dtype=np.float32)
+  img = dark + (base - dark) * stripes[..., None]
+  cy, cx, r = rng.uniform(0, h), rng.uniform(0, w), size * rng.uniform(0.1, 0.25)
+  blob = ((yy - cy) ** 2 + (xx - cx) ** 2) < r * r
+  img[blob] = np.array(colorsys.hsv_to_rgb(rng.uniform(0, 1), 0.3, rng.uniform(0.3, 0.9)), dtype=np.float32)
+  img = img * rng.uniform(0.75, 1.0) * 255 + rng.normal(0, 10, size=img.shape)
+  return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
+
+
+def _synthetic_source(classes, train_per_class, val_per_class, size, seed) -> dict:
+  return {"generator": "benchmarks/resnet/prep.py synthetic-imagenet", "classes": classes,
+          "train_per_class": train_per_class, "val_per_class": val_per_class, "size": size, "seed": seed}
+
+
+def synthetic_imagenet(out: Path, classes: int = 4, train_per_class: int = 256, val_per_class: int = 64, size: int = 64,
+                       seed: int = 0, quality: int = 90) -> Path:
+  """Real JPEGs in the ImageNet layout and manifest format; identical bytes for identical arguments and Pillow."""
+  for name, v, lo in (("classes", classes, 1), ("train-per-class", train_per_class, 1), ("val-per-class", val_per_class, 0),
+                      ("size", size, 8), ("seed", seed, 0)):
+    if v < lo: raise DataError(f"synthetic-imagenet: --{name} must be >= {lo}, got {v}.")
+  source = _synthetic_source(classes, train_per_class, val_per_class, size, seed)
+  if manifest_path(out).exists():
+    m = load_manifest(out, check_files=False)
+    if m.kind == "synthetic" and m.source == source:
+      print(f"{manifest_path(out)} already holds this synthetic set: nothing to do.", file=sys.stderr)
+      return manifest_path(out)
+    raise DataError(f"{out} already holds a prepared data set ({manifest_path(out)}) made with other settings; remove "
+                    f"the folder or choose another --out.")
+  _claim_out(out)
+  staging = out / STAGING
+  if staging.exists(): shutil.rmtree(staging)
+  wnids = [f"n{k:08d}" for k in range(classes)]
+  splits = ("train", "val") if val_per_class else ("train",)
+  counts = {"train": train_per_class, "val": val_per_class}
+  with _progress(total=classes * (train_per_class + val_per_class), unit="img", desc="synthetic") as bar:
+    for si, s in enumerate(splits):
+      serial = 0
+      for k, wnid in enumerate(wnids):
+        d = staging / s / wnid
+        d.mkdir(parents=True)
+        for i in range(counts[s]):
+          rng = np.random.default_rng([seed, si, k, i])
+          serial += 1
+          name = f"{wnid}_{i:05d}.JPEG" if s == "train" else f"ILSVRC2012_val_{serial:08d}.JPEG"
+          buf = io.BytesIO()
+          synthetic_image(k, classes, size, rng).save(buf, "JPEG", quality=quality)
+          (d / name).write_bytes(buf.getvalue())
+          bar.update(1)
+  _install(out, staging, splits)
+  path = write_manifest(out, build_manifest(out, "synthetic", wnids, splits, source))
+  print(f"wrote {path}: {classes} classes, {classes * train_per_class} train / {classes * val_per_class} val images",
+        file=sys.stderr)
+  return path
+
+
+# --------------------------------------------------------------------------------------------------------------- CLI
+
+def add_arguments(p: argparse.ArgumentParser):
+  sub = p.add_subparsers(dest="cmd", required=True, metavar="CMD")
+  im = sub.add_parser("imagenet", help="download or ingest ILSVRC2012, verify, extract per class, write the manifest",
+                      description="Prepare ILSVRC2012 for the ResNet loader: get ILSVRC2012_img_train.tar (147.9 GB) and "
+                      "ILSVRC2012_img_val.tar (6.7 GB) by download (resumable) or from --from-tars, check their sizes "
+                      "and md5, extract train/<wnid>/ and val/<wnid>/, and write manifest.json last. Needs about "
+                      "300 GB free with downloads (150 GB with --from-tars). Or, with --verify DIR, re-check a prepared "
+                      "folder.")
+  mode = im.add_mutually_exclusive_group(required=True)
+  mode.add_argument("--out", type=Path, help="folder to prepare (downloads go to OUT/downloads/)")
+  mode.add_argument("--verify", type=Path, metavar="DIR", help="re-check DIR's manifest against the disk (counts, sizes) "
+                    "and decode every image; lists each bad file, exit 1 if any")
+  im.add_argument("--val-labels", type=Path, metavar="FILE",
+                  help="validation ground truth, one wnid per line, line k = ILSVRC2012_val_<k>.JPEG (50,000 lines); "
+                  "e.g. imagenet_2012_validation_synset_labels.txt, see docs/data.md")
+  im.add_argument("--from-tars", type=Path, metavar="DIR", help="use the archives already in DIR instead of downloading")
+  im.add_argument("--url-base", default=URL_BASE, metavar="URL", help=f"where the archives are served (default {URL_BASE})")
+  im.add_argument("--splits", default="train,val", help="comma list of splits to prepare (default train,val)")
+  im.add_argument("--no-md5", action="store_true", help="check archive sizes only (md5 of 148 GB takes minutes)")
+  im.add_argument("--checksums", metavar="JSON", help="override the archive table {split: {name, size, md5}} (mirrors "
+                  "with repacked archives, tests)")
+  im.add_argument("--delete-downloads", action="store_true", help="delete OUT/downloads/ after a successful extraction")
+  im.add_argument("--retries", type=int, default=5, help="resume attempts after a dropped connection (default 5)")
+  im.add_argument("--timeout", type=float, default=60.0, help="socket timeout in seconds (default 60)")
+  im.add_argument("--workers", type=int, default=0, help="--verify decoder processes (default: one per core)")
+  sy = sub.add_parser("synthetic-imagenet", help="learnable synthetic JPEGs in the ImageNet layout (smoke runs)",
+                      description="Write K classes of real JPEG files (class = hue + stripe orientation/period, with "
+                      "random geometry and noise) in the ImageNet layout and manifest format, deterministic under "
+                      "--seed, so smoke runs exercise the real loader and can converge.")
+  sy.add_argument("--out", type=Path, required=True, help="folder to create")
+  sy.add_argument("--classes", type=int, default=4, help="number of classes (default 4, as the cpu_smoke config)")
+  sy.add_argument("--train-per-class", type=int, default=256, help="train images per class (default 256)")
+  sy.add_argument("--val-per-class", type=int, default=64, help="val images per class (default 64; 0 = no val split)")
+  sy.add_argument("--size", type=int, default=64, help="nominal image side in pixels; each image's width and height "
+                  "vary within 0.75-1.3x of it (default 64)")
+  sy.add_argument("--seed", type=int, default=0, help="random seed; same seed, same bytes (default 0)")
+
+
+def run(args) -> int:
+  if args.cmd == "synthetic-imagenet":
+    synthetic_imagenet(args.out, args.classes, args.train_per_class, args.val_per_class, args.size, args.seed)
+    return 0
+  if args.verify is not None:
+    return verify(args.verify, args.workers)
+  splits = tuple(s.strip() for s in args.splits.split(",") if s.strip())
+  if not splits or any(s not in SPLITS for s in splits):
+    raise DataError(f"--splits {args.splits!r}: choose from {', '.join(SPLITS)} (comma separated).")
+  prep_imagenet(args.out, args.val_labels, args.from_tars, args.url_base, splits, not args.no_md5,
+                load_checksums(args.checksums), args.retries, args.timeout, keep_tars=not args.delete_downloads)
+  return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+  # `tinyperf prep` runs us as a subprocess and sets the name its users typed, so usage lines read right.
+  p = argparse.ArgumentParser(prog=os.environ.get("TINYPERF_PREP_PROG", "python -m benchmarks.resnet.prep"),
+                              description=__doc__.splitlines()[0])
+  add_arguments(p)
+  args = p.parse_args(argv)
+  try:
+    return run(args)
+  except (DataError, UserError) as e:
+    print(f"prep {args.cmd}: error: {e}", file=sys.stderr)
+    return 2
+  except KeyboardInterrupt:
+    print(f"prep {args.cmd}: interrupted; rerun the same command to continue (downloads resume, extraction restarts).",
+          file=sys.stderr)
+    return 130
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,315 @@
+"""benchmarks/resnet/prep.py and `tinyperf prep`: download with resume against a local server, checksums, extraction,
+manifest, --verify, synthetic-imagenet."""
+from __future__ import annotations
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from benchmarks.resnet import data as D
+from benchmarks.resnet import prep as P
+from fake_imagenet import ROOT, FileServer, make_fake_ilsvrc
+
+
+@pytest.fixture
+def fake(tmp_path):
+  src = tmp_path / "src"
+  info = make_fake_ilsvrc(src)
+  info["dir"] = src
+  return info
+
+
+def run_prep(*argv):
+  return P.main([str(a) for a in argv])
+
+
+def imagenet_args(out, fake, *extra):
+  return ["imagenet", "--out", out, "--val-labels", fake["dir"] / "val_labels.txt",
+          "--checksums", fake["dir"] / "checksums.json", "--retries", "3", "--timeout", "10", *extra]
+
+
+def assert_prepared(out, fake):
+  m = D.load_manifest(out)
+  assert m.kind == "imagenet" and m.classes == fake["wnids"]
+  assert len(m["train"]) == len(fake["wnids"]) * fake["per_class"] and len(m["val"]) == fake["val"]
+  # val: the k-th file in name order went to the class on line k of the labels file
+  for k, wnid in enumerate(fake["labels"]):
+    assert (out / "val" / wnid / f"ILSVRC2012_val_{k + 1:08d}.JPEG").is_file()
+  # train: every image of n01000001.tar went to train/n01000001/
+  assert sorted(os.listdir(out / "train" / "n01000001")) == [f"n01000001_{i}.JPEG" for i in range(1, 5)]
+  assert not (out / P.STAGING).exists() and not list(out.rglob("*.part"))
+  assert m.source["val_tar"]["md5"] == fake["checksums"]["val"]["md5"]
+  return m
+
+
+def test_download_resumes_after_dropped_connection(tmp_path, fake, capsys):
+  out = tmp_path / "imagenet"
+  names = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar")
+  with FileServer(fake["dir"], drop_first=names) as srv:
+    assert run_prep(*imagenet_args(out, fake, "--url-base", srv.url)) == 0
+  for name in names:
+    size = fake["checksums"]["train" if "train" in name else "val"]["size"]
+    reqs = [r for n, r in srv.requests if n == name]
+    assert reqs == [None, f"bytes={size // 2}-"]  # the second request resumed where the dropped one ended
+  assert "resuming (1/3)" in capsys.readouterr().err
+  assert_prepared(out, fake)
+  for name in names:  # the downloads are complete, verified copies of the served files
+    assert (out / "downloads" / name).read_bytes() == (fake["dir"] / name).read_bytes()
+  # a second run finds the manifest and does nothing
+  with FileServer(fake["dir"]) as srv:
+    assert run_prep(*imagenet_args(out, fake, "--url-base", srv.url)) == 0
+  assert srv.requests == []
+
+
+def test_download_resumes_a_part_file_from_an_earlier_run(tmp_path, fake):
+  out = tmp_path / "imagenet"
+  val = fake["dir"] / "ILSVRC2012_img_val.tar"
+  (out / "downloads").mkdir(parents=True)
+  (out / "downloads" / (val.name + ".part")).write_bytes(val.read_bytes()[:5000])
+  with FileServer(fake["dir"]) as srv:
+    assert run_prep(*imagenet_args(out, fake, "--url-base", srv.url, "--splits", "val")) == 0
+  assert srv.requests == [(val.name, "bytes=5000-")]
+  m = D.load_manifest(out)
+  assert list(m.splits) == ["val"] and m.classes == sorted(set(fake["labels"]))
+
+
+def test_checksum_mismatch_fails_and_keeps_nothing(tmp_path, fake, capsys):
+  out = tmp_path / "imagenet"
+  sums = dict(fake["checksums"])
+  sums["val"] = dict(sums["val"], md5="0" * 32)
+  (tmp_path / "sums.json").write_text(json.dumps(sums))
+  with FileServer(fake["dir"], drop_first=["ILSVRC2012_img_val.tar"]) as srv:
+    rc = run_prep("imagenet", "--out", out, "--val-labels", fake["dir"] / "val_labels.txt", "--checksums",
+                  tmp_path / "sums.json", "--url-base", srv.url)
+  err = capsys.readouterr().err
+  assert rc == 2
+  assert "ILSVRC2012_img_val.tar.part: md5 " + fake["checksums"]["val"]["md5"] in err and "expected " + "0" * 32 in err
+  assert "Traceback" not in err
+  assert not (out / "manifest.json").exists() and not (out / "train").exists() and not (out / "val").exists()
+  assert not list(out.rglob("*.part")) and not (out / "downloads" / "ILSVRC2012_img_val.tar").exists()
+
+
+def test_size_mismatch_announced_by_server(tmp_path, fake, capsys):
+  sums = dict(fake["checksums"])
+  sums["train"] = dict(sums["train"], size=sums["train"]["size"] + 1)
+  (tmp_path / "sums.json").write_text(json.dumps(sums))
+  with FileServer(fake["dir"]) as srv:
+    rc = run_prep("imagenet", "--out", tmp_path / "o", "--val-labels", fake["dir"] / "val_labels.txt",
+                  "--checksums", tmp_path / "sums.json", "--url-base", srv.url)
+  assert rc == 2 and "the server announces" in capsys.readouterr().err
+  assert not list((tmp_path / "o").rglob("*.part"))
+
+
+def test_http_403_says_account_and_from_tars(tmp_path, fake, capsys):
+  with FileServer(fake["dir"], status={"ILSVRC2012_img_train.tar": 403}) as srv:
+    rc = run_prep(*imagenet_args(tmp_path / "o", fake, "--url-base", srv.url))
+  err = capsys.readouterr().err
+  assert rc == 2 and "HTTP 403" in err and "--from-tars" in err and "Traceback" not in err
+
+
+def test_from_tars_no_network(tmp_path, fake):
+  out = tmp_path / "imagenet"
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"], "--url-base", "http://127.0.0.1:9/")) == 0
+  m = assert_prepared(out, fake)
+  assert not (out / "downloads").exists()
+  # and the real loader reads it
+  with D.batches(m["val"].files, m["val"].labels, 4, False, 0, 0, 16, 1, 2) as it:
+    assert [n for _, _, n in it] == [4, 3]
+
+
+def test_from_tars_missing_archive(tmp_path, fake, capsys):
+  (tmp_path / "empty").mkdir()
+  assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", tmp_path / "empty")) == 2
+  assert "ILSVRC2012_img_train.tar does not exist" in capsys.readouterr().err
+
+
+def test_val_labels_required_and_checked(tmp_path, fake, capsys):
+  assert run_prep("imagenet", "--out", tmp_path / "o", "--from-tars", fake["dir"]) == 2
+  assert "--val-labels" in capsys.readouterr().err
+  short = tmp_path / "labels.txt"
+  short.write_text("".join(l + "\n" for l in fake["labels"][:-1]))
+  rc = run_prep("imagenet", "--out", tmp_path / "o", "--from-tars", fake["dir"], "--val-labels", short,
+                "--checksums", fake["dir"] / "checksums.json")
+  err = capsys.readouterr().err
+  assert rc == 2 and f"{short} has 6 labels but" in err and "holds 7 images" in err
+  assert not (tmp_path / "o" / "manifest.json").exists() and not (tmp_path / "o" / "val").exists()
+  # the next run, with the right file, cleans up the staging left behind and succeeds
+  assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", fake["dir"])) == 0
+  assert_prepared(tmp_path / "o", fake)
+
+
+def test_interrupted_extraction_leaves_no_manifest(tmp_path, fake, monkeypatch, capsys):
+  out = tmp_path / "imagenet"
+  def boom(*a, **k): raise KeyboardInterrupt
+  monkeypatch.setattr(P, "extract_val", boom)
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 130
+  assert "interrupted" in capsys.readouterr().err
+  assert not (out / "manifest.json").exists() and not (out / "train").exists()  # train was extracted, not installed
+  with pytest.raises(D.DataError, match="manifest.json is missing"):
+    D.load_manifest(out)
+  monkeypatch.undo()
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0
+  assert_prepared(out, fake)
+
+
+def test_refuses_foreign_output_dir(tmp_path, fake, capsys):
+  (tmp_path / "o" / "train").mkdir(parents=True)
+  assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", fake["dir"])) == 2
+  assert "was not made by prep" in capsys.readouterr().err
+  assert (tmp_path / "o" / "train").is_dir()
+
+
+def test_real_archive_table():
+  assert P.ARCHIVES["train"] == P.Archive("ILSVRC2012_img_train.tar", 147897477120, "1d675b47d978889d74fa0da5fadfb00e")
+  assert P.ARCHIVES["val"] == P.Archive("ILSVRC2012_img_val.tar", 6744924160, "29b22e2961454d5413ddabcf34fc5622")
+  assert P.URL_BASE == "https://image-net.org/data/ILSVRC/2012/"
+
+
+# -------------------------------------------------------------------------------------------------------------- verify
+
+def test_verify_ok_and_corrupt(tmp_path, fake, capsys):
+  out = tmp_path / "imagenet"
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0
+  capsys.readouterr()
+  assert run_prep("imagenet", "--verify", out, "--workers", "1") == 0
+  assert "ok: 19 files" in capsys.readouterr().err
+  bad = out / "train" / "n01000002" / "n01000002_3.JPEG"
+  data = bad.read_bytes()
+  bad.write_bytes(data[:len(data) // 2] + b"\0" * (len(data) - len(data) // 2))  # same size, truncated content
+  gone = out / "val" / fake["labels"][0] / "ILSVRC2012_val_00000001.JPEG"
+  gone.unlink()
+  grown = out / "train" / "n01000003" / "n01000003_1.JPEG"
+  grown.write_bytes(grown.read_bytes() + b"x")
+  assert run_prep("imagenet", "--verify", out, "--workers", "2") == 1
+  o = capsys.readouterr()
+  assert f"BAD {bad}:" in o.out and f"BAD {gone}: missing" in o.out and f"BAD {grown}: size" in o.out
+  assert o.out.count("BAD ") == 3 and "3 of 19 files failed verification" in o.err
+
+
+def test_verify_not_prepared(tmp_path, capsys):
+  assert run_prep("imagenet", "--verify", tmp_path) == 2
+  assert "manifest.json is missing" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------- synthetic
+
+def _tree(root):
+  return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_synthetic_deterministic_and_layout(tmp_path, capsys):
+  args = ["--classes", 3, "--train-per-class", 5, "--val-per-class", 2, "--size", 40, "--seed", 9]
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "a", *args) == 0
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "b", *args) == 0
+  a, b = _tree(tmp_path / "a"), _tree(tmp_path / "b")
+  assert a == b  # same seed: the same bytes, manifest included
+  args[-1] = 10
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "c", *args) == 0
+  c = _tree(tmp_path / "c")
+  assert a.keys() == c.keys() and a["train/n00000000/n00000000_00000.JPEG"] != c["train/n00000000/n00000000_00000.JPEG"]
+  m = D.load_manifest(tmp_path / "a")
+  assert m.kind == "synthetic" and m.classes == ["n00000000", "n00000001", "n00000002"]
+  assert m["train"].per_class == {w: 5 for w in m.classes} and m["val"].per_class == {w: 2 for w in m.classes}
+  assert m.source["seed"] == 9 and m.source["size"] == 40
+  for f in m["train"].files + m["val"].files:
+    with Image.open(f) as im:
+      assert im.format == "JPEG" and im.mode == "RGB" and 30 <= im.width <= 52 and 30 <= im.height <= 52
+  # rerun with the same arguments: nothing to do; other arguments: refuse rather than mix two data sets
+  capsys.readouterr()
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "a", *args[:-1], 9) == 0
+  assert "nothing to do" in capsys.readouterr().err
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "a", *args) == 2
+  assert "made with other settings" in capsys.readouterr().err
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "d", "--classes", 0) == 2
+
+
+def test_synthetic_is_learnable_from_random_crops(tmp_path):
+  """Nearest class mean on the mean colour of 32x32 random-resized crops separates the classes: a model can learn."""
+  out = tmp_path / "s"
+  P.synthetic_imagenet(out, classes=4, train_per_class=24, val_per_class=12, size=64, seed=0)
+  m = D.load_manifest(out)
+  feats = lambda sp, ep: np.array([D.decode_train(f, 32, D.image_rng(0, ep, i)).reshape(-1, 3).mean(0)
+                                    for i, f in enumerate(sp.files)])
+  tr, va = feats(m["train"], 0), feats(m["val"], 1)
+  means = np.stack([tr[m["train"].labels == k].mean(0) for k in range(4)])
+  pred = np.argmin(((va[:, None, :] - means[None]) ** 2).sum(-1), axis=1)
+  assert (pred == m["val"].labels).mean() >= 0.9
+
+
+# ---------------------------------------------------------------------------------------------- tinyperf prep (tooling)
+
+def _tooling_args(*argv):
+  from tooling import prep as TP
+  p = argparse.ArgumentParser(prog="tinyperf prep")
+  TP.add_arguments(p)
+  return TP, p.parse_args([str(a) for a in argv])
+
+
+def test_tinyperf_prep_passes_exit_codes_through(tmp_path, capfd):
+  TP, args = _tooling_args("synthetic-imagenet", "--out", tmp_path / "s", "--classes", 2, "--train-per-class", 2,
+                           "--val-per-class", 1, "--size", 16)
+  assert TP.command(args)[1:4] == ["-m", "benchmarks.resnet.prep", "synthetic-imagenet"]
+  assert TP.main(args) == 0 and (tmp_path / "s" / "manifest.json").is_file()
+  TP, args = _tooling_args("imagenet", "--verify", tmp_path / "s")
+  assert TP.main(args) == 0
+  f = D.load_manifest(tmp_path / "s")["val"].files[0]
+  open(f, "wb").write(b"garbage")
+  assert TP.main(args) == 1
+  assert f"BAD {f}" in capfd.readouterr().out
+  TP, args = _tooling_args("imagenet", "--verify", tmp_path / "nothing-here")
+  assert TP.main(args) == 2
+  err = capfd.readouterr().err
+  assert "prep imagenet: error:" in err and "does not exist" in err and "Traceback" not in err
+
+
+def test_tinyperf_prep_help_is_the_modules(capfd):
+  TP, args = _tooling_args("imagenet", "--help")
+  assert TP.main(args) == 0
+  out = capfd.readouterr().out
+  assert out.startswith("usage: tinyperf prep imagenet") and "--from-tars" in out and "--val-labels" in out
+
+
+def test_cli_registers_prep():
+  from tooling import cli
+  assert cli.VERBS["prep"][0] == "tooling.prep"
+
+
+def test_module_runs_standalone(tmp_path):
+  r = subprocess.run([sys.executable, "-m", "benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(tmp_path / "x"),
+                      "--classes", "0"], cwd=ROOT, capture_output=True, text=True)
+  assert r.returncode == 2 and "--classes must be >= 1" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_not_enough_disk_for_extraction(tmp_path, fake, monkeypatch, capsys):
+  real = shutil.disk_usage
+  monkeypatch.setattr(P.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+  assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", fake["dir"])) == 2
+  assert "GB free, extracting needs about" in capsys.readouterr().err
+  assert not (tmp_path / "o" / "train").exists()
+
+
+def test_corrupt_manifest_blocks_prep_with_a_way_out(tmp_path, fake, capsys):
+  out = tmp_path / "o"
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0
+  (out / "manifest.json").write_text("{")
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 2
+  assert f"delete {out / 'manifest.json'} and rerun" in capsys.readouterr().err
+  (out / "manifest.json").unlink()
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0  # replaces its own train/ and val/
+  assert_prepared(out, fake)
+
+
+def test_through_the_tinyperf_cli(tmp_path, capfd, monkeypatch):
+  from tooling import cli
+  monkeypatch.setattr(cli, "VERBS", {"prep": cli.VERBS["prep"]})  # the other verbs live on other branches
+  assert cli.main(["prep", "synthetic-imagenet", "--out", str(tmp_path / "s"), "--classes", "2", "--train-per-class",
+                   "2", "--val-per-class", "0", "--size", "16"]) == 0
+  assert list(D.load_manifest(tmp_path / "s").splits) == ["train"]
+  assert cli.main(["prep", "imagenet", "--verify", str(tmp_path / "missing")]) == 2
+  assert "error:" in capfd.readouterr().err

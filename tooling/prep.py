@@ -1,0 +1,40 @@
+"""`tinyperf prep DATASET ...`: make the data a benchmark reads.
+
+The work is done by `python -m benchmarks.resnet.prep` in a subprocess (tooling never imports training code); its exit
+code is passed through: 0 ok, 1 `--verify` found problems, 2 bad input, 130 interrupted."""
+from __future__ import annotations
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# dataset -> (module that prepares it, one-line help)
+DATASETS = {
+  "imagenet": ("benchmarks.resnet.prep", "ILSVRC2012 for ResNet-50: download (resumable) or --from-tars, verify md5, "
+               "extract per class, write manifest.json; or --verify DIR"),
+  "synthetic-imagenet": ("benchmarks.resnet.prep", "learnable synthetic JPEGs in the ImageNet layout, for smoke runs"),
+}
+
+
+def add_arguments(p: argparse.ArgumentParser):
+  p.description = ("Prepare a data set. DATASET is one of: " + "; ".join(f"{k}: {v[1]}" for k, v in DATASETS.items())
+                   + ". Options are the dataset's own: `tinyperf prep DATASET --help` lists them.")
+  p.add_argument("dataset", choices=list(DATASETS), metavar="DATASET", help=", ".join(DATASETS))
+  p.add_argument("options", nargs=argparse.REMAINDER, help="options of that dataset (see `tinyperf prep DATASET --help`)")
+
+
+def command(args) -> list[str]:
+  return [sys.executable, "-m", DATASETS[args.dataset][0], args.dataset, *args.options]
+
+
+def main(args) -> int:
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+  env["TINYPERF_PREP_PROG"] = "tinyperf prep"
+  proc = subprocess.Popen(command(args), env=env)
+  try:
+    return proc.wait()
+  except KeyboardInterrupt:  # the child got the same Ctrl-C: let it clean up and report
+    return proc.wait() or 130
