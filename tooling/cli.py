@@ -6,8 +6,7 @@ import argparse
 import importlib
 import sys
 
-from benchmarks.common.config import ConfigError
-from tooling.errors import UserError
+from benchmarks.common.io import InputError
 
 # verb -> (module, one-line help). Every verb module is imported to build --help, so verb modules keep heavy imports
 # (docker, tinygrad, PIL) inside their functions: `tinyperf check` never pays for them.
@@ -35,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
   args = parser.parse_args(argv)
   try:
     return importlib.import_module(args._module).main(args) or 0
-  except (UserError, ConfigError) as e:
+  except InputError as e:
     print(f"tinyperf {args.verb}: error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:

@@ -1,29 +1,7 @@
-"""User-facing failures. Anything raised as UserError becomes one paragraph on stderr and exit code 2, no traceback."""
-from __future__ import annotations
-import os
-import tempfile
-from pathlib import Path
+"""User-facing failures of the CLI. Anything raised as UserError (or any InputError, e.g. a bad config or dataset) becomes
+one paragraph on stderr and exit code 2, no traceback."""
+from benchmarks.common.io import InputError, write_atomic  # noqa: F401  (re-exported for tooling modules)
 
 
-class UserError(Exception):
-  """Bad input or environment: the message names the file (and line) and says how to fix it."""
-
-
-def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = False) -> Path:
-  """Write a file so that readers see either nothing or the whole file.
-
-  With overwrite=False (the default for result files) an existing file is never replaced: UserError instead."""
-  path = Path(path)
-  if not overwrite and path.exists():
-    raise UserError(f"{path} already exists and results are never overwritten; move it away or choose another path.")
-  path.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-  try:
-    with os.fdopen(fd, "wb") as f:
-      f.write(data.encode() if isinstance(data, str) else data)
-      f.flush(); os.fsync(f.fileno())
-    if overwrite: os.replace(tmp, path)
-    else: os.link(tmp, path)  # link() fails if the target appeared meanwhile: no silent overwrite race
-  finally:
-    if os.path.exists(tmp): os.unlink(tmp)
-  return path
+class UserError(InputError):
+  """Bad input or environment met by a tinyperf verb."""

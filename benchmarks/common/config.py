@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.common.io import InputError
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ("resnet", "bert")
 PLATFORMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X", "1xH200", "2xH200", "cpu_smoke")
@@ -22,7 +24,7 @@ PLATFORMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X", "1xH200", "2xH2
 RULESETS = {"resnet": "4.0.0", "bert": "5.0.0"}
 
 
-class ConfigError(Exception):
+class ConfigError(InputError):
   """A config or override is invalid. The message names the file, the key and the fix."""
 
 

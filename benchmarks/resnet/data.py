@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from tooling.errors import UserError
+from benchmarks.common.io import InputError
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "tinyperf-imagenet-manifest"
@@ -59,7 +59,7 @@ _SHUFFLE_STREAM = 0x5EED0001  # keeps the shuffle's random stream apart from the
 _AUGMENT_STREAM = 0x5EED0002
 
 
-class DataError(UserError, ValueError):
+class DataError(InputError, ValueError):
   """Bad data or environment: the message names the file and the fix. The CLI prints it and exits 2, no traceback."""
 
 

@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from benchmarks.resnet.data import (IMAGENET_COUNTS, MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, SPLITS, DataError,
                                     load_manifest, manifest_path)
-from tooling.errors import UserError, write_atomic
+from benchmarks.common.io import InputError, write_atomic
 
 URL_BASE = "https://image-net.org/data/ILSVRC/2012/"
 
@@ -547,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
   args = p.parse_args(argv)
   try:
     return run(args)
-  except (DataError, UserError) as e:
+  except (DataError, InputError) as e:
     print(f"prep {args.cmd}: error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:

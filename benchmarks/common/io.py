@@ -1,0 +1,32 @@
+"""Bad input and atomic files, shared by benchmarks/ and tooling/ (which may import benchmarks.common, never the reverse).
+
+Anything raised as InputError is bad input or environment: entrypoints and the CLI print its message (one paragraph
+naming the file and the fix) and exit 2, with no traceback."""
+from __future__ import annotations
+import os
+import tempfile
+from pathlib import Path
+
+
+class InputError(Exception):
+  """Bad input or environment: the message names the file (and line) and says how to fix it."""
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = False) -> Path:
+  """Write a file so that readers see either nothing or the whole file.
+
+  With overwrite=False (the default for result files) an existing file is never replaced: InputError instead."""
+  path = Path(path)
+  if not overwrite and path.exists():
+    raise InputError(f"{path} already exists and results are never overwritten; move it away or choose another path.")
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "wb") as f:
+      f.write(data.encode() if isinstance(data, str) else data)
+      f.flush(); os.fsync(f.fileno())
+    if overwrite: os.replace(tmp, path)
+    else: os.link(tmp, path)  # link() fails if the target appeared meanwhile: no silent overwrite race
+  finally:
+    if os.path.exists(tmp): os.unlink(tmp)
+  return path
