@@ -69,3 +69,18 @@ class StepTimer:
 
 
 def now() -> float: return time.perf_counter()
+
+
+def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: int, steps_to_train: int, unit: str,
+                       init_s: float):
+  """One machine-readable line for `tinyperf bench` (which runs this entrypoint as a process and parses it)."""
+  import json
+  from tinygrad import Device, GlobalCounters
+  med = timer.median()
+  rec = {"framework": "tinygrad", "benchmark": cfg.benchmark, "platform": cfg.platform, "device": Device.DEFAULT,
+         "gpus": cfg["GPUS"], "bs": items_per_step, "dtype": cfg["DEFAULT_FLOAT"], "median_step_ms": med * 1e3,
+         f"{unit}_per_s": items_per_step / med, "steps_timed": len(timer.steps),
+         "mem_used_gb": GlobalCounters.mem_used / 1e9, "init_s": init_s,
+         "projected_minutes": med * steps_to_train / 60,
+         "beam": {k: cfg.knobs[k] for k in cfg.knobs if "BEAM" in k}, **provenance()}
+  print("tinyperf-bench " + json.dumps(rec), flush=True)

@@ -13,7 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import ConfigError, load_config, PlatformConfig
+from benchmarks.common.config import load_config, PlatformConfig
+from benchmarks.common.io import InputError
 from benchmarks.common import mlperf, runtime
 
 
@@ -22,7 +23,8 @@ def parse_args(argv=None):
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/resnet/implementations")
   p.add_argument("--phase", required=True, choices=("init", "run"))
   p.add_argument("--seed", type=int, required=True, help="run seed (31-bit; the launcher draws it)")
-  p.add_argument("--data", type=Path, required=True, help="prepared ImageNet directory (with manifest.json)")
+  p.add_argument("--data", type=Path, help="prepared ImageNet directory (with manifest.json); INIT without it assumes "
+                 "ImageNet-1k's sizes (for BENCHMARK runs on fake data)")
   p.add_argument("--results", type=Path, required=True, help="directory for the MLPerf log, checkpoints and the cache")
   p.add_argument("--log", type=Path, help="MLPerf log file (default: RESULTS/result_resnet_<seed>.txt)")
   p.add_argument("--benchmark-steps", type=int, default=int(os.environ.get("BENCHMARK", "0")),
@@ -47,8 +49,8 @@ def log_hparams(cfg: PlatformConfig, manifest, spe: int):
   from mlperf_logging.mllog import constants as C
   from benchmarks.resnet.optim import lars_hparams
   mlperf.event(C.GLOBAL_BATCH_SIZE, cfg["BS"])
-  mlperf.event(C.TRAIN_SAMPLES, manifest.num_train)
-  mlperf.event(C.EVAL_SAMPLES, manifest.num_val)
+  mlperf.event(C.TRAIN_SAMPLES, len(manifest["train"]))
+  mlperf.event(C.EVAL_SAMPLES, len(manifest["val"]))
   mlperf.event(C.GRADIENT_ACCUMULATION_STEPS, 1)
   mlperf.event(C.OPT_NAME, C.LARS)
   for k, v in lars_hparams(cfg.knobs, spe).items(): mlperf.event(k, v)
@@ -94,22 +96,32 @@ def run_fake_steps(tr: Trainer, n: int):
   return timer
 
 
+IMAGENET_TRAIN = 1_281_167
+
+
 def init_phase(cfg: PlatformConfig, args) -> int:
   from mlperf_logging.mllog import constants as C
   from benchmarks.resnet.data import load_manifest
   mlperf.log_submission_info(cfg)
-  manifest = load_manifest(args.data)  # counts only (no image is read): they fix the LR schedule constants
-  method = mlperf.drop_page_cache([args.data])
+  # the train-set size fixes the LR schedule's constants, which are compiled into the step kernels that INIT searches:
+  # read it from the manifest (no image is opened) so that RUN finds the same kernels in the cache
+  num_train = len(load_manifest(args.data, check_files=False)["train"]) if args.data else IMAGENET_TRAIN
+  method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache([args.data] if args.data else [])
   print(f"page cache dropped with {method}", flush=True)
   mlperf.event(C.CACHE_CLEAR, True, metadata={"method": method})
   mlperf.start(C.INIT_START)
-  tr = Trainer(cfg, args.seed, steps_per_epoch(manifest.num_train, cfg["BS"]))
+  spe = steps_per_epoch(num_train, cfg["BS"])
+  t0 = runtime.now()
+  tr = Trainer(cfg, args.seed, spe)
   n = args.benchmark_steps or 3  # TinyJit captures on the 2nd call and replays from the 3rd
   timer = run_fake_steps(tr, n)
   mlperf.event(C.INIT_STOP)
+  init_s = runtime.now() - t0
+  print(f"init took {init_s:.1f} s", flush=True)
   if args.benchmark_steps:
-    spe = steps_per_epoch(manifest.num_train, cfg["BS"])
     print(timer.summary(cfg["BS"], spe * cfg["EPOCHS"], "img"), flush=True)
+    runtime.print_bench_record(cfg, timer, items_per_step=cfg["BS"], steps_to_train=spe * cfg["EPOCHS"], unit="img",
+                               init_s=init_s)
   return 0
 
 
@@ -120,25 +132,50 @@ def evaluate(tr: Trainer, manifest, seed: int, epoch: int) -> tuple[float, float
   k = tr.k
   loss_sum, correct, seen = 0.0, 0, 0
   with Context(BEAM=k["EVAL_BEAM"]):
-    for x, y, n_real in batches(manifest, "val", k["EVAL_BS"], seed=seed, epoch=epoch, image_size=k["IMAGE_SIZE"],
-                                num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"]):
+    val = manifest["val"]
+    for x, y, n_real in batches(val.files, val.labels, k["EVAL_BS"], train=False, seed=seed, epoch=epoch,
+                                image_size=k["IMAGE_SIZE"], num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"]):
       l, c, n = tr.eval_step(*to_device(x, y, tr.devices))
       loss_sum, correct, seen = loss_sum + l.item(), correct + int(c.item()), seen + int(n.item())
-  if seen != manifest.num_val:
-    raise RuntimeError(f"eval saw {seen} real samples, the manifest lists {manifest.num_val}")
+  if seen != len(manifest["val"]):
+    raise RuntimeError(f"eval saw {seen} real samples, the manifest lists {len(manifest['val'])}")
   return loss_sum / seen, correct / seen
+
+
+def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.StepTimer, benchmark: int) -> bool:
+  """One epoch of jitted train steps on real data. Returns True when BENCHMARK steps are done (stop the run)."""
+  from tinygrad import Context, GlobalCounters
+  from tqdm import tqdm
+  from benchmarks.resnet.data import batches
+  from benchmarks.resnet.steps import to_device
+  k = tr.k
+  with batches(train.files, train.labels, k["BS"], train=True, seed=seed, epoch=e, image_size=k["IMAGE_SIZE"],
+               num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"]) as it, \
+       tqdm(total=spe, desc=f"epoch {e+1}/{k['EPOCHS']}", unit="step", disable=bool(benchmark), dynamic_ncols=True) as bar, \
+       Context(BEAM=k["TRAIN_BEAM"]):
+    for i, (x, y, _) in enumerate(it):
+      t0 = runtime.now()
+      loss, _ = tr.train_step(*to_device(x, y, tr.devices))
+      loss = loss.item()  # syncs: the step time includes the device
+      timer.add(runtime.now() - t0, it.last_wait_s)
+      if not math.isfinite(loss): raise FloatingPointError(f"loss is {loss} at epoch {e+1} step {i}")
+      bar.update(1)
+      bar.set_postfix(loss=f"{loss:.3f}", img_s=f"{k['BS']/timer.steps[-1]:.0f}", wait_ms=f"{it.last_wait_s*1e3:.0f}",
+                      mem_gb=f"{GlobalCounters.mem_used/1e9:.1f}")
+      if benchmark and len(timer.steps) >= benchmark: return True
+  return False
 
 
 def run_phase(cfg: PlatformConfig, args) -> int:
   from mlperf_logging.mllog import constants as C
-  from tqdm import tqdm
-  from benchmarks.resnet.data import load_manifest, batches
-  from benchmarks.resnet.steps import to_device, save_state, load_state
+  from benchmarks.resnet.data import load_manifest
+  from benchmarks.resnet.steps import save_state, load_state
   k = cfg.knobs
   mlperf.start(C.RUN_START)  # the clock starts before any dataset access
   mlperf.event(C.SEED, args.seed)
+  if args.data is None: raise InputError("--data is required for the RUN phase (the prepared ImageNet directory)")
   manifest = load_manifest(args.data)
-  spe = steps_per_epoch(manifest.num_train, k["BS"])
+  spe = steps_per_epoch(len(manifest["train"]), k["BS"])
   log_hparams(cfg, manifest, spe)
   tr = Trainer(cfg, args.seed, spe)
   start_epoch = 0
@@ -146,30 +183,12 @@ def run_phase(cfg: PlatformConfig, args) -> int:
     start_epoch = load_state(args.resume, tr.model, tr.optimizer, tr.scheduler) // spe
     print(f"resumed from {args.resume} at epoch {start_epoch + 1}", flush=True)
   timer, status, benchmark = runtime.StepTimer(), C.ABORTED, args.benchmark_steps
-  from tinygrad import Context, GlobalCounters
   for e in range(start_epoch, k["EPOCHS"]):
     epoch = e + 1
     mlperf.start(C.EPOCH_START, epoch, metadata={C.EPOCH_NUM: epoch})
-    it = batches(manifest, "train", k["BS"], seed=args.seed, epoch=e, image_size=k["IMAGE_SIZE"],
-                 num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"])
-    bar = tqdm(total=spe, desc=f"epoch {epoch}/{k['EPOCHS']}", unit="step", disable=bool(benchmark), dynamic_ncols=True)
-    with Context(BEAM=k["TRAIN_BEAM"]):
-      t_wait = runtime.now()
-      for i, (x, y, _) in enumerate(it):
-        t0 = runtime.now()
-        loss, correct = tr.train_step(*to_device(x, y, tr.devices))
-        loss = loss.item()  # syncs: the step time below includes the device
-        timer.add(runtime.now() - t0, t0 - t_wait)
-        if not math.isfinite(loss): raise FloatingPointError(f"loss is {loss} at epoch {epoch} step {i}")
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}", img_s=f"{k['BS']/timer.steps[-1]:.0f}", wait_ms=f"{timer.waits[-1]*1e3:.0f}",
-                        mem_gb=f"{GlobalCounters.mem_used/1e9:.1f}")
-        if benchmark and len(timer.steps) >= benchmark:
-          bar.close(); it.close()
-          print(timer.summary(k["BS"], spe * k["EPOCHS"], "img"), flush=True)
-          return 0
-        t_wait = runtime.now()
-    bar.close()
+    if train_epoch(tr, manifest["train"], args.seed, e, spe, timer, benchmark):
+      print(timer.summary(k["BS"], spe * k["EPOCHS"], "img"), flush=True)
+      return 0
     mlperf.event(C.EPOCH_STOP, epoch, metadata={C.EPOCH_NUM: epoch})
     if not should_eval(epoch, k): continue
     mlperf.start(C.EVAL_START, epoch, metadata={C.EPOCH_NUM: epoch})
@@ -192,18 +211,13 @@ def main(argv=None) -> int:
   args = parse_args(argv)
   try:
     cfg = load_config("resnet", args.platform)
-  except ConfigError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
-  for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
-  runtime.apply_tinygrad_env(cfg, args.phase)
-  runtime.prepare_cache_db(args.results, args.seed, fresh=args.phase == "init")
-  mlperf.open_result_log(args.log or args.results / f"result_resnet_{args.seed}.txt")
-  print("provenance: " + ", ".join(f"{k}={v}" for k, v in runtime.provenance().items()), flush=True)
-  from benchmarks.resnet.data import DataError
-  try:
+    for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
+    runtime.apply_tinygrad_env(cfg, args.phase)
+    runtime.prepare_cache_db(args.results, args.seed, fresh=args.phase == "init")
+    mlperf.open_result_log(args.log or args.results / f"result_resnet_{args.seed}.txt")
+    print("provenance: " + ", ".join(f"{k}={v}" for k, v in runtime.provenance().items()), flush=True)
     return (init_phase if args.phase == "init" else run_phase)(cfg, args)
-  except DataError as e:
+  except InputError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
 
