@@ -4,7 +4,8 @@ Batches arrive as uint8 NHWC images (B, H, W, 3) and int32 labels (B,), sharded 
 single device); label -1 marks a padding sample (the loader pads the first batch of an epoch, spec 1.8). Padding must
 not train or count: the loss here masks it out of both the smoothing term and the denominator. (tinygrad 0.14.0's
 sparse_categorical_crossentropy does not: its default ignore_index=-1 disables masking, so upstream's padded samples pull
-towards the uniform distribution and dilute the mean, spec 7.11.)
+towards the uniform distribution and dilute the mean, spec 7.11.) Padded images still enter the BatchNorm batch
+statistics, as upstream: the loader's pad image is the mean pixel, i.e. ~0 after normalisation.
 """
 from __future__ import annotations
 from typing import Callable, Mapping, Sequence

@@ -126,3 +126,14 @@ def test_step_zero_has_lr_zero_and_loss_uses_pre_update_weights():
   assert losses[0] == losses[1]
   assert losses[2] != losses[1] and losses[3] != losses[2]
   assert sched.steps_done() == 4 and opt[0].lr.numpy()[0] == pytest.approx(sched.lr_at(4))
+
+
+def test_static_loss_scale_is_undone():
+  # in fp32 a loss scale of 256 only multiplies and divides by a power of two: the updates must be the same
+  data = batches(3)
+  states = []
+  for scale in (1.0, 256.0):
+    model, opt, sched, train_step, _ = build(ONE, LOSS_SCALER=scale)
+    for x, y in data: train_step(*to_device(x, y, ONE))
+    states.append(state_np(model, opt, sched))
+  for k in states[0]: np.testing.assert_allclose(states[1][k], states[0][k], rtol=1e-5, atol=1e-7, err_msg=k)
