@@ -15,7 +15,7 @@ which is exactly the MLPerf formula, so it is used as is, with two guards:
     trust ratio into one global ratio;
   - classic=True for the SGD group too: the LR enters before the momentum buffer, as the MLPerf reference does for the
     LARS-excluded variables (tinygrad's SGD default classic=False would scale the buffer by the *current* LR instead).
-tests/unit/test_resnet_optim.py compares one step against a numpy implementation of the formula.
+tests/unit/test_resnet_optim.py checks three steps (changing LR, zero-norm cases) against a numpy implementation.
 """
 from __future__ import annotations
 from typing import Mapping
