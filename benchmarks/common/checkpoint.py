@@ -1,0 +1,65 @@
+"""Full training state (model + optimizer + scheduler) in one safetensors file, for CKPT / RESUME.
+
+The state is every tensor reachable from the three objects (tinygrad.nn.state.get_state_dict walks their attributes):
+model weights and BN running stats, the optimizers' momentum buffers and LR tensors, the scheduler's step counter.
+The same tensor is reachable under several names (an optimizer's params *are* the model's weights, the scheduler holds
+the optimizers), so each tensor is stored once under its first name, model first; the other names are recorded in the
+header metadata ("aliases") and checked on load.
+
+Loading assigns into the existing tensors (buffer identity is kept: a TinyJit captured before the load keeps working)
+and places each value like its destination: replicated across devices, sharded on the same axis, or single-device.
+On CPU a resumed run continues bit-identically (tests/unit/test_resnet_integration.py).
+"""
+from __future__ import annotations
+import json
+from pathlib import Path
+
+from tinygrad import Tensor
+from tinygrad.nn.state import get_state_dict, safe_load, safe_load_metadata, safe_save
+
+FORMAT = "tinyperf-training-state-v1"
+
+
+def training_state(model, optimizer, scheduler) -> tuple[dict[str, Tensor], dict[str, str]]:
+  """(unique name -> tensor, alias name -> unique name). Names: model.<torchvision key>, optimizer.<path>,
+  scheduler.<path>; each tensor appears once, under the first name in that order."""
+  unique: dict[str, Tensor] = {}
+  aliases: dict[str, str] = {}
+  first_name: dict[int, str] = {}
+  for name, t in get_state_dict({"model": model, "optimizer": optimizer, "scheduler": scheduler}).items():
+    if id(t) in first_name: aliases[name] = first_name[id(t)]
+    else: first_name[id(t)], unique[name] = name, t
+  return unique, aliases
+
+
+def save_state(path: str | Path, model, optimizer, scheduler, metadata: dict[str, str] | None = None) -> None:
+  """Write the training state to `path` (safetensors). Multi-device tensors are gathered to one host copy."""
+  unique, aliases = training_state(model, optimizer, scheduler)
+  host = {k: t.to("CPU").realize() for k, t in unique.items()}
+  meta = {**(metadata or {}), "format": FORMAT, "aliases": json.dumps(aliases, sort_keys=True)}
+  Path(path).parent.mkdir(parents=True, exist_ok=True)
+  safe_save(host, str(path), metadata=meta)
+
+
+def read_metadata(path: str | Path) -> dict[str, str]:
+  return safe_load_metadata(str(path))[2].get("__metadata__", {})
+
+
+def load_state(path: str | Path, model, optimizer, scheduler) -> dict[str, str]:
+  """Restore a state written by save_state into freshly built objects of the same configuration (same model
+  shape, devices, optimizer grouping). Raises ValueError naming the mismatch. Returns the file's metadata."""
+  meta = read_metadata(path)
+  if meta.get("format") != FORMAT: raise ValueError(f"{path}: not a training state ({FORMAT}); format={meta.get('format')!r}")
+  stored = safe_load(str(path))
+  unique, aliases = training_state(model, optimizer, scheduler)
+  missing, extra = sorted(unique.keys() - stored.keys()), sorted(stored.keys() - unique.keys())
+  if missing or extra:
+    raise ValueError(f"{path}: training state does not match the model/optimizer: missing {missing[:5]}, "
+                     f"unexpected {extra[:5]} ({len(missing)} missing, {len(extra)} unexpected)")
+  if json.loads(meta.get("aliases", "{}")) != aliases:
+    raise ValueError(f"{path}: tensor sharing differs from the current objects (different optimizer grouping?)")
+  for k, dst in unique.items():  # validate everything before touching anything
+    if (src := stored[k]).shape != dst.shape or src.dtype != dst.dtype:
+      raise ValueError(f"{path}: {k} is {src.dtype} {src.shape} in the file but {dst.dtype} {dst.shape} here")
+  for k, dst in unique.items(): dst.assign(stored[k].to("CPU").shard_like(dst)).realize()
+  return meta

@@ -1,0 +1,74 @@
+"""Training-state save/load: dedup of shared tensors, exact round trip into fresh objects, mismatch errors."""
+import json
+
+import numpy as np
+import pytest
+from tinygrad import Tensor
+
+from benchmarks.common.checkpoint import training_state, save_state, load_state, read_metadata
+from benchmarks.resnet.model import make_model
+from benchmarks.resnet.optim import make_optimizer
+
+KNOBS = dict(RESNET_LAYERS="1", RESNET_WIDTH=4, NUM_CLASSES=3, SYNCBN=0, LR=1.0, MOMENTUM=0.9, DECAY=2e-4,
+             WARMUP_EPOCHS=1, EPOCHS=4, END_LR=1e-4, LABEL_SMOOTHING=0.1, LOSS_SCALER=1.0)
+
+
+def build(seed, **over):
+  knobs = {**KNOBS, **over}
+  model = make_model(knobs, ("CPU",), seed=seed)
+  return (model, *make_optimizer(model, knobs, steps_per_epoch=5))
+
+
+def test_state_is_deduplicated():
+  model, opt, sched = build(0)
+  unique, aliases = training_state(model, opt, sched)
+  ids = [id(t) for t in unique.values()]
+  assert len(ids) == len(set(ids))
+  assert aliases["optimizer.optimizers.0.params.0"] == "model.conv1.weight"       # LARS param = model weight
+  assert aliases["scheduler.optimizers.1.lr"] == "optimizer.optimizers.1.lr"
+  assert any(aliases[k] == "model.bn1.running_mean" for k in aliases)             # SGD buffer = BN running stat
+  n_model = sum(k.startswith("model.") for k in unique)
+  n_momentum = sum(".b." in k for k in unique)
+  # model tensors, one momentum buffer per parameter, two LR tensors, the step counter; nothing twice
+  assert n_momentum == len(opt.params)
+  assert len(unique) == n_model + n_momentum + 2 + 1
+  assert "scheduler.counter" in unique
+
+
+def test_round_trip_into_fresh_objects(tmp_path):
+  model, opt, sched = build(0)
+  # make every kind of state non-trivial: momentum, LR, counter, running stats
+  for o in opt.optimizers:
+    for i, b in enumerate(o.b): b.assign(Tensor.full(b.shape, 0.25 * (i + 1))).realize()
+  sched.step(); sched.step(); sched.step()
+  model.bn1.running_var.assign(model.bn1.running_var * 3).realize()
+  save_state(tmp_path / "s.safetensors", model, opt, sched, metadata={"epoch": "2"})
+  fresh = build(1)
+  before = {k: t.numpy().copy() for k, t in training_state(*fresh)[0].items()}
+  meta = load_state(tmp_path / "s.safetensors", *fresh)
+  assert meta["epoch"] == "2" and read_metadata(tmp_path / "s.safetensors")["format"].startswith("tinyperf")
+  a, b = training_state(model, opt, sched)[0], training_state(*fresh)[0]
+  changed = 0
+  for k in a:
+    np.testing.assert_array_equal(a[k].numpy(), b[k].numpy(), err_msg=k)
+    changed += not np.array_equal(before[k], b[k].numpy())
+  assert changed >= len(a) // 2        # the fresh objects really were different before loading
+  assert fresh[2].steps_done() == 3 and fresh[1][0].lr.numpy()[0] == pytest.approx(sched.lr_at(3))
+
+
+def test_mismatch_is_an_error(tmp_path):
+  saved = build(0)
+  saved[2].step(); saved[2].step()
+  save_state(tmp_path / "s.safetensors", *saved)
+  wide = build(0, RESNET_WIDTH=8)
+  with pytest.raises(ValueError, match="conv1.weight is .* in the file but"):
+    load_state(tmp_path / "s.safetensors", *wide)
+  assert wide[2].steps_done() == 0     # validated before loading: the matching counter was not half-loaded
+  with pytest.raises(ValueError, match="missing|unexpected"):
+    load_state(tmp_path / "s.safetensors", *build(0, RESNET_LAYERS="2"))
+  (tmp_path / "w.safetensors").write_bytes((tmp_path / "s.safetensors").read_bytes())
+  from tinygrad.nn.state import safe_save
+  safe_save({"x": Tensor([1.0])}, str(tmp_path / "other.safetensors"))
+  with pytest.raises(ValueError, match="not a training state"):
+    load_state(tmp_path / "other.safetensors", *build(0))
+  assert json.loads(read_metadata(tmp_path / "w.safetensors")["aliases"])
