@@ -157,7 +157,7 @@ def _init_check(log: MLLog, fr: FileReport) -> None:
     return
   starts = [e for e in log.events[:stop.index] if e.key == "init_start"]
   if not starts:
-    fr.findings.append(Finding(FAIL, "init-time", f"init_stop has no init_start before it", fr.name, stop.line))
+    fr.findings.append(Finding(FAIL, "init-time", "init_stop has no init_start before it", fr.name, stop.line))
     return
   first = min(starts, key=lambda e: e.time_ms)
   elapsed_ms = stop.time_ms - first.time_ms

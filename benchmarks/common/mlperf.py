@@ -32,7 +32,7 @@ def open_result_log(path: Path) -> mllog.MLLogger:
   for h in list(log.handlers): log.removeHandler(h)
   log.addHandler(logging.FileHandler(path, mode="a", encoding="utf-8"))
   log.addHandler(logging.StreamHandler(sys.stdout))
-  mllog.config(logger=log, root_dir=str(ROOT.parent), default_stack_offset=2)
+  mllog.config(logger=log, root_dir=str(ROOT), default_stack_offset=2)
   _logger = mllog.get_mllogger()
   return _logger
 

@@ -36,9 +36,9 @@ def prepare_cache_db(results: Path, seed: int, fresh: bool) -> Path:
 
 
 def devices(cfg: PlatformConfig) -> list[str]:
+  """GPUS devices named like upstream: DEFAULT:0 .. DEFAULT:n-1 (CPU:0 is the same device as CPU)."""
   from tinygrad import Device
-  n = cfg["GPUS"]
-  return [f"{Device.DEFAULT}:{i}" for i in range(n)] if n > 1 else [Device.DEFAULT]
+  return [Device.canonicalize(f"{Device.DEFAULT}:{i}") for i in range(cfg["GPUS"])]
 
 
 def provenance() -> dict:

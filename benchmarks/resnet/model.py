@@ -187,7 +187,7 @@ def place_model(model, devices: Sequence[str]) -> None:
 
 
 def make_model(knobs: Mapping, devices: Sequence[str], seed: int) -> ResNet:
-  """Build, initialise with `seed` and place the model on `devices` (GPUS names, see steps.device_names)."""
+  """Build, initialise with `seed` and place the model on `devices` (GPUS names, see benchmarks.common.runtime.devices)."""
   model = build_resnet(knobs, num_devices=len(devices), seed=seed)
   place_model(model, devices)
   return model

@@ -11,14 +11,9 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from tinygrad import Tensor, TinyJit, Context, Device, dtypes
+from tinygrad import Tensor, TinyJit, Context, dtypes
 
 MEAN_RGB = (123.68, 116.78, 103.94)  # per-channel mean on the 0-255 scale; no std division (MLPerf reference)
-
-
-def device_names(gpus: int) -> tuple[str, ...]:
-  """GPUS devices named like upstream: DEFAULT:0 .. DEFAULT:n-1 (CPU:0, CPU:1 on CPU)."""
-  return tuple(f"{Device.DEFAULT}:{i}" for i in range(gpus))
 
 
 def replicate(t: Tensor, devices: Sequence[str]) -> Tensor:

@@ -59,14 +59,12 @@ def log_hparams(cfg: PlatformConfig, manifest, spe: int):
 class Trainer:
   """Model, optimizer, schedule and jitted steps for one process; shapes come from the config only."""
   def __init__(self, cfg: PlatformConfig, seed: int, spe: int):
-    from tinygrad import Tensor
     from benchmarks.resnet.model import make_model
     from benchmarks.resnet.optim import make_optimizer
     from benchmarks.resnet.steps import make_steps
     self.cfg, self.k = cfg, cfg.knobs
     self.devices = runtime.devices(cfg)
-    Tensor.manual_seed(seed)
-    self.model = make_model(self.k, self.devices)
+    self.model = make_model(self.k, self.devices, seed)
     self.optimizer, self.scheduler = make_optimizer(self.model, self.k, spe)
     self.train_step, self.eval_step = make_steps(self.model, self.optimizer, self.scheduler, self.k, self.devices)
 
@@ -169,7 +167,7 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
 def run_phase(cfg: PlatformConfig, args) -> int:
   from mlperf_logging.mllog import constants as C
   from benchmarks.resnet.data import load_manifest
-  from benchmarks.resnet.steps import save_state, load_state
+  from benchmarks.common.checkpoint import save_state, load_state
   k = cfg.knobs
   mlperf.start(C.RUN_START)  # the clock starts before any dataset access
   mlperf.event(C.SEED, args.seed)
@@ -180,7 +178,8 @@ def run_phase(cfg: PlatformConfig, args) -> int:
   tr = Trainer(cfg, args.seed, spe)
   start_epoch = 0
   if args.resume:
-    start_epoch = load_state(args.resume, tr.model, tr.optimizer, tr.scheduler) // spe
+    load_state(args.resume, tr.model, tr.optimizer, tr.scheduler)
+    start_epoch = tr.scheduler.steps_done() // spe
     print(f"resumed from {args.resume} at epoch {start_epoch + 1}", flush=True)
   timer, status, benchmark = runtime.StepTimer(), C.ABORTED, args.benchmark_steps
   for e in range(start_epoch, k["EPOCHS"]):
