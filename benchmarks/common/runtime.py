@@ -41,6 +41,13 @@ def devices(cfg: PlatformConfig) -> list[str]:
   return [Device.canonicalize(f"{Device.DEFAULT}:{i}") for i in range(cfg["GPUS"])]
 
 
+def host_scalar(t) -> float:
+  """A scalar result as a Python number. A multi-device tensor is read from its first device: going through the CPU
+  device would start tinygrad's CPU backend (and its compiler) just to copy one number."""
+  dev = t.device
+  return (t.to(dev[0]) if isinstance(dev, tuple) else t).item()
+
+
 def provenance() -> dict:
   """What produced this log: printed at the top of every phase so a result file carries its own provenance."""
   def ver(pkg):

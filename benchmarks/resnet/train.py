@@ -84,13 +84,13 @@ def run_fake_steps(tr: Trainer, n: int):
     for i in range(n):
       t0 = runtime.now()
       loss, _ = tr.train_step(*to_device(x, y, tr.devices))
-      loss = loss.item()
+      loss = runtime.host_scalar(loss)
       timer.add(runtime.now() - t0, 0.0)
       print(f"init train step {i}: {timer.steps[-1]*1e3:.1f} ms, loss {loss:.3f}", flush=True)
   with Context(BEAM=tr.k["EVAL_BEAM"]):
     x, y = tr.fake_batch(tr.k["EVAL_BS"])
     for i in range(min(n, 3)):
-      tr.eval_step(*to_device(x, y, tr.devices))[0].item()
+      runtime.host_scalar(tr.eval_step(*to_device(x, y, tr.devices))[0])
   return timer
 
 
@@ -134,7 +134,8 @@ def evaluate(tr: Trainer, manifest, seed: int, epoch: int) -> tuple[float, float
     for x, y, n_real in batches(val.files, val.labels, k["EVAL_BS"], train=False, seed=seed, epoch=epoch,
                                 image_size=k["IMAGE_SIZE"], num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"]):
       l, c, n = tr.eval_step(*to_device(x, y, tr.devices))
-      loss_sum, correct, seen = loss_sum + l.item(), correct + int(c.item()), seen + int(n.item())
+      loss_sum += runtime.host_scalar(l)
+      correct, seen = correct + int(runtime.host_scalar(c)), seen + int(runtime.host_scalar(n))
   if seen != len(manifest["val"]):
     raise RuntimeError(f"eval saw {seen} real samples, the manifest lists {len(manifest['val'])}")
   return loss_sum / seen, correct / seen
@@ -154,7 +155,7 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
     for i, (x, y, _) in enumerate(it):
       t0 = runtime.now()
       loss, _ = tr.train_step(*to_device(x, y, tr.devices))
-      loss = loss.item()  # syncs: the step time includes the device
+      loss = runtime.host_scalar(loss)  # syncs: the step time includes the device
       timer.add(runtime.now() - t0, it.last_wait_s)
       if not math.isfinite(loss): raise FloatingPointError(f"loss is {loss} at epoch {e+1} step {i}")
       bar.update(1)
