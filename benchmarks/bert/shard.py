@@ -222,9 +222,9 @@ def verify_shard(path: str | os.PathLike, max_seq_len: int | None = None, max_pr
     if (seg > 1).any() or (np.diff(np.where(pos_l < n[:, None], seg, 1), axis=1) < 0).any() or (seg[:, 0] != 0).any() \
        or ((seg == 1) & (pos_l >= n[:, None])).any():
       problems.append(f"{where}: segment_ids are not 0...0 1...1 0-padding")
-    rows = np.arange(len(n))
-    if cls is not None and ((a["input_ids"][:, 0] != cls) | (a["input_ids"][rows, n - 1] != sep)
-                            | (a["input_ids"][rows, s1 - 1] != sep)).any():
+    rows, last, a_sep = np.arange(len(n)), np.clip(n - 1, 0, L - 1), np.clip(s1 - 1, 0, L - 1)
+    if cls is not None and ((a["input_ids"][:, 0] != cls) | (a["input_ids"][rows, last] != sep)
+                            | (a["input_ids"][rows, a_sep] != sep)).any():
       problems.append(f"{where}: [CLS]/[SEP] not where the segment layout puts them")
     w, p = a["masked_lm_weights"], a["masked_lm_positions"]
     k = w.sum(1)
