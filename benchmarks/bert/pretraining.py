@@ -166,26 +166,30 @@ def materialize(docs: Documents, inst: np.ndarray, p: Params, special: dict, voc
                 rs: np.random.RandomState) -> dict[str, np.ndarray]:
   """Instances (C, 5) -> feature arrays (compact dtypes) with masking; consumes a fixed amount of rs per row."""
   C, L, P = len(inst), p.max_seq_len, p.max_predictions
+  i32 = np.int32
   a_s, a_e, b_s, b_e, nsp = (inst[:, k:k + 1] for k in range(5))
-  la, lb = a_e - a_s, b_e - b_s
+  la, lb = (a_e - a_s).astype(i32), (b_e - b_s).astype(i32)
   n = la + lb + 3
-  pos = np.arange(L)[None]
+  pos = np.arange(L, dtype=i32)[None]
   in_a = (pos >= 1) & (pos <= la)
   in_b = (pos >= la + 2) & (pos < la + 2 + lb)
-  src = np.where(in_a, a_s - 1 + pos, np.where(in_b, b_s + pos - la - 2, 0))
-  toks = docs.tokens[src] if len(docs.tokens) else np.zeros((C, L), np.int32)
-  ids = np.where(in_a | in_b, toks, 0)
+  body = in_a | in_b
+  src = np.where(in_a, a_s - 1 + pos, b_s - la - 2 + pos)
+  ids = np.where(body, docs.tokens[np.where(body, src, 0)], 0).astype(i32) if len(docs.tokens) else np.zeros((C, L), i32)
   ids[:, 0] = special[CLS]
   rows = np.arange(C)
   ids[rows, la[:, 0] + 1] = special[SEP]
   ids[rows, n[:, 0] - 1] = special[SEP]
   mask = pos < n
   segment = in_b | (pos == n - 1)
-  # masking: a uniform random subset of the candidates via random sort keys
-  keys = rs.random_sample((C, L))
-  keys[~(in_a | in_b)] = 2.0
+  # masking: the k smallest of per-position random keys pick a uniform subset of the candidates. Keys are made
+  # unique per row (random high bits, position in the low bits), so any selection algorithm gives the same set.
+  bits = max(1, (L - 1).bit_length())
+  keys = (rs.randint(0, 1 << (30 - bits), size=(C, L), dtype=i32) << bits) | pos
+  keys = np.where(body, keys, (1 << 30) + pos)
+  sel = np.argpartition(keys, P - 1, axis=1)[:, :P]
+  chosen = np.take_along_axis(sel, np.argsort(np.take_along_axis(keys, sel, 1), axis=1), 1)
   k = np.minimum(P, np.maximum(1, np.round(n[:, 0] * p.masked_lm_prob).astype(np.int64)))
-  chosen = np.argsort(keys, axis=1, kind="stable")[:, :P]
   take = np.arange(P)[None] < k[:, None]
   positions = np.sort(np.where(take, chosen, L), axis=1)
   weights = positions < L
