@@ -194,6 +194,7 @@ def run_pretrain(data: Path, out: Path, parts_spec: str, p, workers: int = 1, to
 def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "fast", vocab_path: Path | None = None,
              config_path: Path | None = None, quiet: bool = False) -> dict:
   from benchmarks.bert.pretraining import make_eval_shard
+  from benchmarks.bert.shard import read_header
   from benchmarks.bert.tokenizer import make_tokenizer
   vocab_path = vocab_path or data / "vocab.txt"
   vocab, md5 = load_checked_vocab(vocab_path, config_path or data / "bert_config.json")
@@ -205,6 +206,10 @@ def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "f
   dest = out / "eval.shard"
   _clean_stale_temps(out)
   if _existing_ok(dest, p, md5, len(vocab)):
+    made = read_header(dest).get("eval_samples")
+    if made != samples:
+      raise UserError(f"{dest}: made with --eval-samples {made}, this run asks for {samples}. prep never overwrites "
+                      f"a shard: use another --out, or delete it to remake it.")
     if not quiet: print(f"prep eval: {dest} already done, skipping")
     return {"skipped": 1}
   s = make_eval_shard(source, dest, p, make_tokenizer(vocab, tokenizer), vocab, md5, samples)

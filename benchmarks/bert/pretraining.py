@@ -213,9 +213,9 @@ def _sha256(path: Path) -> str:
 
 
 def write_shard(out: Path, docs: Documents, inst: np.ndarray, p: Params, part: str, source: Path, vocab: dict,
-                vocab_md5: str) -> Path:
+                vocab_md5: str, extra: dict | None = None) -> Path:
   special = {t: vocab[t] for t in (CLS, SEP, MASK)}
-  meta = {"kind": "eval" if part == "eval" else "train", "part": part, "source": source.name,
+  meta = {**(extra or {}), "kind": "eval" if part == "eval" else "train", "part": part, "source": source.name,
           "source_sha256": _sha256(source), "vocab_md5": vocab_md5, "unicode_version": unicodedata.unidata_version,
           "cls_id": special[CLS], "sep_id": special[SEP], "mask_id": special[MASK],
           **{k: v for k, v in asdict(p).items() if k not in ("max_seq_len", "max_predictions")}}
@@ -250,6 +250,7 @@ def make_eval_shard(source: Path, out: Path, p: Params, tokenizer, vocab: dict, 
   docs = read_documents(source, tokenizer)
   inst = create_instances(docs, p, random.Random(derive_seed(p.seed, "eval", "instances")))
   picked = inst[eval_pick(len(inst), samples)]
-  write_shard(out, docs, picked, p, "eval", source, vocab, vocab_md5)
+  write_shard(out, docs, picked, p, "eval", source, vocab, vocab_md5,
+              {"eval_samples": samples, "eval_candidates": len(inst)})
   return {"part": "eval", "candidates": len(inst), "instances": len(picked), "tokens": int(len(docs.tokens)),
           "documents": docs.num_docs, "seconds": time.perf_counter() - t0}

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytest.importorskip("tokenizers", reason="prep's default fast tokenizer needs HF tokenizers (pip install tokenizers)")
+
 from bert_helpers import make_data_dir, write_text, write_vocab
 from benchmarks.bert import prep
 from benchmarks.bert.data import eval_batches, shard_order, train_batches, train_shard_paths
@@ -247,7 +249,9 @@ def test_eval_fewer_than_asked_warns_loudly(tmp_path, capsys):
   err = capsys.readouterr().err
   assert "WARNING" in err and "fewer than the 10000 eval samples" in err
   h = read_header(d / "eval.shard")
-  assert 0 < h["count"] < 10000
+  assert 0 < h["count"] < 10000 and h["eval_samples"] == 10000
+  assert run("eval", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--eval-samples", 5) == 2
+  assert "made with --eval-samples 10000, this run asks for 5" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------------- iterators

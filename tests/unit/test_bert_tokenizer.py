@@ -56,6 +56,11 @@ def vocab():
 
 
 @pytest.fixture(scope="module")
+def hf():
+  return pytest.importorskip("tokenizers", reason="the fast path needs HF tokenizers (pip install tokenizers)")
+
+
+@pytest.fixture(scope="module")
 def english_lines():
   import sysconfig
   from pathlib import Path
@@ -80,7 +85,7 @@ def test_wordpiece_basics(vocab):
   assert ref.tokenize("Café") == ["cafe"]
 
 
-def test_reference_equals_hf_on_english_text(vocab, english_lines):
+def test_reference_equals_hf_on_english_text(hf, vocab, english_lines):
   ref, hf = T.ReferenceTokenizer(vocab), T.hf_bert_tokenizer(vocab)
   r = ref.encode_lines(english_lines)
   h = [e.ids for e in hf.encode_batch(english_lines, add_special_tokens=False)]
@@ -89,7 +94,7 @@ def test_reference_equals_hf_on_english_text(vocab, english_lines):
   assert sum(map(len, r)) > 50_000
 
 
-def test_fast_equals_reference_on_english_text(vocab, english_lines):
+def test_fast_equals_reference_on_english_text(hf, vocab, english_lines):
   ref, fast = T.ReferenceTokenizer(vocab), T.FastTokenizer(vocab)
   r = ref.encode_lines(english_lines)
   assert fast.encode_lines(english_lines) == r
@@ -99,7 +104,7 @@ def test_fast_equals_reference_on_english_text(vocab, english_lines):
   assert ids.tolist() == rids.tolist() and lens.tolist() == rlens.tolist()
 
 
-def test_fast_equals_reference_on_hard_strings(vocab):
+def test_fast_equals_reference_on_hard_strings(hf, vocab):
   ref, fast = T.ReferenceTokenizer(vocab), T.FastTokenizer(vocab, cache_limit=1000)   # small memo: exercise clearing
   strings = HARD + _sampled_code_points()
   r = [ref.tokenize(s) for s in strings]
@@ -120,7 +125,7 @@ def test_reference_semantics_on_known_cases(vocab):
   assert ref.basic.tokenize("a\u2028b\u00a0c") == ["a", "b", "c"]
 
 
-def test_hf_full_pipeline_differs_on_some_hard_strings(vocab):
+def test_hf_full_pipeline_differs_on_some_hard_strings(hf, vocab):
   """Why the fast path does its own normalisation: record (not assert) where HF's BertNormalizer differs."""
   ref, hf = T.ReferenceTokenizer(vocab), T.hf_bert_tokenizer(vocab)
   strings = HARD + _sampled_code_points()
