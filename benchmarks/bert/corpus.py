@@ -1,0 +1,128 @@
+"""Real English text available offline: docstrings of installed Python source (stdlib, numpy, ...).
+
+Used for the tokenizer parity test and benchmark, and by `prep corpus` to build a small results4-style directory
+(one sentence per line, a blank line between documents) for the CPU smoke run. Source files are parsed with `ast`
+(never imported: no side effects), visited in sorted path order, so the text is a pure function of the installed
+files (i.e. of the Python/numpy versions; build_corpus records them and a sha256 per output file in MANIFEST.json).
+"""
+from __future__ import annotations
+import ast
+import hashlib
+import inspect
+import json
+import re
+import sys
+import sysconfig
+from pathlib import Path
+
+from tooling.errors import UserError, write_atomic
+
+_SKIP_DIRS = {"test", "tests", "testing", "idlelib", "site-packages", "dist-packages", "__pycache__", "lib2to3",
+              "turtledemo", "ensurepip", "_vendor", "vendor"}
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_CODEISH = re.compile(r"^\s*(>>>|\.\.\.|\$ |[-=~*^]{3,}\s*$|:\w+:|\.\. )")
+
+
+def default_roots() -> list[Path]:
+  roots = [Path(sysconfig.get_paths()["stdlib"])]
+  try:
+    import numpy
+    roots.append(Path(numpy.__file__).parent)
+  except ImportError:
+    pass
+  return roots
+
+
+def _source_files(root: Path) -> list[Path]:
+  files = []
+  for p in sorted(root.rglob("*.py")):
+    rel = p.relative_to(root).parts
+    if any(part in _SKIP_DIRS or part.startswith("test_") for part in rel): continue
+    files.append(p)
+  return files
+
+
+def _docstrings(tree: ast.AST) -> list[str]:
+  out = []
+  def visit(node):
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+      d = ast.get_docstring(node, clean=False)
+      if d: out.append(inspect.cleandoc(d))
+    for child in ast.iter_child_nodes(node): visit(child)
+  visit(tree)
+  return out
+
+
+def sentences(doc: str) -> list[str]:
+  """Prose sentences of one docstring: paragraphs without code/markup lines, re-flowed and split at sentence ends."""
+  out = []
+  for para in re.split(r"\n\s*\n", doc):
+    lines = para.splitlines()
+    if not lines or any(_CODEISH.match(l) for l in lines) or any(l.startswith(("    ", "\t")) for l in lines): continue
+    text = " ".join(l.strip() for l in lines)
+    for s in _SENT_SPLIT.split(text):
+      s = s.strip()
+      letters = sum(c.isalpha() for c in s)
+      if len(s.split()) >= 4 and letters >= 0.6 * len(s): out.append(s)
+  return out
+
+
+def docstring_documents(roots: list[Path] | None = None, max_bytes: int | None = None) -> list[list[str]]:
+  """One document (list of sentences) per source file with at least two prose sentences."""
+  docs, total = [], 0
+  for root in roots or default_roots():
+    for path in _source_files(Path(root)):
+      try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+      except (SyntaxError, ValueError, UnicodeDecodeError):
+        continue
+      sents = [s for d in _docstrings(tree) for s in sentences(d)]
+      if len(sents) < 2: continue
+      docs.append(sents)
+      total += sum(len(s) + 1 for s in sents)
+      if max_bytes is not None and total >= max_bytes: return docs
+  return docs
+
+
+def corpus_lines(roots: list[Path] | None = None, max_bytes: int | None = None) -> list[str]:
+  """All sentences as a flat list of lines (the tokenizer corpus)."""
+  return [s for d in docstring_documents(roots, max_bytes) for s in d]
+
+
+def _render(docs: list[list[str]]) -> str:
+  return "".join("\n".join(d) + "\n\n" for d in docs)
+
+
+def build_corpus(out: str | Path, parts: int = 4, eval_every: int = 10, max_bytes: int | None = 3_000_000,
+                 roots: list[Path] | None = None) -> dict:
+  """Write OUT/results4/part-0000K-of-0000P (documents dealt round-robin) and OUT/results4/eval.txt (every
+  eval_every-th document, disjoint from train). Returns the manifest (also written to OUT/results4/MANIFEST.json)."""
+  out = Path(out)
+  res = out / "results4"
+  if res.exists() and any(res.iterdir()):
+    raise UserError(f"{res} already exists and is not empty; corpus never overwrites text. Remove it or choose "
+                    f"another --out.")
+  if parts < 1: raise UserError(f"--parts must be >= 1, got {parts}.")
+  docs = docstring_documents(roots, max_bytes)
+  if len(docs) < parts + 1:
+    raise UserError(f"only {len(docs)} documents of Python docstrings found under {roots or default_roots()}; "
+                    f"need at least {parts + 1}. Lower --parts.")
+  eval_docs = [d for i, d in enumerate(docs) if i % eval_every == eval_every - 1]
+  train_docs = [d for i, d in enumerate(docs) if i % eval_every != eval_every - 1]
+  files = {f"part-{k:05d}-of-{parts:05d}": _render(train_docs[k::parts]) for k in range(parts)}
+  files["eval.txt"] = _render(eval_docs)
+  manifest = {"source": "docstrings of installed Python sources (ast, sorted paths)",
+              "python": sys.version.split()[0], "roots": [str(r) for r in (roots or default_roots())],
+              "documents": {"train": len(train_docs), "eval": len(eval_docs)},
+              "files": {}}
+  try:
+    import numpy
+    manifest["numpy"] = numpy.__version__
+  except ImportError:
+    pass
+  for name, text in files.items():
+    data = text.encode("utf-8")
+    write_atomic(res / name, data).chmod(0o644)   # write_atomic's temp file is 0600
+    manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+  write_atomic(res / "MANIFEST.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n").chmod(0o644)
+  return manifest
