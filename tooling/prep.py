@@ -1,6 +1,6 @@
 """`tinyperf prep DATASET ...`: make the data a benchmark reads.
 
-The work is done by `python -m benchmarks.resnet.prep` in a subprocess (tooling never imports training code); its exit
+The work is done by `python -m benchmarks.<bm>.prep` in a subprocess (tooling never imports training code); its exit
 code is passed through: 0 ok, 1 `--verify` found problems, 2 bad input, 130 interrupted."""
 from __future__ import annotations
 import argparse
@@ -10,12 +10,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# dataset -> (module that prepares it, one-line help)
+# dataset -> (module that prepares it, one-line help). A dataset whose module has several steps takes the step as its
+# first option: `tinyperf prep wiki pretrain --data D` runs `python -m benchmarks.bert.prep pretrain --data D`.
 DATASETS = {
   "imagenet": ("benchmarks.resnet.prep", "ILSVRC2012 for ResNet-50: download (resumable) or --from-tars, verify md5, "
                "extract per class, write manifest.json; or --verify DIR"),
   "synthetic-imagenet": ("benchmarks.resnet.prep", "learnable synthetic JPEGs in the ImageNet layout, for smoke runs"),
+  "wiki": ("benchmarks.bert.prep", "BERT's Wikipedia: `wiki download|pretrain|eval|verify|corpus ...` (MLCommons files "
+           "through gdown, tokenised memory-mappable shards, the 10,000-sample eval set, a small real-text corpus)"),
 }
+STEPPED = {"wiki"}
 
 
 def add_arguments(p: argparse.ArgumentParser):
@@ -26,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser):
 
 
 def command(args) -> list[str]:
-  return [sys.executable, "-m", DATASETS[args.dataset][0], args.dataset, *args.options]
+  name = [] if args.dataset in STEPPED else [args.dataset]
+  return [sys.executable, "-m", DATASETS[args.dataset][0], *name, *args.options]
 
 
 def main(args) -> int:

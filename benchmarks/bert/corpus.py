@@ -15,7 +15,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from tooling.errors import UserError, write_atomic
+from benchmarks.common.io import InputError, write_atomic
 
 _SKIP_DIRS = {"test", "tests", "testing", "idlelib", "site-packages", "dist-packages", "__pycache__", "lib2to3",
               "turtledemo", "ensurepip", "_vendor", "vendor"}
@@ -100,12 +100,12 @@ def build_corpus(out: str | Path, parts: int = 4, eval_every: int = 10, max_byte
   out = Path(out)
   res = out / "results4"
   if res.exists() and any(res.iterdir()):
-    raise UserError(f"{res} already exists and is not empty; corpus never overwrites text. Remove it or choose "
+    raise InputError(f"{res} already exists and is not empty; corpus never overwrites text. Remove it or choose "
                     f"another --out.")
-  if parts < 1: raise UserError(f"--parts must be >= 1, got {parts}.")
+  if parts < 1: raise InputError(f"--parts must be >= 1, got {parts}.")
   docs = docstring_documents(roots, max_bytes)
   if len(docs) < parts + 1:
-    raise UserError(f"only {len(docs)} documents of Python docstrings found under {roots or default_roots()}; "
+    raise InputError(f"only {len(docs)} documents of Python docstrings found under {roots or default_roots()}; "
                     f"need at least {parts + 1}. Lower --parts.")
   eval_docs = [d for i, d in enumerate(docs) if i % eval_every == eval_every - 1]
   train_docs = [d for i, d in enumerate(docs) if i % eval_every != eval_every - 1]

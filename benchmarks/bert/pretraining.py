@@ -30,7 +30,7 @@ import numpy as np
 
 from benchmarks.bert.shard import ShardWriter
 from benchmarks.bert.tokenizer import CLS, MASK, SEP
-from tooling.errors import UserError
+from benchmarks.common.io import InputError
 
 MASK_CHUNK = 1024        # instances materialised (and masked) at a time: bounds memory, fixes the random stream
 LINES_PER_BATCH = 20000  # lines tokenised per call
@@ -47,12 +47,12 @@ class Params:
 
   def check(self):
     if self.max_seq_len < 8 or self.max_seq_len > 65535:
-      raise UserError(f"max_seq_len must be in [8, 65535], got {self.max_seq_len}.")
+      raise InputError(f"max_seq_len must be in [8, 65535], got {self.max_seq_len}.")
     if not 1 <= self.max_predictions <= self.max_seq_len - 3:
-      raise UserError(f"max_predictions must be in [1, max_seq_len-3], got {self.max_predictions}.")
-    if self.dupe_factor < 1: raise UserError(f"dupe_factor must be >= 1, got {self.dupe_factor}.")
-    if not 0 < self.masked_lm_prob < 1: raise UserError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}.")
-    if not 0 <= self.short_seq_prob <= 1: raise UserError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
+      raise InputError(f"max_predictions must be in [1, max_seq_len-3], got {self.max_predictions}.")
+    if self.dupe_factor < 1: raise InputError(f"dupe_factor must be >= 1, got {self.dupe_factor}.")
+    if not 0 < self.masked_lm_prob < 1: raise InputError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}.")
+    if not 0 <= self.short_seq_prob <= 1: raise InputError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
 
 
 def derive_seed(seed: int, part: str, stream: str, nbytes: int = 8) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tooling.errors import UserError
+from benchmarks.common.io import InputError
 
 MAGIC = b"TPBSHRD\x01"
 FORMAT = "tinyperf-bert-shard"
@@ -41,7 +41,7 @@ FIELDS = (
 FIELD_NAMES = tuple(f[0] for f in FIELDS)
 
 
-class ShardError(UserError):
+class ShardError(InputError):
   """A shard is missing, truncated, corrupt or made with other parameters; the message names the file and the fix."""
 
 

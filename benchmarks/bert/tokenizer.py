@@ -27,7 +27,7 @@ import unicodedata
 from itertools import chain
 from pathlib import Path
 
-from tooling.errors import UserError
+from benchmarks.common.io import InputError
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -40,27 +40,27 @@ _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700,
 # ---------------------------------------------------------------------------------------------------- vocabulary
 
 def load_vocab(path: str | os.PathLike) -> dict[str, int]:
-  """vocab.txt -> {token: id}; id = line number (0-based). Raises UserError naming the file when unusable."""
+  """vocab.txt -> {token: id}; id = line number (0-based). Raises InputError naming the file when unusable."""
   path = Path(path)
   if not path.is_file():
-    raise UserError(f"{path}: vocab file not found. Run `python -m benchmarks.bert.prep download --out {path.parent}` "
+    raise InputError(f"{path}: vocab file not found. Run `python -m benchmarks.bert.prep download --out {path.parent}` "
                     f"(or copy the BERT uncased vocab.txt there) and rerun.")
   try:
     text = path.read_text(encoding="utf-8")
   except UnicodeDecodeError as e:
-    raise UserError(f"{path}: not UTF-8 text ({e}); this is not a BERT vocab.txt. Replace it with the real file.") from None
+    raise InputError(f"{path}: not UTF-8 text ({e}); this is not a BERT vocab.txt. Replace it with the real file.") from None
   vocab: dict[str, int] = {}
   for i, line in enumerate(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")):
     tok = line.strip()
     if tok in vocab and tok:
-      raise UserError(f"{path}:{i+1}: token {tok!r} appears twice (first on line {vocab[tok]+1}); the file is damaged.")
+      raise InputError(f"{path}:{i+1}: token {tok!r} appears twice (first on line {vocab[tok]+1}); the file is damaged.")
     vocab[tok] = i
   missing = [t for t in SPECIAL_TOKENS if t not in vocab]
   if missing:
-    raise UserError(f"{path}: {len(vocab)} tokens but the special tokens {', '.join(missing)} are missing; "
+    raise InputError(f"{path}: {len(vocab)} tokens but the special tokens {', '.join(missing)} are missing; "
                     f"this is not a BERT vocab. Use the MLCommons vocab.txt (prep download).")
   if vocab[PAD] != 0:
-    raise UserError(f"{path}: [PAD] has id {vocab[PAD]}, expected 0 (padding is written as zeros). Use the BERT vocab.")
+    raise InputError(f"{path}: [PAD] has id {vocab[PAD]}, expected 0 (padding is written as zeros). Use the BERT vocab.")
   return vocab
 
 
@@ -208,7 +208,7 @@ class FastTokenizer:
       from tokenizers.models import WordPiece as HFWordPiece
       from tokenizers.pre_tokenizers import WhitespaceSplit
     except ImportError:
-      raise UserError("the fast tokenizer needs the `tokenizers` package (pip install tokenizers); "
+      raise InputError("the fast tokenizer needs the `tokenizers` package (pip install tokenizers); "
                       "or pass --tokenizer reference (same output, about 20x slower).") from None
     self.vocab = vocab
     self.id_to_token = {i: t for t, i in vocab.items()}
@@ -288,7 +288,7 @@ _ASCII_CLEAN = {cp: None for cp in list(range(32)) + [127] if cp not in (9, 10, 
 def make_tokenizer(vocab: dict[str, int], kind: str = "fast"):
   if kind == "reference": return ReferenceTokenizer(vocab)
   if kind == "fast": return FastTokenizer(vocab)
-  raise UserError(f"unknown tokenizer {kind!r}; choose 'reference' or 'fast'.")
+  raise InputError(f"unknown tokenizer {kind!r}; choose 'reference' or 'fast'.")
 
 
 def hf_bert_tokenizer(vocab: dict[str, int]):

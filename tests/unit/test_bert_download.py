@@ -120,7 +120,7 @@ def test_interrupted_transfer_resumes(server, tmp_path, capsys):
 def test_md5_failure_keeps_nothing(server, tmp_path):
   _publish(server)
   out = tmp_path / "wiki"
-  with pytest.raises(prep.UserError, match=r"vocab.txt: md5 .* expected: .* corrupt and was deleted"):
+  with pytest.raises(prep.InputError, match=r"vocab.txt: md5 .* expected: .* corrupt and was deleted"):
     download.download_all(out, base_url=server.url, text=False, checkpoint=False, quiet=True,
                           md5={"vocab.txt": "0" * 32})
   assert not (out / "vocab.txt").exists()

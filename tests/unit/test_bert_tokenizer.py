@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 
 from benchmarks.bert import tokenizer as T
-from tooling.errors import UserError
+from benchmarks.common.io import InputError as UserError
 
 HARD = [
   "Café Über naïve résumé Ångström façade jalapeño Øresund",
