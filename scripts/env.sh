@@ -21,10 +21,14 @@ VENV="${TINYPERF_VENV:-$ROOT_DIR/.venv}"
 stamp="$VENV/.tinyperf-lock.sha"
 want="$(cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$ROOT_DIR/pyproject.toml" | sha1sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "installing locked dependencies into $VENV" >&2
-  "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock"
-  "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation -e "$ROOT_DIR"
+  echo "installing locked dependencies into $VENV (log: $VENV/install.log)" >&2
+  if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
+         "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock" &&
+         "$VENV/bin/python" -m pip install --no-deps --no-build-isolation -e "$ROOT_DIR"; } > "$VENV/install.log" 2>&1; then
+    tail -30 "$VENV/install.log" >&2
+    echo "installing the locked dependencies failed; the full log is $VENV/install.log" >&2
+    exit 2
+  fi
   echo "$want" > "$stamp"
 fi
 export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"

@@ -22,6 +22,7 @@ def parse_args(argv=None):
   p = argparse.ArgumentParser(prog="python -m benchmarks.resnet.train", description=__doc__.splitlines()[0])
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/resnet/implementations")
   p.add_argument("--phase", required=True, choices=("init", "run"))
+  p.add_argument("--config", type=Path, help="config file to use instead of the platform's (development and tests)")
   p.add_argument("--seed", type=int, required=True, help="run seed (31-bit; the launcher draws it)")
   p.add_argument("--data", type=Path, help="prepared ImageNet directory (with manifest.json); INIT without it assumes "
                  "ImageNet-1k's sizes (for BENCHMARK runs on fake data)")
@@ -210,7 +211,7 @@ def run_phase(cfg: PlatformConfig, args) -> int:
 def main(argv=None) -> int:
   args = parse_args(argv)
   try:
-    cfg = load_config("resnet", args.platform)
+    cfg = load_config("resnet", args.platform, path=args.config)
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
     runtime.apply_tinygrad_env(cfg, args.phase)
     runtime.prepare_cache_db(args.results, args.seed, fresh=args.phase == "init")

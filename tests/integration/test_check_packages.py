@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from mllog_builder import make_package, write_log
+from mllog_builder import make_package
 from tooling import mlperf_tools
 from tooling.check import FAIL, WARN, check_path
 from tooling.cli import main as cli

@@ -1,6 +1,5 @@
 """Platform configs: validation, env overrides, and the files rendered from them."""
 import subprocess
-import sys
 
 import pytest
 import yaml

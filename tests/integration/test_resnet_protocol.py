@@ -1,0 +1,90 @@
+"""The ResNet entrypoint end to end on the CPU: INIT + RUN processes on synthetic JPEGs, judged by the real checkers.
+
+Slow (each process spends about a minute in tinygrad's JIT warm-up on 2 cores), hence one module-scoped dataset and as
+few runs as the assertions need."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from benchmarks.common.config import config_path
+from tests.conftest import REPO
+from tooling.check import check_path
+
+pytestmark = pytest.mark.integration
+
+
+def _run(args, env=None, timeout=900):
+  return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  d = tmp_path_factory.mktemp("smoke") / "data"
+  r = _run(["-m", "benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(d), "--classes", "4",
+            "--train-per-class", "160", "--val-per-class", "40", "--size", "48", "--seed", "0"])
+  assert r.returncode == 0, r.stderr
+  return d
+
+
+def _mllog(path):
+  return [json.loads(l.split(":::MLLOG ", 1)[1]) for l in path.read_text().splitlines() if ":::MLLOG " in l]
+
+
+def test_closed_structure_log_passes_the_closed_400_checker(data, tmp_path):
+  """A small run logged as closed: the MLLOG sequence (submission info, cache_clear, init, LARS keys, epochs, evals,
+  run_stop) must satisfy the closed 4.0.0 ResNet rules once top-1 passes 0.759."""
+  raw = yaml.safe_load(config_path("resnet", "cpu_smoke").read_text())
+  raw.update(platform="closed_smoke", division="closed", submission_status="onprem", TARGET=0.759)
+  cfg = tmp_path / "closed_smoke" / "config.yaml"
+  cfg.parent.mkdir(); cfg.write_text(yaml.safe_dump(raw))
+  log, seed = tmp_path / "result.txt", 123456789
+  for phase in ("init", "run"):
+    r = _run(["-m", "benchmarks.resnet.train", "--platform", "closed_smoke", "--config", str(cfg), "--phase", phase,
+              "--seed", str(seed), "--data", str(data), "--results", str(tmp_path / "r"), "--log", str(log)])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  events = _mllog(log)
+  keys = [e["key"] for e in events]
+  # protocol order: the cache is cleared before init starts, the clock starts after init, the seed is logged
+  assert keys.index("cache_clear") < keys.index("init_start") < keys.index("init_stop") < keys.index("run_start")
+  assert next(e["value"] for e in events if e["key"] == "seed") == seed
+  assert next(e for e in events if e["key"] == "run_stop")["metadata"]["status"] == "success"
+  accs = [e["value"] for e in events if e["key"] == "eval_accuracy"]
+  assert accs and accs[-1] >= 0.759 and all(e["metadata"]["epoch_num"] >= 1 for e in events if e["key"] == "eval_accuracy")
+  report = check_path(log, ruleset="4.0.0")
+  assert report.accepted, report.render()
+  assert report.files[0].division == "closed" and report.files[0].init_margin_minutes > 0
+
+
+def test_missing_data_is_exit_2_without_traceback(tmp_path):
+  r = _run(["-m", "benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "1",
+            "--data", str(tmp_path / "nope"), "--results", str(tmp_path / "r")])
+  assert r.returncode == 2 and "Traceback" not in r.stderr
+  assert "nope" in r.stderr and "tinyperf prep" in r.stderr
+
+
+def test_host_launcher_runs_checks_and_resumes(data, tmp_path):
+  """`tinyperf run --no-container`: a finished run is checked and kept; rerunning skips it and redoes only what the
+  ledger says is unfinished; an unknown result file is never overwritten."""
+  out = tmp_path / "out"
+  def cmd(nexp): return ["-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", str(nexp),
+                         "--data", str(data), "--results", str(out), "--no-container"]
+  r = _run(cmd(1))
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  result = out / "results" / "cpu_smoke" / "resnet" / "result_0.txt"
+  ledger = json.loads((out / "runs" / "cpu_smoke" / "resnet" / "ledger.json").read_text())
+  (att,) = ledger["attempts"]
+  assert att["status"] == "done" and att["converged"] and att["result"] == str(result) and att["seed"] < 2**31
+  assert check_path(result).accepted
+  before = result.read_bytes()
+  r = _run(cmd(1))  # same command again: nothing to do
+  assert r.returncode == 0 and "1 already finished" in r.stdout and result.read_bytes() == before
+  # a result_1.txt the ledger does not know: refuse to run over it (exit 2), leave it untouched
+  stray = result.with_name("result_1.txt"); stray.write_text("mine")
+  r = _run(cmd(2))
+  assert r.returncode == 2 and "never overwritten" in r.stderr and stray.read_text() == "mine"
+  assert "Traceback" not in r.stderr
