@@ -19,11 +19,13 @@ fi
 VENV="${TINYPERF_VENV:-$ROOT_DIR/.venv}"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 stamp="$VENV/.tinyperf-lock.sha"
-want="$(cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$ROOT_DIR/pyproject.toml" | sha1sum | cut -d' ' -f1)"
+want="$(cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$ROOT_DIR/requirements-testdata.txt" \
+  "$ROOT_DIR/pyproject.toml" | sha1sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing locked dependencies into $VENV (log: $VENV/install.log)" >&2
   if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
          "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock" &&
+         "$VENV/bin/python" -m pip install --require-hashes --no-deps -r "$ROOT_DIR/requirements-testdata.txt" &&
          "$VENV/bin/python" -m pip install --no-deps --no-build-isolation -e "$ROOT_DIR"; } > "$VENV/install.log" 2>&1; then
     tail -30 "$VENV/install.log" >&2
     echo "installing the locked dependencies failed; the full log is $VENV/install.log" >&2

@@ -45,6 +45,7 @@ MEAN_PIXEL = (123, 116, 103)
 EVAL_RESIZE_RATIO = 256 / 224
 # Shared-memory segments are named SHM_PREFIX<pid>_<random>, so concurrent jobs never clobber each other's ring.
 SHM_PREFIX = "tinyperf_"
+WORKER_NAME = "tinyperf-imagenet-worker"
 SHM_DIR = "/dev/shm"
 
 # JPEG decoding, chosen by measurement (benchmarks/resnet/bench_decode.py; table in docs/data.md): stock Pillow, with
@@ -432,8 +433,8 @@ class BatchLoader:
       self._ring = _map_ring(res.shm, ring_shape)
       ctx = mp.get_context(start_method)
       res.tasks, res.results, res.stop = ctx.Queue(), ctx.Queue(), ctx.Event()
-      for _ in range(min(self.num_workers, self.n)):
-        p = ctx.Process(target=_worker_main, daemon=True,
+      for w in range(min(self.num_workers, self.n)):
+        p = ctx.Process(target=_worker_main, daemon=True, name=f"{WORKER_NAME}-{w}",
                         args=(res.shm.name, ring_shape, self.train, int(seed), int(epoch), self.image_size, bool(draft),
                               res.tasks, res.results, res.stop, os.getpid()))
         p.start()
