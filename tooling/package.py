@@ -91,8 +91,7 @@ def find_ledgers(results: Path, systems: list[str] | None, benchmarks: list[str]
   found = sorted((p.parent.parent.name, p.parent.name, p) for p in runs.glob("*/*/ledger.json")) if runs.is_dir() else []
   found = [f for f in found if (not systems or f[0] in systems) and (not benchmarks or f[1] in benchmarks)]
   if not found:
-    what = " for " + ", ".join(x for x in (" ".join(systems or []), " ".join(benchmarks or [])) if x) \
-      if systems or benchmarks else ""
+    what = f" for {' '.join((systems or []) + (benchmarks or []))}" if systems or benchmarks else ""
     raise UserError(f"{runs}: no run ledgers (runs/<system>/<benchmark>/ledger.json){what}. `tinyperf run` writes them "
                     f"under its --results directory; pass that directory as --results.")
   return found

@@ -113,7 +113,9 @@ def read_output(path: Path) -> tuple[list[str], list[tuple[float, float]], str]:
       if int(total) > 0:
         rate.append((int(e) - 1 + int(s) / int(total), float(v)))
         unit = u
-  return prov, rate, unit
+  # tqdm redraws a step when its postfix changes (the first draw still shows the previous step's rate): keep the last
+  last = dict(rate)
+  return prov, sorted(last.items()), unit
 
 
 def _ledger_for(bd: BenchDir) -> tuple[Path | None, dict[int, L.Attempt]]:

@@ -6,6 +6,7 @@ import filecmp
 import json
 import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -86,6 +87,17 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
   assert tree_files(u) == tree_files(d / ORG)
   assert not filecmp.dircmp(u, d / ORG).diff_files
   assert check_path(u).accepted
+  # the packaged implementation is a repository root of its own: its modules, config and renderings are found there
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  impl_dir = tmp_path / "unpacked" / impl
+  p = subprocess.run([sys.executable, "-c", "import benchmarks.common.config as c, tooling.cli; print(c.ROOT); "
+                      "print(c.load_config('resnet', 'tinybox_green').path)"], cwd=impl_dir, env=env,
+                     capture_output=True, text=True)
+  root = impl_dir.resolve()
+  assert p.returncode == 0, p.stderr
+  assert p.stdout.split() == [str(root), str(root / "benchmarks/resnet/implementations/tinybox_green/config.yaml")]
+  for argv in (["-m", "tooling.cli", "render", "--check"], ["-m", "benchmarks.resnet.train", "--help"]):
+    assert subprocess.run([sys.executable, *argv], cwd=impl_dir, env=env, capture_output=True).returncode == 0, argv
   # the same runs pack to the same bytes
   code, _, err = pack(capsys, tmp_path, R, "again")
   assert code == 0, err
