@@ -329,12 +329,22 @@ def markdown(results: Path, data: list[BenchData], images: dict[tuple[str, str],
 # ---------------------------------------------------------------------------------------------------------------------
 # CLI
 
+def default_out(results: Path) -> Path:
+  """Never inside a results/ tree (check would take it for a benchmark) nor inside a submitter tree (it would be
+  packed): RESULTS/report for a `tinyperf run` directory, <org>_report beside a submitter tree."""
+  results = results.resolve()
+  if results.parent.parent.name == "results": results = results.parent.parent.parent   # results/<system>/<bm>
+  if (results / "systems").is_dir(): return results.parent / f"{results.name}_report"
+  if (results / "results").is_dir(): return results / "report"
+  return results.parent / f"{results.name}_report"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
   p.epilog = "exit status: 0 written, 2 bad input (or existing files without --force). See docs/package.md."
   p.add_argument("results", metavar="RESULTS", type=Path,
                  help="`tinyperf run`'s --results directory, a submitter tree, or results/<system>/<benchmark>")
-  p.add_argument("--out", type=Path, help="where the PNGs and report.md go (default RESULTS/report, or beside a "
-                                          "results/<system>/<benchmark> directory)")
+  p.add_argument("--out", type=Path, help="where the PNGs and report.md go (default: RESULTS/report for a `tinyperf "
+                                          "run` directory, <org>_report beside a submitter tree)")
   p.add_argument("--force", action="store_true", help="replace existing report files")
 
 
@@ -343,8 +353,7 @@ def main(args: argparse.Namespace) -> int:
   if not results.is_dir():
     raise UserError(f"{results}: no such directory; give `tinyperf run`'s --results directory, a submitter tree, or "
                     f"a results/<system>/<benchmark> directory.")
-  out = args.out or (results / "report" if (results / "results").is_dir() else
-                     results.parent / f"{results.parent.name}_{results.name}_report")
+  out = args.out or default_out(results)
   data = collect(results)
   files: dict[Path, bytes | str] = {}
   images: dict[tuple[str, str], list[str]] = {}

@@ -1,6 +1,7 @@
 """`tinyperf report`: PNGs that decode and are not blank, and a Markdown summary with scores, verdicts, seeds and
 provenance, for run trees (with raw outputs) and packaged trees (without). Runs the real checkers per directory."""
 from __future__ import annotations
+import shutil
 
 import pytest
 from PIL import Image
@@ -55,12 +56,23 @@ def test_resnet_run_tree(capsys, tmp_path):
 def test_bert_and_packaged_trees(capsys, tmp_path):
   R = make_runs(tmp_path, "bert", outputs=False)
   bench = R / "results" / "tinybox_green" / "bert"
-  code, out, err = run(capsys, bench, "--out", tmp_path / "rep")
+  code, out, err = run(capsys, bench)
   assert code == 0, err
-  for k in KINDS: assert_real_png(tmp_path / "rep" / f"tinybox_green_bert_{k}.png")
-  md = (tmp_path / "rep" / "report.md").read_text()
+  rep = R / "report"                                     # the run directory's, not inside results/
+  for k in KINDS: assert_real_png(rep / f"tinybox_green_bert_{k}.png")
+  md = (rep / "report.md").read_text()
   assert "**score: " in md and "training samples" not in md     # the axis label lives in the PNG
   assert "not recorded (no raw output): result_0.txt" in md and "## bert on tinybox_green" in md
+  # a submitter tree (what `package` writes): no ledger, and the report goes beside the tree, not into it
+  org = tmp_path / "tinycorp"
+  (org / "results" / "tinybox_green").mkdir(parents=True)
+  shutil.copytree(bench, org / "results" / "tinybox_green" / "bert")
+  shutil.copytree(tmp_path / "systems", org / "systems")
+  code, out, err = run(capsys, org)
+  assert code == 0, err
+  md = (tmp_path / "tinycorp_report" / "report.md").read_text()
+  assert "run ledger: none beside these results" in md and "check`: ACCEPTED" in md
+  assert sorted(p.name for p in org.iterdir()) == ["results", "systems"]
 
 
 def test_bad_input(capsys, tmp_path):
