@@ -17,6 +17,10 @@ VERBS = {
   "run": ("tooling.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
   "bench": ("tooling.bench", "our tinygrad train step and PyTorch's, side by side on this machine's GPU(s)"),
   "render": ("tooling.render", "regenerate each implementation's scripts and README from its config.yaml"),
+  "package": ("tooling.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
+              "(optionally encrypted) tarball + sha1; --verify checks and safely unpacks one"),
+  "report": ("tooling.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
+  "sysinfo": ("tooling.sysinfo", "write systems/<system>.json from this machine (+ an overrides file), checked by system_desc_checker"),
 }
 
 

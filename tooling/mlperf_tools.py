@@ -334,3 +334,25 @@ def result_summarizer(workdir: Path, org: str, ruleset: str) -> list[dict]:
   if run.crashed or not js.is_file():
     raise UserError(f"result_summarizer failed on {Path(workdir) / org}: {run.crash_line if run.crashed else 'no output'}")
   return json.loads(js.read_text())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# repo_checker
+
+@dataclass
+class RepoCheckResult:
+  ruleset: str
+  passed: bool          # `ALL CHECKS PASSED.`, no `ERROR -` record, no traceback
+  errors: list[str]     # each ERROR message (a message may list several paths, one per line)
+  crashed: str | None
+  output: str
+
+
+def repo_check(workdir: Path, folder: str, ruleset: str) -> RepoCheckResult:
+  """Run repo_checker on workdir/folder (git-unfriendly names, files over 50 MB, broken symlinks). It exits 0 either
+  way and ends with `ALL CHECKS PASSED.` or `CHECKS FAILED.`."""
+  run = run_tool("repo_checker", [folder, USAGE, ruleset], cwd=workdir)
+  passed = any(r.level == "INFO" and r.message.strip() == "ALL CHECKS PASSED." for r in run.records)
+  errors = [r.message.strip() for r in run.records if r.level == "ERROR"]
+  return RepoCheckResult(ruleset, passed and not errors and not run.crashed, errors,
+                         run.crash_line if run.crashed else None, run.stderr)

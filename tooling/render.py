@@ -10,6 +10,9 @@ from pathlib import Path
 from benchmarks.common.config import BENCHMARKS, SCHEMA, ROOT, available_platforms, load_config, PlatformConfig
 
 HEADER = "# Generated from config.yaml by `tinyperf render`: edit the config, not this file."
+# where the repository root is, seen from a script: benchmarks/<bm>/implementations/<platform>/ in the repository; "."
+# for the copies `tinyperf package` puts at the top of a packaged implementation (which is itself a repository root)
+REPO_ROOT = "../../../.."
 
 TITLES = {"resnet": "ResNet-50 v1.5 (ImageNet)", "bert": "BERT-large pretraining (Wikipedia)"}
 DATA = {
@@ -28,7 +31,7 @@ def _entry(cfg: PlatformConfig, phase: str, extra: str = "") -> str:
           f'  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR"{extra}')
 
 
-def _prelude(cfg: PlatformConfig, what: str) -> str:
+def _prelude(cfg: PlatformConfig, what: str, root: str = REPO_ROOT) -> str:
   var, desc = DATA[cfg.benchmark]
   return f"""#!/usr/bin/env bash
 {HEADER}
@@ -36,7 +39,7 @@ def _prelude(cfg: PlatformConfig, what: str) -> str:
 # Knobs from config.yaml (any one can be overridden by an environment variable of the same name):
 {_knob_comment(cfg)}
 set -euo pipefail
-cd "$(dirname "${{BASH_SOURCE[0]}}")/../../../.."   # repository root: the entrypoint is a module of this tree
+cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint is a module of this tree
 : "${{{var}:?set {var} to {desc}}}"
 RESULTS_DIR="${{RESULTS_DIR:-results/{cfg['system']}/{cfg.benchmark}}}"
 # 31-bit seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
@@ -46,21 +49,21 @@ export CACHEDB="${{CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}}"
 """
 
 
-def render_run_and_time(cfg: PlatformConfig) -> str:
-  return _prelude(cfg, "one timed run, INIT then RUN, appending to one result log.") + f"""
+def render_run_and_time(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
+  return _prelude(cfg, "one timed run, INIT then RUN, appending to one result log.", root) + f"""
 {_entry(cfg, "init")}
 {_entry(cfg, "run")}
 """
 
 
-def render_dev_run(cfg: PlatformConfig) -> str:
-  return _prelude(cfg, "RUN phase only, for development (no INIT, so BEAM searches inside the run).") + f"""
+def render_dev_run(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
+  return _prelude(cfg, "RUN phase only, for development (no INIT, so BEAM searches inside the run).", root) + f"""
 {_entry(cfg, "run", ' --log "$RESULTS_DIR/dev_$SEED.txt"')}
 """
 
 
-def render_dev_beam(cfg: PlatformConfig) -> str:
-  return _prelude(cfg, "BEAM search + BENCHMARK steps only (INIT without the clock), printing step time.") + f"""
+def render_dev_beam(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
+  return _prelude(cfg, "BEAM search + BENCHMARK steps only (INIT without the clock), printing step time.", root) + f"""
 export BENCHMARK="${{BENCHMARK:-10}}" DEBUG="${{DEBUG:-2}}"
 {_entry(cfg, "init", ' --log "$RESULTS_DIR/dev_beam_$SEED.txt"')}
 """

@@ -1,0 +1,211 @@
+"""`tinyperf package` end to end on run trees built from real mllog logs (tests/run_builder.py): assembled with the
+ledger's first N finished runs, checked with the real checkers, packed (and encrypted) with real tar/openssl semantics,
+then verified and unpacked. Each packing runs the whole `tinyperf check` (~5 s)."""
+from __future__ import annotations
+import filecmp
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from run_builder import default_seed, make_runs
+from tooling import package
+from tooling.check import check_path
+from tooling.cli import main as cli
+
+pytestmark = pytest.mark.integration
+ORG = "tinycorp"
+TAR, SHA = f"mlperf_submission_{ORG}.tar.gz", f"mlperf_submission_{ORG}.sha1"
+
+
+def pack(capsys, tmp_path, R, out="out", *extra) -> tuple[int, str, str]:
+  code = cli(["package", "--org", ORG, "--out", str(tmp_path / out), "--results", str(R),
+              "--systems", str(tmp_path / "systems"), *map(str, extra)])
+  o, e = capsys.readouterr()
+  return code, o, e
+
+
+def refused(capsys, tmp_path, R, *needles, code=2, out="out", fresh=True):
+  got, o, e = pack(capsys, tmp_path, R, out)
+  assert got == code, (o, e)
+  assert "Traceback" not in e
+  if code == 2: assert e.startswith("tinyperf package: error: ") and len(e.strip().splitlines()) == 1, e
+  for n in needles: assert n in e, e
+  d = tmp_path / out
+  if fresh: assert not (d / TAR).exists() and not (d / SHA).exists() and not (d / ORG).exists()
+  assert not d.exists() or not [p for p in d.iterdir() if p.name.startswith(".tinyperf-package-")]   # staging removed
+  return o, e
+
+
+def tree_files(root: Path) -> list[str]:
+  return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+
+def test_package_verify_check_end_to_end(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet")
+  code, out, err = pack(capsys, tmp_path, R)
+  assert code == 0, out + err
+  d = tmp_path / "out"
+  assert sorted(p.name for p in d.iterdir()) == sorted([ORG, TAR, SHA])
+  assert "package: ACCEPTED" in out and "repo_checker 4.0.0: ALL CHECKS PASSED" in out
+  assert "the first 5 finished runs in start order (never chosen by score)" in out
+  # the .sha1 is exactly what `sha1sum` prints in that directory, so `sha1sum -c` and pack_submission.sh accept it
+  sha = (d / SHA).read_text()
+  assert sha == subprocess.run(["sha1sum", TAR], cwd=d, capture_output=True, text=True, check=True).stdout
+  assert subprocess.run(["sha1sum", "-c", SHA], cwd=d, capture_output=True).returncode == 0
+  # the real tar reads it; every member lies under ORG/
+  names = subprocess.run(["tar", "-tzf", TAR], cwd=d, capture_output=True, text=True, check=True).stdout.split()
+  assert names[0] == f"{ORG}/" and all(n.startswith(f"{ORG}/") for n in names)
+  impl = f"{ORG}/benchmarks/resnet/implementations/tinybox_green/"
+  for f in ("README.md", "run_and_time.sh", "dev_run.sh", "dev_beam.sh", "pyproject.toml", "requirements.lock",
+            "benchmarks/resnet/train.py", "benchmarks/common/config.py", "tooling/cli.py",
+            "benchmarks/resnet/implementations/tinybox_green/config.yaml"):
+    assert impl + f in names, f
+  assert [f"{ORG}/results/tinybox_green/resnet/result_{i}.txt" in names for i in range(5)] == [True] * 5
+  assert f"{ORG}/systems/tinybox_green.json" in names
+  assert not [n for n in names if any(p.startswith(".") or p in ("tests", "__pycache__") for p in n.split("/"))]
+  nested = impl + "benchmarks/resnet/implementations/"
+  assert {n[len(nested):].split("/")[0] for n in names if n.startswith(nested) and n != nested} == {"tinybox_green"}
+  assert not [n for n in names if n.startswith(impl + "benchmarks/bert")]    # only the packaged benchmark's code
+  with tarfile.open(d / TAR) as tar:
+    m = {x.name: x for x in tar.getmembers()}
+    assert m[impl + "run_and_time.sh"].mode == 0o755 and m[impl + "README.md"].mode == 0o644
+    assert {x.uid for x in m.values()} == {0} and len({x.mtime for x in m.values()}) == 1
+  readme = (d / impl / "README.md").read_text()
+  assert "first 5 finished runs in the order" in readme and "never chosen by score" in readme
+  assert "| `result_4.txt` | 4 |" in readme and "0123456789abcdef" in readme     # the runs' provenance git_sha
+  assert 'cd "$(dirname "${BASH_SOURCE[0]}")/."' in (d / impl / "run_and_time.sh").read_text()
+  # verify: sha1, listing, unpack into a fresh directory; the unpacked tree is the packed one and passes the check
+  code = cli(["package", "--verify", str(d / TAR), "--into", str(tmp_path / "unpacked")])
+  out = capsys.readouterr().out
+  assert code == 0 and "sha1: ok" in out and f"{ORG}/results/tinybox_green/resnet/result_0.txt" in out
+  u = tmp_path / "unpacked" / ORG
+  assert tree_files(u) == tree_files(d / ORG)
+  assert not filecmp.dircmp(u, d / ORG).diff_files
+  assert check_path(u).accepted
+  # the packaged implementation is a repository root of its own: its modules, config and renderings are found there
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  impl_dir = tmp_path / "unpacked" / impl
+  p = subprocess.run([sys.executable, "-c", "import benchmarks.common.config as c, tooling.cli; print(c.ROOT); "
+                      "print(c.load_config('resnet', 'tinybox_green').path)"], cwd=impl_dir, env=env,
+                     capture_output=True, text=True)
+  root = impl_dir.resolve()
+  assert p.returncode == 0, p.stderr
+  assert p.stdout.split() == [str(root), str(root / "benchmarks/resnet/implementations/tinybox_green/config.yaml")]
+  for argv in (["-m", "tooling.cli", "render", "--check"], ["-m", "benchmarks.resnet.train", "--help"]):
+    assert subprocess.run([sys.executable, *argv], cwd=impl_dir, env=env, capture_output=True).returncode == 0, argv
+  # the same runs pack to the same bytes
+  code, _, err = pack(capsys, tmp_path, R, "again")
+  assert code == 0, err
+  assert (tmp_path / "again" / SHA).read_text() == sha
+
+
+def test_encrypted_package_decrypts_with_the_openssl_cli(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet")
+  pw = tmp_path / "pass"
+  pw.write_text("a passphrase with spaces\n")
+  code, out, err = pack(capsys, tmp_path, R, "out", "--encrypt", "--passphrase-file", pw)
+  assert code == 0, out + err
+  assert "a passphrase" not in out + err
+  d = tmp_path / "out"
+  data = (d / TAR).read_bytes()
+  assert data[:8] == b"Salted__"
+  assert (d / SHA).read_text().split()[0] == package.sha1_of(d / TAR)          # sha1 of the encrypted file
+  # what MLCommons does with it: openssl enc -d -aes256 (default key derivation), then tar
+  dec = subprocess.run(["openssl", "enc", "-d", "-aes256", "-in", TAR, "-pass", f"file:{pw}"], cwd=d,
+                       capture_output=True, check=True).stdout
+  listing = subprocess.run(["tar", "-tz"], input=dec, capture_output=True, check=True).stdout.decode().split()
+  assert f"{ORG}/results/tinybox_green/resnet/result_4.txt" in listing
+  code = cli(["package", "--verify", str(d / TAR), "--passphrase-file", str(pw), "--into", str(tmp_path / "u")])
+  assert code == 0 and check_path(tmp_path / "u" / ORG).accepted
+
+
+def test_first_n_finished_runs_in_start_order_never_by_score(capsys, tmp_path):
+  """7 finished runs and 2 crashed attempts: the package takes the first 5 to *start*, including one that did not
+  converge, although the two left out are the fastest."""
+  s = [default_seed(i) for i in range(20)]
+  attempts = [
+    dict(index=0, seed=s[0], status="failed", started=0),          # crashed: redone later with a new seed
+    dict(index=1, seed=s[1], started=1),
+    dict(index=2, seed=s[2], started=2, log=dict(status="aborted", epochs=37)),   # finished, did not converge
+    dict(index=3, seed=s[3], started=3),
+    dict(index=4, seed=s[4], status="interrupted", started=4),
+    dict(index=5, seed=s[5], started=5),
+    dict(index=0, seed=s[6], started=6),                             # the redo of run 0
+    dict(index=4, seed=s[7], started=7, log=dict(run_minutes=90.0)),     # fast, but sixth to start
+    dict(index=6, seed=s[8], started=8, log=dict(run_minutes=80.0)),     # fastest, seventh
+  ]
+  R = make_runs(tmp_path, "resnet", attempts=attempts)
+  code, out, err = pack(capsys, tmp_path, R)
+  assert code == 0, out + err
+  res = tmp_path / "out" / ORG / "results" / "tinybox_green" / "resnet"
+  logged = [json.loads(next(l for l in (res / f"result_{j}.txt").read_text().splitlines() if '"seed"' in l)
+                       .split(":::MLLOG ", 1)[1])["value"] for j in range(5)]
+  assert logged == [s[1], s[2], s[3], s[5], s[6]]
+  assert f"not packaged (finished after the first 5; keep their logs): run 4 seed {s[7]}, run 6 seed {s[8]}" in out
+  assert f"run 0 seed {s[0]} failed" in out and f"run 4 seed {s[4]} interrupted" in out
+  assert "accepted under olympic scoring" in out      # the non-converged run counts as the dropped one
+
+
+def test_missing_result_file_blocks_packing(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet")
+  (R / "results" / "tinybox_green" / "resnet" / "result_2.txt").unlink()
+  refused(capsys, tmp_path, R, "result_2.txt: missing", "records run 2", "cherry-picking")
+
+
+def test_duplicate_seed_blocks_packing(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet", seeds=[1_500_000_001, 1_600_000_003, 1_500_000_001, 1_700_000_009, 1_800_000_011])
+  refused(capsys, tmp_path, R, "seed 1500000001 is used by both result_0.txt and result_2.txt")
+
+
+def test_log_seed_must_match_the_ledger(capsys, tmp_path):
+  attempts = [dict(index=i, seed=default_seed(i)) for i in range(5)]
+  attempts[3]["logged_seed"] = 77_777_777
+  R = make_runs(tmp_path, "resnet", attempts=attempts)
+  refused(capsys, tmp_path, R, "result_3.txt: logs seed 77777777", f"used seed {default_seed(3)}")
+
+
+def test_too_few_finished_runs(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet", attempts=[dict(index=i) for i in range(4)] + [dict(index=4, status="failed")])
+  refused(capsys, tmp_path, R, "4 finished resnet run(s) on tinybox_green; a package needs exactly 5", "--nexp 5")
+
+
+def test_failing_checks_refuse_to_pack(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet", runs=[dict(init_minutes=31), dict(init_minutes=31)])
+  o, _ = refused(capsys, tmp_path, R, "not packed", "nothing was written", code=1)
+  assert "2 of 5 runs are non-compliant" in o and "init took 31.00 min" in o and "package: REJECTED" in o
+
+
+def test_missing_systems_json_and_bad_input(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet", systems_dir=False)
+  (tmp_path / "systems").mkdir()
+  refused(capsys, tmp_path, R, "systems/tinybox_green.json: missing", "tinyperf sysinfo")
+  (tmp_path / "systems" / "tinybox_green.json").write_text('{"submitter": "x",\n')
+  refused(capsys, tmp_path, R, "tinybox_green.json:2", "does not parse")
+  for argv, needle in ((["package", "--org", ORG], "--out DIR"), (["package", "--org", "bad name", "--out", "x"], "no spaces"),
+                       (["package", "--org", ORG, "--out", str(tmp_path / "o"), "--results", str(tmp_path / "nope")],
+                        "no such directory"),
+                       (["package", "--org", ORG, "--out", str(tmp_path / "o"), "--results", str(tmp_path)],
+                        "no run ledgers")):
+    assert cli(argv) == 2
+    e = capsys.readouterr().err
+    assert needle in e and "Traceback" not in e, e
+
+
+def test_unwritable_out_and_nothing_is_overwritten(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet")
+  (tmp_path / "afile").write_text("x")
+  refused(capsys, tmp_path, R, "cannot create", out="afile/sub")
+  (tmp_path / "out").mkdir()
+  (tmp_path / "out" / SHA).write_text("keep")
+  refused(capsys, tmp_path, R, "already exist", "never overwritten", fresh=False)
+  assert (tmp_path / "out" / SHA).read_text() == "keep"
+  (tmp_path / "out" / SHA).unlink()
+  (tmp_path / "out" / ORG).mkdir()
+  refused(capsys, tmp_path, R, f"out/{ORG}", "never overwritten", fresh=False)
+  assert not (tmp_path / "out" / TAR).exists()
+  assert not any((tmp_path / "out" / ORG).iterdir())

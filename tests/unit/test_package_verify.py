@@ -1,0 +1,198 @@
+"""`tinyperf package --verify`, the repository rules and the openssl round trip, without building a package: tarballs
+(benign and malicious) are made here with tarfile, and the sha1 files the way `sha1sum` writes them."""
+from __future__ import annotations
+import io
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tooling import mlperf_tools, package
+from tooling.cli import main as cli
+from tooling.errors import UserError
+
+NAME = "mlperf_submission_tinycorp.tar.gz"
+
+
+def sha1sum_line(path: Path) -> str:
+  """The real sha1sum, run where pack_submission.sh runs it (the tarball's directory)."""
+  return subprocess.run(["sha1sum", path.name], cwd=path.parent, capture_output=True, text=True, check=True).stdout
+
+
+def make_tar(path: Path, entries: list[tarfile.TarInfo | tuple[str, bytes]], sha1: bool = True) -> Path:
+  """A gzip tar of entries: (name, data) for a regular file, or a prepared TarInfo (links, devices, ...)."""
+  with tarfile.open(path, "w:gz") as tar:
+    for e in entries:
+      if isinstance(e, tuple):
+        ti = tarfile.TarInfo(e[0]); ti.size = len(e[1]); ti.mode = 0o644
+        tar.addfile(ti, io.BytesIO(e[1]))
+      else:
+        tar.addfile(e)
+  if sha1: path.with_name(NAME.replace(".tar.gz", ".sha1")).write_text(sha1sum_line(path))
+  return path
+
+
+def info(name: str, type_: bytes, **kw) -> tarfile.TarInfo:
+  ti = tarfile.TarInfo(name); ti.type = type_
+  for k, v in kw.items(): setattr(ti, k, v)
+  return ti
+
+
+GOOD = [("tinycorp/systems/x.json", b"{}"), ("tinycorp/results/x/resnet/result_0.txt", b"log\n")]
+
+
+def verify(capsys, tarball: Path, *extra) -> tuple[int, str, str]:
+  code = cli(["package", "--verify", str(tarball), *map(str, extra)])
+  out, err = capsys.readouterr()
+  return code, out, err
+
+
+def test_good_tarball_is_listed_and_unpacked(capsys, tmp_path):
+  setuid = tarfile.TarInfo("tinycorp/run.sh"); setuid.size = 3; setuid.mode = 0o4755
+  tb = tmp_path / NAME
+  with tarfile.open(tb, "w:gz") as tar:
+    for n, d in GOOD:
+      ti = tarfile.TarInfo(n); ti.size = len(d); tar.addfile(ti, io.BytesIO(d))
+    tar.addfile(setuid, io.BytesIO(b"hi\n"))
+  (tmp_path / "mlperf_submission_tinycorp.sha1").write_text(sha1sum_line(tb))
+  code, out, err = verify(capsys, tb)
+  assert code == 0, err
+  dest = tmp_path / "mlperf_submission_tinycorp_unpacked"
+  assert "sha1: ok" in out and "tinycorp/results/x/resnet/result_0.txt" in out and "3 files" in out
+  assert (dest / "tinycorp/results/x/resnet/result_0.txt").read_bytes() == b"log\n"
+  assert oct((dest / "tinycorp/run.sh").stat().st_mode & 0o7777) == "0o755"      # no setuid bit
+  assert f"tinyperf check {dest / 'tinycorp'}" in out
+  code, out, err = verify(capsys, tb)                                              # never into an existing directory
+  assert code == 2 and "already exists" in err and "fresh directory" in err
+
+
+@pytest.mark.parametrize("entry,needle", [
+  (("/etc/evil", b"x"), "'/etc/evil': an absolute or non-POSIX path"),
+  (("tinycorp/../../evil", b"x"), "'..' leads out of the destination"),
+  (("../evil", b"x"), "'..' leads out"),
+  (info("tinycorp/link", tarfile.SYMTYPE, linkname="/etc/passwd"), "a symbolic link -> '/etc/passwd'"),
+  (info("tinycorp/hard", tarfile.LNKTYPE, linkname="tinycorp/systems/x.json"), "a hard link"),
+  (info("tinycorp/dev", tarfile.CHRTYPE, devmajor=1, devminor=3), "a character device"),
+  (info("tinycorp/blk", tarfile.BLKTYPE, devmajor=8, devminor=0), "a block device"),
+  (info("tinycorp/fifo", tarfile.FIFOTYPE), "a FIFO"),
+  (("tinycorp/systems/x.json", b"replaced"), "a second member with this name"),
+  (("tinycorp/systems/x.json/inner", b"x"), "its parent 'tinycorp/systems/x.json' is a file"),
+  (("C:evil", b"x"), "an absolute or non-POSIX path"),
+])
+def test_malicious_tarballs_are_refused_and_nothing_is_written(capsys, tmp_path, entry, needle):
+  work = tmp_path / "w"; work.mkdir()
+  tb = make_tar(work / NAME, GOOD + [entry])
+  before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+  code, out, err = verify(capsys, tb, "--into", tmp_path / "dest")
+  assert code == 1, (out, err)
+  assert "refused: 1 unsafe member(s); nothing was unpacked" in err and needle in err, err
+  assert not (tmp_path / "dest").exists() and not Path("/etc/evil").exists() and not (tmp_path / "evil").exists()
+  assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_sha1_mismatch_and_name_mismatch(capsys, tmp_path):
+  tb = make_tar(tmp_path / NAME, GOOD)
+  sha = tmp_path / "mlperf_submission_tinycorp.sha1"
+  good = sha.read_text()
+  sha.write_text("0" * 40 + good[40:])
+  code, out, err = verify(capsys, tb)
+  assert code == 1 and "MISMATCH" in err and not (tmp_path / "mlperf_submission_tinycorp_unpacked").exists()
+  sha.write_text(good.replace(NAME, "other.tar.gz"))
+  code, out, err = verify(capsys, tb)
+  assert code == 1 and "names 'other.tar.gz'" in err
+  sha.write_text("not a sha1 line\n")
+  assert verify(capsys, tb)[0] == 1
+  sha.unlink()
+  code, out, err = verify(capsys, tb)
+  assert code == 2 and "no sha1 file" in err and "Traceback" not in err
+
+
+def test_not_a_tarball(capsys, tmp_path):
+  tb = tmp_path / NAME
+  tb.write_bytes(b"hello, not gzip")
+  (tmp_path / "mlperf_submission_tinycorp.sha1").write_text(sha1sum_line(tb))
+  code, out, err = verify(capsys, tb)
+  assert code == 1 and "neither a gzip file nor an `openssl enc` file" in err
+  code, out, err = verify(capsys, tmp_path / "missing.tar.gz")
+  assert code == 2 and "no such file" in err
+
+
+def test_openssl_round_trip_and_cli_compatibility(capsys, tmp_path):
+  """Our encryption is what `openssl enc -d -aes256` (default options, password from a file) decrypts, and the other
+  way round: a tarball encrypted by the openssl CLI verifies here."""
+  plain = make_tar(tmp_path / "plain.tar.gz", GOOD, sha1=False)
+  pw = tmp_path / "pw"
+  pw.write_text("correct horse battery staple\nsecond line is ignored\n")
+  enc = tmp_path / NAME
+  package.openssl_enc(False, plain, enc, package.read_passphrase(pw, confirm=False))
+  assert enc.read_bytes()[:8] == b"Salted__"
+  p = subprocess.run(["openssl", "enc", "-d", "-aes256", "-in", str(enc), "-pass", f"file:{pw}"], capture_output=True)
+  assert p.returncode == 0 and p.stdout == plain.read_bytes(), p.stderr
+  (tmp_path / "mlperf_submission_tinycorp.sha1").write_text(sha1sum_line(enc))
+  code, out, err = verify(capsys, enc, "--passphrase-file", pw, "--into", tmp_path / "a")
+  assert code == 0, err
+  assert (tmp_path / "a/tinycorp/systems/x.json").read_bytes() == b"{}" and "correct horse" not in out + err
+  bad = tmp_path / "bad"; bad.write_text("wrong\n")
+  code, out, err = verify(capsys, enc, "--passphrase-file", bad, "--into", tmp_path / "b")
+  assert code == 2 and "wrong passphrase" in err and not (tmp_path / "b").exists()
+  # encrypted by the CLI exactly as pack_submission.sh does (default digest, salt), verified here
+  cli_enc = tmp_path / "c" / NAME; cli_enc.parent.mkdir()
+  subprocess.run(["openssl", "enc", "-e", "-aes256", "-in", str(plain), "-out", str(cli_enc), "-pass", f"file:{pw}"],
+                 check=True, capture_output=True)
+  (cli_enc.parent / "mlperf_submission_tinycorp.sha1").write_text(sha1sum_line(cli_enc))
+  code, out, err = verify(capsys, cli_enc, "--passphrase-file", pw)
+  assert code == 0, err
+
+
+def test_passphrase_sources(tmp_path, monkeypatch):
+  (tmp_path / "empty").write_text("\nsecret\n")
+  with pytest.raises(UserError, match="first line is empty"): package.read_passphrase(tmp_path / "empty", False)
+  with pytest.raises(UserError, match="cannot read"): package.read_passphrase(tmp_path / "nope", False)
+  monkeypatch.setattr("sys.stdin", io.StringIO(""))
+  with pytest.raises(UserError, match="--passphrase-file"): package.read_passphrase(None, True)
+  answers = iter(["a", "b"])
+  monkeypatch.setattr("sys.stdin.isatty", lambda: True, raising=False)
+  monkeypatch.setattr(package.getpass, "getpass", lambda prompt: next(answers))
+  with pytest.raises(UserError, match="differ"): package.read_passphrase(None, True)
+  answers = iter(["same", "same"])
+  assert package.read_passphrase(None, True) == b"same"
+
+
+def test_passphrase_never_reaches_argv(tmp_path, monkeypatch):
+  seen = []
+  real = subprocess.run
+  monkeypatch.setattr(package.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or real(cmd, **kw))
+  plain = make_tar(tmp_path / "p.tar.gz", GOOD, sha1=False)
+  package.openssl_enc(False, plain, tmp_path / "e", b"s3cret-pass")
+  assert seen and all("s3cret" not in " ".join(c) for c in seen) and any(a.startswith("fd:") for a in seen[0])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# repository rules
+
+def test_repo_rules_and_the_real_repo_checker(tmp_path):
+  org = tmp_path / "tinycorp"
+  (org / "benchmarks" / "has space").mkdir(parents=True)
+  (org / "benchmarks" / ".dockerignore").write_text("x")
+  (org / "benchmarks" / "ok.txt").write_text("x")
+  (org / "benchmarks" / "link").symlink_to("ok.txt")
+  with open(org / "benchmarks" / "big.bin", "wb") as f: f.truncate(51 * 2 ** 20)   # sparse: no disk used
+  os.mkfifo(org / "benchmarks" / "fifo")
+  problems = "\n".join(package.repo_rules(org))
+  for needle in ("tinycorp/benchmarks/has space: the name contains whitespace",
+                 "tinycorp/benchmarks/.dockerignore: the name starts with '.'",
+                 "tinycorp/benchmarks/link: a symbolic link", "tinycorp/benchmarks/big.bin: 51.0 MiB, over the 50 MiB",
+                 "tinycorp/benchmarks/fifo: not a regular file or directory"):
+    assert needle in problems, problems
+  assert "ok.txt" not in problems
+  (org / "benchmarks" / "fifo").unlink()                     # repo_checker itself would block reading a FIFO
+  res = mlperf_tools.repo_check(tmp_path, "tinycorp", "4.0.0")
+  assert not res.passed and res.crashed is None
+  text = "\n".join(res.errors)
+  assert "git-unfriendly name" in text and "has space" in text and ".dockerignore" in text and "Files > 50MB" in text
+  for p in ("has space", ".dockerignore", "link", "big.bin"):
+    path = org / "benchmarks" / p
+    path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
+  assert package.repo_rules(org) == [] and mlperf_tools.repo_check(tmp_path, "tinycorp", "4.0.0").passed

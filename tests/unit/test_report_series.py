@@ -1,0 +1,25 @@
+"""`tinyperf report`'s readers: throughput from result-log timestamps, accuracy series, and the raw console output
+(provenance lines, tqdm img_s) - no checkers, no plots."""
+from __future__ import annotations
+
+from mllog_builder import write_log
+from run_builder import GIT_SHA, console_output
+from tooling import report
+from tooling.mllog_reader import read_log
+
+
+def test_throughput_and_output_parsing(tmp_path):
+  log = read_log(write_log(tmp_path / "r.txt", "resnet", epochs=10, run_minutes=100.0))
+  tp = report.throughput_series(log, "resnet")
+  assert [x for x, _ in tp] == [float(e) for e in range(1, 11)]
+  # 10 epochs in ~100 min: each epoch_start->epoch_stop is ~599.9 s for 1281167 samples
+  assert all(abs(v - 1281167 / 599.8) < 5 for _, v in tp), tp
+  blog = read_log(write_log(tmp_path / "b.txt", "bert", evals=4, run_minutes=40.0))
+  btp = report.throughput_series(blog, "bert")
+  assert len(btp) == 4 and btp[0][0] == 150016.0 and all(v > 0 for _, v in btp)
+  assert [x for x, _ in report.accuracy_series(blog)] == [150016.0 * i for i in range(1, 5)]
+  out = tmp_path / "output.log"
+  out.write_text(console_output("resnet", 7, epochs=2, steps=4))
+  prov, rate, unit = report.read_output(out)
+  assert len(prov) == 1 and GIT_SHA in prov[0] and unit == "img"
+  assert [x for x, _ in rate] == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]

@@ -1,0 +1,247 @@
+"""`tinyperf sysinfo`: detection from recorded machine outputs (tests/fixtures/sysinfo), overrides, validation with the
+real system_desc_checker, and bad input (exit 2, one paragraph, no traceback, nothing written)."""
+from __future__ import annotations
+import json
+
+import pytest
+
+from conftest import REPO
+from tooling import mlperf_tools, sysinfo
+from tooling.cli import main as cli
+
+FIX = REPO / "tests" / "fixtures" / "sysinfo"
+H200 = FIX / "h200x2"
+CACHE = "/sys/devices/system/cpu/cpu0/cache"
+
+
+class RecordedProbe(sysinfo.Probe):
+  """A machine made of recorded outputs: files, commands (by argv), environment and package versions."""
+  def __init__(self, files=None, commands=None, env=None, versions=None):
+    self.files, self.commands = dict(files or {}), dict(commands or {})
+    self.envs = dict(env or {})
+    self.versions = {"tinygrad": "0.14.0", "mlperf-logging": "4.1.68", **(versions or {})}
+
+  def read(self, path): return self.files.get(path)
+  def run(self, cmd): return self.commands.get(tuple(cmd))
+  def env(self, name): return self.envs.get(name)
+  def version(self, dist): return self.versions.get(dist)
+  def vcs_commit(self, dist): return None
+
+
+def nvidia_cmd(): return ("nvidia-smi", f"--query-gpu={sysinfo.NVIDIA_QUERY}", "--format=csv,noheader,nounits")
+
+
+def h200_probe(**env) -> RecordedProbe:
+  files = {"/proc/cpuinfo": (H200 / "cpuinfo").read_text(), "/proc/meminfo": (H200 / "meminfo").read_text(),
+           "/etc/os-release": (H200 / "os-release").read_text()}
+  for line in (H200 / "caches.txt").read_text().splitlines():
+    path, level, typ, size = line.split()
+    files.update({f"{path}/level": level, f"{path}/type": typ, f"{path}/size": size})
+  commands = {nvidia_cmd(): (H200 / "nvidia-smi-query.csv").read_text(),
+              ("nvidia-smi",): (H200 / "nvidia-smi.txt").read_text(),
+              ("nvidia-smi", "topo", "-m"): (H200 / "nvidia-smi-topo.txt").read_text()}
+  return RecordedProbe(files, commands, {"TINYPERF_KERNEL": "6.8.0", "TINYPERF_PYTHON": "3.12.3",
+                                         "TINYPERF_GIT_SHA": "abc123", **env})
+
+
+def cpuinfo(sockets: int, cores: int, threads: int, model: str) -> str:
+  """/proc/cpuinfo of a multi-socket SMT machine (x86 layout)."""
+  blocks, n = [], 0
+  for s in range(sockets):
+    for t in range(threads):
+      for c in range(cores):
+        blocks.append(f"processor\t: {n}\nvendor_id\t: AuthenticAMD\nmodel name\t: {model}\ncpu MHz\t\t: 1500.000\n"
+                      f"physical id\t: {s}\nsiblings\t: {cores * threads}\ncore id\t\t: {c}\ncpu cores\t: {cores}\n")
+        n += 1
+  return "\n".join(blocks) + "\n"
+
+
+def test_h200_recording():
+  f, notes = sysinfo.detect(h200_probe(CUDA_VERSION="12.4.1", TINYPERF_BASE_DIGEST="sha256:" + "ab" * 32))
+  assert (f["host_processors_per_node"], f["host_processor_model_name"]) == ("1", "Intel(R) Xeon(R) Processor")
+  assert (f["host_processor_core_count"], f["host_processor_vcpu_count"]) == ("32", "32")
+  assert f["host_processor_frequency"] == "2100 MHz"            # no cpufreq on this VM: /proc/cpuinfo's clock
+  assert f["host_processor_caches"] == "L1d 48 KiB, L1i 32 KiB, L2 2 MiB, L3 300 MiB"
+  assert f["host_memory_capacity"] == "252 GiB"                 # MemTotal 263998500 kB
+  assert (f["accelerators_per_node"], f["accelerator_model_name"]) == ("2", "NVIDIA H200")
+  assert f["accelerator_memory_capacity"] == "140 GiB"           # 143771 MiB
+  assert f["accelerator_frequency"] == "1980 MHz"
+  assert f["accelerator_interconnect"] == "NVLink (NV18)"
+  assert f["operating_system"] == "Ubuntu 24.04.3 LTS"
+  assert f["framework"] == "tinygrad 0.14.0 (PyPI)"
+  s = f["other_software_stack"]
+  assert s["nvidia_driver"] == "580.159.04" and s["cuda_driver_api"] == "13.0" and s["CUDA"] == "12.4.1"
+  assert (s["python"], s["kernel"], s["mlperf-logging"], s["tinyperf_commit"]) == ("3.12.3", "6.8.0", "4.1.68", "abc123")
+  assert s["base_image_digest"] == "sha256:" + "ab" * 32 and "sha256:abab" in f["sw_notes"]
+  assert any("frequency" in n for n in notes) and any("nvidia-smi" in n for n in notes)
+
+
+def test_cuda_version_falls_back_to_the_driver_banner():
+  f, _ = sysinfo.detect(h200_probe())
+  s = f["other_software_stack"]
+  assert s["CUDA"].startswith("13.0 (highest the driver supports") and s["base_image_digest"].startswith("none")
+
+
+def test_nvidia_csv_with_units_and_header_parses_the_same():
+  plain = sysinfo.parse_nvidia_csv((H200 / "nvidia-smi-query.csv").read_text())
+  units = sysinfo.parse_nvidia_csv((H200 / "nvidia-smi-query-units.csv").read_text())
+  assert plain == units and [g["index"] for g in plain] == [0, 1] and plain[1]["bus_id"] == "00000000:00:07.0"
+
+
+def test_topology_pcie_only():
+  text = "\tGPU0\tGPU1\tGPU2\tCPU Affinity\nGPU0\t X \tPHB\tSYS\t0-15\nGPU1\tPHB\t X \tSYS\t0-15\nGPU2\tSYS\tSYS\t X \t16-31\n"
+  assert sysinfo.parse_nvidia_topology(text) == "PCIe (PHB, SYS)"
+  assert sysinfo.parse_nvidia_topology("garbage") == ""
+
+
+def test_rocm_mi300x_two_sockets():
+  p = RecordedProbe(files={"/proc/cpuinfo": cpuinfo(2, 32, 2, "AMD EPYC 9354 32-Core Processor"),
+                           "/proc/meminfo": "MemTotal:       2374000000 kB\n",
+                           "/opt/rocm/.info/version": "6.1.2-119\n"},
+                    commands={("rocm-smi", *sysinfo.ROCM_ARGS): (FIX / "rocm-smi-mi300x.json").read_text()})
+  f, notes = sysinfo.detect(p)
+  assert (f["host_processors_per_node"], f["host_processor_core_count"], f["host_processor_vcpu_count"]) == ("2", "32", "64")
+  assert f["host_processor_model_name"] == "AMD EPYC 9354 32-Core Processor"
+  assert (f["accelerators_per_node"], f["accelerator_model_name"]) == ("8", "AMD Instinct MI300X OAM")
+  assert f["accelerator_memory_capacity"] == "192 GiB"            # 205822885888 B
+  s = f["other_software_stack"]
+  assert s["amdgpu_driver"] == "6.7.0" and s["ROCm"] == "6.1.2-119" and "nvidia_driver" not in s
+  assert any("rocm-smi" in n for n in notes)
+
+
+def test_no_accelerator():
+  f, notes = sysinfo.detect(RecordedProbe(files={"/proc/cpuinfo": cpuinfo(1, 4, 1, "Some CPU")}))
+  assert (f["accelerators_per_node"], f["accelerator_model_name"]) == ("0", "none (CPU only)")
+  assert (f["host_processor_core_count"], f["host_processor_vcpu_count"]) == ("4", "4")
+  assert "operating_system" not in f and any("no accelerator" in n for n in notes)
+
+
+def test_rocm_json_variants():
+  cards, driver = sysinfo.parse_rocm_json('{"card1": {"Card Series": "Radeon RX 7900 XTX", "VRAM Total Memory (B)": '
+                                          '"25753026560", "Driver version": "6.1.3"}, "card0": {"Card SKU": "X"}}')
+  assert [c["index"] for c in cards] == [0, 1] and cards[1]["name"] == "Radeon RX 7900 XTX" and driver == "6.1.3"
+  assert sysinfo.parse_rocm_json("not json") == ([], None)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the verb
+
+GOOD = """\
+submitter: tinycorp
+division: closed
+status: Available on-premise
+system_name: test box
+host_storage_type: NVMe SSD
+cooling: air
+accelerators_per_node: 2        # a YAML integer becomes "2"
+other_software_stack:
+  notes: overridden
+"""
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+  monkeypatch.setattr(sysinfo, "Probe", lambda: h200_probe(TINYPERF_BASE_DIGEST="sha256:" + "cd" * 32))
+
+
+def run(capsys, *argv):
+  code = cli(["sysinfo", *map(str, argv)])
+  out, err = capsys.readouterr()
+  return code, out, err
+
+
+def bad(capsys, *argv, needles=()):
+  code, out, err = run(capsys, *argv)
+  assert code == 2, (out, err)
+  assert err.startswith("tinyperf sysinfo: error: ") and "Traceback" not in err and len(err.strip().splitlines()) == 1
+  for n in needles: assert n in err, err
+  return err
+
+
+def test_writes_a_valid_systems_json(capsys, tmp_path, recorded):
+  (tmp_path / "o.yaml").write_text(GOOD)
+  out = tmp_path / "test_box.json"
+  code, stdout, err = run(capsys, "--system", "test_box", "--overrides", tmp_path / "o.yaml", "--out", out)
+  assert code == 0, err
+  data = json.loads(out.read_text())
+  assert list(data)[:len(sysinfo.FIELDS)] == list(sysinfo.FIELDS)
+  assert data["system_name"] == "test box" and data["cooling"] == "air" and data["accelerators_per_node"] == "2"
+  assert data["accelerator_model_name"] == "NVIDIA H200" and data["host_processor_core_count"] == "32"
+  assert data["other_software_stack"]["notes"] == "overridden"
+  assert data["other_software_stack"]["nvidia_driver"] == "580.159.04"       # merged, not replaced
+  assert data["other_software_stack"]["base_image_digest"] == "sha256:" + "cd" * 32
+  for r in ("4.0.0", "5.0.0"):
+    res = mlperf_tools.system_desc_check(out, r)
+    assert res.passed, res.output
+  assert "unknown (empty" in stdout and "host_networking" in stdout
+
+
+def test_json_overrides_and_platform_division(capsys, tmp_path, recorded):
+  (tmp_path / "o.json").write_text(json.dumps({"submitter": "me", "status": "Preview"}))
+  out = tmp_path / "s.json"
+  code, _, err = run(capsys, "--platform", "cpu_smoke", "--overrides", tmp_path / "o.json", "--out", out)
+  assert code == 0, err
+  data = json.loads(out.read_text())
+  assert data["division"] == "open" and data["system_name"] == "cpu_smoke" and data["status"] == "Preview"
+
+
+def test_invalid_status_names_the_field_and_the_four_values(capsys, tmp_path, recorded):
+  (tmp_path / "o.yaml").write_text(GOOD.replace("Available on-premise", "onprem"))
+  out = tmp_path / "s.json"
+  err = bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out,
+            needles=["status is 'onprem'", "system_desc_checker", *STATUS_REPRS])
+  assert not out.exists() and str(tmp_path / "o.yaml") in err
+
+
+STATUS_REPRS = [repr(s) for s in sysinfo.STATUS_VALUES]
+
+
+def test_fields_that_cannot_be_detected_must_be_given(capsys, tmp_path, recorded):
+  (tmp_path / "o.yaml").write_text("cooling: air\n")
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "s.json",
+      needles=["submitter is empty", "division is empty", "status is empty", "'closed', 'open'", STATUS_REPRS[0]])
+
+
+@pytest.mark.parametrize("text,needles", [
+  ("submitter: [a, b\n", ["o.yaml:", "not valid YAML"]),
+  ("- just\n- a list\n", ["must be a mapping"]),
+  ("colling: air\n", ["unknown field(s) colling", "cooling"]),
+  (GOOD + "hw_notes: yes\n", ["hw_notes is the YAML boolean True"]),
+  (GOOD.replace("closed", "closd"), ["division is 'closd'", "'closed', 'open'"]),
+  (GOOD + "number_of_nodes: one\n", ["number_of_nodes is 'one'", "integer"]),
+])
+def test_bad_overrides(capsys, tmp_path, recorded, text, needles):
+  (tmp_path / "o.yaml").write_text(text)
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "s.json", needles=needles)
+  assert not (tmp_path / "s.json").exists()
+
+
+def test_missing_overrides_file_and_bad_json(capsys, tmp_path, recorded):
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "nope.yaml", "--out", tmp_path / "s.json",
+      needles=["nope.yaml", "not found"])
+  (tmp_path / "o.json").write_text('{"submitter": "a",}')
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.json", "--out", tmp_path / "s.json",
+      needles=["o.json:1", "not valid JSON"])
+
+
+def test_never_overwrites_without_force(capsys, tmp_path, recorded):
+  (tmp_path / "o.yaml").write_text(GOOD)
+  out = tmp_path / "s.json"
+  out.write_text("keep me")
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out, needles=["already exists", "--force"])
+  assert out.read_text() == "keep me"
+  code, _, err = run(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out, "--force")
+  assert code == 0, err
+  assert json.loads(out.read_text())["submitter"] == "tinycorp"
+
+
+def test_bad_names_and_arguments(capsys, tmp_path, recorded):
+  bad(capsys, needles=["--system", "--platform"])
+  bad(capsys, "--system", "has space", "--out", tmp_path / "s.json", needles=["not git-friendly"])
+  bad(capsys, "--platform", "nope", needles=["unknown platform 'nope'"])
+  (tmp_path / "o.yaml").write_text(GOOD)
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "s.json", "--ruleset", "9.9.9",
+      needles=["9.9.9", "not a ruleset"])
+  (tmp_path / "f").write_text("")
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "f" / "s.json",
+      needles=["cannot write"])

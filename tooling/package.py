@@ -1,0 +1,676 @@
+"""`tinyperf package`: assemble a submitter tree from finished runs, check it, and pack it as MLCommons' pack script does.
+
+  tinyperf package --org ORG --out DIR [--results R] [--systems DIR] [--encrypt] [--passphrase-file F]
+  tinyperf package --verify TARBALL [--into DIR] [--passphrase-file F]
+
+Packing, per results/<system>/<benchmark> the run ledgers under R/runs know about:
+  1. results: the first N finished runs in the order they started (N = 5 resnet, 10 bert), renumbered
+     result_0..result_<N-1>. Never selected by score or convergence: a run that finished without converging counts
+     (olympic scoring drops one); runs that crashed or were interrupted are not finished runs (`tinyperf run` redoes
+     them). Each file's logged seed must match its ledger entry, and seeds must be distinct.
+  2. systems/<system>.json from --systems (written by `tinyperf sysinfo`).
+  3. benchmarks/<benchmark>/implementations/<platform>/: a self-contained copy of the code (benchmarks/common, the
+     benchmark's package, tooling, pyproject.toml, lock files, Dockerfiles), the platform's config.yaml, and the run
+     scripts and README rendered from it; no tests, no dotfiles.
+  4. the full `tinyperf check` on the assembled tree, the repository rules (no dotfiles, no whitespace in names, no
+     symlinks or special files, nothing over 50 MiB) and the real repo_checker. Any failure: nothing is written.
+  5. DIR/ORG/, DIR/mlperf_submission_<ORG>.tar.gz (gzip tar of ORG/; with --encrypt piped through
+     `openssl enc -e -aes256` like pack_submission.sh) and DIR/mlperf_submission_<ORG>.sha1 (`sha1sum` output of the
+     final file, written last). Nothing existing is ever replaced.
+
+--verify checks the .sha1, decrypts if needed, lists the members, refuses absolute paths, `..`, links, devices and
+duplicates, and unpacks into a directory that must not exist yet.
+
+Exit status: 0 done, 1 refused (checks failed, sha1 mismatch, unsafe tarball), 2 bad input.
+"""
+from __future__ import annotations
+import argparse
+import getpass
+import gzip
+import hashlib
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
+from tooling import ledger as L
+from tooling import mlperf_tools, render
+from tooling.errors import UserError, write_atomic
+from tooling.mllog_reader import read_log
+from tooling.submission_tree import read_systems_json
+
+MAX_FILE_BYTES = 50 * 1024 * 1024     # repo_checker's limit (its "50MB" is 50 MiB)
+ENC_MAGIC = b"Salted__"               # what `openssl enc` with a password writes first
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_PASSPHRASE = 1024
+ORG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+# What a packaged implementation holds, relative to the repository root. benchmarks/<bm>/ is added per benchmark, and
+# of its implementations/ only the packaged platform (config.yaml plus freshly rendered scripts).
+CODE_DIRS = ("benchmarks/common", "tooling", "docker")
+CODE_FILES = ("benchmarks/__init__.py",)
+TOP_GLOBS = ("pyproject.toml", "requirements*.lock", "Dockerfile*", "compose.yaml", "LICENSE*")
+SKIP_DIRS = {"__pycache__", "tests", "implementations"}
+SKIP_SUFFIXES = (".pyc", ".pyo", ".egg-info")
+
+
+def tarball_name(org: str) -> str: return f"mlperf_submission_{org}.tar.gz"
+def sha1_name(org: str) -> str: return f"mlperf_submission_{org}.sha1"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# choosing the runs
+
+@dataclass
+class Run:
+  attempt: L.Attempt
+  source: Path          # R/results/<system>/<bm>/result_<index>.txt
+  packaged: str         # result_<j>.txt
+
+
+@dataclass
+class BenchSelection:
+  system: str
+  benchmark: str
+  ledger: Path
+  cfg: PlatformConfig
+  runs: list[Run] = field(default_factory=list)
+  left_out: list[L.Attempt] = field(default_factory=list)    # finished runs after the first N (keep their logs)
+  not_finished: list[L.Attempt] = field(default_factory=list)
+
+
+def find_ledgers(results: Path, systems: list[str] | None, benchmarks: list[str] | None) -> list[tuple[str, str, Path]]:
+  runs = results / "runs"
+  found = sorted((p.parent.parent.name, p.parent.name, p) for p in runs.glob("*/*/ledger.json")) if runs.is_dir() else []
+  found = [f for f in found if (not systems or f[0] in systems) and (not benchmarks or f[1] in benchmarks)]
+  if not found:
+    what = f" for {' '.join((systems or []) + (benchmarks or []))}" if systems or benchmarks else ""
+    raise UserError(f"{runs}: no run ledgers (runs/<system>/<benchmark>/ledger.json){what}. `tinyperf run` writes them "
+                    f"under its --results directory; pass that directory as --results.")
+  return found
+
+
+def platform_for(system: str, benchmark: str, platform: str | None) -> PlatformConfig:
+  """The implementation whose config names the system (what the logs call submission_platform)."""
+  if benchmark not in BENCHMARKS:
+    raise UserError(f"results for unknown benchmark {benchmark!r} (known: {', '.join(BENCHMARKS)}).")
+  if platform:
+    cfg = load_config(benchmark, platform, environ={})
+    if cfg["system"] != system:
+      raise UserError(f"--platform {platform}: its {benchmark} config names system {cfg['system']!r}, not {system!r}.")
+    return cfg
+  cfgs = [c for c in (load_config(benchmark, p, environ={}) for p in available_platforms(benchmark))
+          if c["system"] == system]
+  if not cfgs:
+    raise UserError(f"no benchmarks/{benchmark}/implementations/*/config.yaml names system {system!r}, so there is no "
+                    f"implementation to package with its runs. Add the platform's config or pass --platform.")
+  if len(cfgs) > 1:
+    raise UserError(f"several {benchmark} platforms name system {system!r} ({', '.join(c.platform for c in cfgs)}); "
+                    f"choose one with --platform.")
+  return cfgs[0]
+
+
+def select_runs(results: Path, system: str, benchmark: str, ledger_path: Path, cfg: PlatformConfig) -> BenchSelection:
+  """The first N finished runs by start time. Never by score: that would be cherry-picking."""
+  n = mlperf_tools.required_result_count(benchmark)
+  led = L.Ledger(ledger_path)
+  sel = BenchSelection(system, benchmark, ledger_path, cfg)
+  done = [a for a in led.attempts if a.status == L.DONE]
+  by_index: dict[int, L.Attempt] = {}
+  for a in done:
+    if a.index in by_index:
+      raise UserError(f"{ledger_path}: run {a.index} is finished twice (seeds {by_index[a.index].seed} and {a.seed}) "
+                      f"but has one result file; the ledger was edited by hand. Restore it.")
+    by_index[a.index] = a
+  done.sort(key=lambda a: (a.started, a.index))
+  sel.not_finished = [a for a in led.attempts if a.status != L.DONE]
+  if len(done) < n:
+    raise UserError(f"{ledger_path}: {len(done)} finished {benchmark} run(s) on {system}; a package needs exactly {n}. "
+                    f"Finish them with `tinyperf run {benchmark} --platform {cfg.platform} --nexp {n} ...` (it resumes).")
+  chosen, sel.left_out = done[:n], done[n:]
+  bench_dir = results / "results" / system / benchmark
+  seen: dict[int, str] = {}
+  for j, a in enumerate(chosen):
+    src = bench_dir / f"result_{a.index}.txt"
+    if not src.is_file():
+      raise UserError(f"{src}: missing, but {ledger_path} records run {a.index} (seed {a.seed}) as finished. Restore the "
+                      f"file from a backup; a package never skips a finished run, since choosing which runs to submit "
+                      f"is cherry-picking.")
+    log = read_log(src)
+    if log.benchmark != benchmark:
+      raise UserError(f"{src}: logs submission_benchmark {log.benchmark!r} but sits in results/{system}/{benchmark}.")
+    seeds = [e.value for e in log.all("seed")]
+    if seeds and str(seeds[0]) != str(a.seed):
+      raise UserError(f"{src}: logs seed {seeds[0]} but {ledger_path} says run {a.index} used seed {a.seed}; the file "
+                      f"is not the run the ledger recorded. Restore the right file.")
+    for s in {str(x) for x in seeds} | {str(a.seed)}:
+      if s in seen:
+        raise UserError(f"seed {s} is used by both {seen[s]} and {src.name} (results/{system}/{benchmark}): every run "
+                        f"needs its own seed, and the seed checker rejects the package. Redo one of the runs.")
+      seen[s] = src.name
+    sel.runs.append(Run(a, src, f"result_{j}.txt"))
+  return sel
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# assembling the tree
+
+def _git(*args: str) -> str | None:
+  try:
+    p = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10)
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return p.stdout.strip() if p.returncode == 0 else None
+
+
+def code_provenance() -> str:
+  sha = os.environ.get("TINYPERF_GIT_SHA") or _git("rev-parse", "HEAD")
+  if not sha: return "unknown commit (not a git checkout)"
+  dirty = _git("status", "--porcelain", "--untracked-files=no")
+  return f"commit {sha}" + (" with uncommitted changes" if dirty else "")
+
+
+def run_provenance(a: L.Attempt) -> list[str]:
+  """The `provenance:` lines the run printed (INIT and RUN each print one), from its raw output."""
+  if not a.output or not Path(a.output).is_file(): return []
+  lines = []
+  for raw in Path(a.output).read_bytes().replace(b"\r", b"\n").splitlines():
+    text = raw.decode("utf-8", "replace").strip()
+    if text.startswith("provenance: ") and text not in lines: lines.append(text)
+  return lines
+
+
+def _wanted(rel: PurePosixPath) -> bool:
+  if any(p.startswith(".") or p in SKIP_DIRS for p in rel.parts): return False
+  name = rel.name
+  return not (name.endswith(SKIP_SUFFIXES) or (name.startswith("test_") and name.endswith(".py")) or name == "conftest.py")
+
+
+def code_files(benchmark: str) -> list[Path]:
+  """Repository files a packaged implementation of `benchmark` carries (relative to ROOT), sorted."""
+  out = set()
+  for d in (*CODE_DIRS, f"benchmarks/{benchmark}"):
+    base = ROOT / d
+    if not base.is_dir(): continue
+    for dirpath, dirnames, filenames in os.walk(base):
+      dirnames[:] = sorted(x for x in dirnames if _wanted(PurePosixPath(x)))
+      for name in filenames:
+        p = Path(dirpath) / name
+        rel = PurePosixPath(p.relative_to(ROOT).as_posix())
+        if _wanted(rel) and p.is_file() and not p.is_symlink(): out.add(Path(rel))
+  for f in CODE_FILES:
+    if (ROOT / f).is_file(): out.add(Path(f))
+  for g in TOP_GLOBS:
+    out.update(p.relative_to(ROOT) for p in ROOT.glob(g) if p.is_file() and not p.name.startswith("."))
+  return sorted(out)
+
+
+def _write(path: Path, data: bytes | str, executable: bool = False) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_bytes(data.encode() if isinstance(data, str) else data)
+  path.chmod(0o755 if executable else 0o644)
+
+
+def package_readme(sel: BenchSelection, org: str) -> str:
+  """The config's README plus what reviewers need about this package: the code commit, the runs and their order."""
+  cfg = sel.cfg
+  rows = []
+  for r in sel.runs:
+    prov = run_provenance(r.attempt)
+    sha = next((m.group(1) for p in prov for m in [re.search(r"git_sha=(\S+?),", p)] if m), "not recorded")
+    rows.append(f"| `{r.packaged}` | {r.attempt.index} | {r.attempt.seed} | {'yes' if r.attempt.converged else 'no'} "
+                f"| {sha} |")
+  left = ", ".join(f"{a.index} (seed {a.seed})" for a in sel.left_out) or "none"
+  n = len(sel.runs)
+  return render.render_readme(cfg) + f"""
+## This package
+Packaged by `tinyperf package --org {org}` from the tinyperf repository at {code_provenance()}.
+This directory is a self-contained copy of the code (its root is a repository root): `benchmarks/` (the entrypoint and its modules, no
+tests), `tooling/` (the `tinyperf` CLI), `pyproject.toml`, the lock files, and the scripts above rendered from
+`benchmarks/{cfg.benchmark}/implementations/{cfg.platform}/config.yaml`.
+
+Results `results/{sel.system}/{cfg.benchmark}/result_0..{n - 1}.txt` are the first {n} finished runs in the order
+they started, as recorded in the run ledger; runs are never chosen by score or convergence. Runs that crashed or were
+interrupted are not finished runs (they were redone with fresh seeds); finished runs after the first {n}: {left}.
+
+| file | run index | seed | converged | code commit of the run |
+|---|---|---|---|---|
+""" + "\n".join(rows) + "\n"
+
+
+def assemble(org_dir: Path, sels: list[BenchSelection], systems_dir: Path, org: str) -> None:
+  for sel in sels:
+    src = systems_dir / f"{sel.system}.json"
+    if not src.is_file():
+      raise UserError(f"{src}: missing. Every results/<system> needs systems/<system>.json; write it on the machine "
+                      f"that ran the runs with `tinyperf sysinfo --system {sel.system} --overrides FILE`, or pass "
+                      f"--systems DIR.")
+    read_systems_json(src)   # parses, or a UserError naming the line
+    dst = org_dir / "systems" / src.name
+    if not dst.exists(): _write(dst, src.read_bytes())
+    bench = org_dir / "results" / sel.system / sel.benchmark
+    for r in sel.runs: _write(bench / r.packaged, r.source.read_bytes())
+    cfg = sel.cfg
+    impl = org_dir / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
+    for rel in code_files(cfg.benchmark):
+      p = ROOT / rel
+      _write(impl / rel, p.read_bytes(), executable=bool(p.stat().st_mode & 0o111))
+    nested = impl / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
+    _write(nested / "config.yaml", cfg.path.read_bytes())
+    for name, fn in render.RENDERERS.items():
+      _write(nested / name, fn(cfg), executable=name.endswith(".sh"))
+    for name, fn in (("run_and_time.sh", render.render_run_and_time), ("dev_run.sh", render.render_dev_run),
+                     ("dev_beam.sh", render.render_dev_beam)):
+      _write(impl / name, fn(cfg, root="."), executable=True)
+    _write(impl / "README.md", package_readme(sel, org))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# repository rules
+
+def repo_rules(org_dir: Path) -> list[str]:
+  """What MLCommons' repository rules forbid, checked on every entry (repo_checker only flags broken symlinks)."""
+  problems = []
+  for dirpath, dirnames, filenames in os.walk(org_dir):
+    for name in sorted(dirnames + filenames):
+      p = Path(dirpath) / name
+      rel = p.relative_to(org_dir.parent).as_posix()
+      if name.startswith("."): problems.append(f"{rel}: the name starts with '.' (no dotfiles in a submission)")
+      if any(c.isspace() for c in name): problems.append(f"{rel}: the name contains whitespace")
+      st = os.lstat(p)
+      if stat.S_ISLNK(st.st_mode): problems.append(f"{rel}: a symbolic link (a submission holds files and directories)")
+      elif stat.S_ISREG(st.st_mode):
+        if st.st_size > MAX_FILE_BYTES:
+          problems.append(f"{rel}: {st.st_size / 2**20:.1f} MiB, over the 50 MiB limit for a file")
+      elif not stat.S_ISDIR(st.st_mode): problems.append(f"{rel}: not a regular file or directory")
+  return problems
+
+
+def check_tree(org_dir: Path) -> tuple[bool, str]:
+  """The full `tinyperf check`, the repository rules and the real repo_checker. Returns (accepted, report text)."""
+  from tooling.check import check_path
+  report = check_path(org_dir)
+  text = [report.render()]
+  ok = report.accepted
+  rules = repo_rules(org_dir)
+  for r in report.rulesets:
+    res = mlperf_tools.repo_check(org_dir.parent, org_dir.name, r)
+    if res.passed: text.append(f"repo_checker {r}: ALL CHECKS PASSED")
+    else:
+      ok = False
+      text.append(f"repo_checker {r}: FAILED" + (f" (crashed: {res.crashed})" if res.crashed else ""))
+      text += [f"  FAIL  repo_checker: {e}" for e in res.errors]
+  if rules:
+    ok = False
+    text += [f"  FAIL  repository rules: {p}" for p in rules]
+  else:
+    text.append("repository rules (no dotfiles, no whitespace in names, no links or special files, nothing over "
+                "50 MiB): passed")
+  return ok, "\n".join(text)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# tarball, encryption, sha1
+
+def _walk_sorted(path: Path):
+  yield path
+  if path.is_dir() and not path.is_symlink():
+    for child in sorted(path.iterdir(), key=lambda p: p.name):
+      yield from _walk_sorted(child)
+
+
+def write_tarball(org_dir: Path, dest: Path, mtime: int) -> None:
+  """gzip'd tar of ORG/ with sorted members and normalised owners, times and modes: the same runs give the same bytes."""
+  with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as gz, \
+       tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    for p in _walk_sorted(org_dir):
+      ti = tar.gettarinfo(str(p), arcname=p.relative_to(org_dir.parent).as_posix())
+      ti.uid = ti.gid = 0
+      ti.uname = ti.gname = ""
+      ti.mtime = mtime
+      if ti.isdir(): ti.mode = 0o755
+      elif ti.isreg(): ti.mode = 0o755 if p.stat().st_mode & 0o111 else 0o644
+      else: raise UserError(f"{p}: not a regular file or directory; it cannot go into a submission tarball.")
+      if ti.isreg():
+        with open(p, "rb") as f: tar.addfile(ti, f)
+      else: tar.addfile(ti)
+
+
+def read_passphrase(path: Path | None, confirm: bool) -> bytes:
+  """From the first line of a file (what `-pass file:` reads), or typed twice at a prompt. Never echoed or logged."""
+  if path is not None:
+    try: data = Path(path).read_bytes()
+    except OSError as e:
+      raise UserError(f"{path}: cannot read the passphrase file ({e.strerror or e}).") from None
+    pw = data.split(b"\n", 1)[0].rstrip(b"\r")
+    if not pw: raise UserError(f"{path}: the passphrase file's first line is empty; put the passphrase on it.")
+  else:
+    if not sys.stdin.isatty():
+      raise UserError("no terminal to ask for the passphrase on; give it with --passphrase-file F (its first line).")
+    first = getpass.getpass("passphrase: ")
+    if not first: raise UserError("empty passphrase; the tarball would not be protected.")
+    if confirm and getpass.getpass("passphrase again: ") != first:
+      raise UserError("the two passphrases differ; nothing was written.")
+    pw = first.encode()
+  if len(pw) > MAX_PASSPHRASE: raise UserError(f"the passphrase is longer than {MAX_PASSPHRASE} bytes.")
+  return pw
+
+
+def openssl_path() -> str:
+  exe = shutil.which("openssl")
+  if exe is None:
+    raise UserError("the openssl command is not installed; install it (e.g. apt-get install openssl) to "
+                    "use --encrypt or to verify an encrypted tarball.")
+  return exe
+
+
+def openssl_enc(decrypt: bool, src: Path, dst: Path, passphrase: bytes) -> None:
+  """`openssl enc -e|-d -aes256` with a password, as pack_submission.sh runs it: salted, EVP_BytesToKey with SHA-256
+  (OpenSSL >= 1.1's default digest, made explicit so an OpenSSL 1.0 here still writes what OpenSSL 3 decrypts). The
+  passphrase goes through a pipe (`-pass fd:N`), never the command line."""
+  exe = openssl_path()
+  r, w = os.pipe()
+  try:
+    os.write(w, passphrase + b"\n")
+    os.close(w); w = -1
+    cmd = [exe, "enc", "-d" if decrypt else "-e", "-aes256", "-md", "sha256", "-in", str(src), "-out", str(dst),
+           "-pass", f"fd:{r}"]
+    p = subprocess.run(cmd, pass_fds=(r,), capture_output=True, text=True, errors="replace")
+  finally:
+    os.close(r)
+    if w >= 0: os.close(w)
+  if p.returncode != 0:
+    msg = " ".join(l.strip() for l in p.stderr.splitlines() if l.strip() and "deprecated key derivation" not in l)
+    if decrypt and "bad decrypt" in p.stderr:
+      raise UserError(f"{src}: openssl could not decrypt it: wrong passphrase, or not an `openssl enc -aes256` file.")
+    raise UserError(f"openssl enc failed on {src}: {msg or f'exit {p.returncode}'}")
+
+
+def sha1_of(path: Path) -> str:
+  h = hashlib.sha1()
+  with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
+  return h.hexdigest()
+
+
+def sha1_line(path: Path) -> str:
+  """What `sha1sum <name>` prints in the tarball's directory, which is what pack_submission.sh stores and compares."""
+  return f"{sha1_of(path)}  {path.name}\n"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# pack
+
+def _mtime(sels: list[BenchSelection]) -> int:
+  """The newest run_stop among the packaged runs: a fixed timestamp for every member, so repacking is reproducible."""
+  best = 0.0
+  for sel in sels:
+    for r in sel.runs:
+      log = read_log(r.source)
+      stop = log.first("run_stop")
+      t = stop.time_ms if stop else max((e.time_ms for e in log.events), default=0)
+      best = max(best, t)
+  return int(best // 1000)
+
+
+def pack(args: argparse.Namespace) -> int:
+  org = args.org
+  if not org or not ORG_NAME.fullmatch(org):
+    raise UserError(f"--org {org!r}: the submitter name names a directory and the tarball; use letters, digits and "
+                    f"_ . + - (no spaces, no leading dot).")
+  out: Path = args.out
+  targets = [out / org, out / tarball_name(org), out / sha1_name(org)]
+  existing = [str(t) for t in targets if t.exists() or t.is_symlink()]
+  if existing:
+    raise UserError(f"{', '.join(existing)} already exist(s); a package is never overwritten. Move them away or choose "
+                    f"another --out.")
+  if not args.results.is_dir():
+    raise UserError(f"--results {args.results}: no such directory; give the --results directory of `tinyperf run`.")
+  systems_dir = args.systems
+  if not systems_dir.is_dir():
+    raise UserError(f"--systems {systems_dir}: no such directory (it holds systems/<system>.json files written by "
+                    f"`tinyperf sysinfo`).")
+  passphrase = read_passphrase(args.passphrase_file, confirm=True) if args.encrypt else None
+  if args.encrypt: openssl_path()
+
+  sels = []
+  for system, bm, ledger_path in find_ledgers(args.results, args.system, args.benchmark):
+    cfg = platform_for(system, bm, args.platform)
+    sels.append(select_runs(args.results, system, bm, ledger_path, cfg))
+  for sel in sels:
+    print(f"results/{sel.system}/{sel.benchmark} ({sel.cfg.platform}): the first {len(sel.runs)} finished runs in start "
+          f"order (never chosen by score): " + ", ".join(f"run {r.attempt.index} seed {r.attempt.seed} -> {r.packaged}"
+                                                         for r in sel.runs))
+    if sel.left_out:
+      print(f"  not packaged (finished after the first {len(sel.runs)}; keep their logs): "
+            + ", ".join(f"run {a.index} seed {a.seed}" for a in sel.left_out))
+    if sel.not_finished:
+      print(f"  attempts that did not finish (crashed, interrupted or running; not runs of the package): "
+            + ", ".join(f"run {a.index} seed {a.seed} {a.status}" for a in sel.not_finished))
+
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out, prefix=".tinyperf-package-"))
+  except OSError as e:
+    raise UserError(f"--out {out}: cannot create a directory there ({e.strerror or e}); choose a writable --out.") from None
+  try:
+    org_dir = staging / org
+    assemble(org_dir, sels, systems_dir, org)
+    print(f"checking the assembled tree ({org}/ in {staging}):", flush=True)
+    ok, text = check_tree(org_dir)
+    print(text)
+    if not ok:
+      print(f"tinyperf package: not packed: the assembled {org}/ tree fails the checks above; nothing was written to "
+            f"{out}.", file=sys.stderr)
+      return 1
+    plain = staging / "plain.tar.gz"
+    write_tarball(org_dir, plain, _mtime(sels))
+    final = plain
+    if passphrase is not None:
+      final = staging / "encrypted.tar.gz"
+      openssl_enc(False, plain, final, passphrase)
+    line = f"{sha1_of(final)}  {tarball_name(org)}\n"
+    os.rename(org_dir, out / org)
+    os.link(final, out / tarball_name(org))           # link: fails instead of replacing a file that appeared meanwhile
+    write_atomic(out / sha1_name(org), line).chmod(0o644)   # last: a .sha1 means the tarball is complete
+  finally:
+    shutil.rmtree(staging, ignore_errors=True)
+  kind = "encrypted with openssl enc -aes256 (decrypt: openssl enc -d -aes256 -in FILE | tar -xz)" if passphrase \
+    else "not encrypted"
+  print(f"wrote {out / org}/, {out / tarball_name(org)} ({kind}) and {out / sha1_name(org)}: {line.strip()}")
+  return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# verify
+
+@dataclass
+class Member:
+  name: str            # normalised: no leading ./, no trailing /
+  kind: str            # "dir" | "file"
+  size: int
+  executable: bool
+  info: tarfile.TarInfo
+
+
+def _kind(m: tarfile.TarInfo) -> str:
+  if m.issym(): return "symbolic link"
+  if m.islnk(): return "hard link"
+  if m.ischr(): return "character device"
+  if m.isblk(): return "block device"
+  if m.isfifo(): return "FIFO"
+  if m.issparse(): return "sparse file"
+  if m.isdir(): return "dir"
+  if m.isreg(): return "file"
+  return f"type {m.type!r}"
+
+
+def safe_members(tar: tarfile.TarFile) -> tuple[list[Member], list[str]]:
+  """Every member checked before anything is written: regular files and directories with relative names that stay
+  inside the destination; no links, devices, FIFOs, duplicates, or files used as directories."""
+  members, problems, seen = [], [], {}
+  for m in tar.getmembers():
+    name = m.name
+    shown = repr(name)
+    kind = _kind(m)
+    if kind not in ("dir", "file"):
+      target = f" -> {m.linkname!r}" if m.issym() or m.islnk() else ""
+      problems.append(f"{shown}: a {kind}{target}; a submission holds only files and directories")
+      continue
+    if not name or name.startswith("/") or re.match(r"^[A-Za-z]:", name) or "\\" in name or "\x00" in name:
+      problems.append(f"{shown}: an absolute or non-POSIX path")
+      continue
+    parts = [p for p in PurePosixPath(name).parts if p != "."]
+    if not parts or ".." in parts:
+      problems.append(f"{shown}: " + ("'..' leads out of the destination" if ".." in parts else "an empty name"))
+      continue
+    norm = "/".join(parts)
+    if norm in seen:
+      problems.append(f"{shown}: a second member with this name (it would replace the first)")
+      continue
+    seen[norm] = kind
+    members.append(Member(norm, kind, m.size if kind == "file" else 0, bool(m.mode & 0o111), m))
+  for mem in members:
+    parent = str(PurePosixPath(mem.name).parent)
+    while parent not in (".", ""):
+      if seen.get(parent) == "file":
+        problems.append(f"{mem.name!r}: its parent {parent!r} is a file in the archive")
+        break
+      parent = str(PurePosixPath(parent).parent)
+  return members, problems
+
+
+def extract(tar: tarfile.TarFile, members: list[Member], dest: Path) -> None:
+  """Write the checked members under dest (which this call creates): directories, then files opened with O_EXCL and
+  O_NOFOLLOW, modes 0755/0644 (no setuid bits, no owners)."""
+  root = os.path.realpath(dest)
+  for mem in members:
+    target = dest.joinpath(*mem.name.split("/"))
+    if not os.path.realpath(target).startswith(root + os.sep):
+      raise UserError(f"{mem.name!r} resolves outside {dest}; refusing.")
+    if mem.kind == "dir":
+      target.mkdir(parents=True, exist_ok=True)
+      target.chmod(0o755)
+      continue
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755 if mem.executable else 0o644)
+    with os.fdopen(fd, "wb") as out, tar.extractfile(mem.info) as src:
+      shutil.copyfileobj(src, out)
+
+
+def verify(args: argparse.Namespace) -> int:
+  tarball: Path = args.verify
+  if not tarball.is_file():
+    raise UserError(f"{tarball}: no such file; give the mlperf_submission_<ORG>.tar.gz to verify.")
+  default_sha = tarball.with_name(tarball.name[:-len(".tar.gz")] + ".sha1") if tarball.name.endswith(".tar.gz") \
+    else tarball.with_name(tarball.name + ".sha1")
+  sha_file = args.sha1 or default_sha
+  if not sha_file.is_file():
+    raise UserError(f"{sha_file}: no sha1 file next to the tarball (pack_submission.sh writes "
+                    f"mlperf_submission_<ORG>.sha1); give it with --sha1 FILE.")
+  want = sha_file.read_text(encoding="utf-8", errors="replace")
+  got = sha1_line(tarball)
+  m = re.fullmatch(r"([0-9a-f]{40})  (.+)\n?", want)
+  if not m:
+    print(f"sha1: {sha_file} is not one `sha1sum` line ('<40 hex digits>  <file name>')", file=sys.stderr)
+    return 1
+  if m.group(1) != got.split()[0]:
+    print(f"sha1: MISMATCH: {sha_file} says {m.group(1)}, {tarball.name} has {got.split()[0]}: the tarball is not the "
+          f"one that was packed (or is damaged)", file=sys.stderr)
+    return 1
+  if m.group(2) != tarball.name:
+    print(f"sha1: {sha_file} names {m.group(2)!r} but the tarball is {tarball.name!r}; pack_submission.sh compares the "
+          f"whole line, so rename the tarball back", file=sys.stderr)
+    return 1
+  print(f"sha1: ok ({got.strip()})")
+  stem = tarball.name[:-len(".tar.gz")] if tarball.name.endswith(".tar.gz") else tarball.name
+  dest = args.into or tarball.with_name(stem + "_unpacked")
+  if dest.exists() or dest.is_symlink():
+    raise UserError(f"{dest} already exists; --verify unpacks only into a fresh directory. Remove it or pass "
+                    f"--into NEW_DIR.")
+  with open(tarball, "rb") as f: magic = f.read(8)
+  with tempfile.TemporaryDirectory(prefix="tinyperf-verify-") as tmp:
+    plain = tarball
+    if magic == ENC_MAGIC:
+      passphrase = read_passphrase(args.passphrase_file, confirm=False)
+      plain = Path(tmp) / "plain.tar.gz"
+      openssl_enc(True, tarball, plain, passphrase)
+      print("decrypted with openssl enc -d -aes256")
+    elif magic[:2] != GZIP_MAGIC:
+      print(f"{tarball}: neither a gzip file nor an `openssl enc` file (starts with {magic!r})", file=sys.stderr)
+      return 1
+    try:
+      tar = tarfile.open(plain, "r:gz")
+    except (tarfile.TarError, OSError, EOFError) as e:
+      print(f"{tarball}: not a readable gzip tar ({e})", file=sys.stderr)
+      return 1
+    with tar:
+      try:
+        members, problems = safe_members(tar)
+      except (tarfile.TarError, OSError, EOFError) as e:
+        print(f"{tarball}: the archive is damaged ({e})", file=sys.stderr)
+        return 1
+      files = [x for x in members if x.kind == "file"]
+      print(f"{len(files)} files, {len(members) - len(files)} directories, {sum(x.size for x in files)} bytes:")
+      for x in members:
+        print(f"  {'d' if x.kind == 'dir' else 'f'} {x.size:>10}  {x.name}{'/' if x.kind == 'dir' else ''}")
+      tops = sorted({x.name.split('/')[0] for x in members})
+      if problems:
+        print(f"refused: {len(problems)} unsafe member(s); nothing was unpacked:", file=sys.stderr)
+        for p in problems: print(f"  {p}", file=sys.stderr)
+        return 1
+      try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.mkdir()
+      except FileExistsError:
+        raise UserError(f"{dest} already exists; --verify unpacks only into a fresh directory. Remove it or pass "
+                        f"--into NEW_DIR.") from None
+      except OSError as e:
+        raise UserError(f"cannot create {dest} ({e.strerror or e}); pass a writable --into.") from None
+      try:
+        extract(tar, members, dest)
+      except (tarfile.TarError, OSError, EOFError) as e:
+        print(f"{tarball}: unpacking failed ({e}); {dest} holds a partial copy", file=sys.stderr)
+        return 1
+  print(f"unpacked into {dest}: {', '.join(tops)}" + (f" (check it: tinyperf check {dest / tops[0]})" if len(tops) == 1
+                                                      else ""))
+  return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CLI
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+  p.epilog = ("exit status: 0 packed (or verified and unpacked), 1 refused (the checks failed, sha1 mismatch, unsafe "
+              "tarball), 2 bad input. See docs/package.md.")
+  p.add_argument("--org", help="submitter name: the tree's top directory and mlperf_submission_<ORG>.tar.gz")
+  p.add_argument("--out", type=Path, help="directory for ORG/, the tarball and the .sha1 (none of them may exist)")
+  p.add_argument("--results", type=Path, default=Path("out"), help="`tinyperf run`'s --results directory (default ./out)")
+  p.add_argument("--systems", type=Path, default=ROOT / "systems",
+                 help="directory of systems/<system>.json files (default: the repository's systems/)")
+  p.add_argument("--system", action="append", help="package only this system (repeatable; default: all with ledgers)")
+  p.add_argument("--benchmark", action="append", choices=BENCHMARKS, help="package only this benchmark (repeatable)")
+  p.add_argument("--platform", help="implementation to package when several configs name the same system")
+  p.add_argument("--encrypt", action="store_true", help="encrypt like pack_submission.sh: openssl enc -e -aes256")
+  p.add_argument("--passphrase-file", type=Path, help="read the passphrase from this file's first line instead of "
+                                                      "prompting")
+  p.add_argument("--verify", type=Path, metavar="TARBALL", help="check TARBALL's sha1, list it and unpack it safely")
+  p.add_argument("--sha1", type=Path, help="with --verify: the sha1 file (default: mlperf_submission_<ORG>.sha1 beside it)")
+  p.add_argument("--into", type=Path, help="with --verify: a new directory to unpack into (default: beside the tarball)")
+
+
+def main(args: argparse.Namespace) -> int:
+  if args.verify:
+    if args.org or args.out or args.encrypt:
+      raise UserError("--verify TARBALL takes no --org, --out or --encrypt; it checks and unpacks an existing tarball.")
+    return verify(args)
+  if not args.org or not args.out:
+    raise UserError("give --org ORG and --out DIR to pack (or --verify TARBALL to check a tarball).")
+  return pack(args)

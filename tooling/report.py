@@ -1,0 +1,380 @@
+"""`tinyperf report RESULTS`: plots and a Markdown summary of a set of runs.
+
+RESULTS is `tinyperf run`'s --results directory (results/ + runs/), a submitter tree, or one results/<system>/<benchmark>
+directory. Per system x benchmark it writes, into --out (default RESULTS/report):
+  <system>_<bm>_accuracy.png       eval accuracy against epoch (ResNet) or training samples (BERT), every run, the target
+  <system>_<bm>_time_to_train.png  time to train per run; the runs olympic scoring drops are marked, the mean is a line
+  <system>_<bm>_throughput.png     training throughput over the run (see below)
+  report.md                        scores, verdicts (the full `tinyperf check`), seeds, and each run's provenance
+
+Throughput comes from the result log's timestamps: samples per second per epoch from epoch_start/epoch_stop (ResNet,
+times train_samples) or between consecutive evals (BERT, whose eval metadata counts samples). Those timestamps are in
+every result file, including packaged and published ones, and they measure what the clock measures: data loading, host
+work and stalls included. When the run's raw console output is still there (the ledger's `output`), tqdm's img_s values
+are drawn over it as a thin line: a per-step rate that excludes data waits and is sampled only when tqdm redraws, so the
+gap between the two lines is time the device spent waiting. The timestamps are the reference; img_s is a diagnostic.
+"""
+from __future__ import annotations
+import argparse
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.common.config import available_platforms, load_config
+from tooling import ledger as L
+from tooling.errors import UserError, write_atomic
+from tooling.mllog_reader import MLLog
+from tooling.submission_tree import BenchDir, discover
+
+MLPERF_TARGET = {"resnet": 0.759, "bert": 0.720}
+TQDM = re.compile(r"epoch (\d+)/(\d+):.*?\|\s*(\d+)/(\d+) \[[^\]]*?\b(\w+)_s=([\d.]+)")
+
+
+@dataclass
+class RunData:
+  name: str                       # result_<i>.txt
+  seed: int | None
+  minutes: float | None
+  verdict: str
+  compliant: bool
+  converged: bool
+  score_note: str                 # score's note: fastest/slowest not in the mean, or dropped
+  first_failure: str
+  accuracy: list[tuple[float, float]] = field(default_factory=list)
+  throughput: list[tuple[float, float]] = field(default_factory=list)      # from MLLOG timestamps
+  step_rate: list[tuple[float, float]] = field(default_factory=list)       # tqdm's <unit>_s from the raw output
+  step_unit: str = ""
+  provenance: list[str] = field(default_factory=list)
+  output: str | None = None
+
+
+@dataclass
+class BenchData:
+  system: str
+  benchmark: str
+  ruleset: str
+  division: str
+  target: float
+  target_source: str
+  runs: list[RunData]
+  score_minutes: float | None
+  score_note: str
+  scaling: float
+  rcp_scaling_factor: float | None
+  accepted: bool
+  summary: str
+  findings: list[str]
+  ledger: Path | None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# reading
+
+def accuracy_series(log: MLLog) -> list[tuple[float, float]]:
+  out = []
+  for e in log.all("eval_accuracy"):
+    x = e.metadata.get("epoch_num", e.metadata.get("samples_count"))
+    if isinstance(x, (int, float)) and isinstance(e.value, (int, float)): out.append((float(x), float(e.value)))
+  return out
+
+
+def throughput_series(log: MLLog, benchmark: str) -> list[tuple[float, float]]:
+  """(epoch, samples/s) per epoch from epoch_start/epoch_stop for ResNet; (samples, samples/s) between evals for BERT."""
+  if benchmark == "resnet":
+    n = log.value("train_samples")
+    if not isinstance(n, (int, float)) or n <= 0: return []
+    starts = {e.metadata.get("epoch_num"): e.time_ms for e in log.all("epoch_start")}
+    out = []
+    for e in log.all("epoch_stop"):
+      k = e.metadata.get("epoch_num")
+      if k in starts and e.time_ms > starts[k]: out.append((float(k), n / ((e.time_ms - starts[k]) / 1000)))
+    return out
+  start = log.first("run_start")
+  prev_x, prev_t, out = 0.0, start.time_ms if start else None, []
+  for e in log.all("eval_accuracy"):
+    x = e.metadata.get("epoch_num")
+    if not isinstance(x, (int, float)) or prev_t is None: continue
+    if x > prev_x and e.time_ms > prev_t: out.append((float(x), (x - prev_x) / ((e.time_ms - prev_t) / 1000)))
+    prev_x, prev_t = float(x), e.time_ms
+  return out
+
+
+def read_output(path: Path) -> tuple[list[str], list[tuple[float, float]], str]:
+  """From a run's raw console output: its provenance lines and tqdm's rate postfix at (epoch - 1 + step/steps)."""
+  prov, rate, unit = [], [], ""
+  for raw in path.read_bytes().replace(b"\r", b"\n").splitlines():
+    line = raw.decode("utf-8", "replace").strip()
+    if line.startswith("provenance: "):
+      if line not in prov: prov.append(line)
+      continue
+    m = TQDM.search(line)
+    if m:
+      e, _, s, total, u, v = m.groups()
+      if int(total) > 0:
+        rate.append((int(e) - 1 + int(s) / int(total), float(v)))
+        unit = u
+  # tqdm redraws a step when its postfix changes (the first draw still shows the previous step's rate): keep the last
+  last = dict(rate)
+  return prov, sorted(last.items()), unit
+
+
+def _ledger_for(bd: BenchDir) -> tuple[Path | None, dict[int, L.Attempt]]:
+  """runs/<system>/<bm>/ledger.json beside results/ (a `tinyperf run` tree); {} for packaged or published trees."""
+  results = bd.path.parent.parent
+  if results.name != "results": return None, {}
+  path = results.parent / "runs" / bd.system / bd.name / "ledger.json"
+  if not path.is_file(): return None, {}
+  led = L.Ledger(path)
+  done = {}
+  for a in led.attempts:
+    if a.status == L.DONE: done[a.index] = a
+  return path, done
+
+
+def _output_path(a: L.Attempt, ledger: Path) -> Path | None:
+  for p in (Path(a.output) if a.output else None, ledger.parent / f"run_{a.index}_{a.seed}" / "output.log"):
+    if p is not None and p.is_file(): return p
+  return None
+
+
+def _target(system: str, benchmark: str, division: str) -> tuple[float, str]:
+  for p in available_platforms(benchmark):
+    cfg = load_config(benchmark, p, environ={})
+    if cfg["system"] == system: return float(cfg["TARGET"]), f"TARGET of the {p} config"
+  return MLPERF_TARGET[benchmark], "the MLPerf closed target"
+
+
+def collect(path: Path) -> list[BenchData]:
+  from tooling.check import FAIL, WARN, check_path
+  from tooling.score import score_bench_dir
+  t = discover(path)
+  if t.kind == "file":
+    raise UserError(f"{path}: one result log; give the directory of a set of runs (a `tinyperf run` --results "
+                    f"directory, a submitter tree, or results/<system>/<benchmark>).")
+  out = []
+  for bd in t.bench_dirs:
+    report = check_path(bd.path)
+    (dr,) = report.dirs
+    score = score_bench_dir(bd)
+    notes = {r.file: r.note for r in score.runs}
+    ledger, done = _ledger_for(bd)
+    target, source = _target(bd.system, bd.benchmark, bd.division)
+    runs = []
+    logs = {log.path.name: log for log in bd.logs}
+    for fr in dr.files:
+      log = logs[fr.name]
+      m = re.match(r"result_(\d+)\.txt$", fr.name)
+      att = done.get(int(m.group(1))) if m else None
+      stop = log.first("run_stop")
+      rd = RunData(fr.name, fr.seeds[0] if fr.seeds else None, fr.minutes, fr.verdict, fr.compliant,
+                   bool(stop and stop.metadata.get("status") == "success"), notes.get(fr.name, ""),
+                   fr.first_failure.message if fr.first_failure else "", accuracy_series(log),
+                   throughput_series(log, bd.benchmark))
+      out_path = _output_path(att, ledger) if att and ledger else None
+      if out_path:
+        rd.output = str(out_path)
+        rd.provenance, rd.step_rate, rd.step_unit = read_output(out_path)
+      runs.append(rd)
+    findings = [f"{f.level.upper()} {f.where() + ': ' if f.where() else ''}{f.message}"
+                for f in report.failures() + [x for x in dr.findings + report.findings if x.level == WARN]]
+    out.append(BenchData(bd.system, bd.benchmark, bd.ruleset, bd.division, target, source, runs, score.score_minutes,
+                         score.reason, score.scaling_factor, dr.rcp_scaling_factor, report.accepted, dr.summary,
+                         list(dict.fromkeys(findings)), ledger))
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# plots
+
+def _pyplot():
+  import matplotlib
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+  return plt
+
+
+def _x_label(bm: str) -> str: return "epoch" if bm == "resnet" else "training samples"
+
+
+def plot_accuracy(b: BenchData) -> bytes:
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  for i, r in enumerate(b.runs):
+    if not r.accuracy: continue
+    xs, ys = zip(*r.accuracy)
+    ax.plot(xs, ys, marker="o", ms=3.5, lw=1.4, color=f"C{i % 10}",
+            label=f"{r.name} (seed {r.seed})" + ("" if r.converged else ", did not converge"))
+  ax.axhline(b.target, color="crimson", ls="--", lw=1.5, label=f"target {b.target:g} ({b.target_source})")
+  ax.set_xlabel(_x_label(b.benchmark))
+  ax.set_ylabel("top-1 accuracy" if b.benchmark == "resnet" else "masked-LM accuracy")
+  ax.set_title(f"{b.benchmark} on {b.system}: eval accuracy per run")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7.5, loc="lower right")
+  return _save(fig, plt)
+
+
+def plot_time_to_train(b: BenchData) -> bytes:
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  names = [r.name.replace(".txt", "") for r in b.runs]
+  top = max([r.minutes for r in b.runs if r.minutes] + [1.0])
+  for i, r in enumerate(b.runs):
+    dropped = r.score_note.startswith("dropped")
+    excluded = "not in the mean" in r.score_note
+    h = r.minutes if r.minutes is not None else 0.0
+    color = "indianred" if dropped else ("silver" if excluded else "steelblue")
+    ax.bar(i, h, color=color, hatch="//" if dropped else None, edgecolor="black", lw=0.6)
+    label = "no run_stop" if r.minutes is None else f"{r.minutes:.1f}"
+    ax.text(i, h + top * 0.01, label + ("\ndropped" if dropped else ("\nexcluded" if excluded else "")),
+            ha="center", va="bottom", fontsize=7.5)
+  if b.score_minutes is not None:
+    mean = b.score_minutes / b.scaling
+    ax.axhline(mean, color="black", ls="--", lw=1.3, label=f"olympic mean {mean:.2f} min")
+  from matplotlib.patches import Patch
+  handles = ax.get_legend_handles_labels()[0] + [
+    Patch(facecolor="steelblue", edgecolor="black", label="in the mean"),
+    Patch(facecolor="silver", edgecolor="black", label="fastest / slowest: excluded"),
+    Patch(facecolor="indianred", edgecolor="black", hatch="//", label="dropped (counts as the slowest)")]
+  ax.legend(handles=handles, fontsize=8, loc="upper right", ncol=2)
+  ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+  ax.set_ylabel("time to train (minutes, run_start to run_stop)")
+  ax.set_ylim(0, top * 1.3)
+  ax.set_title(f"{b.benchmark} on {b.system}: time to train per run")
+  ax.grid(axis="y", alpha=0.3)
+  return _save(fig, plt)
+
+
+def plot_throughput(b: BenchData) -> bytes:
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  any_rate = False
+  for i, r in enumerate(b.runs):
+    c = f"C{i % 10}"
+    if r.throughput:
+      xs, ys = zip(*r.throughput)
+      ax.plot(xs, ys, marker="o", ms=3.5, lw=1.6, color=c, label=f"{r.name}: result-log timestamps")
+    if r.step_rate and b.benchmark == "resnet":
+      xs, ys = zip(*r.step_rate)
+      ax.plot([x + 0.5 for x in xs], ys, lw=0.7, alpha=0.45, color=c)   # epoch e spans (e-0.5, e+0.5] on this axis
+      any_rate = True
+  if any_rate:
+    ax.plot([], [], lw=0.7, alpha=0.6, color="gray", label="thin: tqdm step rate from the raw output (no data waits)")
+  ax.set_xlabel(_x_label(b.benchmark))
+  ax.set_ylabel("training samples per second")
+  ax.set_title(f"{b.benchmark} on {b.system}: throughput over the run")
+  ax.set_ylim(bottom=0)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7.5, loc="lower right")
+  return _save(fig, plt)
+
+
+def _save(fig, plt) -> bytes:
+  import io
+  buf = io.BytesIO()
+  fig.tight_layout()
+  fig.savefig(buf, format="png")
+  plt.close(fig)
+  return buf.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# markdown
+
+def _fmt(x: float | None, nd: int = 2) -> str: return "-" if x is None else f"{x:.{nd}f}"
+
+
+def markdown(results: Path, data: list[BenchData], images: dict[tuple[str, str], list[str]]) -> str:
+  lines = [f"# tinyperf report: `{results}`", "",
+           "Scores follow result_summarizer's rules (`tinyperf score`); verdicts are the full `tinyperf check` (the "
+           "real MLCommons checkers plus the checks they miss). Throughput comes from the result logs' timestamps "
+           "(per epoch for ResNet, between evals for BERT); tqdm's step rate from the raw output, where it survives, "
+           "is drawn thin for comparison (it leaves out data waits). The olympic column follows result_summarizer, which drops "
+           "only runs the compliance checker rejects; the verdict column is stricter (e.g. a run whose run_stop status "
+           "is not success).", ""]
+  for b in data:
+    lines += [f"## {b.benchmark} on {b.system}", "",
+              f"- ruleset {b.ruleset}, division {b.division or '?'}; accuracy target {b.target:g} ({b.target_source})"]
+    if b.score_minutes is not None:
+      scale = f" x scaling.json {b.scaling:.4f}" if b.scaling != 1.0 else ""
+      lines.append(f"- **score: {b.score_minutes:.2f} min** (olympic mean of {len(b.runs)} runs{scale})")
+    else:
+      lines.append(f"- **no score**: {b.score_note}")
+    if b.rcp_scaling_factor is not None:
+      lines.append(f"- RCP: package_checker would write scaling.json with factor {b.rcp_scaling_factor:.4f}")
+    lines.append(f"- verdict: {b.summary}; `tinyperf check`: {'ACCEPTED' if b.accepted else 'REJECTED'}")
+    lines.append(f"- run ledger: `{b.ledger}`" if b.ledger else "- run ledger: none beside these results (packaged or "
+                 "published tree): no raw output, no provenance lines")
+    lines += ["", "| file | seed | minutes | verdict | converged | olympic | first failure |", "|---|---|---|---|---|---|---|"]
+    for r in b.runs:
+      fail = r.first_failure.replace("|", "\\|")[:120] if r.first_failure else ""
+      lines.append(f"| `{r.name}` | {r.seed if r.seed is not None else '-'} | {_fmt(r.minutes)} | {r.verdict} | "
+                   f"{'yes' if r.converged else 'no'} | {r.score_note or 'in the mean'} | {fail} |")
+    if b.findings:
+      lines += ["", "Findings:", ""] + [f"- {f}" for f in b.findings]
+    prov: dict[str, list[str]] = {}
+    for r in b.runs:
+      for p in r.provenance: prov.setdefault(p, []).append(r.name)
+    lines += ["", "Provenance (the `provenance:` lines the runs printed):", ""]
+    if prov:
+      for p, names in prov.items():
+        lines.append(f"- `{p}`: {', '.join(dict.fromkeys(names))}")
+    missing = [r.name for r in b.runs if not r.provenance]
+    if missing: lines.append(f"- not recorded (no raw output): {', '.join(missing)}")
+    lines.append("")
+    for img in images[(b.system, b.benchmark)]:
+      lines += [f"![{img}]({img})", ""]
+  return "\n".join(lines).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CLI
+
+def default_out(results: Path) -> Path:
+  """Never inside a results/ tree (check would take it for a benchmark) nor inside a submitter tree (it would be
+  packed): RESULTS/report for a `tinyperf run` directory, <org>_report beside a submitter tree."""
+  results = results.resolve()
+  if results.parent.parent.name == "results": results = results.parent.parent.parent   # results/<system>/<bm>
+  if (results / "systems").is_dir(): return results.parent / f"{results.name}_report"
+  if (results / "results").is_dir(): return results / "report"
+  return results.parent / f"{results.name}_report"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+  p.epilog = "exit status: 0 written, 2 bad input (or existing files without --force). See docs/package.md."
+  p.add_argument("results", metavar="RESULTS", type=Path,
+                 help="`tinyperf run`'s --results directory, a submitter tree, or results/<system>/<benchmark>")
+  p.add_argument("--out", type=Path, help="where the PNGs and report.md go (default: RESULTS/report for a `tinyperf "
+                                          "run` directory, <org>_report beside a submitter tree)")
+  p.add_argument("--force", action="store_true", help="replace existing report files")
+
+
+def main(args: argparse.Namespace) -> int:
+  results: Path = args.results
+  if not results.is_dir():
+    raise UserError(f"{results}: no such directory; give `tinyperf run`'s --results directory, a submitter tree, or "
+                    f"a results/<system>/<benchmark> directory.")
+  out = args.out or default_out(results)
+  data = collect(results)
+  files: dict[Path, bytes | str] = {}
+  images: dict[tuple[str, str], list[str]] = {}
+  for b in data:
+    stem = f"{b.system}_{b.benchmark}"
+    images[(b.system, b.benchmark)] = []
+    for kind, fn in (("accuracy", plot_accuracy), ("time_to_train", plot_time_to_train), ("throughput", plot_throughput)):
+      name = f"{stem}_{kind}.png"
+      files[out / name] = fn(b)
+      images[(b.system, b.benchmark)].append(name)
+  files[out / "report.md"] = markdown(results, data, images)
+  existing = [str(p) for p in files if p.exists()]
+  if existing and not args.force:
+    raise UserError(f"{', '.join(existing)} already exist(s); pass --force to replace them or --out DIR for a new "
+                    f"report.")
+  try:
+    for p, content in files.items(): write_atomic(p, content, overwrite=args.force).chmod(0o644)
+  except OSError as e:
+    raise UserError(f"cannot write the report into {out} ({e.strerror or e}); choose a writable --out.") from None
+  print(f"wrote {len(files)} files to {out}: " + ", ".join(p.name for p in files))
+  for b in data:
+    score = f"score {b.score_minutes:.2f} min" if b.score_minutes is not None else b.score_note
+    print(f"  {b.benchmark} on {b.system}: {len(b.runs)} runs, {score}, check {'accepted' if b.accepted else 'REJECTED'}")
+  return 0

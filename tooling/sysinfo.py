@@ -1,0 +1,493 @@
+"""`tinyperf sysinfo`: write systems/<system>.json from the machine it runs on.
+
+Detected: CPU model, sockets, cores and vCPUs per socket, frequency, caches, memory, accelerators (nvidia-smi, else
+rocm-smi, else none) with their count, model, memory, clock, driver and interconnect, the CUDA or ROCm version, the OS,
+kernel, Python, tinygrad and mlperf-logging versions, the tinyperf commit and the base-image digest
+(TINYPERF_BASE_DIGEST). What a machine cannot tell about itself (submitter, division, status, storage, cooling,
+networking, memory configuration, marketing names) comes from an overrides file (YAML or JSON), which wins over detection.
+
+The result is validated with the real system_desc_checker for every ruleset the system is used with (from the platform
+configs that name it, or --ruleset) before anything is written, and an existing file is never replaced without --force.
+
+Detection reads through a Probe (files, commands, environment), so tests feed it recorded outputs."""
+from __future__ import annotations
+import argparse
+import csv
+import io
+import json
+import os
+import platform as pyplatform
+import re
+import shutil
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+from benchmarks.common.config import BENCHMARKS, ROOT, RULESETS, available_platforms, load_config
+from tooling import mlperf_tools
+from tooling.errors import UserError, write_atomic
+
+# The fields system_desc_checker requires (presence only), in its order.
+FIELDS = (
+  "submitter", "division", "status", "system_name", "number_of_nodes",
+  "host_processors_per_node", "host_processor_model_name", "host_processor_core_count", "host_processor_vcpu_count",
+  "host_processor_frequency", "host_processor_caches", "host_processor_interconnect", "host_memory_capacity",
+  "host_storage_type", "host_storage_capacity", "host_networking", "host_networking_topology",
+  "host_memory_configuration",
+  "accelerators_per_node", "accelerator_model_name", "accelerator_host_interconnect", "accelerator_frequency",
+  "accelerator_on-chip_memories", "accelerator_memory_configuration", "accelerator_memory_capacity",
+  "accelerator_interconnect", "accelerator_interconnect_topology",
+  "cooling", "hw_notes", "framework", "other_software_stack", "operating_system", "sw_notes",
+)
+# In the submission rules' table but not required by the tool: accepted in an overrides file.
+OPTIONAL_FIELDS = ("system_type", "host_network_card_count")
+# For rulesets >= 4.0 the checker accepts exactly these status strings (the log's submission_status is another thing).
+STATUS_VALUES = ("Available on-premise", "Available cloud", "Research, Development, or Internal (RDI)", "Preview")
+DIVISIONS = ("closed", "open")
+COUNT_FIELDS = ("number_of_nodes", "host_processors_per_node", "accelerators_per_node")
+# Never detected; the overrides file supplies them (an empty string means "unknown" to the checker).
+MUST_OVERRIDE = ("submitter", "division", "status")
+NVIDIA_QUERY = "index,name,memory.total,driver_version,clocks.max.sm,pci.bus_id"
+ROCM_ARGS = ["--showproductname", "--showmeminfo", "vram", "--showdriverversion", "--json"]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# where detection reads from
+
+class Probe:
+  """The live machine: file contents, command output, environment. Each returns None when unavailable."""
+  def read(self, path: str) -> str | None:
+    try: return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError: return None
+
+  def run(self, cmd: list[str]) -> str | None:
+    if shutil.which(cmd[0]) is None: return None
+    try:
+      p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, errors="replace")
+    except (OSError, subprocess.SubprocessError):
+      return None
+    return p.stdout if p.returncode == 0 else None
+
+  def env(self, name: str) -> str | None: return os.environ.get(name) or None
+
+  def version(self, dist: str) -> str | None:
+    try: return metadata.version(dist)
+    except metadata.PackageNotFoundError: return None
+
+  def vcs_commit(self, dist: str) -> str | None:
+    """The commit a package was installed from (pip's direct_url.json), None for an index release."""
+    try: raw = metadata.distribution(dist).read_text("direct_url.json")
+    except metadata.PackageNotFoundError: return None
+    try: return (json.loads(raw or "{}").get("vcs_info") or {}).get("commit_id")
+    except (json.JSONDecodeError, AttributeError): return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# parsers (pure: text in, facts out)
+
+def parse_cpuinfo(text: str) -> dict:
+  """/proc/cpuinfo -> model, sockets, cores and vCPUs per socket, current MHz (x86 layout; others best effort)."""
+  blocks = [b for b in re.split(r"\n\s*\n", text.strip()) if b.strip()]
+  procs = []
+  for b in blocks:
+    d = {}
+    for line in b.splitlines():
+      if ":" in line:
+        k, v = line.split(":", 1)
+        d[k.strip()] = v.strip()
+    if "processor" in d: procs.append(d)
+  if not procs: return {}
+  vcpus = len(procs)
+  sockets = len({p.get("physical id", "0") for p in procs})
+  cores = len({(p.get("physical id", "0"), p["core id"]) for p in procs if "core id" in p})
+  if not cores:
+    per = procs[0].get("cpu cores")
+    cores = int(per) * sockets if per and per.isdigit() else vcpus
+  model = procs[0].get("model name") or procs[0].get("Processor") or procs[0].get("cpu model") or ""
+  mhz = procs[0].get("cpu MHz")
+  return {"model": re.sub(r"\s+", " ", model), "sockets": sockets, "cores_per_socket": cores // sockets,
+          "vcpus_per_socket": vcpus // sockets, "vcpus": vcpus, "mhz": float(mhz) if mhz else None}
+
+
+def parse_meminfo(text: str) -> int | None:
+  """MemTotal in bytes."""
+  m = re.search(r"^MemTotal:\s+(\d+)\s*kB", text, re.M)
+  return int(m.group(1)) * 1024 if m else None
+
+
+def parse_os_release(text: str) -> str:
+  vals = {}
+  for line in text.splitlines():
+    if "=" in line:
+      k, v = line.split("=", 1)
+      vals[k.strip()] = v.strip().strip('"')
+  return vals.get("PRETTY_NAME") or " ".join(x for x in (vals.get("NAME"), vals.get("VERSION")) if x)
+
+
+def _gib(nbytes: float) -> str:
+  g = nbytes / 2 ** 30
+  return f"{g:.0f} GiB" if g >= 10 else f"{g:.1f} GiB"
+
+
+def _size_kib(s: str) -> int | None:
+  m = re.fullmatch(r"(\d+)\s*([KMG]?)", s.strip())
+  if not m: return None
+  return int(m.group(1)) * {"": 1 / 1024, "K": 1, "M": 1024, "G": 1024 ** 2}[m.group(2)]
+
+
+def format_caches(entries: list[tuple[str, str, str]]) -> str:
+  """(level, type, size) of cpu0's caches -> 'L1d 48 KiB, L1i 32 KiB, L2 2 MiB, L3 300 MiB' (per core or shared)."""
+  out = []
+  for level, typ, size in sorted(entries):
+    kib = _size_kib(size)
+    if kib is None: continue
+    name = f"L{level}" + {"Data": "d", "Instruction": "i"}.get(typ, "")
+    out.append(f"{name} {kib // 1024:.0f} MiB" if kib >= 1024 and kib % 1024 == 0 else f"{name} {kib:.0f} KiB")
+  return ", ".join(out)
+
+
+def parse_nvidia_csv(text: str) -> list[dict]:
+  """`nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm,pci.bus_id --format=csv,noheader,
+  nounits`: one row per GPU. A header row or unit suffixes (without nounits) are tolerated."""
+  gpus = []
+  for row in csv.reader(io.StringIO(text)):
+    row = [c.strip() for c in row]
+    if len(row) < 6 or row[0].lower() == "index" or not row[0].isdigit(): continue
+    mem = re.match(r"[\d.]+", row[2])
+    clk = re.match(r"[\d.]+", row[4])
+    gpus.append({"index": int(row[0]), "name": row[1], "memory_bytes": float(mem.group()) * 2 ** 20 if mem else None,
+                 "driver": row[3], "max_clock_mhz": float(clk.group()) if clk else None, "bus_id": row[5]})
+  return gpus
+
+
+def parse_nvidia_cuda_version(text: str) -> str | None:
+  """The CUDA version the driver supports, from nvidia-smi's banner ('CUDA Version: 13.0')."""
+  m = re.search(r"CUDA Version:\s*([\d.]+)", text)
+  return m.group(1) if m else None
+
+
+def parse_nvidia_topology(text: str) -> str:
+  """`nvidia-smi topo -m` -> 'NVLink (NV18)' or 'PCIe (PHB)' etc.: the link types between pairs of GPUs."""
+  lines = [re.sub(r"\x1b\[[0-9;]*m", "", l) for l in text.splitlines()]
+  header = next((t for t in (l.split() for l in lines) if t[:1] == ["GPU0"] and "X" not in t), None)
+  if not header: return ""
+  ngpu = sum(1 for h in header if re.fullmatch(r"GPU\d+", h))
+  links = set()
+  for l in lines:
+    cells = l.split()
+    if cells and re.fullmatch(r"GPU\d+", cells[0]) and "X" in cells[1:ngpu + 1]:   # a matrix row, not the header
+      links.update(c for c in cells[1:ngpu + 1] if c != "X")
+  nv = sorted(l for l in links if l.startswith("NV"))
+  other = sorted(l for l in links if not l.startswith("NV"))
+  parts = ([f"NVLink ({', '.join(nv)})"] if nv else []) + ([f"PCIe ({', '.join(other)})"] if other else [])
+  return "; ".join(parts)
+
+
+def parse_rocm_json(text: str) -> tuple[list[dict], str | None]:
+  """`rocm-smi --showproductname --showmeminfo vram --showdriverversion --json` -> (cards, driver version).
+  rocm-smi may print warnings before the JSON; key spellings vary between versions, so keys match case-insensitively."""
+  start = text.find("{")
+  if start < 0: return [], None
+  try:
+    data = json.loads(text[start:])
+  except json.JSONDecodeError:
+    return [], None
+  if not isinstance(data, dict): return [], None
+
+  def get(d: dict, *names):
+    low = {k.lower(): v for k, v in d.items()}
+    for n in names:
+      if low.get(n.lower()) not in (None, "", "N/A"): return str(low[n.lower()])
+    return None
+
+  cards, driver = [], None
+  for key, val in sorted(data.items(), key=lambda kv: (len(kv[0]), kv[0])):
+    if not isinstance(val, dict): continue
+    if re.fullmatch(r"card\d+", key):
+      mem = get(val, "VRAM Total Memory (B)")
+      cards.append({"index": int(key[4:]), "name": get(val, "Card series", "Card SKU", "Device Name", "Card model") or "",
+                    "memory_bytes": float(mem) if mem and mem.isdigit() else None, "driver": get(val, "Driver version")})
+    elif key == "system":
+      driver = get(val, "Driver version")
+  driver = driver or next((c["driver"] for c in cards if c["driver"]), None)
+  return cards, driver
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# detection
+
+def _git_sha(probe: Probe) -> str | None:
+  sha = probe.env("TINYPERF_GIT_SHA")
+  if sha: return sha
+  out = probe.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"])
+  return out.strip() if out and out.strip() else None
+
+
+def detect(probe: Probe | None = None) -> tuple[dict, list[str]]:
+  """Facts about this machine as systems-JSON fields, and notes on how each was found (for hw_notes / the user)."""
+  probe = probe or Probe()
+  f: dict = {"number_of_nodes": "1"}
+  notes: list[str] = []
+  stack: dict = {}
+
+  cpu = parse_cpuinfo(probe.read("/proc/cpuinfo") or "")
+  if cpu:
+    f["host_processors_per_node"] = str(cpu["sockets"])
+    f["host_processor_model_name"] = cpu["model"]
+    f["host_processor_core_count"] = str(cpu["cores_per_socket"])
+    f["host_processor_vcpu_count"] = str(cpu["vcpus_per_socket"])
+    notes.append("host core and vCPU counts are per processor (socket), from /proc/cpuinfo")
+    khz = (probe.read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") or "").strip()
+    if khz.isdigit():
+      f["host_processor_frequency"] = f"{int(khz) / 1000:.0f} MHz"
+    elif cpu["mhz"]:
+      f["host_processor_frequency"] = f"{cpu['mhz']:.0f} MHz"
+      notes.append("host_processor_frequency is /proc/cpuinfo's current clock (no cpufreq maximum is exposed)")
+  caches = []
+  for i in range(8):
+    base = f"/sys/devices/system/cpu/cpu0/cache/index{i}"
+    level, typ, size = (probe.read(f"{base}/{x}") for x in ("level", "type", "size"))
+    if level is None: break
+    if typ is not None and size is not None: caches.append((level.strip(), typ.strip(), size.strip()))
+  if caches: f["host_processor_caches"] = format_caches(caches)
+  mem = parse_meminfo(probe.read("/proc/meminfo") or "")
+  if mem:
+    f["host_memory_capacity"] = _gib(mem)
+    notes.append("host_memory_capacity is MemTotal (usable memory, a little below the installed capacity)")
+
+  smi = probe.run(["nvidia-smi", f"--query-gpu={NVIDIA_QUERY}", "--format=csv,noheader,nounits"])
+  gpus = parse_nvidia_csv(smi) if smi else []
+  if gpus:
+    _accelerators(f, gpus, notes)
+    driver = gpus[0]["driver"]
+    stack["nvidia_driver"] = driver
+    banner = probe.run(["nvidia-smi"]) or ""
+    cuda_driver = parse_nvidia_cuda_version(banner)
+    cuda_rt = probe.env("CUDA_VERSION")  # set by the nvidia/cuda base images: the toolkit libraries in the image
+    if cuda_rt: stack["CUDA"] = cuda_rt
+    elif cuda_driver: stack["CUDA"] = f"{cuda_driver} (highest the driver supports; no CUDA_VERSION in the environment)"
+    if cuda_driver: stack["cuda_driver_api"] = cuda_driver
+    topo = parse_nvidia_topology(probe.run(["nvidia-smi", "topo", "-m"]) or "") if len(gpus) > 1 else ""
+    if topo: f["accelerator_interconnect"] = topo
+    notes.append("accelerators from nvidia-smi")
+  else:
+    out = probe.run(["rocm-smi", *ROCM_ARGS])
+    cards, driver = parse_rocm_json(out) if out else ([], None)
+    if cards:
+      _accelerators(f, cards, notes)
+      if driver: stack["amdgpu_driver"] = driver
+      rocm_path = probe.env("ROCM_PATH") or "/opt/rocm"
+      rocm = (probe.read(f"{rocm_path}/.info/version") or "").strip() or probe.env("ROCM_VERSION")
+      if rocm: stack["ROCm"] = rocm
+      notes.append("accelerators from rocm-smi")
+    else:
+      f["accelerators_per_node"] = "0"
+      f["accelerator_model_name"] = "none (CPU only)"
+      notes.append("no accelerator found (neither nvidia-smi nor rocm-smi answered)")
+
+  os_name = parse_os_release(probe.read("/etc/os-release") or "")
+  if os_name: f["operating_system"] = os_name
+  stack["kernel"] = probe.env("TINYPERF_KERNEL") or pyplatform.release()
+  stack["python"] = probe.env("TINYPERF_PYTHON") or pyplatform.python_version()
+  tg = probe.version("tinygrad")
+  commit = probe.vcs_commit("tinygrad") if tg else None
+  f["framework"] = (f"tinygrad {tg}, commit {commit}" if commit else f"tinygrad {tg} (PyPI)") if tg else \
+    "tinygrad (not installed in this Python)"
+  if not tg: notes.append("tinygrad is not installed in the Python that ran sysinfo: run it where training runs")
+  for dist in ("mlperf-logging", "tinyperf"):
+    v = probe.version(dist)
+    if v: stack[dist] = v
+  sha = _git_sha(probe)
+  if sha: stack["tinyperf_commit"] = sha
+  digest = probe.env("TINYPERF_BASE_DIGEST")
+  stack["base_image_digest"] = digest or "none (not run in a tinyperf image)"
+  f["other_software_stack"] = stack
+  f["sw_notes"] = (f"base image {digest}" if digest else "not run in a tinyperf image")
+  return f, notes
+
+
+def _accelerators(f: dict, devs: list[dict], notes: list[str]) -> None:
+  names = sorted({d["name"] for d in devs})
+  f["accelerators_per_node"] = str(len(devs))
+  f["accelerator_model_name"] = " + ".join(names)
+  if len(names) > 1: notes.append(f"mixed accelerator models: {', '.join(names)}")
+  mems = sorted({d["memory_bytes"] for d in devs if d.get("memory_bytes")})
+  if mems: f["accelerator_memory_capacity"] = _gib(mems[0])
+  clocks = sorted({d["max_clock_mhz"] for d in devs if d.get("max_clock_mhz")})
+  if clocks: f["accelerator_frequency"] = f"{clocks[-1]:.0f} MHz"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# overrides and merging
+
+def load_overrides(path: Path) -> dict:
+  """An overrides file (YAML, or JSON, which YAML reads too) of systems-JSON fields. Unknown keys are refused (a typo
+  would otherwise add a field and leave the intended one empty); scalars become strings."""
+  path = Path(path)
+  try:
+    text = path.read_text(encoding="utf-8")
+  except FileNotFoundError:
+    raise UserError(f"{path}: overrides file not found. Give a YAML or JSON file of systems-JSON fields "
+                    f"(submitter, division, status, cooling, ...).") from None
+  except (OSError, UnicodeDecodeError) as e:
+    raise UserError(f"{path}: cannot read the overrides file ({e}).") from None
+  try:
+    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+  except json.JSONDecodeError as e:
+    raise UserError(f"{path}:{e.lineno}: the overrides file is not valid JSON ({e.msg}, column {e.colno}). Fix the "
+                    f"syntax.") from None
+  except yaml.YAMLError as e:
+    mark = getattr(e, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark else str(path)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    raise UserError(f"{where}: the overrides file is not valid YAML ({problem}). Fix the syntax; quote values that "
+                    f"contain ': ' or start with special characters.") from None
+  if data is None: return {}
+  if not isinstance(data, dict):
+    raise UserError(f"{path}: the overrides file must be a mapping of systems-JSON fields to values, got "
+                    f"{type(data).__name__}.")
+  known = set(FIELDS) | set(OPTIONAL_FIELDS)
+  unknown = sorted(str(k) for k in data if k not in known)
+  if unknown:
+    raise UserError(f"{path}: unknown field(s) {', '.join(unknown)}. A systems JSON has these fields: "
+                    f"{', '.join(FIELDS + OPTIONAL_FIELDS)}.")
+  out = {}
+  for k, v in data.items():
+    if k == "other_software_stack" and isinstance(v, dict):
+      out[k] = {str(a): _scalar(path, f"other_software_stack.{a}", b) for a, b in v.items()}
+    else:
+      out[k] = _scalar(path, k, v)
+  return out
+
+
+def _scalar(path: Path, key: str, v) -> str:
+  if v is None: return ""
+  if isinstance(v, bool):
+    raise UserError(f"{path}: {key} is the YAML boolean {v} (yes/no/on/off/true/false are booleans); quote it if you "
+                    f"mean the text.")
+  if isinstance(v, (int, float)): return str(v)
+  if isinstance(v, str): return v
+  raise UserError(f"{path}: {key} must be a text value, got a {type(v).__name__}"
+                  + (" (only other_software_stack may be a mapping)" if isinstance(v, dict) else "") + ".")
+
+
+def merge(detected: dict, overrides: dict, system: str, notes: list[str]) -> dict:
+  """All required fields in the checker's order; overrides win; other_software_stack merges key by key."""
+  out = {k: "" for k in FIELDS}
+  out["system_name"] = system
+  out.update({k: v for k, v in detected.items() if k in out})
+  if notes: out["hw_notes"] = "Detected by tinyperf sysinfo: " + "; ".join(notes) + "."
+  for k, v in overrides.items():
+    if k == "other_software_stack" and isinstance(v, dict):
+      out[k] = {**(out.get(k) or {}), **v}
+    else:
+      out[k] = v
+  return out
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# validation
+
+def validate(data: dict, rulesets: list[str], where: str) -> None:
+  """Our checks (the values system_desc_checker does not look at but package_checker and result_summarizer need), then
+  the real system_desc_checker for each ruleset. UserError naming the field and the allowed values."""
+  problems = []
+  for k in MUST_OVERRIDE:
+    if data.get(k, "") == "":
+      allowed = {"status": STATUS_VALUES, "division": DIVISIONS}.get(k)
+      problems.append(f"{k} is empty and cannot be detected: set it in the overrides file"
+                      + (f" (one of: {', '.join(repr(a) for a in allowed)})" if allowed else ""))
+  if data.get("division") and data["division"] not in DIVISIONS:
+    problems.append(f"division is {data['division']!r}; it must be one of: 'closed', 'open' (package_checker runs the "
+                    f"seed and RCP checks only for 'closed')")
+  for k in COUNT_FIELDS:
+    try: int(data.get(k, ""))
+    except (TypeError, ValueError):
+      problems.append(f"{k} is {data.get(k)!r}; it must be an integer string (result_summarizer calls int() on it)")
+  if not problems:
+    with tempfile.TemporaryDirectory(prefix="tinyperf-sysinfo-") as tmp:
+      p = Path(tmp) / "system.json"
+      p.write_text(json.dumps(data, indent=2))
+      for r in rulesets:
+        res = mlperf_tools.system_desc_check(p, r)
+        if res.passed: continue
+        for reason in res.reasons or ["system_desc_checker did not report a pass"]:
+          m = re.match(r"Field (\S+) contains a non valid value: (.*), must be one of (\[.*\])$", reason, re.S)
+          if m:
+            problems.append(f"{m.group(1)} is {m.group(2)!r}; system_desc_checker {r} allows only one of: "
+                            f"{m.group(3).strip('[]')}")
+          else:
+            problems.append(f"system_desc_checker {r}: {reason}")
+  if problems:
+    raise UserError(f"{where}: the system description is not valid: " + "; ".join(dict.fromkeys(problems)) + ".")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# CLI
+
+def rulesets_for(system: str, platform: str | None) -> tuple[list[str], str | None]:
+  """The rulesets the system is checked with (those of the platform configs that name it) and their division."""
+  rulesets, divisions = [], set()
+  for bm in BENCHMARKS:
+    for p in available_platforms(bm):
+      if platform and p != platform: continue
+      cfg = load_config(bm, p, environ={})
+      if cfg["system"] != system and not platform: continue
+      rulesets.append(cfg["ruleset"]); divisions.add(cfg["division"])
+  return sorted(set(rulesets)), (divisions.pop() if len(divisions) == 1 else None)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+  p.epilog = "exit status: 0 written, 2 bad input (invalid overrides or values, existing file without --force)."
+  p.add_argument("--system", help="system name: the systems/<system>.json stem and results/<system> directory "
+                                  "(default: the --platform config's system)")
+  p.add_argument("--platform", help="implementation whose config.yaml gives the system, division and rulesets")
+  p.add_argument("--overrides", type=Path, help="YAML or JSON file of fields that cannot be detected "
+                                                "(submitter, division, status, storage, cooling, ...); wins over detection")
+  p.add_argument("--out", type=Path, help="write here instead of systems/<system>.json in the repository")
+  p.add_argument("--ruleset", action="append", help="validate against this ruleset (repeatable; default: those of the "
+                                                    "configs naming the system, else resnet's and bert's)")
+  p.add_argument("--force", action="store_true", help="replace an existing file")
+
+
+def main(args: argparse.Namespace) -> int:
+  if not args.system and not args.platform:
+    raise UserError("give --system NAME (the systems/<NAME>.json stem) or --platform P (its config names the system).")
+  system = args.system
+  if args.platform:
+    cfgs = [load_config(bm, args.platform, environ={}) for bm in BENCHMARKS if args.platform in available_platforms(bm)]
+    if not cfgs:
+      raise UserError(f"unknown platform {args.platform!r}: no benchmarks/*/implementations/{args.platform}/config.yaml.")
+    system = system or cfgs[0]["system"]
+  if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", system):
+    raise UserError(f"system name {system!r} is not git-friendly: use letters, digits and _ . + - (no spaces, no "
+                    f"leading dot); it names systems/<system>.json and results/<system>/.")
+  out = args.out or ROOT / "systems" / f"{system}.json"
+  if out.exists() and not args.force:
+    raise UserError(f"{out} already exists; sysinfo never replaces a systems JSON silently. Pass --force to replace "
+                    f"it, or --out FILE to write elsewhere.")
+  overrides = load_overrides(args.overrides) if args.overrides else {}
+  rulesets, division = rulesets_for(system, args.platform)
+  rulesets = args.ruleset or rulesets or sorted(set(RULESETS.values()))
+  for r in rulesets:
+    if r not in mlperf_tools.training_rulesets():
+      raise UserError(f"--ruleset {r}: not a ruleset of the installed mlperf_logging "
+                      f"({', '.join(mlperf_tools.training_rulesets())}).")
+  detected, notes = detect()
+  if division and "division" not in overrides: detected["division"] = division
+  data = merge(detected, overrides, system, notes)
+  validate(data, rulesets, str(args.overrides or out))
+  try:
+    write_atomic(out, json.dumps(data, indent=2, ensure_ascii=False) + "\n", overwrite=args.force)
+  except OSError as e:
+    raise UserError(f"cannot write {out} ({e.strerror or e}); choose a writable --out.") from None
+  empty = [k for k in FIELDS if data[k] == ""]
+  print(f"wrote {out} (system_desc_checker {', '.join(rulesets)}: passed)")
+  print(f"  {data['accelerators_per_node']} x {data['accelerator_model_name']}; {data['host_processors_per_node']} x "
+        f"{data['host_processor_model_name'] or '?'}; {data['framework']}")
+  if overrides: print(f"  from {args.overrides}: {', '.join(overrides)}")
+  if empty: print(f"  unknown (empty; set them in an overrides file): {', '.join(empty)}")
+  return 0
