@@ -36,7 +36,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tinygrad import Tensor, dtypes
+from tinygrad import Tensor, Context, dtypes
 from tinygrad.helpers import prod, USE_ATOMICS
 from tinygrad.nn import Embedding as TinygradEmbedding
 from tinygrad.nn.state import get_state_dict
@@ -111,14 +111,24 @@ class LayerNorm:
     return (x.float().layernorm(eps=self.eps) * self.weight + self.bias).cast(dtypes.default_float)
 
 
+def _on_cpu(t: Tensor) -> bool:
+  return all(str(d).split(":")[0] == "CPU" for d in (t.device if isinstance(t.device, tuple) else (t.device,)))
+
+
 class Embedding:
   """Table (num, dim) float32 0.02 * truncated normal. Looked up by comparing the ids against an arange over the table
-  and summing the selected row (no gather op): (..., ) int -> (..., dim) default float."""
+  and summing the selected row (no gather op): (..., ) int -> (..., dim) default float.
+
+  On CPU (or with tinygrad's USE_ATOMICS=1) tinygrad.nn.Embedding's path is taken instead: the same forward, but the
+  backward scatter-adds the output gradient into the table with atomic adds, O(tokens * dim) instead of the one-hot
+  O(tokens * vocab * dim) (30522 x 1024 x 64 multiply-adds per step at the cpu_smoke size: most of the step time).
+  tinygrad implements those atomics for CPU and AMD only; GPUs keep the one-hot form the reference uses."""
   def __init__(self, num: int, dim: int, rng: np.random.Generator | None = None):
     self.weight = _param((num, dim), rng, "normal")
 
   def __call__(self, ids: Tensor) -> Tensor:
-    if USE_ATOMICS: return TinygradEmbedding.__call__(self, ids).cast(dtypes.default_float)
+    if USE_ATOMICS or _on_cpu(self.weight):
+      with Context(USE_ATOMICS=1): return TinygradEmbedding.__call__(self, ids).cast(dtypes.default_float)
     table = self.weight.cast(dtypes.default_float)
     onehot = ids.unsqueeze(-1) == Tensor.arange(table.shape[0])  # (..., num) bool
     return onehot.unsqueeze(-1).where(table, 0).sum(-2)                            # exactly one row is selected
