@@ -103,10 +103,12 @@ class DropoutRNG:
   same dropout masks as an uninterrupted one. Create it once, right after building the model, before any step."""
   def __init__(self, seed: int, devices: Sequence[str]):
     Tensor.manual_seed(seed)
-    self.counters = []
+    self.keys, self.counters = [], []
     for d in devices:
-      Tensor.rand(1, device=d).realize()                         # creates this device's seed and counter tensors
-      self.counters.append(Tensor._device_rng_counters[Device.canonicalize(d)])
+      Tensor.rand(1, device=d).realize()                         # creates this device's key and counter tensors
+      d = Device.canonicalize(d)
+      self.keys.append(Tensor._device_seeds[d].realize())        # (2,) uint32, derived from the seed
+      self.counters.append(Tensor._device_rng_counters[d].realize())
 
 
 class StepState:
