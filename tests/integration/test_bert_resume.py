@@ -75,3 +75,33 @@ def test_step_zero_has_lr_zero():
   np.testing.assert_array_equal(model.cls.predictions.transform.dense.weight.numpy(), w0)   # LR 0 at step 0
   step(**to_device(b, DEVS))
   assert not np.array_equal(model.cls.predictions.transform.dense.weight.numpy(), w0)
+
+
+def no_dropout(model):
+  model.bert.embeddings.dropout = 0.0
+  for layer in model.bert.encoder.layer:
+    layer.attention.self.dropout = layer.attention.output.dropout = layer.output.dropout = 0.0
+
+
+def test_two_devices_equal_one_device():
+  from benchmarks.bert.steps import read_eval
+  data = batches(3)
+  runs = {}
+  for devs in (["CPU"], ["CPU:0", "CPU:1"]):
+    model = build_bert(KNOBS, seed=0, vocab=V)
+    no_dropout(model)                      # dropout masks are drawn per device: compare the deterministic part
+    place_model(model, devs)
+    DropoutRNG(0, devs)
+    opt, sched = make_optimizer(model, KNOBS)
+    train_step, eval_step = make_steps(model, opt, sched, KNOBS)
+    out = []
+    for b in data:
+      loss, norm = train_step(**to_device(b, devs))
+      out.append((loss.item() if len(devs) == 1 else loss.to(devs[0]).item(), norm.to(devs[0]).item()))
+    ev = read_eval(eval_step(**to_device(data[0], devs)))
+    runs[len(devs)] = out, ev, model.bert.pooler.dense.weight.to(devs[0]).numpy()
+  (o1, e1, w1), (o2, e2, w2) = runs[1], runs[2]
+  np.testing.assert_allclose(o2, o1, rtol=1e-5)
+  assert e1["mlm_count"] == e2["mlm_count"] == 8 and e1["nsp_count"] == e2["nsp_count"] == 4
+  for k in e1: assert e2[k] == pytest.approx(e1[k], rel=1e-4, abs=1e-5), k
+  np.testing.assert_allclose(w2, w1, rtol=1e-4, atol=1e-6)
