@@ -12,6 +12,14 @@ from benchmarks.bert.model import (BertConfig, BertForPretraining, bert_paramete
 from bert_numpy_ref import fixed_batch, forward, tf_weights
 
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_compile_pool():
+  """tinygrad keeps a pool of compile worker processes alive after compiling; later tests assert no live children."""
+  yield
+  from tinygrad.engine.worker import terminate_worker_pool
+  terminate_worker_pool()
+
 def test_bert_large_parameter_count():
   """BertForPreTraining-large with the tied decoder, counted from the shapes of a placeholder model (no allocation):
 

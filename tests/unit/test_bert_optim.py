@@ -16,6 +16,14 @@ KNOBS = dict(BS=96, LR=1e-3, BETA1=0.9, BETA2=0.999, EPSILON=1e-6, DECAY=0.01, P
              TRAIN_STEPS=100, LOSS_SCALER=2048.0, CLIP_NORM=1.0, EVAL_STEP_FREQ=0)
 
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_compile_pool():
+  """tinygrad keeps a pool of compile worker processes alive after compiling; later tests assert no live children."""
+  yield
+  from tinygrad.engine.worker import terminate_worker_pool
+  terminate_worker_pool()
+
 def np_lamb(w, grads, lr, b1, b2, eps, wd, adapt):
   """numpy LAMB for one tensor over len(grads) steps (bias-corrected moments, trust ratio |w|/|u| when both > 0)."""
   w, m, v = w.astype(np.float64), np.zeros_like(w, np.float64), np.zeros_like(w, np.float64)
