@@ -5,6 +5,7 @@
   pretrain  text parts -> train shards (one per part; resumable; parallel; byte-identical for a given seed)
   eval      results4/eval.txt -> eval.shard (EVAL_SAMPLES evenly spaced instances)
   verify    re-check every shard; exit 1 listing the bad ones
+  checkpoint  MLCommons TF1 checkpoint (model.ckpt-28252) -> safetensors for training (needs tensorflow-cpu)
 
 Exit codes: 0 done, 1 verify found bad shards, 2 bad input (message names the file and the fix), 130 interrupted.
 Layout of a data directory (DIR): vocab.txt, bert_config.json, model.ckpt-28252.*, checkpoint, results4/part-*-of-*,
@@ -299,6 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
   v.add_argument("--max-seq-len", type=int, default=None, help="expected; default: whatever the shards agree on")
   v.add_argument("--max-predictions", type=int, default=None)
   v.add_argument("--quiet", action="store_true")
+  k = sub.add_parser("checkpoint", help="TF1 checkpoint -> safetensors with our names; verified tensor by tensor")
+  k.add_argument("--tf", type=Path, required=True, help="checkpoint directory (with the `checkpoint` file) or prefix")
+  k.add_argument("--out", type=Path, required=True, help="safetensors file to write (training reads "
+                                                          "DATA/bert-large.safetensors by default)")
+  k.add_argument("--verify", action="store_true", help="only compare an existing --out with --tf; exit 1 on a difference")
+  k.add_argument("--quiet", action="store_true")
   return ap
 
 
@@ -312,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
       return 0
     if args.cmd == "corpus":
       return _corpus(args)
+    if args.cmd == "checkpoint":
+      return _checkpoint(args)
     if args.cmd == "verify":
       out = args.out or args.data
       bad = run_verify(out, args.vocab or args.data / "vocab.txt", args.max_seq_len, args.max_predictions, args.quiet)
@@ -331,6 +340,20 @@ def main(argv: list[str] | None = None) -> int:
   except KeyboardInterrupt:
     print(f"prep {args.cmd}: interrupted (finished shards are kept; rerun to continue)", file=sys.stderr)
     return 130
+
+
+def _checkpoint(args) -> int:
+  from benchmarks.bert.convert import convert, verify
+  if args.verify:
+    if not args.out.is_file(): raise InputError(f"{args.out}: not found; convert first (without --verify).")
+    problems = verify(args.tf, args.out)
+    for p in problems: print(p, file=sys.stderr)
+    if not args.quiet: print(f"prep checkpoint: {args.out} {'differs from' if problems else 'matches'} {args.tf}")
+    return 1 if problems else 0
+  if args.out.exists():
+    raise InputError(f"{args.out} already exists; prep never overwrites it. Check it with --verify, or move it away.")
+  convert(args.tf, args.out, quiet=args.quiet)
+  return 0
 
 
 def _corpus(args) -> int:

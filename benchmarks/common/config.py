@@ -116,6 +116,8 @@ BERT = {
   "BERT_HEADS": Knob(int, "attention heads (16 = BERT-large)"),
   "BERT_INTERMEDIATE": Knob(int, "feed-forward width (4096 = BERT-large)"),
   "INIT_BERT_LAYERS": Knob(int, "encoder layers the INIT phase compiles (kernels repeat per layer)"),
+  "INIT_CHECKPOINT": Knob(int, "1 = RUN starts from the MLPerf phase-1 checkpoint (DATA/bert-large.safetensors, made by "
+                              "prep checkpoint), 0 = from random init (toy runs)", choices=(0, 1)),
   "SUM_DTYPE": Knob(str, "reduction accumulation dtype", required=False, choices=("HALF", "FLOAT")),
 }
 

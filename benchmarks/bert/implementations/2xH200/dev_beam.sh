@@ -36,6 +36,7 @@
 #   BERT_HEADS            = 16
 #   BERT_INTERMEDIATE     = 4096
 #   INIT_BERT_LAYERS      = 2
+#   INIT_CHECKPOINT       = 1
 #   SUM_DTYPE             = HALF
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree

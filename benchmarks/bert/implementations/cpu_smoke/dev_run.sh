@@ -11,26 +11,27 @@
 #   SEED_BITS         = 31
 #   BS                = 16
 #   EVAL_BS           = 16
-#   LR                = 0.002
+#   LR                = 0.02
 #   BETA1             = 0.9
 #   BETA2             = 0.999
 #   EPSILON           = 1e-06
 #   DECAY             = 0.01
 #   POLY_POWER        = 1.0
-#   WARMUP_STEPS      = 10
-#   TRAIN_STEPS       = 400
+#   WARMUP_STEPS      = 20
+#   TRAIN_STEPS       = 300
 #   LOSS_SCALER       = 1.0
 #   CLIP_NORM         = 1.0
-#   TARGET            = 0.3
+#   TARGET            = 0.06
 #   EVAL_SAMPLES      = 256
 #   EVAL_STEP_FREQ    = 50
-#   MAX_SEQ_LEN       = 128
-#   MAX_PREDICTIONS   = 20
+#   MAX_SEQ_LEN       = 64
+#   MAX_PREDICTIONS   = 10
 #   BERT_LAYERS       = 2
-#   BERT_HIDDEN       = 128
+#   BERT_HIDDEN       = 64
 #   BERT_HEADS        = 2
-#   BERT_INTERMEDIATE = 512
+#   BERT_INTERMEDIATE = 256
 #   INIT_BERT_LAYERS  = 2
+#   INIT_CHECKPOINT   = 0
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 : "${DATA_DIR:?set DATA_DIR to the prepared Wikipedia shards, eval set and checkpoint (`tinyperf prep wiki ...`, `tinyperf prep bert-checkpoint`)}"

@@ -1,0 +1,295 @@
+"""BERT training entrypoint: `python -m benchmarks.bert.train --platform P --phase init|run --seed S --data D --results R`.
+
+INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, JIT + BEAM search of the
+train and eval steps on fake data of the real shapes with an INIT_BERT_LAYERS-layer model (kernels repeat per layer),
+init_stop. RUN (timed): run_start, seed, hyperparameters, initial weights, then blocks of training steps, each
+followed by an eval on exactly EVAL_SAMPLES samples, until the masked-LM accuracy reaches TARGET; train_samples;
+run_stop. Both phases append to one MLPerf log and share the kernel cache file CACHEDB. Every knob comes from the
+platform config (benchmarks/bert/implementations/<platform>/config.yaml), env vars override single knobs.
+Exit codes: 0 success (RUN: target reached), 1 target not reached or a training failure, 2 bad input.
+
+Data directory D (python -m benchmarks.bert.prep): D/train/part-*.shard, D/eval.shard and, when the config's
+INIT_CHECKPOINT is 1, D/bert-large.safetensors (prep checkpoint; --init-checkpoint overrides the path).
+"""
+from __future__ import annotations
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from benchmarks.common.config import load_config, PlatformConfig
+from benchmarks.common.io import InputError
+from benchmarks.common import mlperf, runtime
+
+VOCAB_SIZE = 30522          # the MLCommons uncased vocab (and the cpu_smoke one: the same bert-base-uncased vocab)
+CHECKPOINT_NAME = "bert-large.safetensors"
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(prog="python -m benchmarks.bert.train", description=__doc__.splitlines()[0])
+  p.add_argument("--platform", required=True, help="implementation directory under benchmarks/bert/implementations")
+  p.add_argument("--phase", required=True, choices=("init", "run"))
+  p.add_argument("--seed", type=int, required=True, help="run seed (31-bit; the launcher draws it)")
+  p.add_argument("--data", type=Path, help="prepared data directory (train/, eval.shard, bert-large.safetensors); "
+                 "INIT never reads it (only drops it from the page cache)")
+  p.add_argument("--results", type=Path, required=True, help="directory for the MLPerf log, checkpoints and the cache")
+  p.add_argument("--log", type=Path, help="MLPerf log file (default: RESULTS/result_bert_<seed>.txt)")
+  p.add_argument("--benchmark-steps", type=int, default=int(os.environ.get("BENCHMARK", "0")),
+                 help="run this many train steps, print step time and projected time to train, and stop (env BENCHMARK)")
+  p.add_argument("--ckpt", action="store_true", default=os.environ.get("CKPT", "0") == "1",
+                 help="save the full training state after every eval (env CKPT=1)")
+  p.add_argument("--resume", type=Path, default=Path(os.environ["RESUME"]) if os.environ.get("RESUME") else None,
+                 help="training-state file to resume from (env RESUME)")
+  p.add_argument("--init-checkpoint", type=Path, default=None,
+                 help=f"initial weights (safetensors from prep checkpoint); default DATA/{CHECKPOINT_NAME}; used only "
+                      f"when the config's INIT_CHECKPOINT is 1")
+  return p.parse_args(argv)
+
+
+def eval_every_steps(knobs) -> int:
+  """EVAL_STEP_FREQ, or with 0 the MLPerf interval FLOOR(0.05 * (230.23 * GBS + 3e6), 25000) samples, rounded *up* to
+  whole steps (the rules allow rounding up to a whole batch; upstream rounded down, e.g. 1562 instead of 1563 steps at
+  GBS 96)."""
+  if knobs["EVAL_STEP_FREQ"] > 0: return int(knobs["EVAL_STEP_FREQ"])
+  gbs = int(knobs["BS"])
+  interval = math.floor(0.05 * (230.23 * gbs + 3_000_000) / 25_000) * 25_000
+  return math.ceil(interval / gbs)
+
+
+def log_hparams(cfg: PlatformConfig):
+  from mlperf_logging.mllog import constants as C
+  from benchmarks.bert.optim import lamb_hparams
+  k = cfg.knobs
+  mlperf.event(C.OPT_NAME, C.LAMB)
+  mlperf.event(C.GRADIENT_ACCUMULATION_STEPS, 1)
+  for key, v in lamb_hparams(k).items(): mlperf.event(key, v)
+  mlperf.event(C.MAX_SEQUENCE_LENGTH, k["MAX_SEQ_LEN"])
+  mlperf.event("max_predictions_per_seq", k["MAX_PREDICTIONS"])
+  mlperf.event(C.EVAL_SAMPLES, k["EVAL_SAMPLES"])
+
+
+class Trainer:
+  """Model, optimizer, schedule, dropout RNG and jitted steps for one process; shapes come from the config only.
+  weights: state-dict name -> array to start from (a converted checkpoint); None = random init from the seed."""
+  def __init__(self, cfg: PlatformConfig, seed: int, layers: int | None = None, weights=None):
+    from benchmarks.bert.model import build_bert, load_weights, place_model
+    from benchmarks.bert.optim import make_optimizer
+    from benchmarks.bert.steps import DropoutRNG, StepState, make_steps
+    self.cfg, self.k = cfg, cfg.knobs
+    self.devices = runtime.devices(cfg)
+    self.model = build_bert(self.k, seed=None if weights is not None else seed, layers=layers, vocab=VOCAB_SIZE)
+    if weights is not None: load_weights(self.model, weights, source="initial checkpoint")
+    place_model(self.model, self.devices)
+    self.rng = DropoutRNG(seed, self.devices)
+    self.optimizer, self.scheduler = make_optimizer(self.model, self.k)
+    self.state = StepState(self.scheduler, self.rng)       # what a training state holds besides model and optimizer
+    self.train_step, self.eval_step = make_steps(self.model, self.optimizer, self.scheduler, self.k)
+
+  def save(self, path: Path, step: int):
+    from benchmarks.common.checkpoint import save_state
+    save_state(path, self.model, self.optimizer, self.state, metadata={"step": str(step), "benchmark": "bert"})
+
+  def load(self, path: Path) -> int:
+    from benchmarks.common.checkpoint import load_state
+    load_state(path, self.model, self.optimizer, self.state)
+    return self.scheduler.steps_done()
+
+
+def run_fake_steps(tr: Trainer, n: int) -> runtime.StepTimer:
+  """JIT capture + BEAM search on fake data with the real shapes (what INIT is for)."""
+  from tinygrad import Context
+  from benchmarks.bert.steps import fake_batch, to_device, read_eval
+  k, timer = tr.k, runtime.StepTimer()
+  with Context(BEAM=k["TRAIN_BEAM"]):
+    batch = fake_batch(k["BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"])
+    for i in range(n):
+      t0 = runtime.now()
+      loss, _ = tr.train_step(**to_device(batch, tr.devices))
+      loss = runtime.host_scalar(loss)
+      timer.add(runtime.now() - t0, 0.0)
+      print(f"init train step {i}: {timer.steps[-1]*1e3:.1f} ms, loss {loss:.3f}", flush=True)
+  with Context(BEAM=k["EVAL_BEAM"]):
+    batch = fake_batch(k["EVAL_BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"])
+    for i in range(min(n, 3)):
+      t0 = runtime.now()
+      read_eval(tr.eval_step(**to_device(batch, tr.devices)))
+      print(f"init eval step {i}: {(runtime.now() - t0)*1e3:.1f} ms", flush=True)
+  return timer
+
+
+def init_phase(cfg: PlatformConfig, args) -> int:
+  from mlperf_logging.mllog import constants as C
+  mlperf.log_submission_info(cfg)
+  method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache([args.data] if args.data else [])
+  print(f"page cache dropped with {method}", flush=True)
+  mlperf.event(C.CACHE_CLEAR, True, metadata={"method": method})
+  mlperf.start(C.INIT_START)
+  t0 = runtime.now()
+  # the real shapes except depth: every encoder layer runs the same kernels, so INIT_BERT_LAYERS layers find them all
+  tr = Trainer(cfg, args.seed, layers=cfg["INIT_BERT_LAYERS"])
+  n = args.benchmark_steps or 3  # TinyJit captures on the 2nd call and replays from the 3rd
+  timer = run_fake_steps(tr, n)
+  mlperf.event(C.INIT_STOP)
+  init_s = runtime.now() - t0
+  print(f"init took {init_s:.1f} s", flush=True)
+  if args.benchmark_steps:
+    print(timer.summary(cfg["BS"], cfg["TRAIN_STEPS"], "seq"), flush=True)
+    runtime.print_bench_record(cfg, timer, items_per_step=cfg["BS"], steps_to_train=cfg["TRAIN_STEPS"], unit="seq",
+                               init_s=init_s)
+  return 0
+
+
+def initial_weights(cfg: PlatformConfig, args):
+  """The converted phase-1 checkpoint when the config says so (INIT_CHECKPOINT 1), else None (random init)."""
+  if not cfg["INIT_CHECKPOINT"]: return None
+  from tinygrad.nn.state import safe_load
+  path = args.init_checkpoint or args.data / CHECKPOINT_NAME
+  if not path.is_file():
+    raise InputError(f"{path}: initial checkpoint not found (the config sets INIT_CHECKPOINT: 1). Convert the MLCommons "
+                     f"TF checkpoint with `python -m benchmarks.bert.prep checkpoint --tf DIR --out {path}`, or pass "
+                     f"--init-checkpoint FILE.")
+  return safe_load(str(path))
+
+
+def open_data(cfg: PlatformConfig, data: Path | None):
+  """(train shard paths, eval shard path, vocab md5), validated against the config and the model's vocab."""
+  from benchmarks.bert.data import train_shard_paths
+  from benchmarks.bert.shard import ShardError, read_header
+  if data is None: raise InputError("--data is required for the RUN phase (the prepared BERT data directory)")
+  try:
+    paths = train_shard_paths(data)
+    h = read_header(paths[0])
+  except ShardError as e:
+    raise InputError(str(e)) from None
+  ev = data / "eval.shard"
+  if not ev.is_file():
+    raise InputError(f"{ev}: eval shard not found. Run `python -m benchmarks.bert.prep eval --data {data}`.")
+  if h.get("vocab_size") != VOCAB_SIZE:
+    raise InputError(f"{paths[0]}: made with a {h.get('vocab_size')}-token vocab, the model has {VOCAB_SIZE}. "
+                     f"Prepare the data with the BERT uncased vocab.")
+  return paths, ev, h.get("vocab_md5")
+
+
+def evaluate(tr: Trainer, eval_path: Path, vocab_md5: str | None):
+  from tinygrad import Context
+  from benchmarks.bert.steps import eval_set_batches, evaluate as run_eval
+  k = tr.k
+  with Context(BEAM=k["EVAL_BEAM"]):
+    batches = eval_set_batches(eval_path, k["EVAL_BS"], k["EVAL_SAMPLES"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"],
+                               vocab_md5)
+    totals = run_eval(tr.eval_step, batches, tr.devices)
+  if totals.sums["nsp_count"] != k["EVAL_SAMPLES"]:
+    raise RuntimeError(f"eval saw {totals.sums['nsp_count']:.0f} samples, EVAL_SAMPLES is {k['EVAL_SAMPLES']}")
+  return totals
+
+
+def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tuple[bool, int]:
+  """Blocks of training steps, each followed by an eval; returns (target reached, samples trained on)."""
+  import time
+  from mlperf_logging.mllog import constants as C
+  from tinygrad import Context
+  from benchmarks.bert.data import train_batches
+  from benchmarks.bert.steps import to_device
+  k, gbs = tr.k, tr.k["BS"]
+  every, total = eval_every_steps(k), k["TRAIN_STEPS"]
+  timer, benchmark = runtime.StepTimer(), args.benchmark_steps
+  it = train_batches(paths, gbs, k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"], seed=args.seed, skip_batches=start_step,
+                     vocab_md5=vocab_md5)
+  step = start_step
+  print(f"training with global batch size {gbs}: {total} steps, eval every {every} steps ({every * gbs} samples) on "
+        f"{k['EVAL_SAMPLES']} samples, target masked-LM accuracy {k['TARGET']}", flush=True)
+  mlperf.start(C.BLOCK_START, step * gbs, metadata={C.SAMPLES_COUNT: step * gbs})
+  t_block = time.perf_counter()
+  while step < total:
+    t0 = runtime.now()
+    batch = next(it)
+    wait = runtime.now() - t0
+    with Context(BEAM=k["TRAIN_BEAM"]):
+      loss, norm = tr.train_step(**to_device(batch, tr.devices))
+    loss, norm = runtime.host_scalar(loss), runtime.host_scalar(norm)   # syncs: the step time includes the device
+    timer.add(runtime.now() - t0 - wait, wait)
+    if not math.isfinite(loss): raise FloatingPointError(f"loss is {loss} at step {step}")
+    step += 1
+    if step % 10 == 0 or step <= 3 or benchmark:
+      print(f"step {step}/{total}: loss {loss:.4f}, grad norm {norm:.3f}, lr {tr.scheduler.lr_at(step - 1):.3g}, "
+            f"{timer.steps[-1]*1e3:.0f} ms, data {wait*1e3:.0f} ms", flush=True)
+    if benchmark and len(timer.steps) >= benchmark:
+      print(timer.summary(gbs, total, "seq"), flush=True)
+      return False, step * gbs
+    if step % every and step != total: continue
+    samples = step * gbs
+    mlperf.end(C.BLOCK_STOP, samples, metadata={C.SAMPLES_COUNT: samples})
+    mlperf.start(C.EVAL_START, samples, metadata={C.EPOCH_NUM: samples})
+    t_eval = time.perf_counter()
+    totals = evaluate(tr, eval_path, vocab_md5)
+    mlperf.event(C.EVAL_ACCURACY, totals.mlm_accuracy, metadata={C.EPOCH_NUM: samples})
+    mlperf.end(C.EVAL_STOP, samples, metadata={C.EPOCH_NUM: samples})
+    print(f"eval at step {step} ({samples} samples): masked-LM accuracy {totals.mlm_accuracy:.4f} (target {k['TARGET']}), "
+          f"MLM loss {totals.mlm_loss:.4f}, NSP accuracy {totals.nsp_accuracy:.4f}, NSP loss {totals.nsp_loss:.4f}; "
+          f"block {time.perf_counter() - t_block:.1f} s, eval {time.perf_counter() - t_eval:.1f} s", flush=True)
+    if args.ckpt:
+      path = args.results / "ckpt" / f"bert_{args.seed}_s{step}.safetensors"
+      tr.save(path, step)
+      print(f"saved training state to {path}", flush=True)
+    if totals.mlm_accuracy >= k["TARGET"]: return True, samples
+    if step < total:
+      mlperf.start(C.BLOCK_START, samples, metadata={C.SAMPLES_COUNT: samples})
+      t_block = time.perf_counter()
+  return False, step * gbs
+
+
+def run_phase(cfg: PlatformConfig, args) -> int:
+  from mlperf_logging.mllog import constants as C
+  # The clock starts before any dataset access, and before the initial checkpoint is read. MLPerf lets model creation
+  # and initialisation stay outside the timed run only inside the init allowance (init_start..init_stop); our RUN is a
+  # separate process that starts after init_stop, so anything it does before run_start would be work outside both
+  # windows. Loading the phase-1 checkpoint (and building the model) therefore happens on the clock, as upstream does.
+  mlperf.start(C.RUN_START)
+  mlperf.event(C.SEED, args.seed)
+  paths, eval_path, vocab_md5 = open_data(cfg, args.data)
+  log_hparams(cfg)
+  weights = initial_weights(cfg, args)
+  try:
+    tr = Trainer(cfg, args.seed, weights=weights)
+  except ValueError as e:
+    raise InputError(str(e)) from None
+  del weights
+  start_step = 0
+  if args.resume:
+    start_step = tr.load(args.resume)
+    print(f"resumed from {args.resume} at step {start_step}", flush=True)
+  status, samples = C.ABORTED, start_step * cfg["BS"]
+  try:
+    reached, samples = train(tr, args, paths, eval_path, vocab_md5, start_step)
+    if args.benchmark_steps: return 0
+    status = C.SUCCESS if reached else C.ABORTED
+  except (FloatingPointError, RuntimeError) as e:
+    print(f"\n{'!' * 100}\ntraining failed: {e}\n{'!' * 100}", file=sys.stderr, flush=True)
+  mlperf.event(C.TRAIN_SAMPLES, samples)    # samples to converge (EXACTLY_ONE; enables --rcp-bert-train-samples)
+  mlperf.end(C.RUN_STOP, metadata={C.STATUS: status})
+  if status != C.SUCCESS:
+    print(f"\n{'!' * 100}\nRUN ABORTED: masked-LM accuracy target {cfg['TARGET']} not reached after {samples} samples "
+          f"(TRAIN_STEPS {cfg['TRAIN_STEPS']})\n{'!' * 100}", file=sys.stderr, flush=True)
+    return 1
+  print(f"target reached after {samples} samples", flush=True)
+  return 0
+
+
+def main(argv=None) -> int:
+  args = parse_args(argv)
+  try:
+    cfg = load_config("bert", args.platform)
+    for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
+    runtime.apply_tinygrad_env(cfg, args.phase)
+    runtime.prepare_cache_db(args.results, args.seed, fresh=args.phase == "init")
+    mlperf.open_result_log(args.log or args.results / f"result_bert_{args.seed}.txt")
+    print("provenance: " + ", ".join(f"{k}={v}" for k, v in runtime.provenance().items()), flush=True)
+    return (init_phase if args.phase == "init" else run_phase)(cfg, args)
+  except InputError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())

