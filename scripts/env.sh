@@ -19,13 +19,17 @@ fi
 VENV="${TINYPERF_VENV:-$ROOT_DIR/.venv}"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 stamp="$VENV/.tinyperf-lock.sha"
-want="$(cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$ROOT_DIR/requirements-testdata.txt" \
-  "$ROOT_DIR/pyproject.toml" | sha1sum | cut -d' ' -f1)"
+# TINYPERF_WITH_CONVERT=1 adds TensorFlow (BERT checkpoint conversion and its test; CI sets it)
+convert="${TINYPERF_WITH_CONVERT:-0}"
+want="$( (cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$ROOT_DIR/requirements-testdata.txt" \
+  "$ROOT_DIR/pyproject.toml"; echo "convert=$convert"; if [ "$convert" = 1 ]; then cat "$ROOT_DIR/requirements-convert.lock"; fi) \
+  | sha1sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing locked dependencies into $VENV (log: $VENV/install.log)" >&2
   if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
          "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock" &&
          "$VENV/bin/python" -m pip install --require-hashes --no-deps -r "$ROOT_DIR/requirements-testdata.txt" &&
+         { [ "$convert" != 1 ] || "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements-convert.lock"; } &&
          "$VENV/bin/python" -m pip install --no-deps --no-build-isolation -e "$ROOT_DIR"; } > "$VENV/install.log" 2>&1; then
     tail -30 "$VENV/install.log" >&2
     echo "installing the locked dependencies failed; the full log is $VENV/install.log" >&2
