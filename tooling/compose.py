@@ -60,8 +60,11 @@ def _gpu_settings(cfg: PlatformConfig) -> dict:
   return {}
 
 
-def _runtime_common() -> dict:
-  return {"init": True, "user": USER, "ulimits": {"memlock": -1, "stack": 67108864}}
+def _runtime_common(vendor: str = "cpu") -> dict:
+  # GPU runtimes pin host memory (memlock unlimited, as NVIDIA's kits run); the CPU backend does not, and some
+  # sandboxes (CI) may not raise the limit at all
+  limits = {"memlock": -1, "stack": 67108864} if vendor in ("nv", "amd") else {"stack": 67108864}
+  return {"init": True, "user": USER, "ulimits": limits}
 
 
 def benchmark_service(cfg: PlatformConfig) -> dict:
@@ -70,7 +73,7 @@ def benchmark_service(cfg: PlatformConfig) -> dict:
     "image": IMAGE.format(V=v.upper(), v=v),
     "command": ["tinyperf", "run", b, "--platform", cfg.platform, "--no-container", "--nexp", f"${{NEXP:-{NEXP[b]}}}",
                 "--data", "/data", "--results", "/results"],
-    **_runtime_common(),
+    **_runtime_common(v),
     "network_mode": "none",
     "shm_size": shm_size_for(cfg),
     **_gpu_settings(cfg),

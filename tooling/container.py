@@ -8,7 +8,10 @@ saved; DeviceRequest(count=N, capabilities=[["gpu"]]) is `--gpus N`."""
 from __future__ import annotations
 import os
 import re
+import resource
 import stat
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -79,7 +82,7 @@ def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, lab
         if m: step = line
         tail = (tail + [line])[-40:]
         echo(line)
-        if line.startswith("Successfully built "): image_id = line.split()[-1]
+        if line.startswith("Successfully built ") and not image_id: image_id = line.split()[-1]
     elif "aux" in ev and isinstance(ev["aux"], dict) and ev["aux"].get("ID"):
       image_id = ev["aux"]["ID"]
     elif "error" in ev or "errorDetail" in ev:
@@ -113,6 +116,7 @@ class RunSpec:
   user: str
   labels: dict = field(default_factory=dict)
   render_gid: int | None = None
+  memlock: int | None = None                    # GPU vendors: RLIMIT_MEMLOCK bytes, -1 = unlimited (the default)
 
 
 def host_render_gid() -> int | None:
@@ -143,6 +147,20 @@ def check_gpu_runtime(client, vendor: str):
                       f"was run.")
 
 
+def memlock_limit() -> int:
+  """RLIMIT_MEMLOCK for GPU containers: -1 (unlimited, what the GPU userspace wants for pinned host memory) when the
+  host allows raising it, else the host's hard limit (sandboxes where even root may not raise it, e.g. CI), with a
+  warning. TINYPERF_MEMLOCK (bytes, -1 = unlimited) overrides."""
+  if os.environ.get("TINYPERF_MEMLOCK"): return int(os.environ["TINYPERF_MEMLOCK"])
+  _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+  if hard == resource.RLIM_INFINITY: return -1
+  probe = "import resource as r; r.setrlimit(r.RLIMIT_MEMLOCK, (r.RLIM_INFINITY, r.RLIM_INFINITY))"
+  if subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0: return -1
+  print(f"WARNING: this host may not raise the locked-memory limit; GPU containers get {hard} bytes instead of "
+        f"unlimited (set TINYPERF_MEMLOCK to override).", file=sys.stderr)
+  return hard
+
+
 def container_kwargs(spec: RunSpec) -> dict:
   """docker SDK containers.create() arguments; the same devices, limits and mounts compose.yaml gives the services."""
   import docker.types as T
@@ -150,7 +168,10 @@ def container_kwargs(spec: RunSpec) -> dict:
             environment=spec.environment, labels=spec.labels, shm_size=spec.shm_size, network_mode="none",
             working_dir="/tmp",
             mounts=[T.Mount(target=c, source=str(h), type="bind", read_only=ro) for h, c, ro in spec.mounts],
-            ulimits=[T.Ulimit(name="memlock", soft=-1, hard=-1), T.Ulimit(name="stack", soft=67108864, hard=67108864)])
+            ulimits=[T.Ulimit(name="stack", soft=67108864, hard=67108864)])
+  if spec.vendor in ("nv", "amd"):  # pinned host memory for the GPU runtimes; the CPU backend does not lock memory
+    m = spec.memlock if spec.memlock is not None else -1
+    kw["ulimits"].insert(0, T.Ulimit(name="memlock", soft=m, hard=m))
   if spec.vendor == "nv":
     kw["device_requests"] = [T.DeviceRequest(driver="nvidia", count=spec.gpus, capabilities=[["gpu", "compute", "utility"]])]
   elif spec.vendor == "amd":
@@ -164,15 +185,23 @@ class Running:
   """One started container: stream its output to a sink until it exits, then remove it. Ctrl-C (or any exception)
   kills and removes it before re-raising; a watchdog kills it after `limit_s`."""
   def __init__(self, client, spec: RunSpec):
+    import docker
     self.client, self.spec, self.timed_out = client, spec, False
-    self.container = client.containers.create(**container_kwargs(spec))
+    try:
+      self.container = client.containers.create(**container_kwargs(spec))
+    except docker.errors.APIError as e:
+      raise UserError(f"the Docker daemon refused to create container {spec.name} from {spec.image}: "
+                      f"{e.explanation or e}. Nothing was run.") from None
 
   def run(self, sink, limit_s: float | None = None) -> int:
     import docker
     c = self.container
     timer = None
     try:
-      c.start()
+      try: c.start()
+      except docker.errors.APIError as e:
+        raise UserError(f"the Docker daemon could not start container {self.spec.name}: {e.explanation or e}. "
+                        f"Nothing was run in it.") from None
       if limit_s:
         def kill():
           self.timed_out = True

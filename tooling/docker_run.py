@@ -72,6 +72,7 @@ class ContainerBackend:
     if self.vendor == "amd" and self.render_gid is None:
       raise UserError("cannot tell the host's render group (no /dev/dri/renderD*); set TINYPERF_RENDER_GID to the GID "
                       "that owns /dev/dri/renderD* on the host. Nothing was run.")
+    self.memlock = C.memlock_limit() if self.vendor in ("nv", "amd") else None
     self.root = os.geteuid() == 0
     self.user = f"{IMAGE_UID}:{IMAGE_UID}" if self.root else f"{os.getuid()}:{os.getgid()}"
     self._stop_stale()
@@ -103,7 +104,7 @@ class ContainerBackend:
     knob_env = {k: str(new) for k, (_, new) in self.cfg.overridden.items()}  # BS=512 tinyperf run ... reaches the run
     return C.RunSpec(image=self.image.id, command=command, name=name, mounts=mounts, vendor=self.vendor,
                      gpus=self.cfg["GPUS"], shm_size=shm_size_for(self.cfg), user=self.user, labels=labels,
-                     render_gid=self.render_gid,
+                     render_gid=self.render_gid, memlock=self.memlock,
                      environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **knob_env, **env})
 
   def _name(self, suffix: str) -> str:

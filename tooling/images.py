@@ -124,8 +124,8 @@ def rendered_dockerfiles() -> dict[Path, str]:
 
 
 def platforms_of(vendor: str) -> list:
-  return [load_config(b, p, environ={}) for b in BENCHMARKS for p in available_platforms(b)
-          if load_config(b, p, environ={})["vendor"] == vendor]
+  cfgs = [load_config(b, p, environ={}) for b in BENCHMARKS for p in available_platforms(b)]
+  return [c for c in cfgs if c["vendor"] == vendor]
 
 
 def tinygrad_version(lock_path: Path = ROOT / "requirements.lock") -> str:

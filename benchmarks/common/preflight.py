@@ -120,8 +120,8 @@ class Preflight:
         from benchmarks.resnet.data import load_manifest
         m = load_manifest(d, check_files=True)
         detail = f"{m.kind} manifest, {', '.join(f'{k} {len(v):,}' for k, v in m.splits.items())} files present"
-        if m.num_classes() != self.cfg["NUM_CLASSES"]:
-          return self.record("data", False, f"{d}: {m.num_classes()} classes but the config's NUM_CLASSES is "
+        if m.num_classes != self.cfg["NUM_CLASSES"]:
+          return self.record("data", False, f"{d}: {m.num_classes} classes but the config's NUM_CLASSES is "
                              f"{self.cfg['NUM_CLASSES']}; prepare the data set this platform expects.")
       else:
         from benchmarks.bert.data import train_shard_paths
