@@ -30,6 +30,9 @@ system)
       useradd --uid 1000 --create-home --user-group --shell /bin/sh tinyperf
     fi
   fi
+  # AMD: /dev/kfd and /dev/dri/renderD* belong to the host's video/render groups; containers get the host's render GID
+  # through group_add (compose.yaml: RENDER_GID), and `render` exists here so that the name is a valid default
+  getent group render >/dev/null || groupadd --system render
   usermod -a -G video tinyperf 2>/dev/null || true
   ;;
 python)

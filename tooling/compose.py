@@ -55,7 +55,7 @@ def _gpu_settings(cfg: PlatformConfig) -> dict:
       {"driver": "nvidia", "count": cfg["GPUS"], "capabilities": ["gpu", "compute", "utility"]}]}}}}
   if cfg["vendor"] == "amd":
     return {"devices": ["/dev/kfd:/dev/kfd", "/dev/dri:/dev/dri"],
-            "group_add": ["video", "${RENDER_GID:-video}"],
+            "group_add": ["video", "${RENDER_GID:-render}"],
             "security_opt": ["seccomp=unconfined"]}
   return {}
 
