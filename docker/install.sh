@@ -37,7 +37,7 @@ system)
   ;;
 python)
   python3.11 -m venv "$VENV"
-  # an extra CA (TLS-intercepting proxies; docker/certs/README.md) is used by pip only, then deleted with this layer
+  # an extra CA (TLS-intercepting proxies; docker/certs/README.md) is used by pip only; the trust store is not changed
   bundle=""
   if ls "$BUILD"/certs/*.crt >/dev/null 2>&1; then
     bundle="$BUILD/ca-bundle.pem"

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser):
                  help="build a closed-division image from a base without a digest (recorded in the image)")
   p.add_argument("--extra-ca", type=Path, default=os.environ.get("TINYPERF_EXTRA_CA") or None,
                  help="PEM CA certificate for pip inside the build (TLS-intercepting proxies; env TINYPERF_EXTRA_CA); "
-                 "used by the build only, not kept in the image")
+                 "used by the build's pip only, not trusted by the image (a lower layer keeps the file: public certificates only)")
   p.add_argument("--no-cache", action="store_true", help="rebuild every layer")
   p.add_argument("--record", type=Path, default=Path("out/images"), help="folder for the build record (default out/images)")
 

@@ -4,7 +4,10 @@ Layout under --results R:
   R/results/<system>/<bm>/result_<i>.txt   finished runs (the submission's results tree; never overwritten)
   R/runs/<system>/<bm>/ledger.json         every attempt: seed, status, exit codes, cache-drop method
   R/runs/<system>/<bm>/run_<i>_<seed>/     raw console output, the MLPerf log while it is written, the kernel cache
-The training entrypoint is started as a process (this module never imports tinygrad or training code)."""
+The training entrypoint is started as a process (this module never imports tinygrad or training code): by default in
+the platform's image, one container per run (tooling/docker_run.py: preflight, host page-cache drop, INIT + RUN with the
+kernel cache on its own volume, output streamed to the host); with --no-container with this Python (host_run), which is
+also what the compose services run inside their image. Both run a preflight before anything is timed."""
 from __future__ import annotations
 import argparse
 import os

@@ -150,8 +150,8 @@ def test_compose_run_resnet_cpu(engine, cpu_image, smoke_data, tmp_path):
   result = out / "results" / "cpu_smoke" / "resnet" / "result_0.txt"
   assert result.is_file() and list(cache.glob("cpu_smoke_resnet_0_*.db")), "the kernel cache lives on its volume"
   assert "posix_fadvise" in result.read_text()   # a container cannot drop the host's page cache: recorded as such
-  chk = tinyperf("check", str(result.parent))
-  assert chk.returncode == 0, chk.stdout + chk.stderr
+  chk = tinyperf("check", str(result))   # one run's log (a directory also needs all 5 of a package)
+  assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
 
 
 def _wait_for(pred, timeout: float, what: str):
@@ -213,8 +213,9 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
   out1 = Path(ledger[2]["output"]).read_text()
   assert "provenance: " in out1 and ledger[2]["provenance"]["TINYPERF_GIT_SHA"] in out1
   assert list(Path(ledger[2]["output"]).parent.glob("cache/tinygrad.db*"))
-  chk = tinyperf("check", str(res / "results/cpu_smoke/resnet"))
-  assert chk.returncode == 0, chk.stdout + chk.stderr
+  for i in (0, 1):
+    chk = tinyperf("check", str(res / f"results/cpu_smoke/resnet/result_{i}.txt"))
+    assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
 
 
 def test_ctrl_c_stops_and_removes_the_container(engine, cpu_image, smoke_data, tmp_path):
@@ -242,11 +243,15 @@ def test_bad_input_with_a_live_engine(engine, cpu_image, smoke_data, tmp_path):
                "--image", "tinyperf-test:does-not-exist")
   assert r.returncode == 2 and "image tinyperf-test:does-not-exist is not on this Docker daemon" in r.stderr
   assert "tinyperf build --vendor cpu" in r.stderr and "Traceback" not in r.stderr
+  r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
+               str(tmp_path / "b"), "--image", cpu_image)
+  assert r.returncode == 2 and "is the cpu image but tinybox_green runs on nv" in r.stderr, r.stderr
   info = engine.info()
-  if "nvidia" not in (info.get("Runtimes") or {}):
+  nv_image = [t for t in [TAG.format("nv")] if engine.images.list(name=t)]
+  if "nvidia" not in (info.get("Runtimes") or {}) and nv_image:
     r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
-                 str(tmp_path / "b"), "--image", cpu_image)
-    assert r.returncode == 2 and ("no NVIDIA GPU runtime" in r.stderr or "is the cpu image" in r.stderr), r.stderr
+                 str(tmp_path / "b"), "--image", nv_image[0])
+    assert r.returncode == 2 and "no NVIDIA GPU runtime" in r.stderr and "nvidia-ctk" in r.stderr, r.stderr
   # preflight inside the container refuses a data set that does not match the config, before anything is timed
   bad = tmp_path / "bad"; shutil.copytree(smoke_data, bad)
   next((bad / "train").rglob("*.JPEG")).unlink()
