@@ -16,7 +16,10 @@ VERBS = {
   "score": ("tooling.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
   "run": ("tooling.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
   "bench": ("tooling.bench", "our tinygrad train step and PyTorch's, side by side on this machine's GPU(s)"),
-  "render": ("tooling.render", "regenerate each implementation's scripts and README from its config.yaml"),
+  "render": ("tooling.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
+             "the configs and images.lock.json"),
+  "build": ("tooling.build", "build a vendor's image (nv, amd, cpu) with live progress, provenance and the base digest used"),
+  "images": ("tooling.images", "show the pinned base images, or pin their digests from the registry"),
   "package": ("tooling.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
               "(optionally encrypted) tarball + sha1; --verify checks and safely unpacks one"),
   "report": ("tooling.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),

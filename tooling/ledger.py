@@ -29,7 +29,8 @@ class Attempt:
   output: str | None = None          # raw console output of INIT + RUN
   cache_drop: str | None = None
   backend: str = "host"
-  image: str | None = None
+  image: str | None = None          # container backend: tag and image ID
+  provenance: dict = field(default_factory=dict)  # container backend: the image's git sha, base digest, versions
   exit_codes: dict = field(default_factory=dict)
   note: str = ""
 

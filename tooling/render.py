@@ -148,7 +148,10 @@ RENDERERS = {"run_and_time.sh": render_run_and_time, "dev_run.sh": render_dev_ru
 
 
 def rendered_files() -> dict[Path, str]:
-  out = {}
+  """Every generated file and its text: implementation scripts/READMEs, compose.yaml, the Dockerfiles."""
+  from tooling.compose import COMPOSE, render_compose
+  from tooling.images import rendered_dockerfiles
+  out = {COMPOSE: render_compose(), **rendered_dockerfiles()}
   for b in BENCHMARKS:
     for p in available_platforms(b):
       cfg = load_config(b, p, environ={})  # the committed files reflect the config alone, never this shell's env

@@ -4,7 +4,10 @@ Layout under --results R:
   R/results/<system>/<bm>/result_<i>.txt   finished runs (the submission's results tree; never overwritten)
   R/runs/<system>/<bm>/ledger.json         every attempt: seed, status, exit codes, cache-drop method
   R/runs/<system>/<bm>/run_<i>_<seed>/     raw console output, the MLPerf log while it is written, the kernel cache
-The training entrypoint is started as a process (this module never imports tinygrad or training code)."""
+The training entrypoint is started as a process (this module never imports tinygrad or training code): by default in
+the platform's image, one container per run (tooling/docker_run.py: preflight, host page-cache drop, INIT + RUN with the
+kernel cache on its own volume, output streamed to the host); with --no-container with this Python (host_run), which is
+also what the compose services run inside their image. Both run a preflight before anything is timed."""
 from __future__ import annotations
 import argparse
 import os
@@ -27,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--nexp", type=int, help="number of runs (default: 5 for resnet, 10 for bert, as MLPerf requires)")
   p.add_argument("--data", type=Path, required=True, help="prepared dataset directory (tinyperf prep ...)")
   p.add_argument("--results", type=Path, default=Path("out"), help="output root (default: ./out)")
+  p.add_argument("--image", help="image to run in (default tinyperf:<vendor of the platform>, as `tinyperf build` tags it)")
   p.add_argument("--no-container", action="store_true",
                  help="run on this host with this Python instead of in the platform's image")
   p.add_argument("--no-check", action="store_true", help="skip `tinyperf check` after each run")
@@ -43,11 +47,12 @@ def _unique_seed(taken: set[int], bits: int) -> int:
 
 
 def _stream(cmd: list[str], env: dict, out_file, cwd: Path) -> int:
-  """Run one phase, teeing its output to the console and to out_file as it arrives (a crash keeps what was printed)."""
+  """Run one phase, teeing its output to the console and to out_file (if any) as it arrives (a crash keeps what was
+  printed)."""
   proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
   try:
     for chunk in iter(lambda: proc.stdout.read1(65536), b""):
-      out_file.write(chunk); out_file.flush()
+      if out_file is not None: out_file.write(chunk); out_file.flush()
       sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
     return proc.wait()
   except BaseException:
@@ -59,11 +64,12 @@ def _stream(cmd: list[str], env: dict, out_file, cwd: Path) -> int:
     raise
 
 
-def host_run(cfg: PlatformConfig, index: int, seed: int, data: Path, work: Path, out_file) -> tuple[dict, Path]:
-  """INIT then RUN on this host, the way run_and_time.sh does it, appending to one MLPerf log in `work`."""
+def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None) -> tuple[dict, Path]:
+  """INIT then RUN with this Python, the way run_and_time.sh does it, appending to one MLPerf log in `work`. The host
+  backend calls it directly; in a container, tooling/inside.py does (with the kernel cache on its own volume)."""
   from benchmarks.common.config import ROOT
   log = work / "mlperf.txt"
-  env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(work / "cache" / "tinygrad.db")}
+  env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / "cache" / "tinygrad.db")}
   codes = {}
   for phase in ("init", "run"):
     cmd = [sys.executable, "-m", f"benchmarks.{cfg.benchmark}.train", "--platform", cfg.platform, "--phase", phase,
@@ -83,18 +89,57 @@ def check_log(log: Path) -> tuple[bool, str]:
   return False, f"{fr.verdict}: {first.message if first else 'see tinyperf check ' + str(log)}"
 
 
+def _results_writable(results: Path):
+  """Create the output root (or fail with the fix) and prove a file can be written there, before anything runs."""
+  try:
+    results.mkdir(parents=True, exist_ok=True)
+    probe = results / f".tinyperf-write-test-{os.getpid()}"
+    probe.write_bytes(b""); probe.unlink()
+  except OSError as e:
+    raise UserError(f"results directory {results} is not writable ({e.strerror}); choose a writable --results "
+                    f"directory or fix its permissions. Nothing was run.") from None
+
+
+def _check_data(cfg: PlatformConfig, data: Path):
+  """Cheap host-side checks of the data directory; the container's preflight verifies the manifest in full."""
+  if not data.is_dir():
+    raise UserError(f"data directory {data} does not exist; prepare it with `tinyperf prep ...` and pass --data. "
+                    f"Nothing was run.")
+  marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
+  if not marker.is_file():
+    how = (f"tinyperf prep imagenet --out {data}` (or `tinyperf prep synthetic-imagenet --out {data}` for smoke runs)"
+           if cfg.benchmark == "resnet" else f"tinyperf prep wiki pretrain/eval --data {data}`")
+    raise UserError(f"{data} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
+                    f"verifying). Run `{how}. Nothing was run.")
+
+
+def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path):
+  cmd = [sys.executable, "-m", "benchmarks.common.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
+         "--data", str(data), "--work", str(work_root)]
+  from benchmarks.common.config import ROOT
+  r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+  sys.stdout.write(r.stdout)
+  if r.returncode != 0:
+    failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
+    raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + "\n  ".join(failed) +
+                    "\nNothing was run or timed; fix the above and rerun the same command.")
+
+
 def main(args) -> int:
   cfg = load_config(args.benchmark, args.platform)
-  if not args.no_container:
-    raise UserError("the container backend is not available yet in this version; use --no-container to run on this host")
   nexp = args.nexp or DEFAULT_NEXP[args.benchmark]
-  if not args.data.is_dir():
-    raise UserError(f"data directory {args.data} does not exist; prepare it with `tinyperf prep ...` and pass --data.")
+  if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
+  _check_data(cfg, args.data)
+  _results_writable(args.results)
   results_dir, work_root = run_dirs(args.results, cfg)
   try:
     results_dir.mkdir(parents=True, exist_ok=True); work_root.mkdir(parents=True, exist_ok=True)
   except OSError as e:
     raise UserError(f"cannot create {results_dir} ({e.strerror}); choose a writable --results directory.") from None
+  backend = None
+  if not args.no_container:
+    from tooling.docker_run import ContainerBackend
+    backend = ContainerBackend(cfg, args.image, args.data, work_root)  # daemon, image, GPU runtime: UserError if not
   ledger_path = work_root / "ledger.json"
   with L.Ledger.locked(ledger_path) as led: pending, taken = led.pending(nexp), led.seeds()
   # a result file the ledger does not know about is never overwritten: refuse loudly instead
@@ -102,17 +147,31 @@ def main(args) -> int:
     if (results_dir / f"result_{i}.txt").exists():
       raise UserError(f"{results_dir / f'result_{i}.txt'} exists but the ledger {ledger_path} has no finished run {i}. "
                       f"Results are never overwritten: move the file away, or restore the ledger, and rerun.")
+  if pending:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
+    if backend: backend.preflight()
+    else: _host_preflight(cfg, args.data, work_root)
   done = nexp - len(pending)
-  print(f"{cfg.benchmark} on {cfg.platform}: {nexp} runs, {done} already finished, running {pending}", flush=True)
+  where = f"in {backend.describe()}" if backend else "on this host (--no-container)"
+  print(f"{cfg.benchmark} on {cfg.platform} {where}: {nexp} runs, {done} already finished, running {pending}", flush=True)
   for i in pending:
     seed = _unique_seed(taken, cfg.get("SEED_BITS", 31)); taken.add(seed)
     work = work_root / f"run_{i}_{seed}"; work.mkdir(parents=True)
-    att = L.Attempt(index=i, seed=seed, backend="host", output=str(work / "output.log"))
+    att = L.Attempt(index=i, seed=seed, backend="container" if backend else "host", output=str(work / "output.log"))
+    if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
     L.add_attempt(ledger_path, att)
     t0 = time.time()
     try:
       with open(work / "output.log", "ab") as out_file:
-        att.exit_codes, log = host_run(cfg, i, seed, args.data, work, out_file)
+        if backend:
+          att.cache_drop = backend.drop_page_cache()
+          L.update_attempt(ledger_path, att)
+          att.exit_codes, log, note = backend.run_one(i, seed, work, out_file, att.cache_drop)
+          if note: att.note = note
+        else:
+          # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
+          cdir = os.environ.get("TINYPERF_CACHE_DIR")
+          cache_db = Path(cdir) / f"{cfg['system']}_{cfg.benchmark}_{i}_{seed}.db" if cdir else None
+          att.exit_codes, log = host_run(cfg, seed, args.data, work, out_file, cache_db=cache_db)
     except KeyboardInterrupt:
       att.status, att.finished, att.note = L.INTERRUPTED, time.time(), "interrupted by the user (Ctrl-C)"
       L.update_attempt(ledger_path, att)
@@ -120,8 +179,9 @@ def main(args) -> int:
       return 130
     att.finished = time.time()
     codes = att.exit_codes
-    if codes.get("init") != 0 or codes.get("run") not in (0, 1):
-      att.status, att.note = L.FAILED, f"exit codes {codes}; see {att.output}"
+    if codes.get("init") != 0 or codes.get("run") not in (0, 1) or not log.is_file():
+      att.status = L.FAILED
+      att.note = f"{att.note + '; ' if att.note else ''}exit codes {codes}; see {att.output}"
       L.update_attempt(ledger_path, att)
       print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
       continue

@@ -1,0 +1,182 @@
+"""`python -m benchmarks.common.preflight --platform P --benchmark B --data D --work W`: is this container fit to run?
+
+Runs inside the container the run will use (same image, devices, mounts), before anything is timed, so a mismatch fails
+in seconds with a clear message instead of minutes into INIT. Checks:
+  gpus     the GPU count the container sees equals the config's GPUS (nv: /dev/nvidiaN; amd: KFD GPU nodes)
+  driver   nv: the kernel driver (/proc/driver/nvidia/version) is at least the image's TINYPERF_MIN_DRIVER
+  cwsr     amd platforms whose host prerequisites require it: /sys/module/amdgpu/parameters/cwsr_enable reads 0
+  data     the dataset manifest (resnet: manifest.json, every listed file present; bert: train and eval shards)
+  disk     free space where results and the kernel cache are written
+  shm      /dev/shm holds the loader's shared-memory rings (docker's default 64 MB does not)
+Exit 0 when all pass, 2 otherwise (bad environment: nothing was run). One line per check."""
+from __future__ import annotations
+import argparse
+import glob
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+from benchmarks.common.config import load_config, PlatformConfig
+
+GiB = 2**30
+
+
+def shm_bytes_needed(cfg: PlatformConfig) -> int:
+  """Shared memory the data loader maps: ResNet's train and eval rings of decoded images (uint8 HWC), both alive at
+  once in the worst case. BERT reads memory-mapped shards and needs no shared memory beyond the default."""
+  if cfg.benchmark != "resnet": return 0
+  s, ring = cfg["IMAGE_SIZE"], cfg["SHM_RING_BATCHES"]
+  return ring * (cfg["BS"] + cfg["EVAL_BS"]) * s * s * 3
+
+
+def shm_size_for(cfg: PlatformConfig) -> str:
+  """The container's --shm-size: the rings plus 25 % and 1 GiB of headroom, rounded up to whole GiB."""
+  need = shm_bytes_needed(cfg)
+  return f"{-(-int(need * 1.25 + GiB) // GiB)}g"
+
+
+def min_free_bytes(cfg: PlatformConfig) -> int:
+  """Results, the raw console log, the kernel cache and (with CKPT=1) checkpoints. BERT-large checkpoints are ~4 GB."""
+  default = 1 if cfg["vendor"] == "cpu" else (20 if cfg.benchmark == "bert" else 5)
+  return int(float(os.environ.get("TINYPERF_MIN_FREE_GB", default)) * GiB)
+
+
+def _version_tuple(v: str) -> tuple[int, ...]: return tuple(int(x) for x in re.findall(r"\d+", v))
+
+
+class Preflight:
+  def __init__(self, cfg: PlatformConfig, data: Path | None, work: Path, sysroot: str = "/"):
+    self.cfg, self.data, self.work, self.root = cfg, data, work, Path(sysroot)
+    self.results: list[tuple[str, bool, str]] = []
+
+  def p(self, path: str) -> Path: return self.root / path.lstrip("/")
+
+  def record(self, name: str, ok: bool, detail: str):
+    self.results.append((name, ok, detail))
+    print(f"preflight {'ok    ' if ok else 'FAILED'} {name}: {detail}", flush=True)
+
+  # ------------------------------------------------------------------------------------------------------- checks
+  def gpus(self):
+    vendor, want = self.cfg["vendor"], self.cfg["GPUS"]
+    if vendor == "cpu": return self.record("gpus", True, "cpu platform: no GPU needed")
+    if vendor == "nv":
+      nodes = sorted(n for n in glob.glob(str(self.p("/dev/nvidia*"))) if re.fullmatch(r"nvidia\d+", Path(n).name))
+      missing = [n for n in ("/dev/nvidiactl", "/dev/nvidia-uvm") if not self.p(n).exists()]
+      if missing or not nodes:
+        return self.record("gpus", False, f"no NVIDIA GPU in this container ({', '.join(missing) or '/dev/nvidiaN'} missing). "
+                           f"Start it with the NVIDIA container toolkit (compose deploy.resources.reservations.devices, "
+                           f"`--gpus`), and check `nvidia-smi` on the host.")
+      have = len(nodes)
+    else:
+      kfd, dri = self.p("/dev/kfd"), glob.glob(str(self.p("/dev/dri/renderD*")))
+      if not kfd.exists() or not dri:
+        return self.record("gpus", False, "no AMD GPU in this container (/dev/kfd or /dev/dri/renderD* missing). Start it "
+                           "with --device /dev/kfd --device /dev/dri and the host's render group (compose does this).")
+      if not os.access(kfd, os.R_OK | os.W_OK):
+        return self.record("gpus", False, f"/dev/kfd is not accessible to uid {os.getuid()} (groups {os.getgroups()}): add "
+                           f"the host's render group (compose: RENDER_GID=$(stat -c %g /dev/dri/renderD128)).")
+      have = 0
+      for props in glob.glob(str(self.p("/sys/class/kfd/kfd/topology/nodes/*/properties"))):
+        m = re.search(r"^simd_count\s+(\d+)", Path(props).read_text(), re.M)
+        if m and int(m.group(1)) > 0: have += 1
+    ok = have == want
+    self.record("gpus", ok, f"{have} {vendor.upper()} GPU(s) visible, config GPUS={want}" +
+                ("" if ok else f". The config ({self.cfg.path.name} of {self.cfg.platform}) shards over {want}: run on a "
+                 f"machine with {want}, or expose exactly {want} (compose count / device_ids, --gpus '\"device=...\"')."))
+
+  def driver(self):
+    vendor = self.cfg["vendor"]
+    if vendor == "nv":
+      f = self.p("/proc/driver/nvidia/version")
+      if not f.exists(): return self.record("driver", False, f"{f} is missing: no NVIDIA kernel driver is visible.")
+      m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", f.read_text())
+      have = m.group(1) if m else "unknown"
+      want = os.environ.get("TINYPERF_MIN_DRIVER", "")
+      if not want or not m: return self.record("driver", bool(m), f"NVIDIA driver {have}")
+      ok = _version_tuple(have) >= _version_tuple(want)
+      return self.record("driver", ok, f"NVIDIA driver {have}, image needs >= {want}" +
+                         ("" if ok else ": upgrade the host driver (tinybox green: the 550.54.15 P2P module)."))
+    if vendor == "amd":
+      f = self.p("/sys/module/amdgpu/version")
+      return self.record("driver", True, f"amdgpu {f.read_text().strip() if f.exists() else '(in-tree, no version file)'}")
+    self.record("driver", True, "cpu platform: no driver needed")
+
+  def cwsr(self):
+    needs = any("cwsr_enable=0" in str(x) for x in self.cfg.get("host_prerequisites") or [])
+    if self.cfg["vendor"] != "amd" or not needs: return
+    f = self.p("/sys/module/amdgpu/parameters/cwsr_enable")
+    val = f.read_text().strip() if f.exists() else None
+    self.record("cwsr", val == "0", f"cwsr_enable={val}" + ("" if val == "0" else
+                f" ({f} must read 0 for {self.cfg.platform}): set `options amdgpu cwsr_enable=0` in "
+                f"/etc/modprobe.d/amdgpu.conf on the host, update-initramfs -u, reboot."))
+
+  def dataset(self):
+    d = self.data
+    if d is None: return self.record("data", False, "no data directory given (--data).")
+    try:
+      if self.cfg.benchmark == "resnet":
+        from benchmarks.resnet.data import load_manifest
+        m = load_manifest(d, check_files=True)
+        detail = f"{m.kind} manifest, {', '.join(f'{k} {len(v):,}' for k, v in m.splits.items())} files present"
+        if m.num_classes != self.cfg["NUM_CLASSES"]:
+          return self.record("data", False, f"{d}: {m.num_classes} classes but the config's NUM_CLASSES is "
+                             f"{self.cfg['NUM_CLASSES']}; prepare the data set this platform expects.")
+      else:
+        from benchmarks.bert.data import train_shard_paths
+        shards = train_shard_paths(d)
+        if not (d / "eval.shard").is_file():
+          return self.record("data", False, f"{d / 'eval.shard'} is missing; run `tinyperf prep wiki eval --data {d}`.")
+        detail = f"{len(shards)} train shards + eval.shard"
+    except Exception as e:  # DataError/ShardError carry the fix; anything else is reported the same way
+      return self.record("data", False, str(e))
+    self.record("data", True, detail)
+
+  def disk(self):
+    need = min_free_bytes(self.cfg)
+    try: free = shutil.disk_usage(self.work).free
+    except OSError as e: return self.record("disk", False, f"{self.work}: {e.strerror}")
+    probe = self.work / ".tinyperf-write-test"
+    try: probe.write_bytes(b"x"); probe.unlink()
+    except OSError as e:
+      return self.record("disk", False, f"{self.work} is not writable by uid {os.getuid()} ({e.strerror}); make the "
+                         f"results directory writable for that user (tinyperf run does this for you).")
+    self.record("disk", free >= need, f"{free / GiB:.1f} GiB free under {self.work}, need {need / GiB:.0f} GiB" +
+                ("" if free >= need else ": free space or choose another --results (TINYPERF_MIN_FREE_GB overrides)."))
+
+  def shm(self):
+    need = shm_bytes_needed(self.cfg)
+    if not need: return
+    try: free = shutil.disk_usage(self.p("/dev/shm")).free
+    except OSError: return self.record("shm", False, "/dev/shm is missing")
+    self.record("shm", free >= need, f"/dev/shm {free / GiB:.2f} GiB free, the loader rings need {need / GiB:.2f} GiB" +
+                ("" if free >= need else f": start the container with --shm-size={shm_size_for(self.cfg)} or --ipc=host "
+                 f"(compose and tinyperf run size it from the config)."))
+
+  def run(self) -> int:
+    for c in (self.gpus, self.driver, self.cwsr, self.dataset, self.disk, self.shm): c()
+    bad = [n for n, ok, _ in self.results if not ok]
+    print(f"preflight: {len(self.results) - len(bad)} passed, {len(bad)} failed" + (f" ({', '.join(bad)})" if bad else ""),
+          flush=True)
+    return 2 if bad else 0
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(prog="python -m benchmarks.common.preflight", description=__doc__.splitlines()[0])
+  p.add_argument("--benchmark", required=True)
+  p.add_argument("--platform", required=True)
+  p.add_argument("--data", type=Path)
+  p.add_argument("--work", type=Path, required=True, help="where results and the cache are written")
+  args = p.parse_args(argv)
+  from benchmarks.common.io import InputError
+  try:
+    cfg = load_config(args.benchmark, args.platform)
+  except InputError as e:
+    print(f"preflight FAILED config: {e}", flush=True)
+    return 2
+  return Preflight(cfg, args.data, args.work).run()
+
+
+if __name__ == "__main__":
+  sys.exit(main())

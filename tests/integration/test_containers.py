@@ -1,0 +1,262 @@
+"""The images, compose.yaml and `tinyperf run`'s container backend against a real Docker engine (no mocks).
+
+Needs a reachable daemon and a local base image: `source scripts/ci_docker.sh` provides both on a Debian machine
+(DOCKER_HOST, TINYPERF_TEST_BASE_IMAGE, TINYPERF_TEST_EXTRA_CA). Without them every test here skips with the reason.
+The images are built as tinyperf-test:<vendor> so a developer's own tinyperf:<vendor> images are never replaced."""
+from __future__ import annotations
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+BASE = os.environ.get("TINYPERF_TEST_BASE_IMAGE", "")
+TAG = "tinyperf-test:{}"
+TIMINGS: dict[str, float] = {}
+
+
+def _client():
+  import docker
+  return docker.DockerClient(base_url=os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", timeout=600)
+
+
+@pytest.fixture(scope="module")
+def engine():
+  try:
+    c = _client(); c.ping()
+  except Exception as e:
+    pytest.skip(f"no Docker daemon reachable at {os.environ.get('DOCKER_HOST') or 'unix:///var/run/docker.sock'} "
+                f"({type(e).__name__}); `source scripts/ci_docker.sh` (root) starts one")
+  if not BASE:
+    pytest.skip("TINYPERF_TEST_BASE_IMAGE is not set (no local base image); `source scripts/ci_docker.sh` builds one")
+  try: c.images.get(BASE)
+  except Exception: pytest.skip(f"base image {BASE} is not on the daemon; `source scripts/ci_docker.sh` imports it")
+  yield c
+  if TIMINGS:
+    print("\ncontainer test timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in TIMINGS.items()), file=sys.stderr)
+  # the CI engine stores every layer in full (vfs, ~1 GB each): leave no test image behind unless asked to
+  if os.environ.get("TINYPERF_TEST_KEEP_IMAGES") != "1":
+    for v in ("cpu", "nv", "amd", "broken"):
+      try: c.images.remove(TAG.format(v), force=True)
+      except Exception: pass
+    try: c.images.prune(filters={"dangling": True})
+    except Exception: pass
+
+
+def tinyperf(*args, env=None, timeout=1800, check=False):
+  t0 = time.time()
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=REPO, capture_output=True, text=True,
+                     env={**os.environ, **(env or {})}, timeout=timeout)
+  if check: assert r.returncode == 0, f"tinyperf {' '.join(args)} -> {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
+  r.seconds = time.time() - t0
+  return r
+
+
+def build(vendor: str, record: Path) -> subprocess.CompletedProcess:
+  args = ["build", "--vendor", vendor, "--base-image", BASE, "--tag", TAG.format(vendor), "--record", str(record)]
+  if vendor != "cpu": args.append("--allow-unpinned")
+  env = {}
+  if os.environ.get("TINYPERF_TEST_EXTRA_CA"): env["TINYPERF_EXTRA_CA"] = os.environ["TINYPERF_TEST_EXTRA_CA"]
+  r = tinyperf(*args, env=env, timeout=3000, check=True)
+  TIMINGS[f"build {vendor}"] = r.seconds
+  return r
+
+
+@pytest.fixture(scope="module")
+def cpu_image(engine, tmp_path_factory):
+  rec = tmp_path_factory.mktemp("rec")
+  build("cpu", rec)
+  return TAG.format("cpu")
+
+
+@pytest.fixture(scope="module")
+def smoke_data(tmp_path_factory):
+  d = tmp_path_factory.mktemp("smoke") / "data"
+  tinyperf("prep", "synthetic-imagenet", "--out", str(d), "--classes", "4", "--train-per-class", "160",
+           "--val-per-class", "40", "--size", "48", "--seed", "0", check=True, timeout=600)
+  return d
+
+
+def test_build_nv_and_amd_dockerfiles_on_local_base(engine, tmp_path, cpu_image):
+  """Everything above the base layer of both GPU Dockerfiles: packages, locked deps, project, provenance, selfcheck
+  (whose GPU-library part is skipped loudly on a Debian base)."""
+  for vendor in ("nv", "amd"):
+    r = build(vendor, tmp_path)
+    assert "selfcheck SKIPPED" in r.stdout and "CANNOT run" in r.stdout
+    assert "selfcheck ok    clang + tinygrad CPU" in r.stdout and "selfcheck: 3 passed, 0 failed" in r.stdout
+    rec = json.loads((tmp_path / f"{vendor}.json").read_text())
+    img = engine.images.get(TAG.format(vendor))
+    assert rec["image_id"] in img.id and rec["base_image"] == BASE and rec["base_pinned"] is False
+    base_id = engine.images.get(BASE).id
+    assert rec["base_digest"] == base_id   # a locally imported base has no registry digest: its image ID is recorded
+    labels, env = img.labels, dict(e.split("=", 1) for e in img.attrs["Config"]["Env"])
+    assert labels["io.tinyperf.vendor"] == vendor and labels["org.opencontainers.image.base.digest"] == base_id
+    assert labels["io.tinyperf.base.pinned"] == "false" and labels["io.tinyperf.gpu_libs_checked"] == "false"
+    assert env["TINYPERF_BASE_DIGEST"] == base_id and env["TINYPERF_GIT_SHA"] == rec["git_sha"] != "unknown"
+    assert env["TINYGRAD_VERSION"] == "0.14.0" and img.attrs["Config"]["User"] == "tinyperf"
+  nv_env = dict(e.split("=", 1) for e in engine.images.get(TAG.format("nv")).attrs["Config"]["Env"])
+  assert nv_env["TINYPERF_MIN_DRIVER"] == "550.54.15" and nv_env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+  out = engine.containers.run(TAG.format("nv"), ["sh", "-c", "id -u; python --version; which clang"], remove=True,
+                              network_mode="none")
+  uid, py, clang = out.decode().split("\n")[:3]
+  assert uid != "0" and py.startswith("Python 3.11") and clang.endswith("clang")
+
+
+def test_failing_build_step_is_reported(engine, tmp_path):
+  from tooling import container as C
+  from tooling.errors import UserError
+  (tmp_path / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo preparing && exit 3\n")
+  with pytest.raises(UserError) as e:
+    C.build(engine, tmp_path, "Dockerfile", "tinyperf-test:broken", {}, echo=lambda l: None)
+  assert "Step 2/2 : RUN echo preparing && exit 3" in str(e.value) and "non-zero code: 3" in str(e.value)
+  assert "preparing" in str(e.value)
+
+
+def test_compose_config_is_valid_for_compose_v1(engine, tmp_path):
+  r = subprocess.run(["docker-compose", "-f", str(REPO / "compose.yaml"), "config", "--services"], capture_output=True,
+                     text=True, cwd=tmp_path, env={**os.environ, "RENDER_GID": "993"})
+  assert r.returncode == 0, r.stderr
+  assert {"resnet-green", "resnet-red", "bert-mi300x", "resnet-cpu", "prep-wiki", "check"} <= set(r.stdout.split())
+  r = subprocess.run(["docker-compose", "-f", str(REPO / "compose.yaml"), "config"], capture_output=True, text=True,
+                     cwd=tmp_path)
+  assert r.returncode == 0 and "privileged" not in r.stdout
+
+
+def _owned_dir(path: Path) -> Path:
+  path.mkdir(parents=True, exist_ok=True)
+  if os.geteuid() == 0: os.chown(path, 1000, 1000)   # compose runs as TINYPERF_UID (default 1000, the image's user)
+  return path
+
+
+def test_compose_run_resnet_cpu(engine, cpu_image, smoke_data, tmp_path):
+  out, cache = _owned_dir(tmp_path / "out"), _owned_dir(tmp_path / "cache")
+  env = {**os.environ, "IMAGENET_DIR": str(smoke_data), "RESULTS_DIR": str(out), "CACHE_DIR": str(cache), "NEXP": "1",
+         "TINYPERF_IMAGE_CPU": cpu_image, "COMPOSE_PROJECT_NAME": f"tinyperftest{os.getpid()}"}
+  t0 = time.time()
+  r = subprocess.run(["docker-compose", "-f", str(REPO / "compose.yaml"), "run", "--rm", "-T", "resnet-cpu"],
+                     capture_output=True, text=True, env=env, timeout=1800)
+  TIMINGS["docker-compose run resnet-cpu (1 run)"] = time.time() - t0
+  assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+  assert "preflight: 5 passed, 0 failed" in r.stdout and "all 1 runs finished" in r.stdout
+  result = out / "results" / "cpu_smoke" / "resnet" / "result_0.txt"
+  assert result.is_file() and list(cache.glob("cpu_smoke_resnet_0_*.db")), "the kernel cache lives on its volume"
+  assert "posix_fadvise" in result.read_text()   # a container cannot drop the host's page cache: recorded as such
+  chk = tinyperf("check", str(result))   # one run's log (a directory also needs all 5 of a package)
+  assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
+
+
+def _wait_for(pred, timeout: float, what: str):
+  t0 = time.time()
+  while time.time() - t0 < timeout:
+    v = pred()
+    if v: return v
+    time.sleep(1)
+  raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _run_containers(engine, index: int):
+  return engine.containers.list(filters={"label": [f"io.tinyperf.index={index}", "io.tinyperf.kind=run"]})
+
+
+def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tmp_path):
+  """`tinyperf run --nexp 2` in containers; run 1's container is killed mid-run; the same command then redoes run 1
+  (fresh seed) and leaves run 0 alone; both results pass `tinyperf check`."""
+  res = tmp_path / "res"
+  cmd = [sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data",
+         str(smoke_data), "--results", str(res), "--image", cpu_image]
+  t0 = time.time()
+  log = open(tmp_path / "first.log", "w")
+  proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
+  try:
+    (c,) = _wait_for(lambda: _run_containers(engine, 1), 1200, "run 1's container")
+    work = _wait_for(lambda: list((res / "runs/cpu_smoke/resnet").glob("run_1_*/output.log")), 60, "run 1's output")[0]
+    _wait_for(lambda: b"init train step" in work.read_bytes(), 600, "run 1 to be in its INIT phase (streamed to the host)")
+    TIMINGS["run 0 + start of run 1"] = time.time() - t0
+    subprocess.run(["docker", "kill", c.id], check=True, capture_output=True)
+    rc = proc.wait(timeout=300)
+  finally:
+    if proc.poll() is None: proc.kill()
+    log.close()
+  first = (tmp_path / "first.log").read_text()
+  assert rc == 1, first[-3000:]
+  assert "host page cache: drop_caches (root)" in first or "host page cache: " in first
+  ledger = json.loads((res / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  assert [(a["index"], a["status"]) for a in ledger] == [(0, "done"), (1, "failed")]
+  assert "container exited 137" in ledger[1]["note"] and ledger[1]["exit_codes"]["container"] == 137
+  a0 = ledger[0]
+  assert a0["backend"] == "container" and a0["image"].startswith(cpu_image) and a0["cache_drop"]
+  assert a0["provenance"]["TINYPERF_GIT_SHA"] not in (None, "unknown")
+  r0 = res / "results/cpu_smoke/resnet/result_0.txt"
+  before = (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns)
+  assert not _run_containers(engine, 1), "the killed container is removed"
+  t1 = time.time()
+  r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=1800)
+  TIMINGS["resume run 1"] = time.time() - t1
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  assert "2 runs, 1 already finished, running [1]" in r.stdout
+  assert (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns) == before
+  ledger = json.loads((res / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  assert [(a["index"], a["status"]) for a in ledger] == [(0, "done"), (1, "failed"), (1, "done")]
+  assert len({a["seed"] for a in ledger}) == 3 and all(0 <= a["seed"] < 2**31 for a in ledger)
+  text = (res / "results/cpu_smoke/resnet/result_1.txt").read_text()
+  assert f'"value": {ledger[2]["seed"]}' in text
+  # provenance reaches the run's console output; the cache volume was used by INIT and RUN
+  out1 = Path(ledger[2]["output"]).read_text()
+  assert "provenance: " in out1 and ledger[2]["provenance"]["TINYPERF_GIT_SHA"] in out1
+  assert list(Path(ledger[2]["output"]).parent.glob("cache/tinygrad.db*"))
+  for i in (0, 1):
+    chk = tinyperf("check", str(res / f"results/cpu_smoke/resnet/result_{i}.txt"))
+    assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
+
+
+def test_ctrl_c_stops_and_removes_the_container(engine, cpu_image, smoke_data, tmp_path):
+  res = tmp_path / "res"
+  proc = subprocess.Popen([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp",
+                           "1", "--data", str(smoke_data), "--results", str(res), "--image", cpu_image], cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  try:
+    _wait_for(lambda: _run_containers(engine, 0), 600, "the run's container")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+  finally:
+    if proc.poll() is None: proc.kill()
+  assert proc.returncode == 130, out[-3000:]
+  assert "interrupted" in out
+  assert not engine.containers.list(all=True, filters={"label": f"io.tinyperf.set={(res / 'runs/cpu_smoke/resnet').resolve()}"})
+  ledger = json.loads((res / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  assert [(a["index"], a["status"]) for a in ledger] == [(0, "interrupted")]
+  assert not (res / "results/cpu_smoke/resnet/result_0.txt").exists()
+
+
+def test_bad_input_with_a_live_engine(engine, cpu_image, smoke_data, tmp_path):
+  """Missing image and missing GPU runtime fail before anything runs, exit 2, with the command that fixes them."""
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--data", str(smoke_data), "--results", str(tmp_path / "a"),
+               "--image", "tinyperf-test:does-not-exist")
+  assert r.returncode == 2 and "image tinyperf-test:does-not-exist is not on this Docker daemon" in r.stderr
+  assert "tinyperf build --vendor cpu" in r.stderr and "Traceback" not in r.stderr
+  r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
+               str(tmp_path / "b"), "--image", cpu_image)
+  assert r.returncode == 2 and "is the cpu image but tinybox_green runs on nv" in r.stderr, r.stderr
+  info = engine.info()
+  nv_image = [t for t in [TAG.format("nv")] if engine.images.list(name=t)]
+  if "nvidia" not in (info.get("Runtimes") or {}) and nv_image:
+    r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
+                 str(tmp_path / "b"), "--image", nv_image[0])
+    assert r.returncode == 2 and "no NVIDIA GPU runtime" in r.stderr and "nvidia-ctk" in r.stderr, r.stderr
+  # preflight inside the container refuses a data set that does not match the config, before anything is timed
+  bad = tmp_path / "bad"; shutil.copytree(smoke_data, bad)
+  next((bad / "train").rglob("*.JPEG")).unlink()
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", str(bad), "--results",
+               str(tmp_path / "c"), "--image", cpu_image)
+  assert r.returncode == 2 and "preflight failed" in r.stderr and "FAILED data" in r.stderr, r.stdout + r.stderr
+  assert not (tmp_path / "c/runs/cpu_smoke/resnet/ledger.json").exists() or \
+    json.loads((tmp_path / "c/runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"] == []

@@ -1,0 +1,315 @@
+"""Images, compose.yaml and the container backend without a Docker engine: what is rendered from the configs, the
+arguments handed to the docker SDK, build-error handling, preflight on a fake /dev and /sys, and bad input that must
+fail before anything runs. (tests/integration/test_containers.py does the same things against a real engine.)"""
+from __future__ import annotations
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from benchmarks.common.config import BENCHMARKS, available_platforms, load_config
+from benchmarks.common import preflight as PF
+from tests.conftest import REPO
+from tooling import compose as CO, container as C, images as I
+from tooling.errors import UserError
+
+
+def tinyperf(*args, env=None, cwd=REPO):
+  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
+                        env={**os.environ, **(env or {})}, timeout=300)
+
+
+# ------------------------------------------------------------------------------------------------------ rendering
+
+def test_generated_files_match_configs_and_lock():
+  r = tinyperf("render", "--check")
+  assert r.returncode == 0, r.stdout + r.stderr
+  from tooling.render import rendered_files
+  names = {p.name for p in rendered_files()}
+  assert {"compose.yaml", "Dockerfile.nv", "Dockerfile.amd", "Dockerfile.cpu"} <= names
+
+
+def test_compose_drift_is_detected(monkeypatch):
+  """Changing a config knob that compose depends on (GPUS) must make the committed compose.yaml stale."""
+  real = load_config
+  def patched(b, p, environ=None, path=None):
+    cfg = real(b, p, environ=environ, path=path)
+    if p == "tinybox_green": cfg.knobs["GPUS"] = 3
+    return cfg
+  monkeypatch.setattr(CO, "load_config", patched)
+  assert CO.render_compose() != CO.COMPOSE.read_text()
+
+
+def _compose():
+  return yaml.safe_load(CO.COMPOSE.read_text())["services"]
+
+
+def test_compose_has_every_benchmark_platform_and_tool_service():
+  s = _compose()
+  for name in ("resnet-green", "resnet-red", "resnet-mi300x", "resnet-h200", "resnet-cpu", "bert-green", "bert-red",
+               "bert-mi300x", "bert-h200", "bert-cpu", "prep-imagenet", "prep-wiki", "prep-bert-ckpt", "check", "package"):
+    assert name in s, name
+  for b in BENCHMARKS:
+    for p in available_platforms(b):
+      cfg = load_config(b, p, environ={})
+      svc = s[CO.service_name(cfg)]
+      assert svc["command"][:5] == ["tinyperf", "run", b, "--platform", p]
+      assert svc["image"] == f"${{TINYPERF_IMAGE_{cfg['vendor'].upper()}:-tinyperf:{cfg['vendor']}}}"
+      assert svc["labels"]["io.tinyperf.time_limit_minutes"] == str(cfg["time_limit_minutes"])
+      gpu = cfg["vendor"] in ("nv", "amd")
+      assert svc["ulimits"] == ({"memlock": -1, "stack": 67108864} if gpu else {"stack": 67108864}) and svc["init"] is True
+      data, res, cache = svc["volumes"]
+      assert data.endswith(":/data:ro") and res.endswith(":/results") and cache.endswith(":/cache")
+      shm = int(svc["shm_size"].rstrip("g")) * 2**30
+      assert shm >= PF.shm_bytes_needed(cfg) * 1.25
+      if cfg["vendor"] == "nv":
+        dev = svc["deploy"]["resources"]["reservations"]["devices"]
+        assert dev == [{"driver": "nvidia", "count": cfg["GPUS"], "capabilities": ["gpu", "compute", "utility"]}]
+      elif cfg["vendor"] == "amd":
+        assert svc["devices"] == ["/dev/kfd:/dev/kfd", "/dev/dri:/dev/dri"]
+        assert svc["group_add"][0] == "video" and "RENDER_GID" in svc["group_add"][1]
+        assert svc["security_opt"] == ["seccomp=unconfined"]
+      else:
+        assert "deploy" not in svc and "devices" not in svc
+  text = CO.COMPOSE.read_text()
+  assert "privileged" not in text.replace("Nothing here is privileged", "")
+  assert "cap_add" not in text and not re.search(r"^version:", text, re.M)
+
+
+# --------------------------------------------------------------------------------------------------------- images
+
+def test_dockerfiles_share_layers_and_use_classic_syntax():
+  texts = {v: I.dockerfile_path(v).read_text() for v in I.VENDORS}
+  lock = I.load_lock()
+  for v, t in texts.items():
+    assert f"ARG BASE_IMAGE={I.base_ref(lock['images'][v])}\n" in t
+    assert "--mount" not in t and "<<" not in t and "# syntax=" not in t, "BuildKit-only syntax"
+    assert "USER tinyperf" in t and "selfcheck --vendor " + v in t
+  body = lambda t: t[t.index("FROM ${BASE_IMAGE}"):t.index("TINYPERF_IMAGE_VENDOR")]
+  assert body(texts["nv"]) == body(texts["amd"]) == body(texts["cpu"])
+
+
+class FakeRegistryData:
+  def __init__(self, id): self.id = id
+
+
+class FakeImages:
+  def __init__(self, answer): self.answer = answer
+  def get_registry_data(self, ref):
+    if isinstance(self.answer, Exception): raise self.answer
+    return FakeRegistryData(self.answer)
+
+
+class FakeClient:
+  def __init__(self, answer): self.images = FakeImages(answer)
+
+
+def test_images_pin_fills_lock(tmp_path):
+  lock = tmp_path / "images.lock.json"
+  lock.write_text(I.LOCK.read_text())
+  digest = "sha256:" + "ab" * 32
+  got = I.pin(["nv"], client=FakeClient(digest), lock_path=lock)
+  assert got == {"nv": digest}
+  data = I.load_lock(lock)
+  assert data["images"]["nv"]["digest"] == digest and data["images"]["nv"]["pinned_at"]
+  assert I.base_ref(data["images"]["nv"]).endswith("@" + digest)
+  assert "FROM" in I.render_dockerfile("nv", data) and f"@{digest}" in I.render_dockerfile("nv", data)
+
+
+def test_images_pin_without_registry_changes_nothing(tmp_path):
+  lock = tmp_path / "images.lock.json"
+  lock.write_text(I.LOCK.read_text())
+  before = lock.read_text()
+  with pytest.raises(UserError, match="cannot resolve nvidia/cuda:12.4.1-runtime-ubuntu22.04 .*not changed"):
+    I.pin(["nv"], client=FakeClient(RuntimeError("no route to registry")), lock_path=lock)
+  assert lock.read_text() == before
+
+
+def test_build_refuses_unpinned_base_for_closed(tmp_path):
+  lock = I.load_lock()
+  if lock["images"]["nv"]["digest"]: pytest.skip("the nv base is pinned in this checkout")
+  r = tinyperf("build", "--vendor", "nv", env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
+  assert r.returncode == 2, r.stderr
+  assert "not pinned" in r.stderr and "tinyperf images pin" in r.stderr and "Traceback" not in r.stderr
+  r = tinyperf("build", "--vendor", "nv", "--base-image", "local/debian:bookworm", env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
+  assert r.returncode == 2 and "--base-image is not pinned" in r.stderr
+
+
+# ------------------------------------------------------------------------------------------------ SDK arguments
+
+def _spec(vendor, gpus=6):
+  return C.RunSpec(image="img", command=["true"], name="n", mounts=[("/d", "/data", True), ("/w", "/work", False)],
+                   environment={"A": "1"}, vendor=vendor, gpus=gpus, shm_size="11g", user="1000:1000", render_gid=993)
+
+
+def test_container_kwargs_per_vendor():
+  nv = C.container_kwargs(_spec("nv", 6))
+  (req,) = nv["device_requests"]
+  assert req["Count"] == 6 and req["Driver"] == "nvidia" and ["gpu", "compute", "utility"] in req["Capabilities"]
+  amd = C.container_kwargs(_spec("amd"))
+  assert amd["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+  assert amd["group_add"] == ["video", "993"] and amd["security_opt"] == ["seccomp=unconfined"]
+  cpu = C.container_kwargs(_spec("cpu"))
+  for kw in (nv, amd, cpu):
+    assert "privileged" not in kw and "cap_add" not in kw
+    assert kw["shm_size"] == "11g" and kw["init"] is True and kw["user"] == "1000:1000" and kw["detach"] is True
+    assert "auto_remove" not in kw and "remove" not in kw   # logs are saved before the launcher removes it
+    want = {"stack": 67108864} if kw is cpu else {"memlock": -1, "stack": 67108864}
+    assert {u["Name"]: u["Soft"] for u in kw["ulimits"]} == want
+    ro = {m["Target"]: m["ReadOnly"] for m in kw["mounts"]}
+    assert ro == {"/data": True, "/work": False}
+
+
+class FakeAPI:
+  def __init__(self, events): self.events = events
+  def build(self, **kw):
+    assert kw["decode"] is True and kw["network_mode"] == "host"
+    yield from self.events
+
+
+class FakeBuildClient:
+  def __init__(self, events): self.api = FakeAPI(events)
+
+
+def test_build_error_event_names_the_failing_step(tmp_path):
+  events = [{"stream": "Step 1/3 : FROM base\n"}, {"stream": " ---> abc\n"}, {"stream": "Step 2/3 : RUN pip install x\n"},
+            {"stream": "ERROR: No matching distribution found for x\n"},
+            {"error": "The command '/bin/sh -c pip install x' returned a non-zero code: 1",
+             "errorDetail": {"code": 1, "message": "The command '/bin/sh -c pip install x' returned a non-zero code: 1"}}]
+  with pytest.raises(UserError) as e:
+    C.build(FakeBuildClient(events), tmp_path, "Dockerfile", "t", {}, echo=lambda l: None)
+  msg = str(e.value)
+  assert "Step 2/3 : RUN pip install x" in msg and "non-zero code: 1" in msg and "No matching distribution" in msg
+
+
+def test_build_success_takes_the_image_id_and_no_id_is_an_error(tmp_path):
+  ok = [{"stream": "Step 1/1 : FROM base\n"}, {"aux": {"ID": "sha256:" + "cd" * 32}}, {"stream": "Successfully built cdcd\n"}]
+  res = C.build(FakeBuildClient(ok), tmp_path, "Dockerfile", "t", {}, echo=lambda l: None)
+  assert res.steps == 1 and res.image_id.startswith("sha256:cdcd") or res.image_id == "cdcd"
+  with pytest.raises(UserError, match="without an image ID"):
+    C.build(FakeBuildClient([{"stream": "Step 1/1 : FROM base\n"}]), tmp_path, "Dockerfile", "t", {}, echo=lambda l: None)
+
+
+# ----------------------------------------------------------------------------------------------------- preflight
+
+def _sysroot(tmp_path, nv_gpus=0, driver=None, kfd_gpus=0, cwsr=None):
+  root = tmp_path / "root"
+  (root / "dev").mkdir(parents=True)
+  if nv_gpus:
+    for n in ["nvidiactl", "nvidia-uvm", *[f"nvidia{i}" for i in range(nv_gpus)]]: (root / "dev" / n).write_text("")
+  if driver:
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/version").write_text(f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {driver}  Thu\n")
+  if kfd_gpus:
+    (root / "dev/kfd").write_text(""); (root / "dev/dri").mkdir(); (root / "dev/dri/renderD128").write_text("")
+    for i in range(kfd_gpus + 1):   # node 0 is the CPU
+      d = root / f"sys/class/kfd/kfd/topology/nodes/{i}"; d.mkdir(parents=True)
+      (d / "properties").write_text(f"cpu_cores_count 0\nsimd_count {0 if i == 0 else 192}\n")
+  if cwsr is not None:
+    d = root / "sys/module/amdgpu/parameters"; d.mkdir(parents=True); (d / "cwsr_enable").write_text(f"{cwsr}\n")
+  return root
+
+
+def _run_pf(cfg, root, tmp_path, monkeypatch, data=None):
+  monkeypatch.setattr(PF.Preflight, "dataset", lambda self: self.record("data", True, "skipped in this test"))
+  monkeypatch.setattr(PF.Preflight, "shm", lambda self: None)
+  work = tmp_path / "work"; work.mkdir(exist_ok=True)
+  pf = PF.Preflight(cfg, data, work, sysroot=str(root))
+  return pf.run(), {n: (ok, d) for n, ok, d in pf.results}
+
+
+def test_preflight_nv_gpu_count_and_driver(tmp_path, monkeypatch, capsys):
+  cfg = load_config("resnet", "tinybox_green", environ={})
+  monkeypatch.setenv("TINYPERF_MIN_DRIVER", "550.54.15")
+  monkeypatch.setenv("TINYPERF_MIN_FREE_GB", "0")
+  rc, res = _run_pf(cfg, _sysroot(tmp_path, nv_gpus=6, driver="550.54.15"), tmp_path, monkeypatch)
+  assert rc == 0, res
+  rc, res = _run_pf(cfg, _sysroot(tmp_path / "b", nv_gpus=4, driver="535.104.05"), tmp_path, monkeypatch)
+  assert rc == 2
+  assert not res["gpus"][0] and "4 NV GPU(s) visible, config GPUS=6" in res["gpus"][1]
+  assert not res["driver"][0] and "535.104.05, image needs >= 550.54.15" in res["driver"][1]
+  rc, res = _run_pf(cfg, _sysroot(tmp_path / "c"), tmp_path, monkeypatch)
+  assert rc == 2 and "no NVIDIA GPU in this container" in res["gpus"][1]
+
+
+def test_preflight_amd_count_and_cwsr(tmp_path, monkeypatch):
+  cfg = load_config("resnet", "tinybox_red", environ={})
+  monkeypatch.setenv("TINYPERF_MIN_FREE_GB", "0")
+  monkeypatch.setattr(os, "access", lambda p, m: True)
+  rc, res = _run_pf(cfg, _sysroot(tmp_path, kfd_gpus=6, cwsr=0), tmp_path, monkeypatch)
+  assert rc == 0, res
+  rc, res = _run_pf(cfg, _sysroot(tmp_path / "b", kfd_gpus=6, cwsr=1), tmp_path, monkeypatch)
+  assert rc == 2 and not res["cwsr"][0] and "cwsr_enable=1" in res["cwsr"][1] and "modprobe.d" in res["cwsr"][1]
+
+
+def test_preflight_data_disk_shm_on_this_machine(tmp_path, monkeypatch):
+  cfg = load_config("resnet", "cpu_smoke", environ={})
+  work = tmp_path / "w"; work.mkdir()
+  pf = PF.Preflight(cfg, tmp_path / "missing", work)
+  assert pf.run() == 2
+  res = {n: (ok, d) for n, ok, d in pf.results}
+  assert not res["data"][0] and "does not exist" in res["data"][1] and "tinyperf prep" in res["data"][1]
+  assert res["gpus"][0] and res["disk"][0]
+  monkeypatch.setattr(PF.shutil, "disk_usage", lambda p: type("U", (), {"free": 2**20})())
+  pf = PF.Preflight(cfg, tmp_path / "missing", work); pf.run()
+  res = {n: (ok, d) for n, ok, d in pf.results}
+  assert not res["shm"][0] and "--shm-size=" in res["shm"][1]
+  assert not res["disk"][0]
+
+
+# -------------------------------------------------------------------------------------------- bad input, no engine
+
+@pytest.fixture
+def smoke_data(tmp_path):
+  d = tmp_path / "data"; d.mkdir()
+  (d / "manifest.json").write_text("{}")   # the host-side check looks for it; the container verifies it
+  return d
+
+
+def _dead_socket(tmp_path) -> str:
+  """A socket file nothing listens on: what a stopped dockerd leaves behind."""
+  path = tmp_path / "docker.sock"
+  s = socket.socket(socket.AF_UNIX); s.bind(str(path)); s.close()
+  return f"unix://{path}"
+
+
+def test_run_with_stopped_daemon_is_a_clear_error(tmp_path, smoke_data):
+  host = _dead_socket(tmp_path)
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", str(smoke_data), "--results",
+               str(tmp_path / "out"), env={"DOCKER_HOST": host})
+  assert r.returncode == 2, r.stderr
+  assert f"cannot reach the Docker daemon at {host}" in r.stderr and "--no-container" in r.stderr
+  assert "Traceback" not in r.stderr
+  assert not list((tmp_path / "out").rglob("ledger.json")), "nothing may be recorded before the engine answers"
+
+
+@pytest.mark.parametrize("case", ["platform", "data", "unverified", "results"])
+def test_run_bad_input_exits_2_before_anything(tmp_path, smoke_data, case):
+  args = {"platform": "cpu_smoke", "data": str(smoke_data), "results": str(tmp_path / "out")}
+  want = ""
+  if case == "platform": args["platform"], want = "tinybox_blue", "Valid platforms: 1xH200, 2xH200, cpu_smoke"
+  if case == "data": args["data"], want = str(tmp_path / "nope"), "does not exist"
+  if case == "unverified":
+    d = tmp_path / "raw"; d.mkdir(); args["data"], want = str(d), "manifest.json is missing"
+  if case == "results":
+    f = tmp_path / "file"; f.write_text("x"); args["results"], want = str(f / "sub"), "not writable"
+  r = tinyperf("run", "resnet", "--platform", args["platform"], "--data", args["data"], "--results", args["results"],
+               env={"DOCKER_HOST": _dead_socket(tmp_path)})
+  assert r.returncode == 2 and want in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_no_gpu_runtime_is_a_clear_error():
+  class Info:
+    def info(self): return {"Runtimes": {"runc": {}}, "CDISpecDirs": []}
+  with pytest.raises(UserError, match="no NVIDIA GPU runtime.*nvidia-ctk runtime configure"):
+    C.check_gpu_runtime(Info(), "nv")
+  if not Path("/dev/kfd").exists():
+    with pytest.raises(UserError, match="no AMD GPU device nodes"):
+      C.check_gpu_runtime(Info(), "amd")
+  C.check_gpu_runtime(Info(), "cpu")

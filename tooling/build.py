@@ -1,0 +1,137 @@
+"""`tinyperf build --vendor nv|amd|cpu` (or `--platform P`): build the image a platform runs in, with live progress.
+
+The base comes from images.lock.json (tag@digest). A base without a digest, or any --base-image that is not pinned by
+digest, is refused when the image serves a closed submission unless --allow-unpinned is given; the digest actually used
+(the registry digest, or the local image ID of a base that has none) goes into the image's labels and environment and
+into a build record, out/images/<vendor>.json (--record). --base-image replaces the vendor image (CI builds on a local
+Debian base); the vendor's GPU-library selfcheck is then skipped, loudly, because that base cannot have them."""
+from __future__ import annotations
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common.config import ROOT, load_config
+from tooling.errors import UserError, write_atomic
+from tooling import images as I
+
+
+def add_arguments(p: argparse.ArgumentParser):
+  g = p.add_mutually_exclusive_group(required=True)
+  g.add_argument("--vendor", choices=I.VENDORS, help="which image: nv (CUDA), amd (ROCm), cpu")
+  g.add_argument("--platform", help="the image of this platform's vendor (and its division decides pinning rules)")
+  p.add_argument("--tag", help="image tag (default tinyperf:<vendor>, what `tinyperf run` and compose.yaml use)")
+  p.add_argument("--base-image", help="build on this base instead of the locked vendor image (e.g. a locally imported "
+                 "Debian for CI); the GPU-library selfcheck is skipped unless it is the vendor's repository")
+  p.add_argument("--allow-unpinned", action="store_true",
+                 help="build a closed-division image from a base without a digest (recorded in the image)")
+  p.add_argument("--extra-ca", type=Path, default=os.environ.get("TINYPERF_EXTRA_CA") or None,
+                 help="PEM CA certificate for pip inside the build (TLS-intercepting proxies; env TINYPERF_EXTRA_CA); "
+                 "used by the build's pip only, not trusted by the image (a lower layer keeps the file: public certificates only)")
+  p.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+  p.add_argument("--record", type=Path, default=Path("out/images"), help="folder for the build record (default out/images)")
+
+
+def git_revision() -> str:
+  """HEAD's sha, with -dirty when the tree has uncommitted changes (the image then holds code no commit has)."""
+  try:
+    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True, timeout=30).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return "unknown"
+  return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
+
+
+def project_version() -> str:
+  import tomllib
+  return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+def base_digest(client, ref: str) -> tuple[str, bool]:
+  """(digest, pinned): the registry digest of the base this build will use, or its local image ID when the image has no
+  registry digest (a locally imported base). Pulls the base first when the daemon lacks it, so the digest is exact."""
+  import docker
+  if "@sha256:" in ref: return ref.split("@", 1)[1], True
+  try:
+    img = client.images.get(ref)
+  except docker.errors.ImageNotFound:
+    print(f"pulling base {ref}", flush=True)
+    try: img = client.images.pull(ref)
+    except docker.errors.APIError as e:
+      raise UserError(f"base image {ref} is not on this daemon and cannot be pulled ({str(e).splitlines()[0][:200]}). "
+                      f"Load it (`docker load`, `docker import`) or pass --base-image. Nothing was built.") from None
+  repo = ref.rsplit(":", 1)[0] if ":" in ref.split("/")[-1] else ref
+  for d in img.attrs.get("RepoDigests") or []:
+    if d.split("@")[0] == repo: return d.split("@", 1)[1], False
+  return img.id, False   # local image ID (sha256 of its config): exact, but not a registry digest
+
+
+def main(args) -> int:
+  from tooling import container
+  if args.platform:
+    cfg = load_config(*_split_platform(args.platform))
+    vendor, closed = cfg["vendor"], cfg["division"] == "closed"
+    served = [f"{cfg.benchmark}/{cfg.platform}"]
+  else:
+    vendor = args.vendor
+    cfgs = I.platforms_of(vendor)
+    closed = any(c["division"] == "closed" for c in cfgs)
+    served = [f"{c.benchmark}/{c.platform}" for c in cfgs if c["division"] == "closed"]
+  lock = I.load_lock()
+  entry = lock["images"][vendor]
+  ref = args.base_image or I.base_ref(entry)
+  pinned_ref = "@sha256:" in ref
+  if closed and not pinned_ref and not args.allow_unpinned:
+    why = "images.lock.json has no digest for it" if not args.base_image else "--base-image is not pinned by digest"
+    raise UserError(f"base {ref} is not pinned ({why}) and the {vendor} image serves closed submissions "
+                    f"({', '.join(served)}). Run `tinyperf images pin` on a machine with registry access, or pass a "
+                    f"base as repository:tag@sha256:..., or --allow-unpinned for a non-submission build. Nothing was built.")
+  vendor_base = ref.split("@")[0].rsplit(":", 1)[0] == entry["repository"]
+  tag = args.tag or I.DEFAULT_TAG.format(vendor=vendor)
+  client = container.connect(timeout=3600)
+  digest, _ = base_digest(client, ref)
+  git_sha = git_revision()
+  buildargs = {"BASE_IMAGE": ref, "BASE_DIGEST": digest, "TINYPERF_VERSION": project_version(),
+               "TINYPERF_GIT_SHA": git_sha, "TINYGRAD_VERSION": I.tinygrad_version(),
+               "SELFCHECK_GPU_LIBS": "require" if vendor_base else "skip"}
+  labels = {"io.tinyperf.base.pinned": "true" if pinned_ref else "false",
+            "io.tinyperf.gpu_libs_checked": "true" if vendor_base and vendor != "cpu" else "false"}
+  if not vendor_base and vendor != "cpu":
+    print(f"NOTE: {ref} is not the {vendor} vendor image ({entry['repository']}); the image's GPU-library check will be "
+          f"SKIPPED and this image cannot run the {vendor.upper()} backend.", flush=True)
+  dockerfile = I.dockerfile_path(vendor)
+  if not dockerfile.is_file() or dockerfile.read_text() != I.render_dockerfile(vendor, lock):
+    raise UserError(f"{dockerfile.name} differs from what images.lock.json and tooling/images.py render; run "
+                    f"`tinyperf render` (and commit) before building. Nothing was built.")
+  ca_copy = None
+  if args.extra_ca:
+    if not Path(args.extra_ca).is_file():
+      raise UserError(f"--extra-ca {args.extra_ca}: no such file. Pass a PEM CA certificate (or unset TINYPERF_EXTRA_CA).")
+    ca_copy = ROOT / "docker" / "certs" / "tinyperf-build-extra.crt"
+    shutil.copyfile(args.extra_ca, ca_copy)
+  print(f"building {tag} from {dockerfile.name} on {ref} ({digest}), git {git_sha}", flush=True)
+  try:
+    res = container.build(client, ROOT, dockerfile.name, tag, buildargs, labels=labels, nocache=args.no_cache,
+                          echo=lambda line: print(line, flush=True))
+  finally:
+    if ca_copy: ca_copy.unlink(missing_ok=True)
+  record = {"tag": tag, "image_id": res.image_id, "vendor": vendor, "dockerfile": dockerfile.name, "base_image": ref,
+            "base_digest": digest, "base_pinned": pinned_ref, "gpu_libs_checked": labels["io.tinyperf.gpu_libs_checked"] == "true",
+            "git_sha": git_sha, "tinyperf_version": buildargs["TINYPERF_VERSION"],
+            "tinygrad_version": buildargs["TINYGRAD_VERSION"], "extra_ca": bool(ca_copy),
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(res.seconds, 1)}
+  path = write_atomic(args.record / f"{vendor}.json", json.dumps(record, indent=1) + "\n", overwrite=True)
+  print(f"built {tag} = {res.image_id} in {res.seconds:.0f} s ({res.steps} steps); base {ref} ({digest}); record {path}",
+        flush=True)
+  return 0
+
+
+def _split_platform(platform: str) -> tuple[str, str]:
+  """--platform accepts `P` (resnet's config decides) or `BENCHMARK/P`."""
+  if "/" in platform: b, p = platform.split("/", 1); return b, p
+  return "resnet", platform

@@ -1,0 +1,238 @@
+"""The docker SDK side of tinyperf: connect, build with streamed progress, and run one container with its output streamed
+to a host file. Everything that talks to the engine is here; tooling/build.py and tooling/run.py decide what to run.
+
+docker SDK 7.x facts this relies on (shared/specs/container_anchors.md section 7): APIClient.build(decode=True) yields
+dicts and does not raise on a failed step (an `error` event does); no BuildKit, so Dockerfiles use classic syntax;
+detach + remove would drop the container (and its logs) on exit, so containers are removed here after the logs are
+saved; DeviceRequest(count=N, capabilities=[["gpu"]]) is `--gpus N`."""
+from __future__ import annotations
+import os
+import re
+import resource
+import stat
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tooling.errors import UserError
+
+LABEL = "io.tinyperf"
+
+
+def daemon_address() -> str:
+  return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def connect(timeout: int = 60):
+  """A docker client that answered a ping, or UserError naming the daemon address and the fix."""
+  import docker
+  import requests
+  addr = daemon_address()
+  try:
+    # an explicit address: docker SDK 7.2's from_env() would follow the CLI's context instead
+    client = docker.DockerClient(base_url=addr, timeout=timeout)
+    client.ping()
+    return client
+  except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as e:
+    why = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+    raise UserError(f"cannot reach the Docker daemon at {addr} ({why}). Start it (`sudo systemctl start docker`, or "
+                    f"`dockerd &` as root), or point DOCKER_HOST at a running one; or run on this host with "
+                    f"--no-container. Nothing was run.") from None
+
+
+def get_image(client, tag: str, build_hint: str):
+  import docker
+  try:
+    return client.images.get(tag)
+  except docker.errors.ImageNotFound:
+    raise UserError(f"image {tag} is not on this Docker daemon ({daemon_address()}). Build it with `{build_hint}` "
+                    f"(or pass --image with one that exists: `docker images`). Nothing was run.") from None
+
+
+# ------------------------------------------------------------------------------------------------------------ build
+
+@dataclass
+class BuildResult:
+  image_id: str
+  steps: int
+  seconds: float
+  log_tail: list[str] = field(default_factory=list)
+
+
+STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+
+
+def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, labels: dict | None = None,
+          nocache: bool = False, echo=print) -> BuildResult:
+  """Classic build through the low-level API with each output line echoed as it arrives. A failing step (which the SDK
+  reports as an `error` event, not an exception) becomes UserError naming the step and its last output lines."""
+  t0 = time.time()
+  step, image_id, tail, partial = "", None, [], ""
+  stream = client.api.build(path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs, labels=labels or {},
+                            decode=True, rm=True, forcerm=True, pull=False, nocache=nocache, network_mode="host")
+  for ev in stream:
+    if "stream" in ev:
+      partial += ev["stream"]
+      *lines, partial = partial.split("\n")
+      for line in lines:
+        m = STEP_RE.match(line)
+        if m: step = line
+        tail = (tail + [line])[-40:]
+        echo(line)
+        if line.startswith("Successfully built ") and not image_id: image_id = line.split()[-1]
+    elif "aux" in ev and isinstance(ev["aux"], dict) and ev["aux"].get("ID"):
+      image_id = ev["aux"]["ID"]
+    elif "error" in ev or "errorDetail" in ev:
+      msg = (ev.get("errorDetail") or {}).get("message") or ev.get("error") or "unknown build error"
+      if partial: tail.append(partial)
+      shown = "\n".join("    " + x for x in tail[-15:] if x.strip())
+      raise UserError(f"building {tag} from {dockerfile} failed at {step or 'the first step'}:\n  {msg.strip()}\n"
+                      f"  last output:\n{shown}\nFix the step (or its input) and rerun `tinyperf build`.")
+    elif "status" in ev:  # base-image pulls
+      echo(f"{ev.get('id', '')} {ev['status']} {ev.get('progress', '')}".strip())
+  if not image_id:
+    raise UserError(f"building {tag} from {dockerfile}: the daemon ended the build without an image ID or an error "
+                    f"(last step: {step or 'none'}). Rerun; if it repeats, check the daemon log.")
+  m = STEP_RE.match(step)
+  return BuildResult(image_id=image_id, steps=int(m.group(2)) if m else 0, seconds=time.time() - t0, log_tail=tail)
+
+
+# -------------------------------------------------------------------------------------------------------------- run
+
+@dataclass
+class RunSpec:
+  """What one container needs. Built by tooling/run.py from a platform config (the same knobs compose is rendered from)."""
+  image: str
+  command: list[str]
+  name: str
+  mounts: list[tuple[str, str, bool]]          # (host path, container path, read_only)
+  environment: dict
+  vendor: str
+  gpus: int
+  shm_size: str
+  user: str
+  labels: dict = field(default_factory=dict)
+  render_gid: int | None = None
+  memlock: int | None = None                    # GPU vendors: RLIMIT_MEMLOCK bytes, -1 = unlimited (the default)
+
+
+def host_render_gid() -> int | None:
+  """GID owning the host's /dev/dri/renderD* nodes (the container user needs it; the group may not exist in the image)."""
+  env = os.environ.get("TINYPERF_RENDER_GID") or os.environ.get("RENDER_GID")
+  if env: return int(env)
+  for n in sorted(Path("/dev/dri").glob("renderD*")) if Path("/dev/dri").is_dir() else []:
+    return n.stat().st_gid
+  return None
+
+
+def check_gpu_runtime(client, vendor: str):
+  """The host can give containers GPUs of this vendor, or UserError saying what is missing."""
+  if vendor == "nv":
+    info = client.info()
+    runtimes = set((info.get("Runtimes") or {}).keys())
+    cdi = [d for d in info.get("CDISpecDirs") or [] if Path(d).is_dir() and any(Path(d).glob("*nvidia*"))]
+    if "nvidia" not in runtimes and not cdi:
+      raise UserError(f"this Docker daemon has no NVIDIA GPU runtime (runtimes: {', '.join(sorted(runtimes)) or 'none'}; "
+                      f"no NVIDIA CDI spec). Install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure "
+                      f"--runtime=docker` and restart docker; `docker run --rm --gpus all <image> nvidia-smi` must work. "
+                      f"Nothing was run.")
+  elif vendor == "amd":
+    missing = [p for p in ("/dev/kfd", "/dev/dri") if not Path(p).exists()]
+    if missing:
+      raise UserError(f"this host has no AMD GPU device nodes ({', '.join(missing)} missing): the amdgpu kernel driver "
+                      f"is not loaded. Install amdgpu-dkms (or load amdgpu) and check `ls /dev/kfd /dev/dri`. Nothing "
+                      f"was run.")
+
+
+def memlock_limit() -> int:
+  """RLIMIT_MEMLOCK for GPU containers: -1 (unlimited, what the GPU userspace wants for pinned host memory) when the
+  host allows raising it, else the host's hard limit (sandboxes where even root may not raise it, e.g. CI), with a
+  warning. TINYPERF_MEMLOCK (bytes, -1 = unlimited) overrides."""
+  if os.environ.get("TINYPERF_MEMLOCK"): return int(os.environ["TINYPERF_MEMLOCK"])
+  _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+  if hard == resource.RLIM_INFINITY: return -1
+  probe = "import resource as r; r.setrlimit(r.RLIMIT_MEMLOCK, (r.RLIM_INFINITY, r.RLIM_INFINITY))"
+  if subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0: return -1
+  print(f"WARNING: this host may not raise the locked-memory limit; GPU containers get {hard} bytes instead of "
+        f"unlimited (set TINYPERF_MEMLOCK to override).", file=sys.stderr)
+  return hard
+
+
+def container_kwargs(spec: RunSpec) -> dict:
+  """docker SDK containers.create() arguments; the same devices, limits and mounts compose.yaml gives the services."""
+  import docker.types as T
+  kw = dict(image=spec.image, command=spec.command, name=spec.name, detach=True, init=True, user=spec.user,
+            environment=spec.environment, labels=spec.labels, shm_size=spec.shm_size, network_mode="none",
+            working_dir="/tmp",
+            mounts=[T.Mount(target=c, source=str(h), type="bind", read_only=ro) for h, c, ro in spec.mounts],
+            ulimits=[T.Ulimit(name="stack", soft=67108864, hard=67108864)])
+  if spec.vendor in ("nv", "amd"):  # pinned host memory for the GPU runtimes; the CPU backend does not lock memory
+    m = spec.memlock if spec.memlock is not None else -1
+    kw["ulimits"].insert(0, T.Ulimit(name="memlock", soft=m, hard=m))
+  if spec.vendor == "nv":
+    kw["device_requests"] = [T.DeviceRequest(driver="nvidia", count=spec.gpus, capabilities=[["gpu", "compute", "utility"]])]
+  elif spec.vendor == "amd":
+    kw["devices"] = ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
+    kw["group_add"] = ["video"] + ([str(spec.render_gid)] if spec.render_gid is not None else [])
+    kw["security_opt"] = ["seccomp=unconfined"]
+  return kw
+
+
+class Running:
+  """One started container: stream its output to a sink until it exits, then remove it. Ctrl-C (or any exception)
+  kills and removes it before re-raising; a watchdog kills it after `limit_s`."""
+  def __init__(self, client, spec: RunSpec):
+    import docker
+    self.client, self.spec, self.timed_out = client, spec, False
+    try:
+      self.container = client.containers.create(**container_kwargs(spec))
+    except docker.errors.APIError as e:
+      raise UserError(f"the Docker daemon refused to create container {spec.name} from {spec.image}: "
+                      f"{e.explanation or e}. Nothing was run.") from None
+
+  def run(self, sink, limit_s: float | None = None) -> int:
+    import docker
+    c = self.container
+    timer = None
+    try:
+      try: c.start()
+      except docker.errors.APIError as e:
+        raise UserError(f"the Docker daemon could not start container {self.spec.name}: {e.explanation or e}. "
+                        f"Nothing was run in it.") from None
+      if limit_s:
+        def kill():
+          self.timed_out = True
+          try: c.kill()
+          except docker.errors.APIError: pass
+        timer = threading.Timer(limit_s, kill); timer.daemon = True; timer.start()
+      for chunk in c.logs(stream=True, follow=True, stdout=True, stderr=True):
+        sink(chunk)
+      return int(c.wait(timeout=60)["StatusCode"])
+    finally:
+      if timer: timer.cancel()
+      self.remove()
+
+  def remove(self):
+    import docker
+    try: self.container.remove(force=True)  # force: kills it first if it still runs (Ctrl-C)
+    except docker.errors.NotFound: pass
+    except docker.errors.APIError as e:
+      if "already in progress" not in str(e): raise
+
+
+def chown_tree(path: Path, uid: int, gid: int):
+  """Make a directory the container's user writes into owned by that user (the launcher runs as root)."""
+  for p in [path, *path.rglob("*")]:
+    try: os.chown(p, uid, gid, follow_symlinks=False)
+    except FileNotFoundError: pass
+
+
+def is_writable_dir(path: Path) -> bool:
+  try:
+    st = path.stat()
+    return stat.S_ISDIR(st.st_mode) and os.access(path, os.W_OK | os.X_OK)
+  except OSError:
+    return False
