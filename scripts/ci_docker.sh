@@ -37,6 +37,11 @@ _tp_setup() {
   fi
   export DOCKER_HOST="${DOCKER_HOST:-unix:///var/run/docker.sock}"
   if ! docker version >/dev/null 2>&1; then
+    # a dockerd killed with its session leaves /var/run/docker.pid; if that pid now belongs to another process,
+    # dockerd would refuse to start
+    if [ -f /var/run/docker.pid ] && [ "$(cat "/proc/$(cat /var/run/docker.pid)/comm" 2>/dev/null)" != dockerd ]; then
+      rm -f /var/run/docker.pid
+    fi
     echo "ci_docker: starting dockerd (log: $_tp_log)"
     # setsid: the daemon outlives this shell's job control but is stopped by `ci_docker.sh stop` (pid file)
     setsid dockerd --storage-driver=vfs --iptables=false --bridge=none >"$_tp_log" 2>&1 < /dev/null &
