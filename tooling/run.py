@@ -132,14 +132,14 @@ def main(args) -> int:
   _check_data(cfg, args.data)
   _results_writable(args.results)
   results_dir, work_root = run_dirs(args.results, cfg)
-  try:
-    results_dir.mkdir(parents=True, exist_ok=True); work_root.mkdir(parents=True, exist_ok=True)
-  except OSError as e:
-    raise UserError(f"cannot create {results_dir} ({e.strerror}); choose a writable --results directory.") from None
   backend = None
   if not args.no_container:
     from tooling.docker_run import ContainerBackend
     backend = ContainerBackend(cfg, args.image, args.data, work_root)  # daemon, image, GPU runtime: UserError if not
+  try:
+    results_dir.mkdir(parents=True, exist_ok=True); work_root.mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    raise UserError(f"cannot create {results_dir} ({e.strerror}); choose a writable --results directory.") from None
   ledger_path = work_root / "ledger.json"
   with L.Ledger.locked(ledger_path) as led: pending, taken = led.pending(nexp), led.seeds()
   # a result file the ledger does not know about is never overwritten: refuse loudly instead
