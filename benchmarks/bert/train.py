@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import load_config, PlatformConfig
+from benchmarks.common.config import PlatformConfig
 from benchmarks.common.io import InputError
 from benchmarks.common import mlperf, runtime
 
@@ -277,18 +277,7 @@ def run_phase(cfg: PlatformConfig, args) -> int:
 
 
 def main(argv=None) -> int:
-  args = parse_args(argv)
-  try:
-    cfg = load_config("bert", args.platform)
-    for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
-    runtime.apply_tinygrad_env(cfg, args.phase)
-    runtime.prepare_cache_db(args.results, args.seed, fresh=args.phase == "init")
-    mlperf.open_result_log(args.log or args.results / f"result_bert_{args.seed}.txt")
-    print("provenance: " + ", ".join(f"{k}={v}" for k, v in runtime.provenance().items()), flush=True)
-    return (init_phase if args.phase == "init" else run_phase)(cfg, args)
-  except InputError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 2
+  return runtime.run_entrypoint("bert", parse_args(argv), {"init": init_phase, "run": run_phase})
 
 
 if __name__ == "__main__":

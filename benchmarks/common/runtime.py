@@ -41,6 +41,25 @@ def devices(cfg: PlatformConfig) -> list[str]:
   return [Device.canonicalize(f"{Device.DEFAULT}:{i}") for i in range(cfg["GPUS"])]
 
 
+def run_entrypoint(benchmark: str, args, phases: dict) -> int:
+  """The shared body of every training entrypoint's main(): config (+ env overrides, printed), tinygrad knobs, the
+  per-run kernel cache, the MLPerf log, provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""
+  from benchmarks.common import mlperf
+  from benchmarks.common.config import load_config
+  from benchmarks.common.io import InputError
+  try:
+    cfg = load_config(benchmark, args.platform, path=getattr(args, "config", None))
+    for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
+    apply_tinygrad_env(cfg, args.phase)
+    prepare_cache_db(args.results, args.seed, fresh=args.phase == "init")
+    mlperf.open_result_log(args.log or args.results / f"result_{benchmark}_{args.seed}.txt")
+    print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance().items()), flush=True)
+    return phases[args.phase](cfg, args)
+  except InputError as e:
+    print(f"error: {e}", file=sys.stderr)
+    return 2
+
+
 def host_scalar(t) -> float:
   """A scalar result as a Python number. A multi-device tensor is read from its first device: going through the CPU
   device would start tinygrad's CPU backend (and its compiler) just to copy one number."""
