@@ -41,6 +41,18 @@ def devices(cfg: PlatformConfig) -> list[str]:
   return [Device.canonicalize(f"{Device.DEFAULT}:{i}") for i in range(cfg["GPUS"])]
 
 
+def add_run_arguments(p, benchmark: str):
+  """Entrypoint options both benchmarks share (env defaults as upstream: BENCHMARK, CKPT, RESUME)."""
+  p.add_argument("--results", type=Path, required=True, help="directory for the MLPerf log, checkpoints and the cache")
+  p.add_argument("--log", type=Path, help=f"MLPerf log file (default: RESULTS/result_{benchmark}_<seed>.txt)")
+  p.add_argument("--benchmark-steps", type=int, default=int(os.environ.get("BENCHMARK", "0")),
+                 help="run this many train steps, print step time and projected time to train, and stop (env BENCHMARK)")
+  p.add_argument("--ckpt", action="store_true", default=os.environ.get("CKPT", "0") == "1",
+                 help="save the full training state after every eval (env CKPT=1)")
+  p.add_argument("--resume", type=Path, default=Path(os.environ["RESUME"]) if os.environ.get("RESUME") else None,
+                 help="training-state file to resume from (env RESUME)")
+
+
 def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   """The shared body of every training entrypoint's main(): config (+ env overrides, printed), tinygrad knobs, the
   per-run kernel cache, the MLPerf log, provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""

@@ -26,14 +26,7 @@ def parse_args(argv=None):
   p.add_argument("--seed", type=int, required=True, help="run seed (31-bit; the launcher draws it)")
   p.add_argument("--data", type=Path, help="prepared ImageNet directory (with manifest.json); INIT without it assumes "
                  "ImageNet-1k's sizes (for BENCHMARK runs on fake data)")
-  p.add_argument("--results", type=Path, required=True, help="directory for the MLPerf log, checkpoints and the cache")
-  p.add_argument("--log", type=Path, help="MLPerf log file (default: RESULTS/result_resnet_<seed>.txt)")
-  p.add_argument("--benchmark-steps", type=int, default=int(os.environ.get("BENCHMARK", "0")),
-                 help="run this many train steps, print step time and projected time to train, and stop (env BENCHMARK)")
-  p.add_argument("--ckpt", action="store_true", default=os.environ.get("CKPT", "0") == "1",
-                 help="save the full training state after every eval (env CKPT=1)")
-  p.add_argument("--resume", type=Path, default=Path(os.environ["RESUME"]) if os.environ.get("RESUME") else None,
-                 help="training-state file to resume from (env RESUME)")
+  runtime.add_run_arguments(p, "resnet")
   return p.parse_args(argv)
 
 
