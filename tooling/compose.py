@@ -92,12 +92,10 @@ def tool_service(entrypoint: list[str], command: list[str], volumes: list[str], 
           "volumes": volumes, "labels": {"io.tinyperf.tool": doc}}
 
 
-def compose_dict() -> dict:
-  services = {}
-  for b in BENCHMARKS:
-    for p in available_platforms(b):
-      cfg = load_config(b, p, environ={})
-      services[service_name(cfg)] = benchmark_service(cfg)
+def compose_dict(configs: list[PlatformConfig] | None = None) -> dict:
+  """Services for `configs` (default: every platform config of this tree) plus the tool services."""
+  if configs is None: configs = [load_config(b, p, environ={}) for b in BENCHMARKS for p in available_platforms(b)]
+  services = {service_name(cfg): benchmark_service(cfg) for cfg in configs}
   # data preparation needs the network (downloads) and writes the data folders; the CPU image is enough
   services["prep-imagenet"] = tool_service(
     ["tinyperf", "prep", "imagenet"], ["--out", "/data", "--from-tars", "/tars", "--val-labels", "/tars/val_labels.txt"],
@@ -118,5 +116,5 @@ def compose_dict() -> dict:
   return {"services": services}
 
 
-def render_compose() -> str:
-  return HEADER + yaml.safe_dump(compose_dict(), sort_keys=False, width=120, default_flow_style=False)
+def render_compose(configs: list[PlatformConfig] | None = None) -> str:
+  return HEADER + yaml.safe_dump(compose_dict(configs), sort_keys=False, width=120, default_flow_style=False)

@@ -42,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from tooling import ledger as L
 from tooling import mlperf_tools, render
+from tooling.compose import render_compose
 from tooling.errors import UserError, write_atomic
 from tooling.mllog_reader import read_log
 from tooling.submission_tree import read_systems_json
@@ -56,7 +57,7 @@ ORG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 # of its implementations/ only the packaged platform (config.yaml plus freshly rendered scripts).
 CODE_DIRS = ("benchmarks/common", "tooling", "docker")
 CODE_FILES = ("benchmarks/__init__.py",)
-TOP_GLOBS = ("pyproject.toml", "requirements*.lock", "Dockerfile*", "compose.yaml", "LICENSE*")
+TOP_GLOBS = ("pyproject.toml", "requirements*.lock", "images.lock.json", "Dockerfile*", "compose.yaml", "LICENSE*")
 SKIP_DIRS = {"__pycache__", "tests", "implementations"}
 SKIP_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 
@@ -262,6 +263,9 @@ def assemble(org_dir: Path, sels: list[BenchSelection], systems_dir: Path, org: 
     for rel in code_files(cfg.benchmark):
       p = ROOT / rel
       _write(impl / rel, p.read_bytes(), executable=bool(p.stat().st_mode & 0o111))
+    # the packaged tree holds one platform, so its compose.yaml has that platform's service (and `render --check` there
+    # compares against exactly this)
+    _write(impl / "compose.yaml", render_compose([cfg]))
     nested = impl / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
     _write(nested / "config.yaml", cfg.path.read_bytes())
     for name, fn in render.RENDERERS.items():
