@@ -1,4 +1,4 @@
-"""`tinyperf bench resnet --gpus N [--against torch]`: our tinygrad train step and a PyTorch one, side by side, one command.
+"""`tinyperf bench resnet|bert --gpus N [--against torch]`: our tinygrad train step and a PyTorch one, side by side, one command.
 
 Both sides run as processes on the same machine: the tinygrad side is the real training entrypoint in INIT phase with
 BENCHMARK steps on fake data of the real shapes (so BEAM and the JIT behave as in a submission), the PyTorch side is
@@ -8,9 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,42 +24,115 @@ TAG = "tinyperf-bench "
 
 
 def add_arguments(p: argparse.ArgumentParser):
-  p.add_argument("benchmark", choices=("resnet",))
+  p.add_argument("benchmark", choices=("resnet", "bert"))
   p.add_argument("--gpus", type=int, default=1, help="GPUs for the tinygrad side (PyTorch runs on one)")
   p.add_argument("--platform", help="config to start from (default: <gpus>xH200)")
-  p.add_argument("--bs", type=int, default=256, help="batch per GPU (default 256)")
+  p.add_argument("--bs", type=int, help="batch per GPU (default: the platform config's)")
   p.add_argument("--steps", type=int, default=20, help="timed steps per side (median reported)")
   p.add_argument("--beam", type=int, help="TRAIN_BEAM for the tinygrad side (default: the config's)")
   p.add_argument("--against", choices=("torch", "none"), default="torch")
   p.add_argument("--torch-modes", default="eager,compile")
   p.add_argument("--record", type=Path, help="append the JSON records to this file")
+  p.add_argument("--beam-cache", type=Path, help="sqlite file of BEAM search results: seeds the tinygrad side's kernel "
+                 "cache and receives what it searched (also when stopped), so a search can go on across machines")
+  p.add_argument("--time-limit", type=float, help="stop the tinygrad side after this many seconds (with --beam-cache, "
+                 "what it searched so far is kept)")
 
 
 def _records(out: str) -> list[dict]:
   return [json.loads(line[line.index(TAG) + len(TAG):]) for line in out.splitlines() if TAG in line]
 
 
+UNIT = {"resnet": "img_per_s", "bert": "seq_per_s"}
+
+
+def config(args):
+  cfg = load_config(args.benchmark, args.platform or f"{args.gpus}xH200", environ={})
+  if args.bs is None: args.bs = cfg["BS"] // cfg["GPUS"]
+  return cfg
+
+
 def run_tinygrad(args, extra_env: dict) -> dict:
-  platform = args.platform or f"{args.gpus}xH200"
-  cfg = load_config(args.benchmark, platform, environ={})
+  cfg = config(args)
   env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUS": str(args.gpus), "BS": str(args.bs * args.gpus),
          "EVAL_BS": str(args.bs * args.gpus), **extra_env}
   if args.beam is not None: env["TRAIN_BEAM"] = str(args.beam)
   with tempfile.TemporaryDirectory() as tmp:
+    if args.beam_cache:   # a BEAM search continued from the searches saved by earlier runs of this command
+      env["CACHEDB"] = str(Path(tmp) / "cache.db")
+      seeded = copy_beam_tables(args.beam_cache, Path(env["CACHEDB"])) if args.beam_cache.is_file() else 0
+      print(f"bench: {seeded} BEAM-searched kernels carried in from {args.beam_cache}", flush=True)
     cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.train", "--platform", cfg.platform, "--phase", "init",
            "--seed", "0", "--results", tmp, "--benchmark-steps", str(args.steps)]
     t0 = time.time()
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
-  sys.stderr.write(proc.stderr[-3000:])
-  recs = _records(proc.stdout)
-  if proc.returncode != 0 or not recs:
-    raise UserError(f"the tinygrad side failed (exit {proc.returncode}); its output ends with:\n{proc.stdout[-2000:]}")
+    try:
+      rc, out = _stream(cmd, env, args.time_limit)
+    finally:
+      if args.beam_cache: save_beam_cache(Path(env["CACHEDB"]), args.beam_cache)
+  recs = _records(out)
+  if rc is None:
+    raise UserError(f"the tinygrad side did not finish within --time-limit {args.time_limit:.0f} s and was stopped"
+                    + (f"; the kernels it searched are saved in {args.beam_cache}: run the same command again to go on"
+                       if args.beam_cache else ""))
+  if rc != 0 or not recs:
+    raise UserError(f"the tinygrad side failed (exit {rc}); its output ends with:\n{out[-2000:]}")
   return {**recs[-1], "wall_s": time.time() - t0}
+
+
+def _stream(cmd: list[str], env: dict, time_limit: float | None) -> tuple[int | None, str]:
+  """Run cmd with its output passed through as it comes (INIT can take minutes) and kept; (exit code or None if it
+  was stopped at time_limit, output)."""
+  proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True)   # its own group: BEAM's worker processes stop with it
+  lines, deadline = [], time.time() + time_limit if time_limit else None
+  timer = threading.Timer(time_limit, lambda: os.killpg(proc.pid, signal.SIGKILL)) if time_limit else None
+  if timer: timer.start()
+  try:
+    for line in proc.stdout:
+      sys.stdout.write(line); lines.append(line)
+    rc = proc.wait()
+  finally:
+    if timer: timer.cancel()
+    if proc.poll() is None: os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+  stopped = deadline is not None and rc < 0 and time.time() >= deadline
+  return (None if stopped else rc), "".join(lines)
+
+
+# tinygrad's kernel cache (CACHEDB, sqlite) holds compiled programs (large: >100 MB for ResNet-50) and, in the
+# beam_search_<version> tables, the chosen optimizations per kernel AST (small). Only the latter is carried between
+# machines: with it, a later run compiles the chosen kernels without searching again.
+def copy_beam_tables(src: Path, dst: Path) -> int:
+  """Add src's beam_search tables to the sqlite file dst (created if missing); returns how many rows dst then has."""
+  con = sqlite3.connect(dst)
+  try:
+    con.execute("ATTACH DATABASE ? AS src", (str(src),))
+    tables = con.execute("SELECT name, sql FROM src.sqlite_master WHERE type='table' AND name LIKE 'beam_search%'").fetchall()
+    for name, sql in tables:
+      if not con.execute("SELECT 1 FROM main.sqlite_master WHERE name=?", (name,)).fetchone(): con.execute(sql)
+      con.execute(f"INSERT OR REPLACE INTO main.\"{name}\" SELECT * FROM src.\"{name}\"")
+    con.commit()
+    return sum(con.execute(f"SELECT COUNT(*) FROM main.\"{n}\"").fetchone()[0] for n, _ in tables)
+  finally:
+    con.close()
+
+
+def save_beam_cache(cache_db: Path, dest: Path) -> None:
+  """Write cache_db's BEAM results to dest (a new file moved into place: an interrupted save leaves the old one)."""
+  if not cache_db.is_file(): return
+  tmp = dest.with_name(dest.name + ".tmp")
+  tmp.unlink(missing_ok=True)
+  if dest.is_file(): copy_beam_tables(dest, tmp)
+  n = copy_beam_tables(cache_db, tmp)
+  os.replace(tmp, dest)
+  print(f"bench: {n} BEAM-searched kernels saved in {dest}", flush=True)
 
 
 def run_torch(args) -> list[dict]:
   cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.bench_torch", "--bs", str(args.bs), "--steps", str(args.steps),
          "--modes", args.torch_modes]
+  if args.benchmark == "bert":   # the config's shapes (BERT_LAYERS stays 24: the bench measures the real model)
+    cfg = config(args)
+    cmd += ["--seq", str(cfg["MAX_SEQ_LEN"]), "--preds", str(cfg["MAX_PREDICTIONS"])]
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
   out = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
   if proc.returncode != 0 or not out:
@@ -67,9 +143,10 @@ def run_torch(args) -> list[dict]:
 def main(args) -> int:
   ours = run_tinygrad(args, {})
   theirs = run_torch(args) if args.against == "torch" else []
-  unit = "img_per_s"
+  unit = UNIT[args.benchmark]
   per_gpu = ours[unit] / ours["gpus"]
-  print(f"\n{'side':<28}{'GPUs':>5}{'batch':>7}{'step ms':>10}{'img/s':>10}{'img/s/GPU':>11}{'mem GB':>8}")
+  u = unit.split("_")[0]
+  print(f"\n{'side':<28}{'GPUs':>5}{'batch':>7}{'step ms':>10}{u + '/s':>10}{u + '/s/GPU':>11}{'mem GB':>8}")
   print(f"{'tinygrad BEAM=' + str(ours['beam'].get('TRAIN_BEAM')):<28}{ours['gpus']:>5}{ours['bs']:>7}"
         f"{ours['median_step_ms']:>10.1f}{ours[unit]:>10.0f}{per_gpu:>11.0f}{ours['mem_used_gb']:>8.1f}")
   for t in theirs:

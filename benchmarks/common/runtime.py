@@ -63,7 +63,10 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
     cfg = load_config(benchmark, args.platform, path=getattr(args, "config", None))
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
     apply_tinygrad_env(cfg, args.phase)
-    prepare_cache_db(args.results, args.seed, fresh=args.phase == "init")
+    # INIT starts its cache empty; a BENCHMARK run given an explicit CACHEDB keeps it (a BEAM search carried over
+    # from an earlier measurement: `tinyperf bench --beam-cache`), which no submission run does
+    keep = bool(args.benchmark_steps and os.environ.get("CACHEDB"))
+    prepare_cache_db(args.results, args.seed, fresh=args.phase == "init" and not keep)
     mlperf.open_result_log(args.log or args.results / f"result_{benchmark}_{args.seed}.txt")
     print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance().items()), flush=True)
     return phases[args.phase](cfg, args)

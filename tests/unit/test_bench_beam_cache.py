@@ -1,0 +1,36 @@
+"""`tinyperf bench --beam-cache`: only tinygrad's BEAM results travel between machines, and tinygrad reads them back."""
+import subprocess
+import sys
+
+from tooling.bench import copy_beam_tables, save_beam_cache
+
+
+def tinygrad_cache(db, code: str) -> str:
+  """Run code against tinygrad's own diskcache with CACHEDB=db (a fresh process: CACHEDB is read at import)."""
+  r = subprocess.run([sys.executable, "-c", "from tinygrad.helpers import diskcache_put, diskcache_get\n" + code],
+                     env={"CACHEDB": str(db), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True)
+  return r.stdout.strip()
+
+
+def key(ast: bytes) -> str: return f"{{'ast': {ast!r}, 'amt': 2, 'allow_test_size': 1, 'device': 'CUDA', 'suffix': ''}}"
+
+
+def test_beam_results_carry_over_and_compiled_programs_do_not(tmp_path):
+  run1, run2, carried = tmp_path / "run1.db", tmp_path / "run2.db", tmp_path / "beam.db"
+  tinygrad_cache(run1, f"diskcache_put('beam_search', {key(b'k1')}, ['opt-a'])\n"
+                       "diskcache_put('compile_cuda', 'prog', b'x' * 100000)")
+  save_beam_cache(run1, carried)
+  assert carried.stat().st_size < 50000            # the compiled program stayed behind
+  # the next machine: its fresh cache seeded from the carried file finds k1 without searching, and adds k2
+  assert copy_beam_tables(carried, run2) == 1
+  assert tinygrad_cache(run2, f"print(diskcache_get('beam_search', {key(b'k1')}))") == "['opt-a']"
+  tinygrad_cache(run2, f"diskcache_put('beam_search', {key(b'k2')}, ['opt-b'])")
+  save_beam_cache(run2, carried)
+  both = tinygrad_cache(carried, f"print(diskcache_get('beam_search', {key(b'k1')}), diskcache_get('beam_search', {key(b'k2')}))")
+  assert both == "['opt-a'] ['opt-b']"
+  assert not carried.with_name("beam.db.tmp").exists()
+
+
+def test_missing_cache_db_saves_nothing(tmp_path):
+  save_beam_cache(tmp_path / "never-written.db", tmp_path / "beam.db")
+  assert not (tmp_path / "beam.db").exists()
