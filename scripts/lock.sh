@@ -12,8 +12,9 @@ TOOLS=${PIP_TOOLS_VENV:-/tmp/tinyperf-pip-tools}
 
 verify() {
   local failed=0 lock nodeps
-  for lock in requirements.lock requirements-dev.lock requirements-convert.lock requirements-testdata.txt; do
-    nodeps=""; [ "$lock" = requirements-testdata.txt ] && nodeps="--no-deps"
+  for lock in requirements.lock requirements-dev.lock requirements-convert.lock requirements-gpulibs.lock \
+              requirements-testdata.txt; do
+    nodeps=""; case $lock in requirements-testdata.txt|requirements-gpulibs.lock) nodeps="--no-deps" ;; esac
     # --only-binary: images install wheels only; --target: --python-version requires it (nothing is written: --dry-run)
     if out=$(python3 -m pip install --dry-run --quiet --ignore-installed --disable-pip-version-check $nodeps \
                --python-version "$FLOOR_PYTHON" --only-binary=:all: --target /tmp/tinyperf-lock-verify \
@@ -36,4 +37,5 @@ compile() { "$TOOLS/bin/pip-compile" --quiet --allow-unsafe --generate-hashes --
 compile --output-file=requirements.lock pyproject.toml
 compile --output-file=requirements-dev.lock requirements-dev.in
 compile --output-file=requirements-convert.lock requirements-convert.in
+compile --output-file=requirements-gpulibs.lock requirements-gpulibs.in
 verify

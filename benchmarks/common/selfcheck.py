@@ -3,7 +3,8 @@
 Run as the last step of every image build (a failure fails the build) and usable in a running container. Checks:
   - Python >= 3.11, the locked packages import, tinyperf and tinygrad are the versions the image's labels claim;
   - clang is on PATH and tinygrad's CPU backend compiles and runs a kernel with it (in a child process, DEV=CPU);
-  - nv: NVRTC and nvJitLink load through tinygrad's own loaders and answer their version calls;
+  - nv: NVRTC and nvJitLink load through tinygrad's own loaders and answer their version calls, and NVRTC compiles a
+    kernel to a cubin for sm_89 (RTX 4090) and sm_90 (H100/H200);
     amd: libamd_comgr loads through tinygrad's loader and answers its version call.
     No GPU is needed for these calls. With --gpu-libs skip (a build on a base that is not the vendor image, as in CI),
     the GPU-library part is skipped and says so loudly.
@@ -61,7 +62,18 @@ def nv_libs():
   assert nvrtc.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) == 0, "nvrtcVersion failed"
   jmaj, jmin = ctypes.c_uint32(), ctypes.c_uint32()
   assert nvjitlink.nvJitLinkVersion(ctypes.byref(jmaj), ctypes.byref(jmin)) == 0, "nvJitLinkVersion failed"
-  return f"NVRTC {major.value}.{minor.value}, nvJitLink {jmaj.value}.{jmin.value}"
+  # loading is not compiling: have NVRTC build a kernel for each GPU generation our NV platforms use, as tinygrad's
+  # CUDA backend does at run time (no GPU is needed to compile)
+  from tinygrad.runtime.support.compiler_cuda import NVRTCCompiler
+  for arch in NV_ARCHS:
+    cubin = NVRTCCompiler(arch, ptx=False).compile(NV_PROBE_KERNEL)
+    assert cubin[:4] == b"\x7fELF", f"NVRTC returned no ELF cubin for {arch}"
+  return f"NVRTC {major.value}.{minor.value}, nvJitLink {jmaj.value}.{jmin.value}; compiled a kernel for " + \
+    ", ".join(f"{a} ({what})" for a, what in NV_ARCHS.items())
+
+
+NV_ARCHS = {"sm_89": "RTX 4090, tinybox green", "sm_90": "H100/H200"}
+NV_PROBE_KERNEL = 'extern "C" __global__ void probe(float *x) { x[threadIdx.x] = 2.0f * x[threadIdx.x] + 1.0f; }'
 
 
 def amd_libs():

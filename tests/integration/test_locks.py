@@ -9,6 +9,7 @@ from tests.conftest import REPO
 def test_every_lock_installs_on_python_3_11_0():
   r = subprocess.run(["scripts/lock.sh", "--verify"], cwd=REPO, capture_output=True, text=True, timeout=900)
   assert r.returncode == 0, r.stderr[-4000:]
-  for lock in ("requirements.lock", "requirements-dev.lock", "requirements-convert.lock", "requirements-testdata.txt"):
+  for lock in ("requirements.lock", "requirements-dev.lock", "requirements-convert.lock", "requirements-gpulibs.lock",
+               "requirements-testdata.txt"):
     assert f"{lock} installs on Python 3.11.0" in r.stderr
 
