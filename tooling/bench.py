@@ -60,7 +60,11 @@ def run_tinygrad(args, extra_env: dict) -> dict:
   with tempfile.TemporaryDirectory() as tmp:
     if args.beam_cache:   # a BEAM search continued from the searches saved by earlier runs of this command
       env["CACHEDB"] = str(Path(tmp) / "cache.db")
-      seeded = copy_beam_tables(args.beam_cache, Path(env["CACHEDB"])) if args.beam_cache.is_file() else 0
+      try:
+        seeded = copy_beam_tables(args.beam_cache, Path(env["CACHEDB"])) if args.beam_cache.is_file() else 0
+      except sqlite3.DatabaseError as e:
+        raise UserError(f"{args.beam_cache}: not a BEAM cache that `tinyperf bench --beam-cache` wrote ({e}). Pass "
+                        f"another path (a missing file starts a new search) or remove this one; it was not changed.") from None
       print(f"bench: {seeded} BEAM-searched kernels carried in from {args.beam_cache}", flush=True)
     cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.train", "--platform", cfg.platform, "--phase", "init",
            "--seed", "0", "--results", tmp, "--benchmark-steps", str(args.steps)]

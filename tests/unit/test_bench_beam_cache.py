@@ -2,6 +2,7 @@
 import subprocess
 import sys
 
+from tests.conftest import REPO
 from tooling.bench import copy_beam_tables, save_beam_cache
 
 
@@ -34,3 +35,13 @@ def test_beam_results_carry_over_and_compiled_programs_do_not(tmp_path):
 def test_missing_cache_db_saves_nothing(tmp_path):
   save_beam_cache(tmp_path / "never-written.db", tmp_path / "beam.db")
   assert not (tmp_path / "beam.db").exists()
+
+
+def test_corrupt_beam_cache_is_a_clear_error_and_is_kept(tmp_path):
+  bad = tmp_path / "beam.db"
+  bad.write_bytes(b"this is not sqlite" * 100)
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+                      "--beam-cache", str(bad)], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 2 and "Traceback" not in r.stderr
+  assert f"{bad}: not a BEAM cache" in r.stderr and "was not changed" in r.stderr
+  assert bad.read_bytes() == b"this is not sqlite" * 100
