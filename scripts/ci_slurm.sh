@@ -15,14 +15,17 @@ _ts_part=ci
 _ts_marker="# written by tinyperf scripts/ci_slurm.sh"
 
 _ts_stop() {
+  # only what this script started: a cluster configured by its slurm.conf, and a munged it started
+  grep -qF "$_ts_marker" "$_ts_conf" 2>/dev/null || return 0
   # scontrol shutdown stops slurmctld and every slurmd it knows; the pid files catch a daemon that did not answer
   scontrol shutdown >/dev/null 2>&1 && sleep 2
-  local f
-  for f in "$_ts_dir/slurmd.pid" "$_ts_dir/slurmctld.pid" /run/munge/munged.pid; do
-    [ -f "$f" ] || continue
-    kill "$(cat "$f")" 2>/dev/null && echo "ci_slurm: stopped $(basename "$f" .pid) $(cat "$f")"
+  local f pid
+  for f in "$_ts_dir/slurmd.pid" "$_ts_dir/slurmctld.pid" $([ -f "$_ts_dir/munged.ours" ] && echo /run/munge/munged.pid); do
+    pid="$(cat "$f" 2>/dev/null)" || continue
+    kill "$pid" 2>/dev/null && echo "ci_slurm: stopped $(basename "$f" .pid) $pid"
     rm -f "$f"
   done
+  rm -f "$_ts_dir/munged.ours"
 }
 
 _ts_node_state() { sinfo -h -N -p "$_ts_part" -o '%T' 2>/dev/null | head -1; }
@@ -45,6 +48,7 @@ _ts_setup() {
   if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     mkdir -p /run/munge && chown munge:munge /run/munge && chmod 755 /run/munge
     runuser -u munge -- /usr/sbin/munged || { echo "ci_slurm: munged did not start" >&2; return 1; }
+    touch "$_ts_dir/munged.ours"
     local i; for i in $(seq 20); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.5; done
     munge -n | unmunge >/dev/null || { echo "ci_slurm: munge does not answer" >&2; return 1; }
   fi
@@ -62,7 +66,8 @@ _ts_setup() {
   cat > "$_ts_conf.tmp" <<EOF
 $_ts_marker: a one-node cluster on this host for CI
 ClusterName=tinyperf-ci
-SlurmctldHost=$host
+# the address is given: the CI machine's hostname may not resolve
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
 StateSaveLocation=$_ts_dir/ctld
