@@ -37,7 +37,7 @@ RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGN
 # Filesystem types (as /proc/mounts names them) that only this machine can see, and ones made to be mounted by many.
 LOCAL_ONLY_FS = {"tmpfs", "ramfs", "devtmpfs", "overlay", "aufs", "squashfs"}
 SHARED_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "ceph", "cephfs", "fuse.ceph", "glusterfs", "fuse.glusterfs",
-             "cifs", "smb3", "panfs", "wekafs", "afs", "ocfs2", "gfs2", "fuse.juicefs", "virtiofs"}
+             "cifs", "smb3", "panfs", "wekafs", "afs", "ocfs2", "gfs2", "fuse.juicefs"}
 
 
 def add_run_arguments(p):
@@ -72,16 +72,17 @@ def require(tool: str, then: str = ""):
                     f"on this machine with --backend local.{' ' + then if then else ''}")
 
 
-def _slurm(*cmd: str) -> str:
+def _slurm(*cmd: str, shown: str | None = None) -> str:
   """Run one Slurm client command; any failure is a UserError carrying Slurm's own message."""
   require(cmd[0])
+  shown = shown or shlex.join(cmd)
   try:
     r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
   except subprocess.TimeoutExpired:
-    raise UserError(f"`{' '.join(cmd)}` did not answer in 120 s; is the Slurm controller up (`scontrol ping`)?") from None
+    raise UserError(f"`{shown}` did not answer in 120 s; is the Slurm controller up (`scontrol ping`)?") from None
   if r.returncode != 0:
     msg = " ".join((r.stderr.strip() or r.stdout.strip() or "no message").split())
-    raise UserError(f"`{shlex.join(cmd)}` failed (exit {r.returncode}): {msg}")
+    raise UserError(f"`{shown}` failed (exit {r.returncode}): {msg}")
   return r.stdout
 
 
@@ -154,11 +155,12 @@ def _this_host(node: tuple[str, str, str]) -> bool:
   return bool({*node} & {me, me.split(".")[0], socket.getfqdn(), "localhost", "127.0.0.1", "::1"})
 
 
-def check_shared(results: Path, partition: str, assume_shared: bool):
+def check_shared(results: Path, partition: str, assume_shared: bool, nodes: list | None = None):
   """Refuse, before submitting, a results directory the nodes cannot write into. What can be told from here: memory and
   container filesystems are this machine's alone; NFS, Lustre, GPFS, ... are shared; a local disk is fine only when the
   partition's nodes are all this machine. Whether a shared filesystem is mounted at the same path on every node cannot
-  be seen from here: a task on a node without it fails at once and `tinyperf status` says so."""
+  be seen from here: a task on a node without it fails at once and `tinyperf status` says so. `nodes` (name, hostname,
+  address) defaults to what sinfo lists for the partition."""
   if assume_shared: return
   fstype, mnt = mount_of(results)
   fix = ("Put --results on a filesystem that every node mounts at the same path (NFS, Lustre, GPFS, BeeGFS, ...)")
@@ -167,10 +169,11 @@ def check_shared(results: Path, partition: str, assume_shared: bool):
                     f"the compute nodes cannot write the runs' results and ledger into it, and it does not survive a "
                     f"reboot. {fix}. Nothing was submitted.")
   if fstype in SHARED_FS: return
-  others = [n[0] for n in partition_nodes(partition) if not _this_host(n)]
+  others = [n[0] for n in (partition_nodes(partition) if nodes is None else nodes) if not _this_host(n)]
   if others:
+    names = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
     raise UserError(f"results directory {results} is on a local {fstype} filesystem (mounted at {mnt}), but partition "
-                    f"{partition} has nodes other than this machine ({', '.join(others[:5])}{', ...' if len(others) > 5 else ''}) "
+                    f"{partition} has nodes other than this machine ({names}) "
                     f"that cannot see it. {fix}, or pass --assume-shared if it is shared in a way tinyperf cannot tell "
                     f"(e.g. this machine exports it over NFS). Nothing was submitted.")
 
@@ -184,9 +187,9 @@ def load_record(work_root: Path) -> dict:
   if not path.exists(): return {"format": "tinyperf-slurm-v1", "jobs": []}
   try:
     rec = json.loads(path.read_text())
-    assert isinstance(rec.get("jobs"), list)
+    if not isinstance(rec, dict) or not isinstance(rec.get("jobs"), list): raise ValueError("no list of jobs")
     return rec
-  except (json.JSONDecodeError, AssertionError, AttributeError) as e:
+  except ValueError as e:  # json.JSONDecodeError is one
     raise UserError(f"{path}: the record of Slurm submissions is unreadable ({e}). Restore it from a backup; the ledger "
                     f"and result files beside it are intact.") from None
 
@@ -250,12 +253,12 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
   stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when))
   s = [
     "#!/bin/bash",
-    f"# tinyperf: {bm} on {platform} (system {cfg['system']}), run indices {array} of {nexp} runs: one Slurm array task per run, each",
-    "# on a node of its own. Each task does what a local `tinyperf run` does for one run: preflight, page-cache drop,",
-    "# INIT, RUN, `tinyperf check`, then result_<i>.txt and its entry in the shared ledger. Kept beside the ledger as",
-    "# part of the submission record; `tinyperf status` follows the runs, `tinyperf status --resume` resubmits failed ones.",
-    f"# Written by `tinyperf run --backend slurm` on {stamp}",
-    f"# from tinyperf {revision}",
+    f"# tinyperf: {bm} on {platform} (system {cfg['system']}), run indices {array} of {nexp} runs.",
+    "# One Slurm array task per run, each on a node of its own, doing what a local `tinyperf run` does for one run:",
+    "# preflight, page-cache drop, INIT, RUN, `tinyperf check`, then result_<i>.txt and its entry in the shared ledger.",
+    "# Kept beside the ledger as part of the submission record; `tinyperf status` follows the runs and",
+    "# `tinyperf status --resume` resubmits failed ones.",
+    f"# Written by `tinyperf run --backend slurm` on {stamp} from tinyperf {revision}",
     f"#SBATCH --job-name=tinyperf-{bm}-{platform}",
     f"#SBATCH --array={array}",
     "#SBATCH --nodes=1",
@@ -303,14 +306,13 @@ def _check_path_chars(path: str, runtime: str):
   # #SBATCH lines are not shell-quoted, --output expands %, pyxis mounts split on ',' and ':'
   bad = set(path) & set(" \t\n%\"'" + (",:" if runtime == "pyxis" else ""))
   if bad:
+    why = "#SBATCH lines are not quoted, --output expands %" + (", pyxis mounts split on , and :" if runtime == "pyxis" else "")
     raise UserError(f"{path} contains {' '.join(repr(c) for c in sorted(bad))}, which an sbatch script cannot carry "
-                    f"there (#SBATCH lines are not quoted, --output expands %{', pyxis mounts split on , and :' if runtime == 'pyxis' else ''}); "
-                    f"use a path without them. Nothing was submitted.")
+                    f"there ({why}); use a path without them. Nothing was submitted.")
 
 
 def submit(cfg: PlatformConfig, args, nexp: int) -> int:
   """`tinyperf run --backend slurm`: check what can be checked here, then submit the runs not yet done or queued."""
-  from tooling import run as R
   runtime = args.container_runtime or ("none" if args.no_container else "docker")
   if args.no_container and runtime != "none":
     raise UserError(f"--no-container and --container-runtime {runtime} contradict each other; pass one of them.")
@@ -372,10 +374,11 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
     tmp = slurm_dir / f".unsubmitted-{socket.gethostname()}-{os.getpid()}.sbatch"
     write_atomic(tmp, text, overwrite=True)
     try:
-      out = _slurm("sbatch", "--parsable", str(tmp))
+      out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
     except UserError as e:
       tmp.unlink(missing_ok=True)
-      raise UserError(f"sbatch refused the job: {e} Nothing was submitted.") from None
+      raise UserError(f"sbatch refused the job: {e}. Fix the request (partition, --sbatch-arg) and rerun. "
+                      f"Nothing was submitted.") from None
     job_id = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
     if not job_id.isdigit():
       raise UserError(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before resubmitting.")

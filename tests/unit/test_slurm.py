@@ -256,6 +256,19 @@ def test_results_in_memory_are_not_shared():
   assert not Path("/dev/shm/tinyperf-never-created").exists()
 
 
+def test_results_on_a_local_disk():
+  """A local disk (the repository's own filesystem) is fine when every node of the partition is this machine, and
+  refused, naming the other nodes, when it is not."""
+  import socket
+  me = socket.gethostname()
+  if S.mount_of(REPO)[0] in S.LOCAL_ONLY_FS | S.SHARED_FS: pytest.skip(f"the checkout is on {S.mount_of(REPO)[0]}, not a local disk")
+  S.check_shared(REPO / "out", "one", False, nodes=[(me, me, "127.0.0.1")])
+  with pytest.raises(UserError, match=r"on a local .* but partition gpu has nodes other than this machine \(gpu01, gpu02\)"
+                                      r".*--assume-shared"):
+    S.check_shared(REPO / "out", "gpu", False, nodes=[(me, me, "10.0.0.1"), ("gpu01", "gpu01", "10.0.0.2"),
+                                                      ("gpu02", "gpu02", "10.0.0.3")])
+
+
 def test_paths_sbatch_cannot_carry():
   with pytest.raises(UserError, match="'%'"): S._check_path_chars("/shared/out%A", "none")
   with pytest.raises(UserError, match="' '"): S._check_path_chars("/shared/my out", "docker")
