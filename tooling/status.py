@@ -87,8 +87,8 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       ours = att is not None and att.slurm.get("job") == r["job"]  # the task has started its run (and drawn its seed)
       r["detail"] = (f"task {r['job']} {state} ({where})" if state in slurm.QUEUED else
                      f"task {r['job']} {state} on {where}" + (f", seed {att.seed}" if ours else ""))
-    elif local_after_job:  # run by a local `tinyperf run`, after any Slurm job of this index
-      r["state"] = "running" if att.status == L.RUNNING else "failed"
+    elif local_after_job:  # run by a local `tinyperf run`, after any Slurm job of this index (--wait does not wait for it)
+      r["job"], r["state"] = None, "running" if att.status == L.RUNNING else "failed"
       r["detail"] = (f"seed {att.seed}, a local launcher is running it (or died without a record)"
                      if att.status == L.RUNNING else f"seed {att.seed}, {att.status}: {att.note}")
     elif job and tasks is None:

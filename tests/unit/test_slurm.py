@@ -166,6 +166,15 @@ def test_states_from_ledger_record_and_queue(tmp_path):
                                                           4: "unknown", 5: "unknown"}
 
 
+def test_a_local_run_after_a_slurm_job(tmp_path):
+  """Run 0 failed in Slurm job 5, then someone ran it locally: the local attempt is what counts."""
+  work = _set(tmp_path, [L.Attempt(index=0, seed=1, status=L.FAILED, note="boom", slurm={"job": "5_0"}),
+                         L.Attempt(index=0, seed=2, status=L.RUNNING, started=time.time())],
+              [("5", [0], time.time() - 100, 1)])
+  (r,) = ST.set_states(work, {})["runs"]
+  assert (r["state"], r["job"], r["seed"]) == ("running", None, 2) and "local launcher" in r["detail"]
+
+
 def test_states_of_a_local_set(tmp_path):
   work = _set(tmp_path, [L.Attempt(index=0, seed=1, status=L.DONE, converged=False, note="ok", result="r0"),
                          L.Attempt(index=1, seed=2, status=L.FAILED, note="exit codes {'init': 1}")], [])
