@@ -15,6 +15,8 @@ VERBS = {
   "check": ("tooling.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
   "score": ("tooling.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
   "run": ("tooling.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
+  "status": ("tooling.status", "each run's state (done, running, pending, failed, missing) from the ledger and Slurm; "
+             "--resume resubmits failed Slurm runs"),
   "bench": ("tooling.bench", "our tinygrad train step and PyTorch's, side by side on this machine's GPU(s)"),
   "render": ("tooling.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
              "the configs and images.lock.json"),

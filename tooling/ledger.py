@@ -17,6 +17,20 @@ from tooling.errors import UserError, write_atomic
 DONE, FAILED, INTERRUPTED, RUNNING = "done", "failed", "interrupted", "running"
 
 
+@contextmanager
+def file_lock(lock_path: Path):
+  """Exclusive lock across processes and across nodes. POSIX record locks (fcntl.lockf) go through the NFS lock protocol
+  (NFSv3 lockd, NFSv4 natively) and work on Lustre and GPFS, where flock() can be local to one node (Slurm array tasks
+  on several nodes share one ledger). POSIX locks belong to the process and closing any descriptor of the file drops
+  them, so a process never takes the same lock twice (no nesting)."""
+  lock_path = Path(lock_path)
+  lock_path.parent.mkdir(parents=True, exist_ok=True)
+  with open(lock_path, "a") as f:  # lockf needs a writable descriptor; "a" never truncates
+    fcntl.lockf(f, fcntl.LOCK_EX)
+    try: yield
+    finally: fcntl.lockf(f, fcntl.LOCK_UN)
+
+
 @dataclass
 class Attempt:
   index: int
@@ -33,6 +47,7 @@ class Attempt:
   provenance: dict = field(default_factory=dict)  # container backend: the image's git sha, base digest, versions
   exit_codes: dict = field(default_factory=dict)
   note: str = ""
+  slurm: dict = field(default_factory=dict)  # run as a Slurm array task: job (<array job>_<index>), node, runtime
 
 
 class Ledger:
@@ -50,13 +65,9 @@ class Ledger:
   @staticmethod
   @contextmanager
   def locked(path: Path):
-    """Exclusive lock across processes (and across nodes on filesystems with working flock, e.g. NFSv4)."""
+    """Read the ledger under an exclusive lock (held until the block ends) for a read-modify-write."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-      fcntl.flock(lock, fcntl.LOCK_EX)
-      try: yield Ledger(path)
-      finally: fcntl.flock(lock, fcntl.LOCK_UN)
+    with file_lock(path.with_suffix(".lock")): yield Ledger(path)
 
   def save(self):
     data = json.dumps({"format": "tinyperf-ledger-v1", "attempts": [asdict(a) for a in self.attempts]}, indent=1)

@@ -7,11 +7,14 @@ Layout under --results R:
 The training entrypoint is started as a process (this module never imports tinygrad or training code): by default in
 the platform's image, one container per run (tooling/docker_run.py: preflight, host page-cache drop, INIT + RUN with the
 kernel cache on its own volume, output streamed to the host); with --no-container with this Python (host_run), which is
-also what the compose services run inside their image. Both run a preflight before anything is timed."""
+also what the compose services run inside their image. Both run a preflight before anything is timed.
+With --backend slurm the runs become one Slurm array job (tooling/slurm.py) whose tasks each run this verb with
+--only-index, on their own node."""
 from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +23,7 @@ from pathlib import Path
 from benchmarks.common.config import BENCHMARKS, load_config, PlatformConfig
 from tooling.errors import UserError, write_atomic
 from tooling import ledger as L
+from tooling import slurm
 
 DEFAULT_NEXP = {"resnet": 5, "bert": 10}  # the runs MLPerf requires per benchmark
 
@@ -34,6 +38,12 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--no-container", action="store_true",
                  help="run on this host with this Python instead of in the platform's image")
   p.add_argument("--no-check", action="store_true", help="skip `tinyperf check` after each run")
+  p.add_argument("--backend", choices=("local", "slurm"), default="local",
+                 help="local: run here, one run after the other (default); slurm: submit an sbatch array job, one task "
+                      "(node) per run, and return (tinyperf status follows it)")
+  p.add_argument("--only-index", type=int, metavar="I",
+                 help="do only run I of the N (what each Slurm array task runs); skipped if already finished")
+  slurm.add_run_arguments(p)
 
 
 def run_dirs(results: Path, cfg: PlatformConfig) -> tuple[Path, Path]:
@@ -93,7 +103,7 @@ def _results_writable(results: Path):
   """Create the output root (or fail with the fix) and prove a file can be written there, before anything runs."""
   try:
     results.mkdir(parents=True, exist_ok=True)
-    probe = results / f".tinyperf-write-test-{os.getpid()}"
+    probe = results / f".tinyperf-write-test-{socket.gethostname()}-{os.getpid()}"  # unique across nodes too
     probe.write_bytes(b""); probe.unlink()
   except OSError as e:
     raise UserError(f"results directory {results} is not writable ({e.strerror}); choose a writable --results "
@@ -125,10 +135,27 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path):
                     "\nNothing was run or timed; fix the above and rerun the same command.")
 
 
+def refuse_unknown_results(results_dir: Path, ledger_path: Path, pending: list[int]):
+  """A result file the ledger does not know about is never overwritten: refuse loudly instead."""
+  for i in pending:
+    if (results_dir / f"result_{i}.txt").exists():
+      raise UserError(f"{results_dir / f'result_{i}.txt'} exists but the ledger {ledger_path} has no finished run {i}. "
+                      f"Results are never overwritten: move the file away, or restore the ledger, and rerun.")
+
+
+def _sigterm(signum, frame):
+  # the except KeyboardInterrupt below stops the run's processes (or container) and records why in the ledger
+  raise KeyboardInterrupt("stopped by SIGTERM (scancel, a Slurm time limit, or kill)")
+
+
 def main(args) -> int:
   cfg = load_config(args.benchmark, args.platform)
   nexp = args.nexp or DEFAULT_NEXP[args.benchmark]
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
+  if args.only_index is not None and not 0 <= args.only_index < nexp:
+    raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
+  if args.backend == "slurm": return slurm.submit(cfg, args, nexp)  # each array task comes back here with --only-index
+  slurm.check_local_args(args)
   _check_data(cfg, args.data)
   _results_writable(args.results)
   results_dir, work_root = run_dirs(args.results, cfg)
@@ -141,24 +168,30 @@ def main(args) -> int:
   except OSError as e:
     raise UserError(f"cannot create {results_dir} ({e.strerror}); choose a writable --results directory.") from None
   ledger_path = work_root / "ledger.json"
-  with L.Ledger.locked(ledger_path) as led: pending, taken = led.pending(nexp), led.seeds()
-  # a result file the ledger does not know about is never overwritten: refuse loudly instead
-  for i in pending:
-    if (results_dir / f"result_{i}.txt").exists():
-      raise UserError(f"{results_dir / f'result_{i}.txt'} exists but the ledger {ledger_path} has no finished run {i}. "
-                      f"Results are never overwritten: move the file away, or restore the ledger, and rerun.")
+  if args.only_index is None: slurm.refuse_if_queued(work_root)  # a Slurm job of this result set would redo them too
+  with L.Ledger.locked(ledger_path) as led: pending = led.pending(nexp)
+  if args.only_index is not None: pending = [i for i in pending if i == args.only_index]  # other tasks own the rest
+  refuse_unknown_results(results_dir, ledger_path, pending)
   if pending:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
     if backend: backend.preflight()
     else: _host_preflight(cfg, args.data, work_root)
   done = nexp - len(pending)
   where = f"in {backend.describe()}" if backend else "on this host (--no-container)"
-  print(f"{cfg.benchmark} on {cfg.platform} {where}: {nexp} runs, {done} already finished, running {pending}", flush=True)
+  if args.only_index is None:
+    print(f"{cfg.benchmark} on {cfg.platform} {where}: {nexp} runs, {done} already finished, running {pending}", flush=True)
+  else:
+    print(f"{cfg.benchmark} on {cfg.platform} {where}: run {args.only_index} of {nexp}"
+          f"{'' if pending else ' is already finished'}", flush=True)
+  signal.signal(signal.SIGTERM, _sigterm)  # scancel, a Slurm time limit or `kill`: record the run as interrupted
   for i in pending:
-    seed = _unique_seed(taken, cfg.get("SEED_BITS", 31)); taken.add(seed)
-    work = work_root / f"run_{i}_{seed}"; work.mkdir(parents=True)
-    att = L.Attempt(index=i, seed=seed, backend="container" if backend else "host", output=str(work / "output.log"))
-    if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
-    L.add_attempt(ledger_path, att)
+    # the seed is drawn and recorded under one lock: Slurm tasks on other nodes draw theirs from the same ledger
+    with L.Ledger.locked(ledger_path) as led:
+      seed = _unique_seed(led.seeds(), cfg.get("SEED_BITS", 31))
+      work = work_root / f"run_{i}_{seed}"; work.mkdir(parents=True)
+      att = L.Attempt(index=i, seed=seed, backend="container" if backend else "host", output=str(work / "output.log"),
+                      slurm=slurm.task_info())
+      if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
+      led.attempts.append(att); led.save()
     t0 = time.time()
     try:
       with open(work / "output.log", "ab") as out_file:
@@ -172,8 +205,8 @@ def main(args) -> int:
           cdir = os.environ.get("TINYPERF_CACHE_DIR")
           cache_db = Path(cdir) / f"{cfg['system']}_{cfg.benchmark}_{i}_{seed}.db" if cdir else None
           att.exit_codes, log = host_run(cfg, seed, args.data, work, out_file, cache_db=cache_db)
-    except KeyboardInterrupt:
-      att.status, att.finished, att.note = L.INTERRUPTED, time.time(), "interrupted by the user (Ctrl-C)"
+    except KeyboardInterrupt as e:
+      att.status, att.finished, att.note = L.INTERRUPTED, time.time(), str(e) or "interrupted by the user (Ctrl-C)"
       L.update_attempt(ledger_path, att)
       print(f"\nrun {i} interrupted; rerun the same command to redo it (finished runs are kept)", file=sys.stderr)
       return 130
@@ -195,9 +228,10 @@ def main(args) -> int:
     print(f"run {i} (seed {seed}) {'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; "
           f"check: {summary}", flush=True)
     if not accepted: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
-  with L.Ledger.locked(ledger_path) as led: left = led.pending(nexp)
+  with L.Ledger.locked(ledger_path) as led: left = [i for i in led.pending(nexp) if args.only_index in (None, i)]
   if left:
     print(f"{len(left)} run(s) not finished: {left}; rerun the same command to redo them", file=sys.stderr)
     return 1
-  print(f"all {nexp} runs finished: {results_dir}", flush=True)
+  print(f"all {nexp} runs finished: {results_dir}" if args.only_index is None else
+        f"run {args.only_index} finished: {results_dir}", flush=True)
   return 0

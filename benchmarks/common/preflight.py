@@ -15,6 +15,7 @@ import glob
 import os
 import re
 import shutil
+import socket
 import sys
 from pathlib import Path
 
@@ -137,7 +138,8 @@ class Preflight:
     need = min_free_bytes(self.cfg)
     try: free = shutil.disk_usage(self.work).free
     except OSError as e: return self.record("disk", False, f"{self.work}: {e.strerror}")
-    probe = self.work / ".tinyperf-write-test"
+    # unique per host and process: Slurm array tasks on several nodes run their preflights in one results directory
+    probe = self.work / f".tinyperf-write-test-{socket.gethostname()}-{os.getpid()}"
     try: probe.write_bytes(b"x"); probe.unlink()
     except OSError as e:
       return self.record("disk", False, f"{self.work} is not writable by uid {os.getuid()} ({e.strerror}); make the "

@@ -1,0 +1,230 @@
+"""`tinyperf run --backend slurm` and `tinyperf status` against a real Slurm cluster (no mocks): cpu_smoke runs as an
+array job, a task killed with scancel, `--resume`, and bad input that a live cluster must refuse before submission.
+
+Needs sbatch/squeue/sinfo talking to a cluster whose nodes see this machine's /tmp: `source scripts/ci_slurm.sh`
+(root, Debian) makes a one-node cluster on localhost. Without one every test here skips with the reason; CI sets
+TINYPERF_REQUIRE_SLURM=1, which turns the skip into a failure. On one node with --exclusive the array's tasks run one
+after the other. The docker-runtime test also needs a Docker engine with a tinyperf CPU image already built
+(TINYPERF_TEST_SLURM_IMAGE, else tinyperf:cpu or tinyperf-test:cpu): building one here would add minutes."""
+from __future__ import annotations
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tooling import ledger as L, slurm as S, status as ST
+
+pytestmark = pytest.mark.integration
+TIMINGS: dict[str, float] = {}
+
+
+def _unavailable(reason: str):
+  if os.environ.get("TINYPERF_REQUIRE_SLURM") == "1": pytest.fail(reason)
+  pytest.skip(reason)
+
+
+def tinyperf(*args, env=None, timeout=600):
+  return subprocess.run([sys.executable, "-m", "tooling.cli", *map(str, args)], cwd=REPO, capture_output=True, text=True,
+                        env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def partition():
+  if not shutil.which("sbatch"):
+    _unavailable("sbatch is not on PATH; `source scripts/ci_slurm.sh` (root, Debian) starts a one-node cluster")
+  r = subprocess.run(["sinfo", "--noheader", "--format=%P|%t"], capture_output=True, text=True, timeout=60)
+  if r.returncode != 0: _unavailable(f"sinfo failed: {r.stderr.strip()}; is slurmctld up? (source scripts/ci_slurm.sh)")
+  lines = [l.split("|") for l in r.stdout.split()]
+  want = os.environ.get("TINYPERF_TEST_SLURM_PARTITION") or next((p.rstrip("*") for p, _ in lines if p.endswith("*")), None)
+  if not any(p.rstrip("*") == want and s.rstrip("*~#") in ("idle", "mix", "alloc") for p, s in lines):
+    _unavailable(f"no usable node in partition {want!r} (sinfo: {r.stdout.strip()})")
+  yield want
+  if TIMINGS: print("\nslurm test timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in TIMINGS.items()), file=sys.stderr)
+
+
+@pytest.fixture(scope="module")
+def smoke_data(tmp_path_factory):
+  d = tmp_path_factory.mktemp("slurm") / "data"
+  r = tinyperf("prep", "synthetic-imagenet", "--out", d, "--classes", "4", "--train-per-class", "160",
+               "--val-per-class", "40", "--size", "48", "--seed", "0")
+  assert r.returncode == 0, r.stderr
+  return d
+
+
+def _wait_for(pred, timeout: float, what: str, every: float = 2.0):
+  t0 = time.time()
+  while time.time() - t0 < timeout:
+    v = pred()
+    if v: return v
+    time.sleep(every)
+  raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _states(res: Path) -> dict[int, dict]:
+  sets, _ = ST.collect(res)
+  return {r["index"]: r for r in sets[0]["runs"]}
+
+
+def _digest(p: Path): return hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns
+
+
+def _alive_with(needle: str) -> list[str]:
+  out = []
+  for d in Path("/proc").iterdir():
+    try: cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError: continue
+    if needle in cmd and "pytest" not in cmd: out.append(f"{d.name}: {cmd[:200]}")
+  return out
+
+
+def _shared(path: Path) -> list[str]:
+  # where /tmp is tmpfs (Debian 13's default), the one-node cluster still sees it: say so, as a user would
+  return ["--assume-shared"] if S.mount_of(path)[0] in S.LOCAL_ONLY_FS else []
+
+
+def _check_results(res: Path, n: int):
+  for i in range(n):
+    chk = tinyperf("check", res / f"results/cpu_smoke/resnet/result_{i}.txt")
+    assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
+
+
+def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
+  """Two cpu_smoke runs as one array job (bare Python on the node). While they are queued, resubmitting submits
+  nothing and a local run refuses. Task 1 is killed with scancel once its run has started: status says failed, run 0's
+  result is untouched, and `status --resume --wait` redoes run 1 alone (fresh seed); both pass `tinyperf check`."""
+  res = tmp_path / "res"
+  work = res / "runs/cpu_smoke/resnet"
+  cmd = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", smoke_data, "--results", res,
+         "--backend", "slurm", "--partition", partition, *_shared(tmp_path), "--no-container"]
+  t0 = time.time()
+  r = tinyperf(*cmd)
+  assert r.returncode == 0 and "submitted Slurm job" in r.stdout, r.stdout + r.stderr
+  (job,) = json.loads((work / "slurm.json").read_text())["jobs"]
+  jid, script = job["job_id"], Path(job["script"])
+  assert job["indices"] == [0, 1] and script == work / f"slurm/job_{jid}.sbatch"
+  text = script.read_text()
+  assert "#SBATCH --array=0-1" in text and "#SBATCH --exclusive" in text and f"#SBATCH --partition={partition}" in text
+  assert "--no-container --only-index \"$SLURM_ARRAY_TASK_ID\"" in text
+
+  # the same command again while both runs are queued or running: nothing new is submitted
+  r = tinyperf(*cmd)
+  assert r.returncode == 0 and "nothing to submit" in r.stdout and "queued or running" in r.stdout, r.stdout + r.stderr
+  assert len(json.loads((work / "slurm.json").read_text())["jobs"]) == 1
+  # a local run of the same result set would do them twice: refused
+  r = tinyperf(*cmd[:cmd.index("--backend")], "--no-container")
+  assert r.returncode == 2 and "queued or running in Slurm" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+  # run 0 finishes; run 1 starts (its attempt is in the ledger and INIT has begun), then is cancelled
+  def run1_started():
+    st = _states(res)
+    if st[0]["state"] != "done" or st[1]["state"] != "running": return None
+    att = L.Ledger(work / "ledger.json").latest(1)
+    if not att or att.slurm.get("job") != f"{jid}_1": return None
+    return att if Path(att.output).is_file() and b"init_start" in Path(att.output).read_bytes() else None
+  att1 = _wait_for(run1_started, 1500, "run 0 done and run 1 inside its INIT")
+  TIMINGS["run 0 + start of run 1"] = time.time() - t0
+  assert att1.slurm["node"] and att1.slurm["runtime"] == "none"
+  r0 = res / "results/cpu_smoke/resnet/result_0.txt"
+  before = _digest(r0)
+  subprocess.run(["scancel", f"{jid}_1"], check=True, timeout=60)
+  _wait_for(lambda: _states(res)[1]["state"] == "failed", 180, "run 1 to be seen as failed after scancel")
+  r = tinyperf("status", "--results", res)
+  assert r.returncode == 1 and "--resume" in r.stdout, r.stdout + r.stderr
+  line1 = next(l for l in r.stdout.splitlines() if l.strip().startswith("run 1 "))
+  assert "failed" in line1 and f"task {jid}_1" in line1, r.stdout
+  assert not (work / f"slurm/job_{jid}_1.exit").exists(), "a killed task leaves no exit record"
+  assert (work / f"slurm/job_{jid}_0.exit").read_text().strip() == "0"
+  # the killed run's training processes are gone with it
+  _wait_for(lambda: not _alive_with(f"--seed {att1.seed} "), 60, f"run 1's processes (seed {att1.seed}) to end")
+  led = L.Ledger(work / "ledger.json").attempts
+  killed = [a for a in led if a.index == 1][0]
+  # the launcher records SIGTERM when Slurm gives it time to; a stale 'running' is what SIGKILL leaves
+  assert killed.status == L.INTERRUPTED and "SIGTERM" in killed.note or killed.status == L.RUNNING, killed
+
+  t1 = time.time()
+  r = tinyperf("status", "--results", res, "--resume", "--wait", "--poll", "5", timeout=1500)
+  TIMINGS["resume run 1"] = time.time() - t1
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  assert "submitted Slurm job" in r.stdout and "runs [1] of 2" in r.stdout
+  jobs = json.loads((work / "slurm.json").read_text())["jobs"]
+  assert [j["indices"] for j in jobs] == [[0, 1], [1]] and "#SBATCH --array=1\n" in Path(jobs[1]["script"]).read_text()
+  assert _digest(r0) == before, "a finished result is never touched by a resume"
+  led = L.Ledger(work / "ledger.json").attempts
+  assert [(a.index, a.status) for a in led][0] == (0, L.DONE) and [(a.index, a.status) for a in led][-1] == (1, L.DONE)
+  assert len(led) == 3 and len({a.seed for a in led}) == 3
+  assert [a.slurm["job"] for a in led] == [f"{jid}_0", f"{jid}_1", f"{jobs[1]['job_id']}_1"]
+  _check_results(res, 2)
+  # everything done: nothing left to submit, and status says so with exit 0
+  r = tinyperf(*cmd)
+  assert r.returncode == 0 and "nothing to submit: 2 of 2 runs finished" in r.stdout, r.stdout + r.stderr
+  r = tinyperf("status", "--results", res, "--json")
+  assert r.returncode == 0 and [x["state"] for x in json.loads(r.stdout)["sets"][0]["runs"]] == ["done", "done"]
+
+
+def _cpu_image() -> str | None:
+  try:
+    import docker
+    c = docker.DockerClient(base_url=os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock", timeout=60)
+    c.ping()
+  except Exception:
+    return None
+  for tag in filter(None, (os.environ.get("TINYPERF_TEST_SLURM_IMAGE"), "tinyperf:cpu", "tinyperf-test:cpu")):
+    try:
+      c.images.get(tag); return tag
+    except Exception:
+      pass
+  return None
+
+
+def test_array_job_docker_runtime(partition, smoke_data, tmp_path):
+  """The same two runs with each task running its run in the platform's image on the node's Docker engine."""
+  image = _cpu_image()
+  if image is None:
+    pytest.skip("no Docker engine with a tinyperf CPU image (TINYPERF_TEST_SLURM_IMAGE, tinyperf:cpu or "
+                "tinyperf-test:cpu); `tinyperf build --vendor cpu` makes one. The docker sbatch script is unit-tested.")
+  res = tmp_path / "res"
+  t0 = time.time()
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", smoke_data, "--results", res,
+               "--backend", "slurm", "--partition", partition, *_shared(tmp_path), "--container-runtime", "docker",
+               "--image", image)
+  assert r.returncode == 0 and "docker runtime" in r.stdout, r.stdout + r.stderr
+  r = tinyperf("status", "--results", res, "--wait", "--poll", "5", timeout=1800)
+  TIMINGS["docker runtime, 2 runs"] = time.time() - t0
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  led = L.Ledger(res / "runs/cpu_smoke/resnet/ledger.json").attempts
+  assert [(a.index, a.status, a.backend) for a in led] == [(0, L.DONE, "container"), (1, L.DONE, "container")]
+  assert all(a.image.startswith(image) and a.slurm["runtime"] == "docker" and a.slurm["image"] == image for a in led)
+  _check_results(res, 2)
+
+
+def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
+  """Refused before submission, exit 2, one paragraph, nothing queued or recorded."""
+  def jobs_named():
+    return subprocess.run(["squeue", "--noheader", "--name=tinyperf-resnet-cpu_smoke", "--format=%i"], capture_output=True,
+                          text=True, timeout=60).stdout.split()
+  before = jobs_named()
+  base = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", smoke_data, "--backend", "slurm",
+          "--no-container"]
+  def bad(r, *needles):
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    for n in needles: assert n in r.stderr, r.stderr
+
+  bad(tinyperf(*base, "--results", tmp_path / "a", "--partition", "no-such-partition"),
+      "partition 'no-such-partition' is unknown", f"sinfo lists: {partition}")
+  shm = Path("/dev/shm") / f"tinyperf-test-{os.getpid()}"
+  bad(tinyperf(*base, "--results", shm / "out", "--partition", partition), "is on tmpfs", "every node mounts")
+  assert not shm.exists()
+  # a request no node can satisfy: sbatch itself refuses it at submission, and nothing is left behind
+  bad(tinyperf(*base, "--results", tmp_path / "c", "--partition", partition, *_shared(tmp_path),
+              "--sbatch-arg=--gpus-per-node=1"),
+      "sbatch refused the job", "Nothing was submitted")
+  work = tmp_path / "c/runs/cpu_smoke/resnet"
+  assert not (work / "slurm.json").exists() and not list((work / "slurm").iterdir())
+  assert jobs_named() == before

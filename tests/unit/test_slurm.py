@@ -1,0 +1,289 @@
+"""The Slurm backend without a cluster: the sbatch script for each container runtime (checked by bash itself), the
+states `tinyperf status` derives from a ledger, a submission record and squeue's answer, the ledger's cross-process
+lock, and bad input that must fail before anything is submitted. tests/integration/test_slurm.py does the real thing
+on a one-node cluster."""
+from __future__ import annotations
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.common.config import SCHEMA, load_config
+from tests.conftest import REPO
+from tooling import ledger as L, slurm as S, status as ST
+from tooling.errors import UserError
+
+
+def tinyperf(*args, env=None):
+  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=REPO, capture_output=True, text=True,
+                        env={**os.environ, **(env or {})}, timeout=300)
+
+
+def spec(**kw) -> dict:
+  s = {"benchmark": "resnet", "platform": "tinybox_green", "nexp": 5, "data": "/shared/imagenet",
+       "results": "/shared/out", "runtime": "docker", "image": None, "partition": "gpu", "sbatch_args": [],
+       "no_check": False, "assume_shared": False, "knobs": {}, "python": "/shared/venv/bin/python", "repo": "/shared/tinyperf"}
+  return {**s, **kw}
+
+
+def render(cfg, sp, indices=(0, 1, 2, 3, 4)):
+  return S.render_script(cfg, sp, list(indices), Path(sp["results"]) / "runs/tinybox_green/resnet/slurm", "abc123", 0.0)
+
+
+def directives(text: str) -> list[str]:
+  """The #SBATCH lines sbatch reads: those before the first line that is neither blank nor a comment."""
+  out = []
+  for line in text.splitlines()[1:]:
+    if line.startswith("#SBATCH "): out.append(line[len("#SBATCH "):])
+    elif line.strip() and not line.startswith("#"): break
+  return out
+
+
+def bash_ok(text: str, tmp_path: Path):
+  f = tmp_path / "job.sbatch"; f.write_text(text)
+  r = subprocess.run(["bash", "-n", str(f)], capture_output=True, text=True)
+  assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------------------------------------------------ the script
+
+def test_script_docker_runtime_is_one_task_per_run_on_a_whole_node(tmp_path):
+  cfg = load_config("resnet", "tinybox_green", environ={})
+  text = render(cfg, spec(image="tinyperf:nv"))
+  bash_ok(text, tmp_path)
+  d = directives(text)
+  assert "--array=0-4" in d and "--exclusive" in d and "--nodes=1" in d and "--ntasks=1" in d and "--mem=0" in d
+  assert f"--gpus-per-node={cfg['GPUS']}" in d and cfg["GPUS"] == 6
+  assert f"--time={cfg['time_limit_minutes'] + S.TIME_MARGIN_MIN}" in d and "--partition=gpu" in d
+  assert "--job-name=tinyperf-resnet-tinybox_green" in d
+  assert "--output=/shared/out/runs/tinybox_green/resnet/slurm/job_%A_%a.out" in d
+  # the task is the local backend's own entrypoint, run from the submitting checkout with its Python, in the image
+  cmd = next(l for l in text.splitlines() if "-m tooling.cli run" in l)
+  assert cmd.startswith("/shared/venv/bin/python -m tooling.cli run resnet --platform tinybox_green --nexp 5 "
+                        "--data /shared/imagenet --results /shared/out --image tinyperf:nv --only-index \"$SLURM_ARRAY_TASK_ID\"")
+  assert "--no-container" not in cmd and "cd /shared/tinyperf" in text and "srun" not in text
+  assert 'job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit' in text and text.rstrip().endswith('exit "$rc"')
+
+
+def test_script_none_runtime_and_knob_overrides(tmp_path):
+  cfg = load_config("resnet", "cpu_smoke", environ={"BS": "32"})
+  text = render(cfg, spec(platform="cpu_smoke", runtime="none", knobs={"BS": "32"}, no_check=True,
+                          sbatch_args=["--account=mlperf", "--qos=high"]), indices=[1, 3, 4])
+  bash_ok(text, tmp_path)
+  d = directives(text)
+  assert "--array=1,3-4" in d and "--account=mlperf" in d and "--qos=high" in d
+  assert not [x for x in d if x.startswith("--gpus")], "a CPU platform asks for no GPUs"
+  cmd = next(l for l in text.splitlines() if "-m tooling.cli run" in l)
+  assert "--no-container" in cmd and "--no-check" in cmd and "--image" not in cmd
+  # the recorded override is exported; every other knob is cleared so the resubmitting shell cannot change the runs
+  assert "export BS=32" in text
+  unset = next(l for l in text.replace("\\\n", " ").splitlines() if l.startswith("unset ")).split()[1:]
+  assert set(unset) == set(SCHEMA["resnet"]) - {"BS"}
+
+
+def test_script_pyxis_runtime_runs_the_image_with_srun(tmp_path):
+  cfg = load_config("bert", "2xH200", environ={})
+  text = render(cfg, spec(benchmark="bert", platform="2xH200", runtime="pyxis", image="registry.example.com#tinyperf:nv",
+                          nexp=10), indices=range(10))
+  bash_ok(text, tmp_path)
+  assert "--array=0-9" in directives(text) and "--gpus-per-node=2" in directives(text)
+  lines = text.splitlines()
+  k = next(i for i, l in enumerate(lines) if l.startswith("srun "))
+  assert "--container-image='registry.example.com#tinyperf:nv'" in lines[k]
+  assert "--container-mounts=/shared/imagenet:/shared/imagenet:ro,/shared/out:/shared/out" in lines[k]
+  assert lines[k + 1].strip().startswith(f"{S.IMAGE_PYTHON} -m tooling.cli run bert --platform 2xH200 --nexp 10")
+  assert "--no-container" in lines[k + 1] and "cd /shared/tinyperf" not in text
+  assert "export TINYPERF_SLURM_IMAGE='registry.example.com#tinyperf:nv'" in text
+
+
+def test_array_spec():
+  assert S.array_spec([0, 1, 2, 3, 4]) == "0-4"
+  assert S.array_spec([4, 0, 2, 3]) == "0,2-4"
+  assert S.array_spec([7]) == "7"
+
+
+def test_parse_squeue():
+  out = ("12|0|RUNNING|node07|None\n12|1|PENDING||Resources\n12|2-4|PENDING||Priority\n"  # unexpanded range: ignored
+         "13|N/A|RUNNING|node01|None\n12|5|CANCELLED|node08|None\ngarbage\n")
+  assert S.parse_squeue(out) == {("12", 0): ("RUNNING", "node07"), ("12", 1): ("PENDING", "Resources"),
+                                 ("12", 5): ("CANCELLED", "None")}
+
+
+# ------------------------------------------------------------------------------------------------------ the states
+
+def _set(tmp_path, attempts, jobs):
+  work = tmp_path / "runs" / "cpu_smoke" / "resnet"
+  (work / "slurm").mkdir(parents=True)
+  led = L.Ledger(work / "ledger.json"); led.attempts = attempts; led.save()
+  rec = {"format": "tinyperf-slurm-v1", "jobs": [
+    {"job_id": j, "job_name": "tinyperf-resnet-cpu_smoke", "indices": idx, "submitted": t, "spec": spec(nexp=n)}
+    for j, idx, t, n in jobs]}
+  S.record_path(work).write_text(json.dumps(rec))
+  return work
+
+
+def test_states_from_ledger_record_and_queue(tmp_path):
+  t = time.time()
+  work = _set(tmp_path, [
+    L.Attempt(index=0, seed=10, status=L.DONE, converged=True, note="ACCEPTED", result="r0", slurm={"job": "5_0"}),
+    L.Attempt(index=1, seed=11, status=L.RUNNING, slurm={"job": "5_1"}),           # its task was killed: stale
+    L.Attempt(index=2, seed=12, status=L.RUNNING, slurm={"job": "5_2"}),           # running now
+    L.Attempt(index=3, seed=13, status=L.INTERRUPTED, note="stopped by SIGTERM", slurm={"job": "5_3"}),
+  ], [("5", [0, 1, 2, 3, 4], t - 100, 6)])
+  (work / "slurm/job_5_3.exit").write_text("130\n")
+  (work / "slurm/job_5_4.out").write_text("preflight: 4 passed, 1 failed\ntinyperf run: error: data is gone\n")
+  (work / "slurm/job_5_4.exit").write_text("2\n")
+  tasks = {("5", 2): ("RUNNING", "node3"), ("5", 0): ("COMPLETING", "node1"), ("5", 1): ("CANCELLED", "None"),
+           ("9", 4): ("RUNNING", "x")}   # another result set's job: not ours
+  st = ST.set_states(work, tasks)
+  got = {r["index"]: (r["state"], r["detail"]) for r in st["runs"]}
+  assert st["nexp"] == 6 and st["jobs"] == ["5"]
+  assert got[0][0] == "done"                                  # the ledger wins over a task still completing
+  assert got[1][0] == "failed" and "CANCELLED" in got[1][1] and "still running when the task was killed" in got[1][1]
+  assert got[2] == ("running", "task 5_2 RUNNING on node3, seed 12")
+  assert got[3][0] == "failed" and "exited 130" in got[3][1] and "SIGTERM" in got[3][1]
+  assert got[4][0] == "failed" and "exited 2" in got[4][1] and "never started its run: " in got[4][1] \
+    and "data is gone" in got[4][1]
+  assert got[5] == ("missing", "")
+  # resubmitted run 1 is pending in the new job even though the old attempt is stale
+  rec = json.loads(S.record_path(work).read_text())
+  rec["jobs"].append({"job_id": "6", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [1, 5], "submitted": t,
+                      "spec": spec(nexp=6)})
+  S.record_path(work).write_text(json.dumps(rec))
+  st = ST.set_states(work, {("6", 1): ("PENDING", "Resources")})
+  got = {r["index"]: (r["state"], r["detail"]) for r in st["runs"]}
+  assert got[1] == ("pending", "task 6_1 PENDING (Resources)")
+  # a task that left nothing at all points at the likely cause: the results directory is not on the node
+  assert got[5][0] == "failed" and "task 6_5 ended without an exit record" in got[5][1] and "no output at" in got[5][1]
+  # Slurm unreachable: unfinished Slurm runs are unknown, never guessed
+  st = ST.set_states(work, None)
+  assert {r["index"]: r["state"] for r in st["runs"]} == {0: "done", 1: "unknown", 2: "unknown", 3: "unknown",
+                                                          4: "unknown", 5: "unknown"}
+
+
+def test_a_local_run_after_a_slurm_job(tmp_path):
+  """Run 0 failed in Slurm job 5, then someone ran it locally: the local attempt is what counts."""
+  work = _set(tmp_path, [L.Attempt(index=0, seed=1, status=L.FAILED, note="boom", slurm={"job": "5_0"}),
+                         L.Attempt(index=0, seed=2, status=L.RUNNING, started=time.time())],
+              [("5", [0], time.time() - 100, 1)])
+  (r,) = ST.set_states(work, {})["runs"]
+  assert (r["state"], r["job"], r["seed"]) == ("running", None, 2) and "local launcher" in r["detail"]
+
+
+def test_states_of_a_local_set(tmp_path):
+  work = _set(tmp_path, [L.Attempt(index=0, seed=1, status=L.DONE, converged=False, note="ok", result="r0"),
+                         L.Attempt(index=1, seed=2, status=L.FAILED, note="exit codes {'init': 1}")], [])
+  st = ST.set_states(work, {})
+  assert [(r["state"], r["job"]) for r in st["runs"]] == [("done", None), ("failed", None)]
+  assert "did NOT converge" in st["runs"][0]["detail"] and "init" in st["runs"][1]["detail"]
+
+
+# ------------------------------------------------------------------------------------------------------- the lock
+
+def test_ledger_lock_is_a_posix_lock_that_excludes_other_processes(tmp_path):
+  """lockf, not flock: only POSIX record locks reach across nodes on NFS and Lustre. While another process holds the
+  ledger lock, a POSIX lock attempt on the same file must fail."""
+  import fcntl
+  ledger = tmp_path / "ledger.json"
+  holder = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from tooling import ledger as L
+with L.Ledger.locked({str(ledger)!r}):
+  print("locked", flush=True); time.sleep(30)
+"""], cwd=REPO, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "locked"
+    with open(ledger.with_suffix(".lock"), "a") as f:
+      with pytest.raises(OSError):
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  finally:
+    holder.kill(); holder.wait()
+
+
+def test_concurrent_writers_lose_no_attempt(tmp_path):
+  """Eight processes append 25 attempts each through read-modify-write under the lock: all 200 survive."""
+  ledger = tmp_path / "ledger.json"
+  code = f"""
+import sys
+from tooling import ledger as L
+w = int(sys.argv[1])
+for k in range(25): L.add_attempt({str(ledger)!r}, L.Attempt(index=w, seed=w * 1000 + k))
+"""
+  procs = [subprocess.Popen([sys.executable, "-c", code, str(w)], cwd=REPO) for w in range(8)]
+  assert all(p.wait(timeout=120) == 0 for p in procs)
+  seeds = [a.seed for a in L.Ledger(ledger).attempts]
+  assert sorted(seeds) == sorted(w * 1000 + k for w in range(8) for k in range(25))
+
+
+# --------------------------------------------------------------------------------------------------- bad input
+
+def _bad(r, *needles):
+  assert r.returncode == 2, r.stdout + r.stderr
+  assert r.stderr.startswith("tinyperf ") and "Traceback" not in r.stderr
+  assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+  for n in needles: assert n in r.stderr, r.stderr
+
+
+@pytest.fixture
+def smoke_args(tmp_path):
+  data = tmp_path / "data"; data.mkdir(); (data / "manifest.json").write_text("{}")
+  return ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", str(data), "--results", str(tmp_path / "out")]
+
+
+def test_no_sbatch_on_path(smoke_args, tmp_path):
+  """A machine without Slurm's commands: a clear message before anything is written (PATH holds only Python)."""
+  r = tinyperf(*smoke_args, "--backend", "slurm", "--no-container", env={"PATH": str(Path(sys.executable).parent)})
+  _bad(r, "sbatch is not on PATH", "login node", "slurm-client", "Nothing was submitted")
+  assert not (tmp_path / "out").exists()
+
+
+def test_slurm_options_need_the_slurm_backend(smoke_args):
+  _bad(tinyperf(*smoke_args, "--no-container", "--partition", "gpu"), "--partition only apply to --backend slurm")
+
+
+def test_contradicting_runtime_options(smoke_args, tmp_path):
+  _bad(tinyperf(*smoke_args, "--backend", "slurm", "--no-container", "--container-runtime", "docker"), "contradict")
+  _bad(tinyperf(*smoke_args, "--backend", "slurm", "--container-runtime", "pyxis"), "needs --image", "enroot import")
+  _bad(tinyperf(*smoke_args, "--backend", "slurm", "--only-index", "1"), "--only-index is what each array task runs")
+  _bad(tinyperf(*smoke_args, "--backend", "slurm", "--no-container", "--sbatch-arg", "account=x"), "one sbatch option")
+  _bad(tinyperf(*smoke_args, "--no-container", "--only-index", "2"), "--only-index 2: runs are numbered 0 to 1")
+  assert not (tmp_path / "out").exists()
+
+
+def test_results_in_memory_are_not_shared():
+  """/dev/shm is tmpfs on Linux: refused before any Slurm command or directory is made."""
+  fstype, mnt = S.mount_of(Path("/dev/shm/tinyperf-never-created/out"))
+  assert fstype == "tmpfs" and mnt == "/dev/shm"
+  with pytest.raises(UserError, match=r"is on tmpfs \(mounted at /dev/shm\), which exists on this machine only.*NFS"):
+    S.check_shared(Path("/dev/shm/tinyperf-never-created/out"), "any", assume_shared=False)
+  S.check_shared(Path("/dev/shm/x"), "any", assume_shared=True)   # the user says it is shared: believed
+  assert not Path("/dev/shm/tinyperf-never-created").exists()
+
+
+def test_results_on_a_local_disk():
+  """A local disk (the repository's own filesystem) is fine when every node of the partition is this machine, and
+  refused, naming the other nodes, when it is not."""
+  import socket
+  me = socket.gethostname()
+  if S.mount_of(REPO)[0] in S.LOCAL_ONLY_FS | S.SHARED_FS: pytest.skip(f"the checkout is on {S.mount_of(REPO)[0]}, not a local disk")
+  S.check_shared(REPO / "out", "one", False, nodes=[(me, me, "127.0.0.1")])
+  with pytest.raises(UserError, match=r"on a local .* but partition gpu has nodes other than this machine \(gpu01, gpu02\)"
+                                      r".*--assume-shared"):
+    S.check_shared(REPO / "out", "gpu", False, nodes=[(me, me, "10.0.0.1"), ("gpu01", "gpu01", "10.0.0.2"),
+                                                      ("gpu02", "gpu02", "10.0.0.3")])
+
+
+def test_paths_sbatch_cannot_carry():
+  with pytest.raises(UserError, match="'%'"): S._check_path_chars("/shared/out%A", "none")
+  with pytest.raises(UserError, match="' '"): S._check_path_chars("/shared/my out", "docker")
+  with pytest.raises(UserError, match="','"): S._check_path_chars("/shared/a,b", "pyxis")
+  S._check_path_chars("/shared/a,b", "none")
+
+
+def test_status_without_result_sets(tmp_path):
+  _bad(tinyperf("status", "--results", str(tmp_path)), "no result sets")

@@ -1,0 +1,405 @@
+"""`tinyperf run --backend slurm`: the N runs of a benchmark as one Slurm array job, one task (and one node) per run.
+
+Each array task runs `tinyperf run ... --only-index $SLURM_ARRAY_TASK_ID`: the local backend's own code (preflight,
+page-cache drop, INIT, RUN, check, result file, ledger entry), so a task writes into the shared results directory exactly
+what a local run writes, and the ledger's POSIX lock keeps tasks on different nodes from losing each other's entries.
+Beside the ledger, for the submission record:
+  R/runs/<system>/<bm>/slurm.json                every submission: job id, run indices, the arguments it was made from
+  R/runs/<system>/<bm>/slurm/job_<id>.sbatch     the script of each job, exactly as it was submitted
+  R/runs/<system>/<bm>/slurm/job_<id>_<i>.out    each task's console output (written by Slurm on the node)
+  R/runs/<system>/<bm>/slurm/job_<id>_<i>.exit   each task's exit status, written by the script when the task ends
+Only Slurm's own commands are used (sbatch, squeue, sinfo). sacct is not: without slurmdbd it has no data, so a run's
+state comes from squeue (queued, running, or how a task that ended minutes ago ended), the ledger (what the run itself
+recorded) and the .exit file (tooling/status.py puts them together)."""
+from __future__ import annotations
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
+from tooling import ledger as L
+from tooling.errors import UserError, write_atomic
+
+RUNTIMES = ("docker", "pyxis", "none")
+IMAGE_PYTHON = "/opt/tinyperf/venv/bin/python"  # docker/install.sh installs the project into this venv in every image
+TIME_MARGIN_MIN = 10  # on top of the platform's INIT+RUN limit: preflight, page-cache drop, image start, tinyperf check
+# Where Slurm states (squeue %T) put a task. Anything else has ended: COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL,...
+QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT", "RESIZING"}
+# Filesystem types (as /proc/mounts names them) that only this machine can see, and ones made to be mounted by many.
+LOCAL_ONLY_FS = {"tmpfs", "ramfs", "devtmpfs", "overlay", "aufs", "squashfs"}
+SHARED_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "ceph", "cephfs", "fuse.ceph", "glusterfs", "fuse.glusterfs",
+             "cifs", "smb3", "panfs", "wekafs", "afs", "ocfs2", "gfs2", "fuse.juicefs"}
+
+
+def add_run_arguments(p):
+  g = p.add_argument_group("Slurm (--backend slurm)")
+  g.add_argument("--partition", help="partition to submit to (default: the cluster's default partition)")
+  g.add_argument("--container-runtime", choices=RUNTIMES,
+                 help="how each task runs: docker (the platform's image on the node's Docker engine; the default), "
+                      "pyxis (srun --container-image=IMAGE; needs --image, a registry reference or a .sqsh file), none "
+                      "(the node's Python, as --no-container)")
+  g.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
+                 help="one more #SBATCH line, e.g. --sbatch-arg=--account=mlperf (repeatable)")
+  g.add_argument("--assume-shared", action="store_true",
+                 help="the results directory is mounted at the same path on every node although tinyperf cannot tell "
+                      "(e.g. it is an NFS export seen from its own server)")
+
+
+def check_local_args(args):
+  """The Slurm options mean nothing to a local run: say so rather than ignore them."""
+  given = [o for o, v in (("--partition", args.partition), ("--container-runtime", args.container_runtime),
+                          ("--sbatch-arg", args.sbatch_arg), ("--assume-shared", args.assume_shared)) if v]
+  if given:
+    raise UserError(f"{', '.join(given)} only apply to --backend slurm; add --backend slurm to submit the runs to Slurm, "
+                    f"or drop {'them' if len(given) > 1 else 'it'} to run here.")
+
+
+# ------------------------------------------------------------------------------------------------- Slurm commands
+def require(tool: str, then: str = ""):
+  if not shutil.which(tool):
+    raise UserError(f"{tool} is not on PATH: tinyperf submits and follows Slurm runs with Slurm's own commands (sbatch, "
+                    f"squeue, sinfo). Run tinyperf on a login node of the cluster, or add Slurm's bin directory to PATH "
+                    f"(Debian/Ubuntu: apt-get install slurm-client, plus the cluster's slurm.conf and munge key); or run "
+                    f"on this machine with --backend local.{' ' + then if then else ''}")
+
+
+def _slurm(*cmd: str, shown: str | None = None) -> str:
+  """Run one Slurm client command; any failure is a UserError carrying Slurm's own message."""
+  require(cmd[0])
+  shown = shown or shlex.join(cmd)
+  try:
+    r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
+  except subprocess.TimeoutExpired:
+    raise UserError(f"`{shown}` did not answer in 120 s; is the Slurm controller up (`scontrol ping`)?") from None
+  if r.returncode != 0:
+    msg = " ".join((r.stderr.strip() or r.stdout.strip() or "no message").split())
+    raise UserError(f"`{shown}` failed (exit {r.returncode}): {msg}")
+  return r.stdout
+
+
+def partitions() -> tuple[list[str], str | None]:
+  """(every partition, the default one) as sinfo lists them; the default carries a '*' suffix."""
+  names, default = [], None
+  for line in _slurm("sinfo", "--all", "--noheader", "--format=%P").split():
+    name = line.rstrip("*")
+    if line.endswith("*"): default = name
+    if name not in names: names.append(name)
+  return names, default
+
+
+def check_partition(partition: str | None) -> str:
+  names, default = partitions()
+  if partition is None:
+    if default is None:
+      raise UserError(f"this cluster has no default partition; pass --partition (one of: {', '.join(names) or 'none'}). "
+                      f"Nothing was submitted.")
+    return default
+  if partition not in names:
+    raise UserError(f"partition {partition!r} is unknown to this cluster (sinfo lists: {', '.join(names) or 'none'}); "
+                    f"pass one of those to --partition. Nothing was submitted.")
+  return partition
+
+
+def partition_nodes(partition: str) -> list[tuple[str, str, str]]:
+  """(node name, hostname, address) of every node of a partition."""
+  out = _slurm("sinfo", "--noheader", "--Node", f"--partition={partition}", "--format=%N|%n|%o")
+  return sorted({tuple(l.split("|")) for l in out.splitlines() if l.count("|") == 2})
+
+
+def queue(job_name: str) -> dict[tuple[str, int], tuple[str, str]]:
+  """(array job id, task index) -> (state, node or reason) for every task of jobs with this name that slurmctld still
+  knows: queued and running ones, and those that ended less than MinJobAge (default 5 min) ago. Jobs are filtered by
+  name rather than id because squeue refuses a job id it has forgotten."""
+  return parse_squeue(_slurm("squeue", "--noheader", "--array", "--states=all", f"--name={job_name}",
+                              "--format=%F|%K|%T|%N|%r"))
+
+
+def parse_squeue(out: str) -> dict[tuple[str, int], tuple[str, str]]:
+  tasks = {}
+  for line in out.splitlines():
+    parts = line.strip().split("|")
+    if len(parts) != 5 or not parts[1].isdigit(): continue  # not an array task
+    job, index, state, nodes, reason = parts
+    tasks[(job, int(index))] = (state, nodes if state in RUNNING else reason)
+  return tasks
+
+
+# ---------------------------------------------------------------------------------------------- the shared results
+def mount_of(path: Path) -> tuple[str, str]:
+  """(filesystem type, mount point) of the mount holding path, from /proc/mounts (the longest matching mount point;
+  the last one listed wins when mounts are stacked)."""
+  path, best = str(Path(path).resolve()), ("unknown", "/")
+  try: lines = Path("/proc/mounts").read_text().splitlines()
+  except OSError: return best
+  best_len = -1
+  for line in lines:
+    f = line.split()
+    if len(f) < 3: continue
+    mnt = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f[1])  # /proc/mounts writes a space as \040
+    if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= best_len:
+      best, best_len = (f[2], mnt), len(mnt)
+  return best
+
+
+def _this_host(node: tuple[str, str, str]) -> bool:
+  me = socket.gethostname()
+  return bool({*node} & {me, me.split(".")[0], socket.getfqdn(), "localhost", "127.0.0.1", "::1"})
+
+
+def check_shared(results: Path, partition: str, assume_shared: bool, nodes: list | None = None):
+  """Refuse, before submitting, a results directory the nodes cannot write into. What can be told from here: memory and
+  container filesystems are this machine's alone; NFS, Lustre, GPFS, ... are shared; a local disk is fine only when the
+  partition's nodes are all this machine. Whether a shared filesystem is mounted at the same path on every node cannot
+  be seen from here: a task on a node without it fails at once and `tinyperf status` says so. `nodes` (name, hostname,
+  address) defaults to what sinfo lists for the partition."""
+  if assume_shared: return
+  fstype, mnt = mount_of(results)
+  fix = ("Put --results on a filesystem that every node mounts at the same path (NFS, Lustre, GPFS, BeeGFS, ...)")
+  if fstype in LOCAL_ONLY_FS:
+    raise UserError(f"results directory {results} is on {fstype} (mounted at {mnt}), which exists on this machine only: "
+                    f"the compute nodes cannot write the runs' results and ledger into it, and it does not survive a "
+                    f"reboot. {fix}. Nothing was submitted.")
+  if fstype in SHARED_FS: return
+  others = [n[0] for n in (partition_nodes(partition) if nodes is None else nodes) if not _this_host(n)]
+  if others:
+    names = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+    raise UserError(f"results directory {results} is on a local {fstype} filesystem (mounted at {mnt}), but partition "
+                    f"{partition} has nodes other than this machine ({names}) "
+                    f"that cannot see it. {fix}, or pass --assume-shared if it is shared in a way tinyperf cannot tell "
+                    f"(e.g. this machine exports it over NFS). Nothing was submitted.")
+
+
+# --------------------------------------------------------------------------------------------------- the record
+def record_path(work_root: Path) -> Path: return Path(work_root) / "slurm.json"
+
+
+def load_record(work_root: Path) -> dict:
+  path = record_path(work_root)
+  if not path.exists(): return {"format": "tinyperf-slurm-v1", "jobs": []}
+  try:
+    rec = json.loads(path.read_text())
+    if not isinstance(rec, dict) or not isinstance(rec.get("jobs"), list): raise ValueError("no list of jobs")
+    return rec
+  except ValueError as e:  # json.JSONDecodeError is one
+    raise UserError(f"{path}: the record of Slurm submissions is unreadable ({e}). Restore it from a backup; the ledger "
+                    f"and result files beside it are intact.") from None
+
+
+def task_info() -> dict:
+  """What the ledger records about the Slurm task a run ran in (empty outside Slurm)."""
+  if "SLURM_JOB_ID" not in os.environ: return {}
+  job, index = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+  info = {"job": f"{job}_{index}" if job and index else os.environ["SLURM_JOB_ID"],
+          "node": os.environ.get("SLURMD_NODENAME", socket.gethostname())}
+  for key, env in (("runtime", "TINYPERF_SLURM_RUNTIME"), ("image", "TINYPERF_SLURM_IMAGE")):
+    if os.environ.get(env): info[key] = os.environ[env]
+  return info
+
+
+def queued_indices(rec: dict, tasks: dict) -> dict[int, str]:
+  """Run index -> '<job>_<index>' for the runs of this record that Slurm has queued or running."""
+  ours = {str(j["job_id"]) for j in rec["jobs"]}
+  return {i: f"{job}_{i}" for (job, i), (state, _) in tasks.items() if job in ours and state in QUEUED | RUNNING}
+
+
+def refuse_if_queued(work_root: Path):
+  """A local `tinyperf run` would redo runs a Slurm job of the same result set still has queued or running."""
+  rec = load_record(work_root)
+  if not rec["jobs"]: return
+  if not shutil.which("squeue"):
+    print(f"WARNING: {record_path(work_root)} lists Slurm jobs but squeue is not on PATH: cannot tell whether they still "
+          f"run; make sure they do not (scancel) before running the same runs here.", file=sys.stderr)
+    return
+  active = queued_indices(rec, queue(rec["jobs"][-1]["job_name"]))
+  if active:
+    raise UserError(f"runs {sorted(active)} of this result set are queued or running in Slurm "
+                    f"({', '.join(active.values())}); running them here too would do them twice. Wait for them "
+                    f"(`tinyperf status --results {work_root.parents[2]} --wait`) or cancel them (scancel), then rerun. "
+                    f"Nothing was run.")
+
+
+# ---------------------------------------------------------------------------------------------------- the script
+def array_spec(indices: list[int]) -> str:
+  """[0, 1, 2, 5, 7, 8] -> '0-2,5,7-8' (sbatch --array syntax)."""
+  out, start = [], None
+  for k, i in enumerate(sorted(indices)):
+    if start is None: start = i
+    if k + 1 == len(indices) or sorted(indices)[k + 1] != i + 1:
+      out.append(str(start) if start == i else f"{start}-{i}"); start = None
+  return ",".join(out)
+
+
+def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir: Path, revision: str, when: float) -> str:
+  """The sbatch script of one submission: a plain bash script that a person can read, and rerun by hand with sbatch."""
+  q = shlex.quote
+  bm, platform, nexp, runtime = spec["benchmark"], spec["platform"], spec["nexp"], spec["runtime"]
+  array = array_spec(indices)
+  gpus = cfg["GPUS"] if cfg["vendor"] in ("nv", "amd") else 0
+  limit = cfg["time_limit_minutes"]
+  args = ["run", bm, "--platform", platform, "--nexp", str(nexp), "--data", spec["data"], "--results", spec["results"]]
+  if runtime == "docker": args += ["--image", spec["image"]] if spec["image"] else []
+  else: args.append("--no-container")
+  if spec["no_check"]: args.append("--no-check")
+  tinyperf = " ".join(q(a) for a in args) + ' --only-index "$SLURM_ARRAY_TASK_ID"'
+  stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when))
+  s = [
+    "#!/bin/bash",
+    f"# tinyperf: {bm} on {platform} (system {cfg['system']}), run indices {array} of {nexp} runs.",
+    "# One Slurm array task per run, each on a node of its own, doing what a local `tinyperf run` does for one run:",
+    "# preflight, page-cache drop, INIT, RUN, `tinyperf check`, then result_<i>.txt and its entry in the shared ledger.",
+    "# Kept beside the ledger as part of the submission record; `tinyperf status` follows the runs and",
+    "# `tinyperf status --resume` resubmits failed ones.",
+    f"# Written by `tinyperf run --backend slurm` on {stamp} from tinyperf {revision}",
+    f"#SBATCH --job-name=tinyperf-{bm}-{platform}",
+    f"#SBATCH --array={array}",
+    "#SBATCH --nodes=1",
+    "#SBATCH --ntasks=1",
+    "# the whole node for one run: a timed run shares no GPU, CPU, memory bandwidth or page cache with another job",
+    "#SBATCH --exclusive",
+    "#SBATCH --mem=0",
+  ]
+  if gpus: s.append(f"#SBATCH --gpus-per-node={gpus}")
+  s += [f"# the platform's time_limit_minutes ({limit}) + {TIME_MARGIN_MIN} for preflight, cache drop, image start and check",
+        f"#SBATCH --time={limit + TIME_MARGIN_MIN}",
+        f"#SBATCH --partition={spec['partition']}",
+        f"#SBATCH --output={slurm_dir}/job_%A_%a.out"]
+  s += [f"#SBATCH {a}" for a in spec["sbatch_args"]]
+  knobs = spec["knobs"]
+  s += ["set -uo pipefail", "",
+        "# knobs: the platform's config.yaml plus the overrides given at submission, and nothing else: a knob set in the",
+        "# shell that submits (or resubmits) this script must not change the runs",
+        " \\\n".join(textwrap.wrap("unset " + " ".join(k for k in SCHEMA[bm] if k not in knobs), 110,
+                                    subsequent_indent="  ", break_on_hyphens=False))]
+  s += [f"export {k}={q(v)}" for k, v in knobs.items()]
+  s += [f"export TINYPERF_SLURM_RUNTIME={runtime}"]  # recorded with each attempt in the ledger
+  if spec["image"]: s += [f"export TINYPERF_SLURM_IMAGE={q(spec['image'])}"]
+  s += [f"slurm_dir={q(str(slurm_dir))}", "", "rc=0"]
+  if runtime == "pyxis":
+    # the image's own Python and tinyperf; data and results mounted at the same paths, so the ledger's paths hold
+    # outside the container too
+    mounts = f"{spec['data']}:{spec['data']}:ro,{spec['results']}:{spec['results']}"
+    s += [f"srun --ntasks=1 --container-image={q(spec['image'])} --container-mounts={q(mounts)} --container-workdir=/tmp \\",
+          f"  {IMAGE_PYTHON} -m tooling.cli {tinyperf} || rc=$?"]
+  else:
+    # the same checkout and Python that submitted: both must be at the same path on the nodes (a shared filesystem)
+    s += [f"cd {q(spec['repo'])} || exit 2",
+          f"{q(spec['python'])} -m tooling.cli {tinyperf} || rc=$?"]
+  s += ["# how the task ended, for `tinyperf status` (which needs no sacct); no file means Slurm killed the task",
+        'echo "$rc" > "$slurm_dir/job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit.tmp" &&',
+        '  mv -f "$slurm_dir/job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit.tmp" '
+        '"$slurm_dir/job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit"',
+        'exit "$rc"', ""]
+  return "\n".join(s)
+
+
+# ----------------------------------------------------------------------------------------------------- submitting
+def _check_path_chars(path: str, runtime: str):
+  # #SBATCH lines are not shell-quoted, --output expands %, pyxis mounts split on ',' and ':'
+  bad = set(path) & set(" \t\n%\"'" + (",:" if runtime == "pyxis" else ""))
+  if bad:
+    why = "#SBATCH lines are not quoted, --output expands %" + (", pyxis mounts split on , and :" if runtime == "pyxis" else "")
+    raise UserError(f"{path} contains {' '.join(repr(c) for c in sorted(bad))}, which an sbatch script cannot carry "
+                    f"there ({why}); use a path without them. Nothing was submitted.")
+
+
+def submit(cfg: PlatformConfig, args, nexp: int) -> int:
+  """`tinyperf run --backend slurm`: check what can be checked here, then submit the runs not yet done or queued."""
+  runtime = args.container_runtime or ("none" if args.no_container else "docker")
+  if args.no_container and runtime != "none":
+    raise UserError(f"--no-container and --container-runtime {runtime} contradict each other; pass one of them.")
+  if runtime == "pyxis" and not args.image:
+    raise UserError("--container-runtime pyxis needs --image: an image every node can import, a registry reference "
+                    "(e.g. registry.example.com#tinyperf:nv) or a squashfs file on a shared path made with `enroot import "
+                    "dockerd://tinyperf:nv`. Nothing was submitted.")
+  if runtime == "none" and args.image:
+    raise UserError("--image has no effect with --container-runtime none (the node's Python runs the run); drop one of them.")
+  if args.only_index is not None:
+    raise UserError("--only-index is what each array task runs; with --backend slurm the runs to do come from the ledger "
+                    "(finished and queued runs are skipped).")
+  for a in args.sbatch_arg:
+    if not a.startswith("-") or "\n" in a:
+      raise UserError(f"--sbatch-arg {a!r}: give one sbatch option per --sbatch-arg, e.g. --sbatch-arg=--account=mlperf.")
+  for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
+  spec = {"benchmark": cfg.benchmark, "platform": cfg.platform, "nexp": nexp, "data": str(args.data.resolve()),
+          "results": str(args.results.resolve()), "runtime": runtime, "image": args.image, "partition": args.partition,
+          "sbatch_args": list(args.sbatch_arg), "no_check": bool(args.no_check), "assume_shared": bool(args.assume_shared),
+          "knobs": {k: str(new) for k, (_, new) in cfg.overridden.items()}, "python": sys.executable, "repo": str(ROOT)}
+  _check_before_submitting(cfg, spec)
+  return submit_runs(cfg, spec)
+
+
+def _check_before_submitting(cfg: PlatformConfig, spec: dict):
+  """Everything that can be checked from here, in the order a person would fix it; sets spec's partition."""
+  from tooling import run as R
+  spec["partition"] = check_partition(spec["partition"])
+  for p in (spec["results"], spec["data"]): _check_path_chars(p, spec["runtime"])
+  R._check_data(cfg, Path(spec["data"]))
+  check_shared(Path(spec["results"]), spec["partition"], spec["assume_shared"])  # before anything is created there
+  R._results_writable(Path(spec["results"]))
+
+
+def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
+  """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
+  from tooling import run as R
+  from tooling.build import git_revision
+  results_dir, work_root = R.run_dirs(Path(spec["results"]), cfg)
+  slurm_dir = work_root / "slurm"
+  try:
+    results_dir.mkdir(parents=True, exist_ok=True); slurm_dir.mkdir(parents=True, exist_ok=True)
+  except OSError as e:
+    raise UserError(f"cannot create {slurm_dir} ({e.strerror}); choose a writable --results directory.") from None
+  ledger_path, nexp = work_root / "ledger.json", spec["nexp"]
+  job_name = f"tinyperf-{cfg.benchmark}-{cfg.platform}"
+  with L.file_lock(work_root / "slurm.lock"):  # two submitters of one result set never both submit a run
+    rec = load_record(work_root)
+    active = queued_indices(rec, queue(job_name)) if rec["jobs"] else {}
+    with L.Ledger.locked(ledger_path) as led: unfinished = led.pending(nexp)
+    todo = [i for i in unfinished if i not in active]
+    R.refuse_unknown_results(results_dir, ledger_path, todo)
+    if not todo:
+      print(f"{cfg.benchmark} on {cfg.platform}: nothing to submit: {nexp - len(unfinished)} of {nexp} runs finished"
+            + (f", runs {sorted(active)} queued or running ({', '.join(active.values())})" if active else ""))
+      return 0
+    when = time.time()
+    text = render_script(cfg, spec, todo, slurm_dir, git_revision(), when)
+    tmp = slurm_dir / f".unsubmitted-{socket.gethostname()}-{os.getpid()}.sbatch"
+    write_atomic(tmp, text, overwrite=True)
+    try:
+      out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
+    except UserError as e:
+      tmp.unlink(missing_ok=True)
+      raise UserError(f"sbatch refused the job: {e}. Fix the request (partition, --sbatch-arg) and rerun. "
+                      f"Nothing was submitted.") from None
+    job_id = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
+    if not job_id.isdigit():
+      raise UserError(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before resubmitting.")
+    script = slurm_dir / f"job_{job_id}.sbatch"
+    os.replace(tmp, script)
+    rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "script": str(script),
+                        "submitted": when, "spec": spec})
+    write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
+  skipped = f"; {nexp - len(unfinished)} finished" + (f", {sorted(active)} already queued" if active else "")
+  print(f"{cfg.benchmark} on {cfg.platform}: submitted Slurm job {job_id}, runs {todo} of {nexp} "
+        f"({spec['runtime']} runtime, partition {spec['partition']}){skipped}\n"
+        f"  script: {script}\n  follow: tinyperf status --results {spec['results']}  (--wait blocks until they end)",
+        flush=True)
+  return 0
+
+
+def resubmit(work_root: Path) -> int:
+  """`tinyperf status --resume`: the last submission's arguments again, for the runs that failed or were never submitted."""
+  rec = load_record(work_root)
+  spec = dict(rec["jobs"][-1]["spec"])
+  cfg = load_config(spec["benchmark"], spec["platform"], environ=spec["knobs"])  # the recorded knobs, not this shell's
+  for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
+  _check_before_submitting(cfg, spec)
+  return submit_runs(cfg, spec)

@@ -1,0 +1,153 @@
+"""`tinyperf status`: where each run of every result set under --results stands, from its ledger and from Slurm.
+
+  done      the run finished and its result file was written (converged or not: both count)
+  running   its Slurm task is running (or, for a local set, the ledger says a launcher is running it)
+  pending   its Slurm task is queued
+  failed    it crashed, was interrupted, or its Slurm task ended without finishing it (scancel, time limit, node failure)
+  missing   never run and not submitted
+Slurm's view is read before the ledger, so a task that ends in between is seen as done rather than as lost. --resume
+resubmits each Slurm set's failed and missing runs with the arguments of its last submission; --wait polls until no
+Slurm run is pending or running. Exit status: 0 when every run is done, 1 otherwise, 2 on bad input."""
+from __future__ import annotations
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tooling import ledger as L
+from tooling import slurm
+from tooling.errors import UserError
+
+
+def add_arguments(p: argparse.ArgumentParser):
+  p.add_argument("--results", type=Path, default=Path("out"), help="output root given to tinyperf run (default: ./out)")
+  p.add_argument("--resume", action="store_true",
+                 help="resubmit the failed and missing runs of every Slurm set (finished and queued runs are left alone)")
+  p.add_argument("--wait", action="store_true", help="poll until no Slurm run is pending or running, then report")
+  p.add_argument("--poll", type=float, default=30.0, metavar="S", help="seconds between polls with --wait (default 30)")
+  p.add_argument("--json", action="store_true", help="print the states as JSON")
+
+
+def result_sets(results: Path) -> list[Path]:
+  """R/runs/<system>/<benchmark> directories with a ledger or a Slurm record."""
+  runs = results / "runs"
+  sets = sorted({p.parent for pat in ("*/*/ledger.json", "*/*/slurm.json") for p in runs.glob(pat)}) if runs.is_dir() else []
+  if not sets:
+    raise UserError(f"{runs}: no result sets (runs/<system>/<benchmark>/ledger.json or slurm.json). Pass the --results "
+                    f"directory that `tinyperf run` wrote to.")
+  return sets
+
+
+def _tail(path: Path, n: int = 1) -> str:
+  try: lines = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()]
+  except OSError: return ""
+  return " | ".join(lines[-n:])
+
+
+def _ended_task(work: Path, job: dict, index: int, att: L.Attempt | None, tasks: dict) -> str:
+  """Why a Slurm task that is no longer queued or running did not finish its run, from what it left behind."""
+  jid = str(job["job_id"])
+  task, out = f"{jid}_{index}", work / "slurm" / f"job_{jid}_{index}.out"
+  exit_file = work / "slurm" / f"job_{jid}_{index}.exit"
+  why = []
+  if exit_file.exists(): why.append(f"task {task} exited {exit_file.read_text().strip()}")
+  elif (jid, index) in tasks: why.append(f"task {task}: Slurm says {tasks[(jid, index)][0]}, no exit record")
+  else: why.append(f"task {task} ended without an exit record (cancelled, timed out or its node failed)")
+  if att is not None and att.slurm.get("job") == task:
+    why.append(att.note if att.status != L.RUNNING else "its run was still running when the task was killed")
+  elif out.exists():
+    why.append(f"it never started its run: {_tail(out)}")
+  else:
+    why.append(f"no output at {out}: is {job['spec']['results']} mounted at the same path on the node?")
+  return "; ".join(why) + (f" (see {out})" if out.exists() else "")
+
+
+def set_states(work: Path, tasks: dict | None) -> dict:
+  """The state of every run of one result set. `tasks` is slurm.queue()'s answer, read before the ledger is (None when
+  Slurm could not be asked)."""
+  rec = slurm.load_record(work)
+  led = L.Ledger(work / "ledger.json")
+  jobs = rec["jobs"]
+  nexp = max([j["spec"]["nexp"] for j in jobs] + [a.index + 1 for a in led.attempts] + [0])
+  runs = []
+  for i in range(nexp):
+    att = led.latest(i)
+    job = next((j for j in reversed(jobs) if i in j["indices"]), None)
+    key = (str(job["job_id"]), i) if job else None
+    local_after_job = att is not None and not att.slurm and (job is None or att.started > job["submitted"])
+    r = {"index": i, "state": "missing", "detail": "", "job": f"{key[0]}_{i}" if key else None,
+         "seed": att.seed if att else None, "result": att.result if att and att.status == L.DONE else None}
+    if att is not None and att.status == L.DONE:
+      r["state"] = "done"
+      r["detail"] = f"seed {att.seed}, {'converged' if att.converged else 'did NOT converge'}; check: {att.note}"
+    elif job and tasks is not None and key in tasks and tasks[key][0] in slurm.QUEUED | slurm.RUNNING:
+      state, where = tasks[key]
+      r["state"] = "pending" if state in slurm.QUEUED else "running"
+      ours = att is not None and att.slurm.get("job") == r["job"]  # the task has started its run (and drawn its seed)
+      r["detail"] = (f"task {r['job']} {state} ({where})" if state in slurm.QUEUED else
+                     f"task {r['job']} {state} on {where}" + (f", seed {att.seed}" if ours else ""))
+    elif local_after_job:  # run by a local `tinyperf run`, after any Slurm job of this index (--wait does not wait for it)
+      r["job"], r["state"] = None, "running" if att.status == L.RUNNING else "failed"
+      r["detail"] = (f"seed {att.seed}, a local launcher is running it (or died without a record)"
+                     if att.status == L.RUNNING else f"seed {att.seed}, {att.status}: {att.note}")
+    elif job and tasks is None:
+      r["state"], r["detail"] = "unknown", "Slurm did not answer (see above)"
+    elif job:
+      r["state"], r["detail"] = "failed", _ended_task(work, job, i, att, tasks)
+    runs.append(r)
+  return {"system": work.parent.name, "benchmark": work.name, "work": str(work), "nexp": nexp,
+          "jobs": [str(j["job_id"]) for j in jobs], "runs": runs}
+
+
+def collect(results: Path) -> tuple[list[dict], list[str]]:
+  states, warnings = [], []
+  for work in result_sets(results):
+    rec, tasks = slurm.load_record(work), {}
+    if rec["jobs"]:
+      try: tasks = slurm.queue(rec["jobs"][-1]["job_name"])
+      except UserError as e:
+        tasks = None
+        warnings.append(f"{work}: cannot ask Slurm ({e}); the state of its unfinished runs is unknown")
+    states.append(set_states(work, tasks))
+  return states, warnings
+
+
+def _counts(st: dict) -> str:
+  n = {}
+  for r in st["runs"]: n[r["state"]] = n.get(r["state"], 0) + 1
+  return ", ".join(f"{v} {k}" for k, v in n.items()) or "no runs"
+
+
+def render(states: list[dict]) -> str:
+  out = []
+  for st in states:
+    jobs = f", Slurm job{'s' if len(st['jobs']) > 1 else ''} {', '.join(st['jobs'])}" if st["jobs"] else ""
+    out.append(f"{st['benchmark']} on {st['system']}: {st['nexp']} runs ({_counts(st)}){jobs}  [{st['work']}]")
+    for r in st["runs"]:
+      out.append(f"  run {r['index']:<3} {r['state']:<8} {r['detail']}" + (f"  -> {r['result']}" if r["result"] else ""))
+  return "\n".join(out)
+
+
+def main(args) -> int:
+  results = args.results
+  if args.resume:
+    for work in result_sets(results):
+      if not slurm.load_record(work)["jobs"]:
+        print(f"{work}: not a Slurm set; rerun its `tinyperf run` command to redo unfinished runs")
+        continue
+      slurm.resubmit(work)
+  states, warnings = collect(results)
+  if args.wait:
+    last = None
+    while any(r["state"] in ("pending", "running") and r["job"] for st in states for r in st["runs"]):
+      summary = "; ".join(f"{st['benchmark']}/{st['system']}: {_counts(st)}" for st in states)
+      if summary != last: print(f"{time.strftime('%H:%M:%S')} {summary}", flush=True); last = summary
+      time.sleep(args.poll)
+      states, warnings = collect(results)
+  for w in warnings: print(f"WARNING: {w}", file=sys.stderr)
+  print(json.dumps({"sets": states, "warnings": warnings}, indent=1) if args.json else render(states))
+  left = [r for st in states for r in st["runs"] if r["state"] != "done"]
+  if left and not args.json and any(r["state"] in ("failed", "missing") for r in left) and not args.resume:
+    print(f"`tinyperf status --results {results} --resume` resubmits the failed and missing runs of Slurm sets.")
+  return 1 if left else 0
