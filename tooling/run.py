@@ -4,6 +4,8 @@ Layout under --results R:
   R/results/<system>/<bm>/result_<i>.txt   finished runs (the submission's results tree; never overwritten)
   R/runs/<system>/<bm>/ledger.json         every attempt: seed, status, exit codes, cache-drop method
   R/runs/<system>/<bm>/run_<i>_<seed>/     raw console output, the MLPerf log while it is written, the kernel cache
+  R/systems/<system>.json                  the machine the runs ran on (tooling/sysinfo.py: detected where the runs
+                                           run, over the repository's systems/<system>.json, under --system-overrides)
 The training entrypoint is started as a process (this module never imports tinygrad or training code): by default in
 the platform's image, one container per run (tooling/docker_run.py: preflight, host page-cache drop, INIT + RUN with the
 kernel cache on its own volume, output streamed to the host); with --no-container with this Python (host_run), which is
@@ -34,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--no-container", action="store_true",
                  help="run on this host with this Python instead of in the platform's image")
   p.add_argument("--no-check", action="store_true", help="skip `tinyperf check` after each run")
+  p.add_argument("--system-overrides", type=Path, metavar="FILE",
+                 help="YAML or JSON of systems-JSON fields no machine can detect (submitter, status, storage, cooling, "
+                      "...) for R/systems/<system>.json, which records the machine the runs ran on (detected in the "
+                      "container, over the repository's systems/<system>.json; this file wins)")
 
 
 def run_dirs(results: Path, cfg: PlatformConfig) -> tuple[Path, Path]:
@@ -129,6 +135,8 @@ def main(args) -> int:
   cfg = load_config(args.benchmark, args.platform)
   nexp = args.nexp or DEFAULT_NEXP[args.benchmark]
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
+  from tooling import sysinfo
+  overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
   _check_data(cfg, args.data)
   _results_writable(args.results)
   results_dir, work_root = run_dirs(args.results, cfg)
@@ -150,6 +158,9 @@ def main(args) -> int:
   if pending:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
     if backend: backend.preflight()
     else: _host_preflight(cfg, args.data, work_root)
+    fields, notes = backend.detect_system() if backend else sysinfo.detect()   # the machine as the runs see it
+    system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides)
+    sysinfo.record_run_system(args.results, cfg["system"], system)
   done = nexp - len(pending)
   where = f"in {backend.describe()}" if backend else "on this host (--no-container)"
   print(f"{cfg.benchmark} on {cfg.platform} {where}: {nexp} runs, {done} already finished, running {pending}", flush=True)
