@@ -487,8 +487,15 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   (a reboot into a new kernel is enough to differ), while this keeps both descriptions for the reviewer."""
   target = Path(results) / "systems" / f"{system}.json"
   text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+  def write(path: Path):
+    try:
+      write_atomic(path, text).chmod(0o644)
+    except OSError as e:
+      raise UserError(f"cannot write the system description {path} ({e.strerror or e}); make {path.parent} writable "
+                      f"and rerun the same command. Nothing was run.") from None
   if not target.exists():
-    write_atomic(target, text).chmod(0o644)
+    write(target)
     print(f"system description: wrote {target} (system_desc_checker passed)", flush=True)
     return target
   try:
@@ -504,7 +511,7 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   while variant.exists():
     n += 1
     variant = variants_dir(results) / f"{system}-{stamp}-{n}.json"
-  write_atomic(variant, text).chmod(0o644)
+  write(variant)
   diffs = _differences(old if isinstance(old, dict) else {}, data)
   print(f"\nWARNING: {target} describes a different system than the one these runs are made on; the runs in "
         f"{results} were not all made on the same machine and software. It is kept (it describes the earlier runs, "

@@ -349,3 +349,10 @@ def test_run_refuses_a_bad_overrides_file_before_anything(capsys, tmp_path):
   err = capsys.readouterr().err
   assert code == 2 and "o.yaml: unknown field(s) colling" in err and "Traceback" not in err
   assert not (tmp_path / "R").exists()
+
+
+def test_record_run_system_unwritable_is_a_clear_error(tmp_path):
+  from tooling.errors import UserError
+  (tmp_path / "R").write_text("a file, not a directory")
+  with pytest.raises(UserError, match="cannot write the system description .*R/systems/x.json.*Nothing was run"):
+    sysinfo.record_run_system(tmp_path / "R", "x", {"submitter": "a"})
