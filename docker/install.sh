@@ -64,7 +64,7 @@ project)
   # the repository's systems/*.json (what `tinyperf run` layers detection over, and `tinyperf package` falls back to)
   # beside the installed benchmarks/ and tooling/: where benchmarks.common.config.ROOT finds the repository's files
   root="$("$VENV/bin/python" -c 'from benchmarks.common.config import ROOT; print(ROOT)')"
-  cp -r /opt/tinyperf/src/systems "$root/systems"
+  if [ -d /opt/tinyperf/src/systems ]; then cp -r /opt/tinyperf/src/systems "$root/systems"; fi
   rm -rf /opt/tinyperf/src "$BUILD"
   ;;
 *) echo "install.sh: unknown stage $stage" >&2; exit 2 ;;

@@ -13,8 +13,8 @@ Packing, per results/<system>/<benchmark> the run ledgers under R/runs know abou
      that a later `tinyperf run` left in R/systems/variants/ is reported loudly (the runs were not all made on one
      system).
   3. benchmarks/<benchmark>/implementations/<platform>/: a self-contained copy of the code (benchmarks/common, the
-     benchmark's package, tooling, pyproject.toml, lock files, Dockerfiles), the platform's config.yaml, and the run
-     scripts and README rendered from it; no tests, no dotfiles.
+     benchmark's package, tooling, pyproject.toml, lock files, Dockerfiles, the repository's systems/<system>.json),
+     the platform's config.yaml, and the scripts and README rendered from it; no tests, no dotfiles.
   4. the full `tinyperf check` on the assembled tree, the repository rules (no dotfiles, no whitespace in names, no
      symlinks or special files, nothing over 50 MiB) and the real repo_checker. Any failure: nothing is written.
   5. DIR/ORG/, DIR/mlperf_submission_<ORG>.tar.gz (gzip tar of ORG/; with --encrypt piped through
@@ -293,6 +293,10 @@ def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path]
     # the packaged tree holds one platform, so its compose.yaml has that platform's service (and `render --check` there
     # compares against exactly this)
     _write(impl / "compose.yaml", render_compose([cfg]))
+    # the repository's description of this system: what `tinyperf run` (and the image `setup.sh` builds) layers
+    # detection over when the runs are repeated from this directory
+    curated = ROOT / "systems" / f"{sel.system}.json"
+    if curated.is_file(): _write(impl / "systems" / curated.name, curated.read_bytes())
     nested = impl / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
     _write(nested / "config.yaml", cfg.path.read_bytes())
     for name, fn in render.RENDERERS.items():

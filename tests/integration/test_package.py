@@ -65,7 +65,7 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
   for f in ("README.md", "run_and_time.sh", "dev_run.sh", "dev_beam.sh", "setup.sh", "init_datasets.sh",
             "pyproject.toml", "requirements.lock",
             "benchmarks/resnet/train.py", "benchmarks/common/config.py", "tooling/cli.py",
-            "benchmarks/resnet/implementations/tinybox_green/config.yaml"):
+            "benchmarks/resnet/implementations/tinybox_green/config.yaml", "systems/tinybox_green.json"):
     assert impl + f in names, f
   assert [f"{ORG}/results/tinybox_green/resnet/result_{i}.txt" in names for i in range(5)] == [True] * 5
   assert f"{ORG}/systems/tinybox_green.json" in names
