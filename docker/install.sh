@@ -3,7 +3,7 @@
 # so the three images differ only in their base and their last lines). POSIX sh: the bases have no bash guarantee.
 #   install.sh system   apt: Python 3.11 + venv, clang (tinygrad's CPU backend), CA certificates; the non-root user
 #   install.sh python   /opt/tinyperf/venv with requirements.lock installed by hash (plus hash-pinned build tools)
-#   install.sh project  the tinyperf project itself (non-editable, no dependency resolution)
+#   install.sh project  the tinyperf project itself (non-editable, no dependency resolution) and systems/*.json
 # Works on Debian bookworm (python3.11 is the default there) and Ubuntu 22.04 (python3.11 from universe), the bases of
 # the CUDA 12.4 and ROCm 6.x images.
 set -eu
@@ -61,6 +61,10 @@ project)
     --no-build-isolation .
   "$VENV/bin/pip" check
   cd /
+  # the repository's systems/*.json (what `tinyperf run` layers detection over, and `tinyperf package` falls back to)
+  # beside the installed benchmarks/ and tooling/: where benchmarks.common.config.ROOT finds the repository's files
+  root="$("$VENV/bin/python" -c 'from benchmarks.common.config import ROOT; print(ROOT)')"
+  if [ -d /opt/tinyperf/src/systems ]; then cp -r /opt/tinyperf/src/systems "$root/systems"; fi
   rm -rf /opt/tinyperf/src "$BUILD"
   ;;
 *) echo "install.sh: unknown stage $stage" >&2; exit 2 ;;

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -130,6 +131,32 @@ class ContainerBackend:
                out.decode(errors="replace").splitlines()[-5:]
       raise UserError(f"preflight failed in {self.tag} for {self.cfg.benchmark} on {self.cfg.platform} (exit {rc}):\n  " +
                       "\n  ".join(failed) + "\nNothing was run or timed; fix the above and rerun the same command.")
+
+  # ------------------------------------------------------------------------------------------------------ sysinfo
+  def detect_system(self) -> tuple[dict, list[str]]:
+    """The machine as the runs see it: `python -m tooling.sysinfo` in a container like the runs' (same image, devices
+    and user), told its image in TINYPERF_IMAGE. Returns (fields, notes) for sysinfo.run_description."""
+    d = Path(tempfile.mkdtemp(prefix="sysinfo-", dir=self.work_root))
+    try:
+      d.chmod(0o755); self._own(d)
+      cmd = ["python", "-m", "tooling.sysinfo", "--detect-json", "/work/detected.json"]
+      spec = self._spec(self._name(f"sysinfo-{os.getpid()}"), cmd, [(str(d), "/work", False)],
+                        {"TINYPERF_IMAGE": self.image_ref()}, "sysinfo", {})
+      out = bytearray()
+      rc = C.Running(self.client, spec).run(out.extend, limit_s=600)
+      try:
+        found = json.loads((d / "detected.json").read_text())
+        fields, notes = found["fields"], found["notes"]
+      except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        fields = None
+      if rc != 0 or not isinstance(fields, dict):
+        tail = "\n    ".join(out.decode(errors="replace").strip().splitlines()[-8:])
+        raise UserError(f"detecting the system in {self.tag} failed (exit {rc}):\n    {tail}\nAn image built before "
+                        f"`tinyperf run` recorded the system has no `python -m tooling.sysinfo`: rebuild it with "
+                        f"`tinyperf build --vendor {self.vendor}`. Nothing was run or timed.")
+      return fields, list(notes)
+    finally:
+      shutil.rmtree(d, ignore_errors=True)
 
   # ----------------------------------------------------------------------------------------------------------- run
   def drop_page_cache(self) -> str:

@@ -8,10 +8,13 @@ Packing, per results/<system>/<benchmark> the run ledgers under R/runs know abou
      result_0..result_<N-1>. Never selected by score or convergence: a run that finished without converging counts
      (olympic scoring drops one); runs that crashed or were interrupted are not finished runs (`tinyperf run` redoes
      them). Each file's logged seed must match its ledger entry, and seeds must be distinct.
-  2. systems/<system>.json from --systems (written by `tinyperf sysinfo`).
+  2. systems/<system>.json: from --systems DIR when given; else R/systems/<system>.json, which `tinyperf run` writes
+     from the machine the runs ran on; else the repository's systems/<system>.json. A description of another machine
+     that a later `tinyperf run` left in R/systems/variants/ is reported loudly (the runs were not all made on one
+     system).
   3. benchmarks/<benchmark>/implementations/<platform>/: a self-contained copy of the code (benchmarks/common, the
-     benchmark's package, tooling, pyproject.toml, lock files, Dockerfiles), the platform's config.yaml, and the run
-     scripts and README rendered from it; no tests, no dotfiles.
+     benchmark's package, tooling, pyproject.toml, lock files, Dockerfiles, the repository's systems/<system>.json),
+     the platform's config.yaml, and the scripts and README rendered from it; no tests, no dotfiles.
   4. the full `tinyperf check` on the assembled tree, the repository rules (no dotfiles, no whitespace in names, no
      symlinks or special files, nothing over 50 MiB) and the real repo_checker. Any failure: nothing is written.
   5. DIR/ORG/, DIR/mlperf_submission_<ORG>.tar.gz (gzip tar of ORG/; with --encrypt piped through
@@ -246,13 +249,37 @@ interrupted are not finished runs (they were redone with fresh seeds); finished 
 """ + "\n".join(rows) + "\n"
 
 
-def assemble(org_dir: Path, sels: list[BenchSelection], systems_dir: Path, org: str) -> None:
+def systems_source(system: str, results: Path, systems_dir: Path | None) -> Path:
+  """Where systems/<system>.json comes from: --systems DIR; else what `tinyperf run` recorded in R/systems; else the
+  repository's systems/. UserError naming where it looked when there is none."""
+  if systems_dir is not None:
+    src = systems_dir / f"{system}.json"
+    if src.is_file(): return src
+    raise UserError(f"{src}: missing. Every results/<system> needs systems/<system>.json; write it on the machine "
+                    f"that ran the runs with `tinyperf sysinfo --system {system} --overrides FILE`, or pass another "
+                    f"--systems DIR.")
+  places = [results / "systems" / f"{system}.json", ROOT / "systems" / f"{system}.json"]
+  for src in places:
+    if src.is_file(): return src
+  raise UserError(f"no systems JSON for {system}: neither {places[0]} (written by `tinyperf run` from the machine the "
+                  f"runs ran on) nor {places[1]} exists. Write one with `tinyperf sysinfo --system {system} --overrides "
+                  f"FILE --out {places[0]}`, or pass --systems DIR.")
+
+
+def report_system_variants(system: str, results: Path, src: Path) -> None:
+  """Descriptions of other machines a later `tinyperf run` left beside R/systems/<system>.json: said loudly."""
+  from tooling.sysinfo import variants_dir
+  found = sorted(variants_dir(results).glob(f"{system}-*.json"))
+  if not found: return
+  print(f"WARNING: {len(found)} later `tinyperf run` invocation(s) on {results} described system {system} differently "
+        f"({', '.join(str(p) for p in found)}): its runs were not all made on the same machine and software. The package "
+        f"uses {src}; compare the files, and move the right one over it before packaging if it is not.",
+        file=sys.stderr, flush=True)
+
+
+def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path], org: str) -> None:
   for sel in sels:
-    src = systems_dir / f"{sel.system}.json"
-    if not src.is_file():
-      raise UserError(f"{src}: missing. Every results/<system> needs systems/<system>.json; write it on the machine "
-                      f"that ran the runs with `tinyperf sysinfo --system {sel.system} --overrides FILE`, or pass "
-                      f"--systems DIR.")
+    src = sources[sel.system]
     read_systems_json(src)   # parses, or a UserError naming the line
     dst = org_dir / "systems" / src.name
     if not dst.exists(): _write(dst, src.read_bytes())
@@ -266,12 +293,15 @@ def assemble(org_dir: Path, sels: list[BenchSelection], systems_dir: Path, org: 
     # the packaged tree holds one platform, so its compose.yaml has that platform's service (and `render --check` there
     # compares against exactly this)
     _write(impl / "compose.yaml", render_compose([cfg]))
+    # the repository's description of this system: what `tinyperf run` (and the image `setup.sh` builds) layers
+    # detection over when the runs are repeated from this directory
+    curated = ROOT / "systems" / f"{sel.system}.json"
+    if curated.is_file(): _write(impl / "systems" / curated.name, curated.read_bytes())
     nested = impl / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
     _write(nested / "config.yaml", cfg.path.read_bytes())
     for name, fn in render.RENDERERS.items():
       _write(nested / name, fn(cfg), executable=name.endswith(".sh"))
-    for name, fn in (("run_and_time.sh", render.render_run_and_time), ("dev_run.sh", render.render_dev_run),
-                     ("dev_beam.sh", render.render_dev_beam)):
+    for name, fn in render.SCRIPTS.items():
       _write(impl / name, fn(cfg, root="."), executable=True)
     _write(impl / "README.md", package_readme(sel, org))
 
@@ -438,7 +468,7 @@ def pack(args: argparse.Namespace) -> int:
   if not args.results.is_dir():
     raise UserError(f"--results {args.results}: no such directory; give the --results directory of `tinyperf run`.")
   systems_dir = args.systems
-  if not systems_dir.is_dir():
+  if systems_dir is not None and not systems_dir.is_dir():
     raise UserError(f"--systems {systems_dir}: no such directory (it holds systems/<system>.json files written by "
                     f"`tinyperf sysinfo`).")
   passphrase = read_passphrase(args.passphrase_file, confirm=True) if args.encrypt else None
@@ -458,6 +488,11 @@ def pack(args: argparse.Namespace) -> int:
     if sel.not_finished:
       print(f"  attempts that did not finish (crashed, interrupted or running; not runs of the package): "
             + ", ".join(f"run {a.index} seed {a.seed} {a.status}" for a in sel.not_finished))
+  sources = {}
+  for system in dict.fromkeys(sel.system for sel in sels):
+    sources[system] = systems_source(system, args.results, systems_dir)
+    print(f"systems/{system}.json from {sources[system]}")
+    if systems_dir is None: report_system_variants(system, args.results, sources[system])
 
   try:
     out.mkdir(parents=True, exist_ok=True)
@@ -466,7 +501,7 @@ def pack(args: argparse.Namespace) -> int:
     raise UserError(f"--out {out}: cannot create a directory there ({e.strerror or e}); choose a writable --out.") from None
   try:
     org_dir = staging / org
-    assemble(org_dir, sels, systems_dir, org)
+    assemble(org_dir, sels, sources, org)
     print(f"checking the assembled tree ({org}/ in {staging}):", flush=True)
     ok, text = check_tree(org_dir)
     print(text)
@@ -657,8 +692,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
   p.add_argument("--org", help="submitter name: the tree's top directory and mlperf_submission_<ORG>.tar.gz")
   p.add_argument("--out", type=Path, help="directory for ORG/, the tarball and the .sha1 (none of them may exist)")
   p.add_argument("--results", type=Path, default=Path("out"), help="`tinyperf run`'s --results directory (default ./out)")
-  p.add_argument("--systems", type=Path, default=ROOT / "systems",
-                 help="directory of systems/<system>.json files (default: the repository's systems/)")
+  p.add_argument("--systems", type=Path,
+                 help="directory of systems/<system>.json files (default: RESULTS/systems/<system>.json, which `tinyperf "
+                      "run` writes from the machine the runs ran on, else the repository's systems/)")
   p.add_argument("--system", action="append", help="package only this system (repeatable; default: all with ledgers)")
   p.add_argument("--benchmark", action="append", choices=BENCHMARKS, help="package only this benchmark (repeatable)")
   p.add_argument("--platform", help="implementation to package when several configs name the same system")

@@ -334,6 +334,8 @@ def default_out(results: Path) -> Path:
   packed): RESULTS/report for a `tinyperf run` directory, <org>_report beside a submitter tree."""
   results = results.resolve()
   if results.parent.parent.name == "results": results = results.parent.parent.parent   # results/<system>/<bm>
+  # a `tinyperf run` directory has run ledgers (runs/), and since it records the system also a systems/
+  if (results / "results").is_dir() and (results / "runs").is_dir(): return results / "report"
   if (results / "systems").is_dir(): return results.parent / f"{results.name}_report"
   if (results / "results").is_dir(): return results / "report"
   return results.parent / f"{results.name}_report"

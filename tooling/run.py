@@ -4,6 +4,8 @@ Layout under --results R:
   R/results/<system>/<bm>/result_<i>.txt   finished runs (the submission's results tree; never overwritten)
   R/runs/<system>/<bm>/ledger.json         every attempt: seed, status, exit codes, cache-drop method
   R/runs/<system>/<bm>/run_<i>_<seed>/     raw console output, the MLPerf log while it is written, the kernel cache
+  R/systems/<system>.json                  the machine the runs ran on (tooling/sysinfo.py: detected where the runs
+                                           run, over the repository's systems/<system>.json, under --system-overrides)
 The training entrypoint is started as a process (this module never imports tinygrad or training code): by default in
 the platform's image, one container per run (tooling/docker_run.py: preflight, host page-cache drop, INIT + RUN with the
 kernel cache on its own volume, output streamed to the host); with --no-container with this Python (host_run), which is
@@ -44,6 +46,10 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--only-index", type=int, metavar="I",
                  help="do only run I of the N (what each Slurm array task runs); skipped if already finished")
   slurm.add_run_arguments(p)
+  p.add_argument("--system-overrides", type=Path, metavar="FILE",
+                 help="YAML or JSON of systems-JSON fields no machine can detect (submitter, status, storage, cooling, "
+                      "...) for R/systems/<system>.json, which records the machine the runs ran on (detected in the "
+                      "container, over the repository's systems/<system>.json; this file wins)")
 
 
 def run_dirs(results: Path, cfg: PlatformConfig) -> tuple[Path, Path]:
@@ -152,6 +158,8 @@ def main(args) -> int:
   cfg = load_config(args.benchmark, args.platform)
   nexp = args.nexp or DEFAULT_NEXP[args.benchmark]
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
+  from tooling import sysinfo
+  overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
   if args.only_index is not None and not 0 <= args.only_index < nexp:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
   if args.backend == "slurm": return slurm.submit(cfg, args, nexp)  # each array task comes back here with --only-index
@@ -175,6 +183,9 @@ def main(args) -> int:
   if pending:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
     if backend: backend.preflight()
     else: _host_preflight(cfg, args.data, work_root)
+    fields, notes = backend.detect_system() if backend else sysinfo.detect()   # the machine as the runs see it
+    system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides)
+    sysinfo.record_run_system(args.results, cfg["system"], system)
   done = nexp - len(pending)
   where = f"in {backend.describe()}" if backend else "on this host (--no-container)"
   if args.only_index is None:

@@ -249,6 +249,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
   if runtime == "docker": args += ["--image", spec["image"]] if spec["image"] else []
   else: args.append("--no-container")
   if spec["no_check"]: args.append("--no-check")
+  if spec.get("system_overrides"): args += ["--system-overrides", spec["system_overrides"]]
   tinyperf = " ".join(q(a) for a in args) + ' --only-index "$SLURM_ARRAY_TASK_ID"'
   stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when))
   s = [
@@ -332,6 +333,7 @@ def submit(cfg: PlatformConfig, args, nexp: int) -> int:
   spec = {"benchmark": cfg.benchmark, "platform": cfg.platform, "nexp": nexp, "data": str(args.data.resolve()),
           "results": str(args.results.resolve()), "runtime": runtime, "image": args.image, "partition": args.partition,
           "sbatch_args": list(args.sbatch_arg), "no_check": bool(args.no_check), "assume_shared": bool(args.assume_shared),
+          "system_overrides": str(args.system_overrides.resolve()) if getattr(args, "system_overrides", None) else None,
           "knobs": {k: str(new) for k, (_, new) in cfg.overridden.items()}, "python": sys.executable, "repo": str(ROOT)}
   _check_before_submitting(cfg, spec)
   return submit_runs(cfg, spec)

@@ -9,6 +9,10 @@ networking, memory configuration, marketing names) comes from an overrides file 
 The result is validated with the real system_desc_checker for every ruleset the system is used with (from the platform
 configs that name it, or --ruleset) before anything is written, and an existing file is never replaced without --force.
 
+`tinyperf run` records the machine its runs ran on as RESULTS/systems/<system>.json (record_run_system): detected in
+the run's container (`python -m tooling.sysinfo --detect-json FILE`, with the image in TINYPERF_IMAGE) or on the host
+with --no-container, layered over the repository's systems/<system>.json and under --system-overrides.
+
 Detection reads through a Probe (files, commands, environment), so tests feed it recorded outputs."""
 from __future__ import annotations
 import argparse
@@ -20,7 +24,9 @@ import platform as pyplatform
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -304,8 +310,11 @@ def detect(probe: Probe | None = None) -> tuple[dict, list[str]]:
   if sha: stack["tinyperf_commit"] = sha
   digest = probe.env("TINYPERF_BASE_DIGEST")
   stack["base_image_digest"] = digest or "none (not run in a tinyperf image)"
+  image = probe.env("TINYPERF_IMAGE")   # set by `tinyperf run`'s container backend: "<tag> <image ID>"
+  if image: stack["image"] = image
   f["other_software_stack"] = stack
-  f["sw_notes"] = (f"base image {digest}" if digest else "not run in a tinyperf image")
+  if image: f["sw_notes"] = f"image {image}; base image {digest or 'digest unknown'}"
+  else: f["sw_notes"] = f"base image {digest}" if digest else "not run in a tinyperf image"
   return f, notes
 
 
@@ -374,11 +383,18 @@ def _scalar(path: Path, key: str, v) -> str:
                   + (" (only other_software_stack may be a mapping)" if isinstance(v, dict) else "") + ".")
 
 
-def merge(detected: dict, overrides: dict, system: str, notes: list[str]) -> dict:
-  """All required fields in the checker's order; overrides win; other_software_stack merges key by key."""
+def merge(detected: dict, overrides: dict, system: str, notes: list[str], base: dict | None = None) -> dict:
+  """All required fields in the checker's order. Layers, lowest first: `base` (an existing systems JSON, for what
+  detection does not find), detection (every field it found; hw_notes from its notes), overrides (always win).
+  other_software_stack merges key by key in the same order."""
   out = {k: "" for k in FIELDS}
   out["system_name"] = system
-  out.update({k: v for k, v in detected.items() if k in out})
+  for k, v in (base or {}).items():
+    if k in out or k in OPTIONAL_FIELDS: out[k] = v
+  for k, v in detected.items():
+    if k not in out or v in ("", None): continue
+    if k == "other_software_stack" and isinstance(v, dict) and isinstance(out[k], dict): out[k] = {**out[k], **v}
+    else: out[k] = v
   if notes: out["hw_notes"] = "Detected by tinyperf sysinfo: " + "; ".join(notes) + "."
   for k, v in overrides.items():
     if k == "other_software_stack" and isinstance(v, dict):
@@ -423,6 +439,100 @@ def validate(data: dict, rulesets: list[str], where: str) -> None:
             problems.append(f"system_desc_checker {r}: {reason}")
   if problems:
     raise UserError(f"{where}: the system description is not valid: " + "; ".join(dict.fromkeys(problems)) + ".")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the description `tinyperf run` records for its runs
+
+def run_description(cfg, detected: dict, notes: list[str], overrides: dict, overrides_path: Path | None) -> dict:
+  """The systems JSON of the machine the runs of `cfg` run on: the repository's systems/<system>.json (for what no
+  machine can tell about itself: submitter, status, storage, cooling, marketing names) under what detection found, under
+  the overrides; the division is the config's. Validated like `tinyperf sysinfo`; UserError naming the field."""
+  from tooling.submission_tree import read_systems_json
+  system = cfg["system"]
+  base_path = ROOT / "systems" / f"{system}.json"
+  base = read_systems_json(base_path) if base_path.is_file() else {}
+  data = merge({**detected, "division": cfg["division"]}, overrides, system, notes, base)
+  rulesets, _ = rulesets_for(system, cfg.platform)
+  where = overrides_path or (base_path if base else f"the detected description of system {system}")
+  try:
+    validate(data, rulesets, str(where))
+  except UserError as e:
+    raise UserError(f"{e} `tinyperf run` records this description with the runs: give the missing or wrong fields in "
+                    f"--system-overrides FILE (YAML or JSON of systems-JSON fields) and rerun the same command. Nothing "
+                    f"was run.") from None
+  return data
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+  out = []
+  for k in dict.fromkeys([*old, *new]):
+    a, b = old.get(k), new.get(k)
+    if a == b: continue
+    if isinstance(a, dict) and isinstance(b, dict):
+      out += [f"{k}.{x}: {a.get(x)!r} -> {b.get(x)!r}" for x in dict.fromkeys([*a, *b]) if a.get(x) != b.get(x)]
+    else:
+      out.append(f"{k}: {a!r} -> {b!r}")
+  return out
+
+
+def variants_dir(results: Path) -> Path: return Path(results) / "systems" / "variants"
+
+
+def record_run_system(results: Path, system: str, data: dict) -> Path:
+  """Write RESULTS/systems/<system>.json (where `tinyperf package` looks first). An existing file is never replaced:
+  the same description leaves it as it is; a different one (another machine, driver, image or commit than the earlier
+  runs of this results directory) is kept, and the new one goes to RESULTS/systems/variants/<system>-<UTC time>.json
+  with a loud warning naming every differing field. Refusing instead would block resuming a half-finished set of runs
+  (a reboot into a new kernel is enough to differ), while this keeps both descriptions for the reviewer."""
+  target = Path(results) / "systems" / f"{system}.json"
+  text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+  def write(path: Path):
+    try:
+      write_atomic(path, text).chmod(0o644)
+    except OSError as e:
+      raise UserError(f"cannot write the system description {path} ({e.strerror or e}); make {path.parent} writable "
+                      f"and rerun the same command. Nothing was run.") from None
+  if not target.exists():
+    write(target)
+    print(f"system description: wrote {target} (system_desc_checker passed)", flush=True)
+    return target
+  try:
+    old = json.loads(target.read_text(encoding="utf-8"))
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    old = {"(unreadable)": str(e)}
+  if old == data:
+    print(f"system description: {target} already describes this machine (unchanged)", flush=True)
+    return target
+  stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+  variant = variants_dir(results) / f"{system}-{stamp}.json"
+  n = 1
+  while variant.exists():
+    n += 1
+    variant = variants_dir(results) / f"{system}-{stamp}-{n}.json"
+  write(variant)
+  diffs = _differences(old if isinstance(old, dict) else {}, data)
+  print(f"\nWARNING: {target} describes a different system than the one these runs are made on; the runs in "
+        f"{results} were not all made on the same machine and software. It is kept (it describes the earlier runs, "
+        f"and `tinyperf package` uses it); this machine's description is {variant}. Differences (old -> new):\n  "
+        + "\n  ".join(diffs) + f"\nReview both before packaging: if the new one is right for every run, move it over "
+        f"{target}.\n", file=sys.stderr, flush=True)
+  return variant
+
+
+def detect_main(argv: list[str] | None = None) -> int:
+  """`python -m tooling.sysinfo --detect-json FILE`: this machine's facts as JSON, for `tinyperf run` (which runs it in
+  the run's container and merges and validates the result on the host)."""
+  p = argparse.ArgumentParser(prog="python -m tooling.sysinfo", description=detect_main.__doc__.splitlines()[0])
+  p.add_argument("--detect-json", type=Path, required=True, help="where to write {fields, notes}")
+  args = p.parse_args(argv)
+  fields, notes = detect()
+  write_atomic(args.detect_json, json.dumps({"fields": fields, "notes": notes}, indent=2, ensure_ascii=False) + "\n",
+               overwrite=True)
+  print(f"sysinfo: {fields.get('accelerators_per_node')} x {fields.get('accelerator_model_name')}; "
+        f"{fields.get('host_processor_model_name', '?')}; {fields.get('operating_system', '?')}")
+  return 0
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -491,3 +601,7 @@ def main(args: argparse.Namespace) -> int:
   if overrides: print(f"  from {args.overrides}: {', '.join(overrides)}")
   if empty: print(f"  unknown (empty; set them in an overrides file): {', '.join(empty)}")
   return 0
+
+
+if __name__ == "__main__":
+  sys.exit(detect_main())

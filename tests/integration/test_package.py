@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from run_builder import default_seed, make_runs
-from tooling import package
+from tests.conftest import REPO
+from tooling import package, sysinfo
 from tooling.check import check_path
 from tooling.cli import main as cli
 
@@ -61,9 +62,10 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
   names = subprocess.run(["tar", "-tzf", TAR], cwd=d, capture_output=True, text=True, check=True).stdout.split()
   assert names[0] == f"{ORG}/" and all(n.startswith(f"{ORG}/") for n in names)
   impl = f"{ORG}/benchmarks/resnet/implementations/tinybox_green/"
-  for f in ("README.md", "run_and_time.sh", "dev_run.sh", "dev_beam.sh", "pyproject.toml", "requirements.lock",
+  for f in ("README.md", "run_and_time.sh", "dev_run.sh", "dev_beam.sh", "setup.sh", "init_datasets.sh",
+            "pyproject.toml", "requirements.lock",
             "benchmarks/resnet/train.py", "benchmarks/common/config.py", "tooling/cli.py",
-            "benchmarks/resnet/implementations/tinybox_green/config.yaml"):
+            "benchmarks/resnet/implementations/tinybox_green/config.yaml", "systems/tinybox_green.json"):
     assert impl + f in names, f
   assert [f"{ORG}/results/tinybox_green/resnet/result_{i}.txt" in names for i in range(5)] == [True] * 5
   assert f"{ORG}/systems/tinybox_green.json" in names
@@ -78,7 +80,9 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
   readme = (d / impl / "README.md").read_text()
   assert "first 5 finished runs in the order" in readme and "never chosen by score" in readme
   assert "| `result_4.txt` | 4 |" in readme and "0123456789abcdef" in readme     # the runs' provenance git_sha
-  assert 'cd "$(dirname "${BASH_SOURCE[0]}")/."' in (d / impl / "run_and_time.sh").read_text()
+  for script in ("run_and_time.sh", "setup.sh", "init_datasets.sh"):
+    assert 'cd "$(dirname "${BASH_SOURCE[0]}")/."' in (d / impl / script).read_text()
+    assert m[impl + script].mode == 0o755
   # verify: sha1, listing, unpack into a fresh directory; the unpacked tree is the packed one and passes the check
   code = cli(["package", "--verify", str(d / TAR), "--into", str(tmp_path / "unpacked")])
   out = capsys.readouterr().out
@@ -209,3 +213,27 @@ def test_unwritable_out_and_nothing_is_overwritten(capsys, tmp_path):
   refused(capsys, tmp_path, R, f"out/{ORG}", "never overwritten", fresh=False)
   assert not (tmp_path / "out" / TAR).exists()
   assert not any((tmp_path / "out" / ORG).iterdir())
+
+
+def test_systems_json_from_the_run_directory_first(capsys, tmp_path):
+  """Without --systems: R/systems/<system>.json (what `tinyperf run` recorded) when it exists, else the repository's;
+  a differing description that a later run left in R/systems/variants/ is reported loudly."""
+  R = make_runs(tmp_path, "resnet", systems_dir=False)
+  repo = REPO / "systems" / "tinybox_green.json"
+  code = cli(["package", "--org", ORG, "--out", str(tmp_path / "a"), "--results", str(R)])
+  o, e = capsys.readouterr()
+  assert code == 0, o + e
+  assert f"systems/tinybox_green.json from {repo}" in o and "WARNING" not in e
+  assert (tmp_path / "a" / ORG / "systems" / "tinybox_green.json").read_bytes() == repo.read_bytes()
+  recorded = {**json.loads(repo.read_text()), "cooling": "liquid", "hw_notes": "recorded by tinyperf run"}
+  first = sysinfo.record_run_system(R, "tinybox_green", recorded)
+  variant = sysinfo.record_run_system(R, "tinybox_green", {**recorded, "cooling": "water"})
+  capsys.readouterr()
+  code = cli(["package", "--org", ORG, "--out", str(tmp_path / "b"), "--results", str(R)])
+  o, e = capsys.readouterr()
+  assert code == 0, o + e
+  assert f"systems/tinybox_green.json from {first}" in o
+  assert "WARNING: 1 later `tinyperf run`" in e and str(variant) in e and f"uses {first}" in e
+  assert (tmp_path / "b" / ORG / "systems" / "tinybox_green.json").read_bytes() == first.read_bytes()
+  names = subprocess.run(["tar", "-tzf", TAR], cwd=tmp_path / "b", capture_output=True, text=True, check=True).stdout
+  assert "variants" not in names

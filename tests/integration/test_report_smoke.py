@@ -1,46 +1,138 @@
-"""One real cpu_smoke run (`tinyperf prep synthetic-imagenet` + `tinyperf run resnet --nexp 1`, about 3 minutes on 2
-cores) through `tinyperf report` and `tinyperf package`: the real console output's provenance and tqdm img_s are read,
-and a ledger with one finished run is refused for packaging (ResNet needs 5)."""
+"""Five real cpu_smoke ResNet runs, made once for the module (`tinyperf prep synthetic-imagenet`, then `tinyperf run resnet
+--nexp 5 --no-container --system-overrides F`: about 2.5 minutes per run on 2 cores), and everything after them for
+real: the system description the run recorded, `tinyperf report`, `tinyperf package` (division open), `tinyperf package
+--verify` into a fresh directory, `tinyperf check` on the unpacked tree, and the packaged init_datasets.sh."""
 from __future__ import annotations
+import filecmp
+import json
 import os
+import platform
 import subprocess
 import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tests.conftest import REPO
-from tooling import report
+from tooling import mlperf_tools, report
 from tooling.cli import main as cli
+from tooling.mllog_reader import read_log
 
 pytestmark = pytest.mark.integration
+ORG = "tinycorp"
+TAR, SHA = f"mlperf_submission_{ORG}.tar.gz", f"mlperf_submission_{ORG}.sha1"
+NEXP = 5
+PREP = ("--classes", 4, "--train-per-class", 160, "--val-per-class", 40, "--size", 48, "--seed", 0)
+OVERRIDES = "host_storage_type: test scratch disk\ncooling: air\n"
 
 
-def _cli(*args, timeout=1200):
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *map(str, args)], cwd=REPO, capture_output=True, text=True,
+def _cli(*args, timeout=1200, cwd=REPO):
+  return subprocess.run([sys.executable, "-m", "tooling.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
                         timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def test_real_smoke_run_report_and_package(capsys, tmp_path):
-  data, R = tmp_path / "D", tmp_path / "R"
-  p = _cli("prep", "synthetic-imagenet", "--out", data, "--classes", 4, "--train-per-class", 160, "--val-per-class", 40,
-           "--size", 48, "--seed", 0)
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+  root = tmp_path_factory.mktemp("smoke5")
+  data, R = root / "D", root / "R"
+  p = _cli("prep", "synthetic-imagenet", "--out", data, *PREP)
   assert p.returncode == 0, p.stderr[-3000:]
-  p = _cli("run", "resnet", "--platform", "cpu_smoke", "--nexp", 1, "--data", data, "--results", R, "--no-container")
+  (root / "overrides.yaml").write_text(OVERRIDES)
+  t0 = time.time()
+  p = _cli("run", "resnet", "--platform", "cpu_smoke", "--nexp", NEXP, "--data", data, "--results", R, "--no-container",
+           "--system-overrides", root / "overrides.yaml", timeout=3600)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  print(f"\n{NEXP} cpu_smoke runs: {time.time() - t0:.0f} s", file=sys.stderr)
+  ledger = json.loads((R / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  return SimpleNamespace(root=root, data=data, R=R, out=p.stdout, err=p.stderr, ledger=ledger,
+                         res=R / "results/cpu_smoke/resnet", system=R / "systems/cpu_smoke.json")
 
+
+def _logged_seed(path: Path) -> int:
+  (seed,) = [e.value for e in read_log(path).all("seed")]
+  return int(seed)
+
+
+def test_five_runs_and_the_system_they_ran_on(smoke):
+  led = smoke.ledger
+  assert [(a["index"], a["status"], a["backend"]) for a in led] == [(i, "done", "host") for i in range(NEXP)]
+  seeds = [a["seed"] for a in led]
+  assert len(set(seeds)) == NEXP and all(0 <= s < 2 ** 31 for s in seeds)
+  assert sorted(p.name for p in smoke.res.iterdir()) == [f"result_{i}.txt" for i in range(NEXP)]
+  assert [_logged_seed(smoke.res / f"result_{i}.txt") for i in range(NEXP)] == seeds
+  # the system description: this machine, the repository's cpu_smoke.json for what cannot be detected, the overrides
+  assert f"system description: wrote {smoke.system}" in smoke.out
+  sysjson = json.loads(smoke.system.read_text())
+  repo = json.loads((REPO / "systems/cpu_smoke.json").read_text())
+  assert (sysjson["submitter"], sysjson["status"], sysjson["division"]) == (repo["submitter"], repo["status"], "open")
+  assert (sysjson["host_storage_type"], sysjson["cooling"]) == ("test scratch disk", "air")
+  assert int(sysjson["host_processors_per_node"]) * int(sysjson["host_processor_vcpu_count"]) == os.cpu_count()
+  assert sysjson["other_software_stack"]["python"] == platform.python_version()
+  assert sysjson["accelerators_per_node"] == "0" and sysjson["sw_notes"] == "not run in a tinyperf image"
+  for r in ("4.0.0", "5.0.0"):
+    res = mlperf_tools.system_desc_check(smoke.system, r)
+    assert res.passed, res.output
+  assert not (smoke.R / "systems/variants").exists()
+
+
+def test_report_on_the_five_runs(smoke):
+  R = smoke.R
   (b,) = report.collect(R)
-  (r,) = b.runs
-  assert r.converged and r.verdict == "compliant" and r.minutes > 0 and r.accuracy[-1][1] >= b.target == 0.9
-  assert r.provenance and "git_sha=" in r.provenance[0] and "tinygrad=0.14.0" in r.provenance[0]
-  assert r.step_unit == "img" and len(r.step_rate) >= 10 and all(v >= 0 for _, v in r.step_rate)
-  assert [x for x, _ in r.throughput] == [float(e) for e in range(1, len(r.throughput) + 1)]
+  assert [r.name for r in b.runs] == [f"result_{i}.txt" for i in range(NEXP)]
+  assert [r.seed for r in b.runs] == [a["seed"] for a in smoke.ledger]
+  for r in b.runs:
+    assert r.converged and r.verdict == "compliant" and r.minutes > 0 and r.accuracy[-1][1] >= b.target == 0.9
+    assert r.provenance and "git_sha=" in r.provenance[0] and "tinygrad=0.14.0" in r.provenance[0]
+    assert r.step_unit == "img" and len(r.step_rate) >= 10 and all(v >= 0 for _, v in r.step_rate)
+    assert [x for x, _ in r.throughput] == [float(e) for e in range(1, len(r.throughput) + 1)]
+  middle = sorted(r.minutes for r in b.runs)[1:-1]
+  assert b.accepted and b.score_minutes == pytest.approx(sum(middle) / len(middle), abs=0.01)   # olympic mean
   assert cli(["report", str(R)]) == 0
   md = (R / "report" / "report.md").read_text()
   assert "## resnet on cpu_smoke" in md and "provenance: tinyperf=" in md and "(TARGET of the cpu_smoke config)" in md
+  assert all(f"| `result_{i}.txt` | {a['seed']} |" in md for i, a in enumerate(smoke.ledger))
   for k in ("accuracy", "time_to_train", "throughput"): assert (R / "report" / f"cpu_smoke_resnet_{k}.png").stat().st_size > 10_000
 
+
+def test_package_verify_and_check_the_unpacked_tree(smoke, tmp_path, capsys):
+  out = tmp_path / "out"
   capsys.readouterr()
-  assert cli(["package", "--org", "tinycorp", "--out", str(tmp_path / "out"), "--results", str(R)]) == 2
-  err = capsys.readouterr().err
-  assert "1 finished resnet run(s) on cpu_smoke; a package needs exactly 5" in err and "--nexp 5" in err
-  assert not (tmp_path / "out").exists()
+  code = cli(["package", "--org", ORG, "--out", str(out), "--results", str(smoke.R)])   # no --systems: R/systems
+  o, e = capsys.readouterr()
+  assert code == 0, o[-4000:] + e[-4000:]
+  assert f"systems/cpu_smoke.json from {smoke.system}" in o and "package: ACCEPTED" in o and "WARNING" not in e
+  assert "the first 5 finished runs in start order (never chosen by score)" in o
+  tree = out / ORG
+  assert (tree / "systems/cpu_smoke.json").read_bytes() == smoke.system.read_bytes()
+  res = tree / "results/cpu_smoke/resnet"
+  assert sorted(p.name for p in res.iterdir()) == [f"result_{i}.txt" for i in range(NEXP)]
+  by_start = sorted(smoke.ledger, key=lambda a: a["started"])
+  for j, a in enumerate(by_start):
+    assert (res / f"result_{j}.txt").read_bytes() == (smoke.res / f"result_{a['index']}.txt").read_bytes()
+  assert len({_logged_seed(res / f"result_{j}.txt") for j in range(NEXP)}) == NEXP
+  impl = tree / "benchmarks/resnet/implementations/cpu_smoke"
+  for name in ("run_and_time.sh", "setup.sh", "init_datasets.sh", "dev_run.sh", "dev_beam.sh"):
+    assert os.access(impl / name, os.X_OK), name
+  # what the receiver does: sha1, safe unpack into a fresh directory, the full check on the unpacked tree
+  assert subprocess.run(["sha1sum", "-c", SHA], cwd=out, capture_output=True).returncode == 0
+  fresh = tmp_path / "received"
+  code = cli(["package", "--verify", str(out / TAR), "--into", str(fresh)])
+  o, e = capsys.readouterr()
+  assert code == 0 and "sha1: ok" in o, o + e
+  u = fresh / ORG
+  assert sorted(p.relative_to(u).as_posix() for p in u.rglob("*")) == \
+    sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*"))
+  assert not filecmp.dircmp(u, tree).diff_files
+  p = _cli("check", u)
+  assert p.returncode == 0 and "package: ACCEPTED" in p.stdout, p.stdout[-4000:] + p.stderr[-2000:]
+  assert "systems: systems/cpu_smoke.json 4.0.0: passed" in p.stdout
+  assert mlperf_tools.system_desc_check(u / "systems/cpu_smoke.json", "4.0.0").passed
+  # the packaged init_datasets.sh makes the very data set the runs used (same arguments, same bytes)
+  env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "DATA_DIR": str(tmp_path / "D2"),
+         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}   # python3 = this Python
+  r = subprocess.run(["bash", str(u / "benchmarks/resnet/implementations/cpu_smoke/init_datasets.sh")], env=env,
+                     capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  assert (tmp_path / "D2/manifest.json").read_bytes() == (smoke.data / "manifest.json").read_bytes()

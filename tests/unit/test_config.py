@@ -7,6 +7,7 @@ import yaml
 from benchmarks.common.config import (BENCHMARKS, PLATFORMS, RULESETS, SCHEMA, ConfigError, available_platforms,
                                       config_path, load_config)
 from tests.conftest import REPO
+from tooling.render import SCRIPTS
 
 
 @pytest.mark.parametrize("bm", BENCHMARKS)
@@ -99,10 +100,11 @@ def test_render_detects_drift(tmp_path, monkeypatch):
   assert render.stale_files() == [path]
 
 
-def test_run_and_time_is_valid_bash():
+def test_rendered_scripts_are_executable_bash():
+  """run_and_time.sh, the dev scripts, setup.sh and init_datasets.sh of every implementation."""
   for b in BENCHMARKS:
     for p in PLATFORMS:
-      for name in ("run_and_time.sh", "dev_run.sh", "dev_beam.sh"):
+      for name in SCRIPTS:
         f = config_path(b, p).parent / name
         assert subprocess.run(["bash", "-n", str(f)]).returncode == 0, f
         assert f.stat().st_mode & 0o111, f"{f} is not executable"

@@ -23,3 +23,16 @@ def test_throughput_and_output_parsing(tmp_path):
   prov, rate, unit = report.read_output(out)
   assert len(prov) == 1 and GIT_SHA in prov[0] and unit == "img"
   assert [x for x, _ in rate] == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+
+
+def test_default_out_of_a_run_directory_that_records_its_system(tmp_path):
+  """`tinyperf run` writes R/systems/<system>.json: R stays a run directory (its report goes to R/report), while a
+  submitter tree (systems/ and results/, no runs/) gets <org>_report beside it, never inside what gets packed."""
+  R, org = tmp_path / "R", tmp_path / "tinycorp"
+  for d in (R / "results/cpu_smoke/resnet", R / "runs/cpu_smoke/resnet", R / "systems", org / "results/x/resnet",
+            org / "systems"):
+    d.mkdir(parents=True)
+  assert report.default_out(R) == (R / "report").resolve()
+  assert report.default_out(R / "results/cpu_smoke/resnet") == (R / "report").resolve()
+  assert report.default_out(org) == (tmp_path / "tinycorp_report").resolve()
+  assert report.default_out(org / "results/x/resnet") == (tmp_path / "tinycorp_report").resolve()

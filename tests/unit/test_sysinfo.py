@@ -245,3 +245,114 @@ def test_bad_names_and_arguments(capsys, tmp_path, recorded):
   (tmp_path / "f").write_text("")
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "f" / "s.json",
       needles=["cannot write"])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# what `tinyperf run` records: RESULTS/systems/<system>.json
+
+IMAGE = "tinyperf:nv sha256:" + "ef" * 32
+
+
+def test_layers_base_then_detection_then_overrides():
+  """The repository's systems JSON supplies what no machine can tell; what detection finds replaces it; overrides win."""
+  base = json.loads((REPO / "systems" / "tinybox_green.json").read_text())
+  f, notes = sysinfo.detect(h200_probe(TINYPERF_IMAGE=IMAGE, TINYPERF_BASE_DIGEST="sha256:" + "ab" * 32))
+  data = sysinfo.merge(f, {"cooling": "liquid", "other_software_stack": {"notes": "x"}}, "tinybox_green", notes, base)
+  assert list(data)[:len(sysinfo.FIELDS)] == list(sysinfo.FIELDS)
+  for k in ("submitter", "status", "system_name", "host_storage_type"): assert data[k] == base[k] != ""
+  assert data["accelerator_model_name"] == f["accelerator_model_name"] != base["accelerator_model_name"]
+  assert data["host_processor_core_count"] == f["host_processor_core_count"]
+  assert data["cooling"] == "liquid" != base["cooling"]
+  s = data["other_software_stack"]
+  assert s["python"] == "3.12.3" != base["other_software_stack"]["python"]       # detected over the base, key by key
+  assert s["CUDA"] == f["other_software_stack"]["CUDA"] and s["notes"] == "x"
+  assert s["image"] == IMAGE and f"image {IMAGE}" in data["sw_notes"] and "base image sha256:abab" in data["sw_notes"]
+  assert data["hw_notes"].startswith("Detected by tinyperf sysinfo")
+  # without a base the layers are what `tinyperf sysinfo` always did
+  assert sysinfo.merge(f, {}, "x", notes) == sysinfo.merge(f, {}, "x", notes, {})
+
+
+def cpu_probe(**env) -> RecordedProbe:
+  return RecordedProbe(files={"/proc/cpuinfo": cpuinfo(1, 4, 2, "Test CPU 9000"), "/proc/meminfo": "MemTotal: 8388608 kB\n",
+                              "/etc/os-release": 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\n'},
+                       env={"TINYPERF_KERNEL": "6.1.0", "TINYPERF_PYTHON": "3.11.2", **env})
+
+
+def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
+  from benchmarks.common.config import load_config
+  cfg = load_config("resnet", "cpu_smoke", environ={})
+  base = json.loads((REPO / "systems" / "cpu_smoke.json").read_text())
+  f, notes = sysinfo.detect(cpu_probe())
+  data = sysinfo.run_description(cfg, f, notes, {"host_storage_type": "scratch SSD"}, tmp_path / "o.yaml")
+  assert (data["submitter"], data["status"], data["division"]) == (base["submitter"], base["status"], cfg["division"])
+  assert data["host_processor_model_name"] == "Test CPU 9000" and data["host_processor_vcpu_count"] == "8"
+  assert data["host_storage_type"] == "scratch SSD" and data["accelerators_per_node"] == "0"
+  out = tmp_path / "s.json"; out.write_text(json.dumps(data))
+  for r in ("4.0.0", "5.0.0"): assert mlperf_tools.system_desc_check(out, r).passed
+
+
+def test_run_description_names_the_overrides_file_and_the_allowed_values(tmp_path):
+  from benchmarks.common.config import load_config
+  from tooling.errors import UserError
+  f, notes = sysinfo.detect(cpu_probe())
+  with pytest.raises(UserError) as e:
+    sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), f, notes, {"status": "onprem"},
+                            tmp_path / "mine.yaml")
+  msg = str(e.value)
+  assert msg.startswith(f"{tmp_path / 'mine.yaml'}: ") and "status is 'onprem'" in msg and STATUS_REPRS[0] in msg
+  assert "--system-overrides" in msg and "Nothing was run" in msg
+
+
+def test_record_run_system_never_replaces_a_different_description(tmp_path, capsys):
+  f, notes = sysinfo.detect(cpu_probe())
+  data = sysinfo.merge(f, {}, "cpu_smoke", notes, json.loads((REPO / "systems" / "cpu_smoke.json").read_text()))
+  R = tmp_path / "R"
+  first = sysinfo.record_run_system(R, "cpu_smoke", data)
+  assert first == R / "systems" / "cpu_smoke.json" and json.loads(first.read_text()) == data
+  assert first.stat().st_mode & 0o777 == 0o644
+  before = first.read_bytes()
+  assert sysinfo.record_run_system(R, "cpu_smoke", json.loads(json.dumps(data))) == first   # the same machine again
+  assert "unchanged" in capsys.readouterr().out and not sysinfo.variants_dir(R).exists()
+  f2, notes2 = sysinfo.detect(cpu_probe(TINYPERF_KERNEL="6.9.1"))                           # a reboot into a new kernel
+  newer = sysinfo.merge(f2, {}, "cpu_smoke", notes2, json.loads((REPO / "systems" / "cpu_smoke.json").read_text()))
+  v1 = sysinfo.record_run_system(R, "cpu_smoke", newer)
+  v2 = sysinfo.record_run_system(R, "cpu_smoke", {**newer, "cooling": "water"})
+  err = capsys.readouterr().err
+  assert first.read_bytes() == before                                                        # the old one is kept
+  assert v1.parent == v2.parent == sysinfo.variants_dir(R) and v1 != v2 and v1.name.startswith("cpu_smoke-")
+  assert json.loads(v1.read_text()) == newer and json.loads(v2.read_text())["cooling"] == "water"
+  assert err.count("WARNING") == 2 and "other_software_stack.kernel: '6.1.0' -> '6.9.1'" in err
+  assert "cooling: '' -> 'water'" in err and str(first) in err and "move it over" in err
+  assert sorted(p.name for p in (R / "systems").glob("*.json")) == ["cpu_smoke.json"]    # check/package see one file
+
+
+def test_detect_entrypoint_writes_this_machines_facts(tmp_path):
+  """What `tinyperf run` starts in the run's container, here on this machine."""
+  import platform
+  import subprocess
+  import sys
+  out = tmp_path / "detected.json"
+  p = subprocess.run([sys.executable, "-m", "tooling.sysinfo", "--detect-json", str(out)], cwd=REPO, text=True,
+                     capture_output=True, env={"PATH": "/usr/bin:/bin", "TINYPERF_IMAGE": IMAGE}, timeout=120)
+  assert p.returncode == 0, p.stderr
+  found = json.loads(out.read_text())
+  fields, notes = found["fields"], found["notes"]
+  assert fields["other_software_stack"]["image"] == IMAGE and fields["other_software_stack"]["python"] == platform.python_version()
+  assert int(fields["accelerators_per_node"]) >= 0 and fields["framework"].startswith("tinygrad 0.14.0")
+  assert notes and all(isinstance(n, str) for n in notes)
+
+
+def test_run_refuses_a_bad_overrides_file_before_anything(capsys, tmp_path):
+  (tmp_path / "o.yaml").write_text("colling: air\n")
+  code = cli(["run", "resnet", "--platform", "cpu_smoke", "--data", str(tmp_path / "no-data"), "--results",
+              str(tmp_path / "R"), "--no-container", "--system-overrides", str(tmp_path / "o.yaml")])
+  err = capsys.readouterr().err
+  assert code == 2 and "o.yaml: unknown field(s) colling" in err and "Traceback" not in err
+  assert not (tmp_path / "R").exists()
+
+
+def test_record_run_system_unwritable_is_a_clear_error(tmp_path):
+  from tooling.errors import UserError
+  (tmp_path / "R").write_text("a file, not a directory")
+  with pytest.raises(UserError, match="cannot write the system description .*R/systems/x.json.*Nothing was run"):
+    sysinfo.record_run_system(tmp_path / "R", "x", {"submitter": "a"})

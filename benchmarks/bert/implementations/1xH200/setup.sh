@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Generated from config.yaml by `tinyperf render`: edit the config, not this file.
+# BERT-large pretraining (Wikipedia) on 1xH200: one-time setup of this machine: a virtualenv with the hash-locked dependencies and
+# tinyperf, then the nv image `tinyperf run` runs in (BUILD_IMAGE=0 skips it, e.g. for host runs).
+# It never runs sudo: the host prerequisites it prints are yours to do, once.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
+cat <<'PREREQUISITES'
+Host prerequisites (not done by this script):
+  - NVIDIA driver >= 550 with the NVIDIA Container Toolkit (docker --gpus)
+PREREQUISITES
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "setup.sh: tinyperf needs Python >= 3.11 (tinygrad 0.14 does); set PYTHON=/path/to/python3.11" >&2
+  exit 2
+fi
+VENV="${VENV:-.venv}"
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
+"$VENV/bin/python" -m pip install --no-deps .
+if [ "${BUILD_IMAGE:-1}" = 1 ]; then
+  "$VENV/bin/python" -m tooling.cli build --platform 1xH200
+fi
+echo "setup done: source $VENV/bin/activate; then DATA_DIR=... ./init_datasets.sh and DATA_DIR=... ./run_and_time.sh"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Generated from config.yaml by `tinyperf render`: edit the config, not this file.
+# BERT-large pretraining (Wikipedia) on cpu_smoke: download (or make) the data set into DATA_DIR and verify it; a rerun resumes.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
+: "${DATA_DIR:?set DATA_DIR to the directory to prepare the data in}"
+# stand-in data: a small real-text corpus (Python docstrings) with the real uncased vocab, tokenised at this config's
+# MAX_SEQ_LEN / MAX_PREDICTIONS / EVAL_SAMPLES; finished shards are kept on a rerun
+[ -d "$DATA_DIR/results4" ] || python3 -m tooling.cli prep wiki corpus --out "$DATA_DIR"
+python3 -m tooling.cli prep wiki pretrain --data "$DATA_DIR" --platform cpu_smoke --workers "${WORKERS:-2}"
+python3 -m tooling.cli prep wiki eval --data "$DATA_DIR" --platform cpu_smoke
+python3 -m tooling.cli prep wiki verify --data "$DATA_DIR"
+echo "data ready and verified: DATA_DIR=$DATA_DIR ./run_and_time.sh"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Generated from config.yaml by `tinyperf render`: edit the config, not this file.
+# BERT-large pretraining (Wikipedia) on tinybox_8xMI300X: download (or make) the data set into DATA_DIR and verify it; a rerun resumes.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
+: "${DATA_DIR:?set DATA_DIR to the directory to prepare the data in}"
+# MLCommons' files (vocab, bert_config.json, phase-1 checkpoint, results_text): gdown, resumable, md5-checked
+python3 -m tooling.cli prep wiki download --out "$DATA_DIR"
+# tokenised, memory-mappable shards at this config's MAX_SEQ_LEN / MAX_PREDICTIONS; finished shards are kept on a rerun
+python3 -m tooling.cli prep wiki pretrain --data "$DATA_DIR" --platform tinybox_8xMI300X --parts all --workers "${WORKERS:-$(nproc)}"
+python3 -m tooling.cli prep wiki eval --data "$DATA_DIR" --platform tinybox_8xMI300X
+# the phase-1 checkpoint RUN starts from (INIT_CHECKPOINT=1), converted to safetensors; needs TensorFlow:
+#   pip install --require-hashes -r requirements-convert.lock
+[ -f "$DATA_DIR/bert-large.safetensors" ] || \
+  python3 -m tooling.cli prep wiki checkpoint --tf "$DATA_DIR" --out "$DATA_DIR/bert-large.safetensors"
+python3 -m tooling.cli prep wiki verify --data "$DATA_DIR"
+echo "data ready and verified: DATA_DIR=$DATA_DIR ./run_and_time.sh"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Generated from config.yaml by `tinyperf render`: edit the config, not this file.
+# ResNet-50 v1.5 (ImageNet) on 1xH200: download (or make) the data set into DATA_DIR and verify it; a rerun resumes.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
+: "${DATA_DIR:?set DATA_DIR to the directory to prepare the data in}"
+if [ ! -f "$DATA_DIR/manifest.json" ]; then   # prep writes the manifest last, after verifying the extraction
+  : "${VAL_LABELS:?set VAL_LABELS to the ILSVRC2012 validation ground truth, one wnid per line (docs/data.md)}"
+  # the two ILSVRC2012 archives, downloaded (resumable, md5-checked) or taken from IMAGENET_TARS when it is set
+  python3 -m tooling.cli prep imagenet --out "$DATA_DIR" --val-labels "$VAL_LABELS" ${IMAGENET_TARS:+--from-tars "$IMAGENET_TARS"}
+fi
+python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"   # every image decoded, sizes against the manifest
+echo "data ready and verified: DATA_DIR=$DATA_DIR ./run_and_time.sh"

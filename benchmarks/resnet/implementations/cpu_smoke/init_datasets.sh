@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Generated from config.yaml by `tinyperf render`: edit the config, not this file.
+# ResNet-50 v1.5 (ImageNet) on cpu_smoke: download (or make) the data set into DATA_DIR and verify it; a rerun resumes.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
+: "${DATA_DIR:?set DATA_DIR to the directory to prepare the data in}"
+# stand-in data: learnable synthetic JPEGs in the ImageNet layout, 4 classes (the set smoke.sh makes;
+# the same arguments give the same bytes, and a finished set is left as it is)
+python3 -m tooling.cli prep synthetic-imagenet --out "$DATA_DIR" --classes 4 --train-per-class 160 --val-per-class 40 --size 48 --seed 0
+python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"
+echo "data ready and verified: DATA_DIR=$DATA_DIR ./run_and_time.sh"
