@@ -485,7 +485,19 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   runs of this results directory) is kept, and the new one goes to RESULTS/systems/variants/<system>-<UTC time>.json
   with a loud warning naming every differing field. Refusing instead would block resuming a half-finished set of runs
   (a reboot into a new kernel is enough to differ), while this keeps both descriptions for the reviewer."""
-  target = Path(results) / "systems" / f"{system}.json"
+  # Slurm array tasks on several nodes start together: compare-then-write happens under a lock across nodes, or the
+  # second writer would find the first one's file appearing under it
+  from tooling.ledger import file_lock
+  try:
+    with file_lock(Path(results) / "runs" / "systems.lock"):
+      return _record_run_system(Path(results), system, data)
+  except OSError as e:   # the lock's directory: the same cause and fix as an unwritable systems/ (writes raise UserError)
+    raise UserError(f"cannot write the system description {Path(results) / 'systems' / f'{system}.json'} "
+                    f"({e.strerror or e}); make {results} writable and rerun the same command. Nothing was run.") from None
+
+
+def _record_run_system(results: Path, system: str, data: dict) -> Path:
+  target = results / "systems" / f"{system}.json"
   text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
   def write(path: Path):

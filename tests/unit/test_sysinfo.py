@@ -2,6 +2,7 @@
 real system_desc_checker, and bad input (exit 2, one paragraph, no traceback, nothing written)."""
 from __future__ import annotations
 import json
+import time
 
 import pytest
 
@@ -356,3 +357,20 @@ def test_record_run_system_unwritable_is_a_clear_error(tmp_path):
   (tmp_path / "R").write_text("a file, not a directory")
   with pytest.raises(UserError, match="cannot write the system description .*R/systems/x.json.*Nothing was run"):
     sysinfo.record_run_system(tmp_path / "R", "x", {"submitter": "a"})
+
+
+def _record_at(args):
+  R, data, start = args
+  time.sleep(max(0.0, start - time.time()))   # every process writes at the same moment, as array tasks start together
+  return str(sysinfo.record_run_system(R, "cpu_smoke", data))
+
+
+def test_record_run_system_from_simultaneous_tasks_writes_one_file(tmp_path):
+  from concurrent.futures import ProcessPoolExecutor
+  data = json.loads((REPO / "systems" / "cpu_smoke.json").read_text())
+  R = tmp_path / "R"
+  with ProcessPoolExecutor(6) as pool:
+    start = time.time() + 1.0
+    written = list(pool.map(_record_at, [(R, data, start)] * 6))
+  assert written == [str(R / "systems" / "cpu_smoke.json")] * 6          # nobody failed, nobody saw a "variant"
+  assert not sysinfo.variants_dir(R).exists() and json.loads((R / "systems" / "cpu_smoke.json").read_text()) == data
