@@ -180,8 +180,27 @@ def main(argv=None) -> int:
     if "skipped" in r: print(f"| {name} | {r['skipped']} | | | | |"); continue
     print(f"| {name} | {r['train_img_s']:.0f} | {r['train_ratio']:.2f} | {r['eval_img_s']:.0f} | {r['eval_ratio']:.2f} "
           f"| {r['train_diff']:.2f} / {r['eval_diff']:.2f} |")
-  if args.out: args.out.write_text(json.dumps({"info": info, "results": res}, indent=1))
+  budgets = feeding_lines(res["pillow-draft"]["train_img_s"])
+  print(f"\nFeeding budget at the loader's measured train rate (pillow-draft, "
+        f"{res['pillow-draft']['train_img_s']:.0f} img/s per core) and each config's FEED_IMG_S_PER_GPU:")
+  for line in budgets: print(f"  {line}")
+  if args.out: args.out.write_text(json.dumps({"info": info, "results": res, "feeding": budgets}, indent=1))
   return 0
+
+
+def feeding_lines(per_core: float, host: int | None = None) -> list[str]:
+  """For every ResNet platform: the cores it needs at `per_core` loader img/s (benchmarks/common/feeding.py), against
+  this machine's cores, and what its config states."""
+  from benchmarks.common.config import available_platforms, load_config
+  from benchmarks.common.feeding import budget, host_cores
+  host = host_cores() if host is None else host
+  out = []
+  for plat in available_platforms("resnet"):
+    cfg = load_config("resnet", plat, environ={})
+    b = budget(cfg, host, per_core)
+    out.append(f"{b.line()} [config: {cfg['LOADER_IMG_S_PER_CORE']:.0f} img/s per core -> "
+               f"{budget(cfg, host).needed} cores]")
+  return out
 
 
 if __name__ == "__main__":
