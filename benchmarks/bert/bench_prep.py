@@ -4,7 +4,9 @@
 
 The corpus is real English sentences (Python docstrings) re-dealt into documents and parts with a fixed seed, so
 part size can be scaled independently of how much text is installed. Reports tokens/s and shards/hour for the full
-`prep pretrain` path (tokenise + instances + masking + write), per tokenizer, and compares the shards' sha256.
+`prep pretrain` path (tokenise + instances + masking + write) of the fast implementation and of the reference one
+(`--tokenizer reference`: pure-Python tokenizer, reference instance/masking code), alternating part by part, and
+compares the shards' sha256.
 """
 from __future__ import annotations
 import argparse
@@ -54,15 +56,24 @@ def main(argv=None) -> int:
   try:
     data = generate(base / "data", args.parts, args.mb_per_part)
     p = Params(max_seq_len=args.max_seq_len, max_predictions=args.max_predictions, dupe_factor=args.dupe_factor)
+    # the sides alternate part by part (fast first on even parts, reference first on odd ones), so that a burst of
+    # load on this shared machine hits both; with --workers > 1 each side runs all parts at once instead
+    kinds = ("fast", "reference")
+    sums = {k: {"seconds": 0.0, "tokenize_s": 0.0, "instances_and_write_s": 0.0, "tokens": 0, "instances": 0, "done": 0}
+            for k in kinds}
+    rounds = [[str(k)] for k in range(args.parts)] if args.workers <= 1 else [["all"]]
+    for r, (spec,) in enumerate(rounds):
+      for kind in (kinds if r % 2 == 0 else kinds[::-1]):
+        s = run_pretrain(data, base / kind, spec, p, workers=args.workers, tokenizer=kind, quiet=True)
+        a = sums[kind]
+        a["seconds"] += s["seconds"]; a["tokens"] += s["tokens"]; a["instances"] += s["instances"]; a["done"] += s["done"]
+        a["tokenize_s"] += sum(x["tokenize_s"] for x in s["parts"])
+        a["instances_and_write_s"] += sum(x["instances_s"] for x in s["parts"])
     res, hashes = {}, {}
-    for kind in ("fast", "reference"):
+    for kind, a in sums.items():
       out = base / kind
-      s = run_pretrain(data, out, "all", p, workers=args.workers, tokenizer=kind, quiet=True)
       hashes[kind] = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted((out / "train").iterdir())}
-      tok_s = sum(x["tokenize_s"] for x in s["parts"]); inst_s = sum(x["instances_s"] for x in s["parts"])
-      res[kind] = {"tokens_per_s": s["tokens"] / s["seconds"], "shards_per_hour": s["done"] * 3600 / s["seconds"],
-                   "seconds": s["seconds"], "tokenize_s": tok_s, "instances_and_write_s": inst_s,
-                   "tokens": s["tokens"], "instances": s["instances"]}
+      res[kind] = {**a, "tokens_per_s": a["tokens"] / a["seconds"], "shards_per_hour": a["done"] * 3600 / a["seconds"]}
     identical = hashes["fast"] == hashes["reference"]
     text_mb = sum(f.stat().st_size for f in (data / "results4").iterdir()) / 1e6
     print(f"corpus: {args.parts} parts, {text_mb:.1f} MB text, {res['fast']['tokens']} tokens, "
