@@ -16,6 +16,7 @@ import random
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -56,19 +57,34 @@ def main(argv=None) -> int:
   try:
     data = generate(base / "data", args.parts, args.mb_per_part)
     p = Params(max_seq_len=args.max_seq_len, max_predictions=args.max_predictions, dupe_factor=args.dupe_factor)
-    # the sides alternate part by part (fast first on even parts, reference first on odd ones), so that a burst of
-    # load on this shared machine hits both; with --workers > 1 each side runs all parts at once instead
     kinds = ("fast", "reference")
     sums = {k: {"seconds": 0.0, "tokenize_s": 0.0, "instances_and_write_s": 0.0, "tokens": 0, "instances": 0, "done": 0}
             for k in kinds}
-    rounds = [[str(k)] for k in range(args.parts)] if args.workers <= 1 else [["all"]]
-    for r, (spec,) in enumerate(rounds):
-      for kind in (kinds if r % 2 == 0 else kinds[::-1]):
-        s = run_pretrain(data, base / kind, spec, p, workers=args.workers, tokenizer=kind, quiet=True)
-        a = sums[kind]
-        a["seconds"] += s["seconds"]; a["tokens"] += s["tokens"]; a["instances"] += s["instances"]; a["done"] += s["done"]
-        a["tokenize_s"] += sum(x["tokenize_s"] for x in s["parts"])
-        a["instances_and_write_s"] += sum(x["instances_s"] for x in s["parts"])
+    def add(kind, seconds, parts):
+      a = sums[kind]
+      a["seconds"] += seconds; a["done"] += len(parts)
+      for x in parts:
+        a["tokens"] += x["tokens"]; a["instances"] += x["instances"]
+        a["tokenize_s"] += x["tokenize_s"]; a["instances_and_write_s"] += x["instances_s"]
+    if args.workers <= 1:
+      # one worker per side, as `prep pretrain --workers 1` runs (one tokenizer, so its memo carries from part to part),
+      # the sides alternating part by part (fast first on even parts, reference first on odd ones) so that a burst of
+      # load on this shared machine hits both
+      from benchmarks.bert.prep import discover_parts, load_checked_vocab, shard_path
+      from benchmarks.bert.pretraining import make_part_shard
+      from benchmarks.bert.tokenizer import make_tokenizer
+      vocab, md5 = load_checked_vocab(data / "vocab.txt", data / "bert_config.json")
+      toks = {k: make_tokenizer(vocab, k) for k in kinds}
+      for r, (k, src) in enumerate(discover_parts(data / "results4").items()):
+        for kind in (kinds if r % 2 == 0 else kinds[::-1]):
+          t0 = time.perf_counter()
+          st = make_part_shard(src, shard_path(base / kind, k), f"{k:05d}", p, toks[kind], vocab, md5,
+                               reference=kind == "reference")
+          add(kind, time.perf_counter() - t0, [st])
+    else:   # each side runs all parts with its worker pool
+      for kind in kinds:
+        s = run_pretrain(data, base / kind, "all", p, workers=args.workers, tokenizer=kind, quiet=True)
+        add(kind, s["seconds"], s["parts"])
     res, hashes = {}, {}
     for kind, a in sums.items():
       out = base / kind
