@@ -35,6 +35,7 @@ from benchmarks.common.io import InputError
 MASK_CHUNK = 1024        # instances materialised (and masked) at a time: bounds memory, fixes the random stream
 LINES_PER_BATCH = 20000  # lines tokenised per call (reference)
 READ_BATCH_BYTES = 4 << 20  # text tokenised per call (fast path)
+ROW_LOOP_MIN_LEN = 192      # materialize: from this max_seq_len on, a Python loop over rows beats whole-array passes
 
 
 @dataclass(frozen=True)
@@ -285,55 +286,63 @@ def id_dtype(vocab_size: int):
 def materialize(tokens: np.ndarray, inst: np.ndarray, p: Params, special: dict, vocab_size: int,
                 rs: np.random.RandomState) -> dict[str, np.ndarray]:
   """materialize_reference's bytes with far fewer full-width array passes. tokens: the part's tokens already in
-  id_dtype(vocab_size). Rows are filled by slicing (two copies per row); the masked subset is the same as the
-  reference's (the k smallest unique keys among body positions) but found as a threshold: partition to the P smallest
-  keys, sort those, take each row's k-th as its cut-off, and read the positions, already ascending, off
-  np.nonzero(keys <= cut-off). The random stream is drawn with the same calls in the same order."""
+  id_dtype(vocab_size). Layout: for long rows (max_seq_len >= ROW_LOOP_MIN_LEN) one pass over the rows fills ids,
+  input_mask and segment_ids by slicing and marks the keys of [SEP] and padding; short rows are cheaper as whole-array
+  expressions. Masking: the same subset as the reference's (the k smallest of the per-position keys among body
+  positions; a key's low bits are its position), found with np.partition on the key values instead of argpartition:
+  the first k of the P smallest keys are chosen, and their positions are read off their low bits and sorted. The
+  random stream is drawn with the same calls in the same order (keys, then the two uniforms, then the random ids)."""
   C, L, P = len(inst), p.max_seq_len, p.max_predictions
   a_s, a_e, b_s, b_e, nsp = inst.T
   la, lb = a_e - a_s, b_e - b_s
   n = la + lb + 3
-  ids = np.zeros((C, L), id_dtype(vocab_size))
-  for row, A0, A1, B0, B1, na in zip(ids, a_s.tolist(), a_e.tolist(), b_s.tolist(), b_e.tolist(), la.tolist()):
-    row[1:1 + na] = tokens[A0:A1]
-    row[2 + na:2 + na + B1 - B0] = tokens[B0:B1]
-  rows = np.arange(C)
-  ids[:, 0] = special[CLS]
-  ids[rows, la + 1] = special[SEP]
-  ids[rows, n - 1] = special[SEP]
-  pos = np.arange(L, dtype=np.int32)[None]
-  mask = pos < n[:, None]
-  segment = (pos >= (la + 2)[:, None]) & mask
   bits = max(1, (L - 1).bit_length())
+  pos = np.arange(L, dtype=np.int32)
   keys = rs.randint(0, 1 << (30 - bits), size=(C, L), dtype=np.int32)
   keys <<= bits
   keys |= pos
   big = 1 << 30                                  # above every body key: [CLS], the [SEP]s and padding never chosen
+  if L >= ROW_LOOP_MIN_LEN:
+    ids = np.zeros((C, L), id_dtype(vocab_size))
+    mask, segment = np.zeros((C, L), np.uint8), np.zeros((C, L), np.uint8)
+    for row, mrow, srow, krow, A0, A1, B0, B1, na, nn in zip(ids, mask, segment, keys, a_s.tolist(), a_e.tolist(),
+                                                             b_s.tolist(), b_e.tolist(), la.tolist(), n.tolist()):
+      row[1:1 + na] = tokens[A0:A1]
+      row[2 + na:nn - 1] = tokens[B0:B1]
+      mrow[:nn] = 1
+      srow[2 + na:nn] = 1
+      krow[1 + na] = big
+      krow[nn - 1:] = big
+  else:
+    la2, lb2 = la[:, None], lb[:, None]
+    in_a = (pos >= 1) & (pos <= la2)
+    in_b = (pos >= la2 + 2) & (pos < la2 + 2 + lb2)
+    body = in_a | in_b
+    src = np.where(in_a, a_s[:, None] - 1 + pos, b_s[:, None] - la2 - 2 + pos)
+    ids = np.where(body, tokens[np.where(body, src, 0)] if len(tokens) else 0, 0).astype(id_dtype(vocab_size))
+    mask = (pos < n[:, None]).view(np.uint8)
+    segment = ((pos >= la2 + 2) & (pos < n[:, None])).view(np.uint8)
+    np.putmask(keys, ~body, big)
+  rows = np.arange(C)
+  ids[:, 0] = special[CLS]
+  ids[rows, la + 1] = special[SEP]
+  ids[rows, n - 1] = special[SEP]
   keys[:, 0] = big
-  keys[rows, la + 1] = big
-  np.putmask(keys, pos >= (n - 1)[:, None], big)
   k = np.minimum(P, np.maximum(1, np.round(n * p.masked_lm_prob).astype(np.int64)))
-  smallest = np.sort(np.partition(keys, P - 1, axis=1)[:, :P], axis=1)
-  cut = smallest[rows, k - 1]
-  # exactly k hits per row (body keys are unique), in row-major order, so positions come out ascending
-  flat = np.flatnonzero(keys <= cut[:, None])
-  r_idx = np.repeat(rows, k)
-  c_idx = flat - r_idx * L
-  slot = r_idx * P + (np.arange(len(flat)) - np.repeat(np.cumsum(k) - k, k))   # flat index into the (C, P) fields
-  positions = np.zeros((C, P), np.uint16)
-  positions.ravel()[slot] = c_idx
+  smallest = np.sort(np.partition(keys, P - 1, axis=1)[:, :P], axis=1)   # the P smallest keys, ascending
+  weights = np.arange(P)[None] < k[:, None]                              # the first k of them are chosen
+  positions = np.sort(np.where(weights, smallest & ((1 << bits) - 1), L), axis=1)
+  positions[~weights] = 0
+  flat = (rows[:, None] * L + positions)[weights]                        # row-major: rows in order, positions ascending
   ids_flat = ids.ravel()
-  labels_flat = ids_flat[flat]
   labels = np.zeros((C, P), ids.dtype)
-  labels.ravel()[slot] = labels_flat
+  labels[weights] = ids_flat[flat]
   u_mask, u_keep = rs.random_sample((C, P)), rs.random_sample((C, P))
   random_ids = rs.randint(0, vocab_size, size=(C, P))
-  ids_flat[flat] = np.where(u_mask.ravel()[slot] < 0.8, special[MASK],
-                            np.where(u_keep.ravel()[slot] < 0.5, labels_flat, random_ids.ravel()[slot]))
-  weights = np.arange(P)[None] < k[:, None]
-  return {"input_ids": ids, "input_mask": mask.view(np.uint8), "segment_ids": segment.view(np.uint8),
-          "masked_lm_positions": positions, "masked_lm_ids": labels, "masked_lm_weights": weights.view(np.uint8),
-          "next_sentence_labels": nsp.astype(np.uint8)}
+  new = np.where(u_mask < 0.8, special[MASK], np.where(u_keep < 0.5, labels, random_ids))
+  ids_flat[flat] = new[weights]
+  return {"input_ids": ids, "input_mask": mask, "segment_ids": segment, "masked_lm_positions": positions.astype(np.uint16),
+          "masked_lm_ids": labels, "masked_lm_weights": weights.view(np.uint8), "next_sentence_labels": nsp.astype(np.uint8)}
 
 
 def materialize_reference(docs: Documents, inst: np.ndarray, p: Params, special: dict, vocab_size: int,
