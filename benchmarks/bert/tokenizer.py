@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import unicodedata
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 
 from benchmarks.common.io import InputError
@@ -237,6 +237,7 @@ class FastTokenizer:
 
   def _reset(self):
     """Empty the memo. Entry 0 is the line separator of encode_lines_flat (no ids)."""
+    self._generation = getattr(self, "_generation", -1) + 1
     self._index: dict[str, int] = {_LINE_END: 0}
     self._pieces: list[tuple[int, ...]] = [()]
     self._arrays = None   # (start, length, flat ids) numpy copies of _pieces, extended lazily
@@ -254,12 +255,13 @@ class FastTokenizer:
       index[t] = len(out)
       out.append(get(ws[0]) if len(ws) == 1 else tuple(chain.from_iterable(map(get, ws))))
 
-  def _ensure(self, tokens: list[str]):
-    """Memoise every token in `tokens` that is not memoised yet."""
+  def _ensure(self, tokens: list[str], batch: list[str] | None = None):
+    """Memoise every token in `tokens` that is not memoised yet. When the memo is full it is reset and refilled with
+    the whole batch (`batch`, default `tokens`) the caller is about to look up."""
     missing = set(tokens).difference(self._index)
     if missing and len(self._index) + len(missing) > self.cache_limit:   # bounded memory; the batch's tokens stay
       self._reset()
-      missing = set(tokens).difference(self._index)
+      missing = set(tokens if batch is None else batch).difference(self._index)
     if missing: self._fill(list(missing))
 
   def _token_ids(self, lines: list[str]) -> tuple[list[list[str]], list[tuple[int, ...]]]:
@@ -302,8 +304,16 @@ class FastTokenizer:
     import numpy as np
     if not lines: return np.zeros(0, np.int32), np.zeros(0, np.int64)
     tokens = (_LINE_SEP.join(map(self.clean_line, lines)) + _LINE_SEP).lower().split()
-    self._ensure(tokens)
-    ti = np.fromiter(map(self._index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    ti = np.fromiter(map(self._index.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
+    new = np.flatnonzero(ti < 0)
+    if len(new):   # tokens not memoised yet (usually few once the memo is warm)
+      generation = self._generation
+      self._ensure(list(map(tokens.__getitem__, new.tolist())), batch=tokens)
+      if self._generation != generation:   # the memo was reset to make room: every index changed
+        ti = np.fromiter(map(self._index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+      else:
+        ti[new] = np.fromiter(map(self._index.__getitem__, map(tokens.__getitem__, new.tolist())), dtype=np.int64,
+                              count=len(new))
     start, length, flat = self._tables()
     n = length[ti]                                       # ids per token; 0 for a separator
     cum = np.cumsum(n)
