@@ -121,7 +121,10 @@ def test_bad_budget_values(tmp_path):
 
 def test_bench_decode_prints_every_platform():
   from benchmarks.resnet.bench_decode import feeding_lines
-  lines = feeding_lines(630.0, host=8)
+  lines = feeding_lines(630.0, 224, host=8)
   assert len(lines) == len(available_platforms("resnet"))
   green = next(l for l in lines if l.startswith("tinybox_green"))
   assert "needs 11 cores" in green and "630 img/s per core" in green and "[config: 315 img/s per core -> 21 cores]" in green
+  assert "this host has 8" in green
+  smoke = next(l for l in lines if l.startswith("cpu_smoke"))   # 32x32 crops: a 224 rate says nothing about them
+  assert "615 img/s per core" in smoke and "IMAGE_SIZE 32: the config's own loader rate" in smoke
