@@ -424,10 +424,11 @@ def make_part_shard(source: Path, out: Path, part: str, p: Params, tokenizer, vo
   t1 = time.perf_counter()
   make = create_instances_reference if reference else create_instances
   inst = make(docs, p, random.Random(derive_seed(p.seed, part, "instances")))
-  write_shard(out, docs, inst, p, part, source, vocab, vocab_md5, reference=reference)
   t2 = time.perf_counter()
+  write_shard(out, docs, inst, p, part, source, vocab, vocab_md5, reference=reference)
+  t3 = time.perf_counter()
   return {"part": part, "instances": len(inst), "tokens": int(len(docs.tokens)), "documents": docs.num_docs,
-          "lines": docs.lines, "tokenize_s": t1 - t0, "instances_s": t2 - t1}
+          "lines": docs.lines, "tokenize_s": t1 - t0, "instances_s": t3 - t1, "create_s": t2 - t1, "write_s": t3 - t2}
 
 
 def eval_pick(n: int, want: int) -> np.ndarray:
