@@ -298,10 +298,13 @@ def materialize(tokens: np.ndarray, inst: np.ndarray, p: Params, special: dict, 
   n = la + lb + 3
   bits = max(1, (L - 1).bit_length())
   pos = np.arange(L, dtype=np.int32)
+  big_pos = (1 << 30) + pos
   keys = rs.randint(0, 1 << (30 - bits), size=(C, L), dtype=np.int32)
   keys <<= bits
   keys |= pos
-  big = 1 << 30                                  # above every body key: [CLS], the [SEP]s and padding never chosen
+  # [CLS], the [SEP]s and padding get key 2^30 + position, as in the reference: above every body key, so they are
+  # chosen only when k exceeds the body (masked_lm_prob above about 0.5 on the shortest rows), and then in the same order
+  big = 1 << 30
   if L >= ROW_LOOP_MIN_LEN:
     ids = np.zeros((C, L), id_dtype(vocab_size))
     mask, segment = np.zeros((C, L), np.uint8), np.zeros((C, L), np.uint8)
@@ -311,8 +314,8 @@ def materialize(tokens: np.ndarray, inst: np.ndarray, p: Params, special: dict, 
       row[2 + na:nn - 1] = tokens[B0:B1]
       mrow[:nn] = 1
       srow[2 + na:nn] = 1
-      krow[1 + na] = big
-      krow[nn - 1:] = big
+      krow[1 + na] = big + 1 + na
+      krow[nn - 1:] = big_pos[nn - 1:]
   else:
     la2, lb2 = la[:, None], lb[:, None]
     in_a = (pos >= 1) & (pos <= la2)
@@ -322,12 +325,12 @@ def materialize(tokens: np.ndarray, inst: np.ndarray, p: Params, special: dict, 
     ids = np.where(body, tokens[np.where(body, src, 0)] if len(tokens) else 0, 0).astype(id_dtype(vocab_size))
     mask = (pos < n[:, None]).view(np.uint8)
     segment = ((pos >= la2 + 2) & (pos < n[:, None])).view(np.uint8)
-    np.putmask(keys, ~body, big)
+    keys = np.where(body, keys, big + pos)
   rows = np.arange(C)
   ids[:, 0] = special[CLS]
   ids[rows, la + 1] = special[SEP]
   ids[rows, n - 1] = special[SEP]
-  keys[:, 0] = big
+  keys[:, 0] = big   # + position 0
   k = np.minimum(P, np.maximum(1, np.round(n * p.masked_lm_prob).astype(np.int64)))
   smallest = np.sort(np.partition(keys, P - 1, axis=1)[:, :P], axis=1)   # the P smallest keys, ascending
   weights = np.arange(P)[None] < k[:, None]                              # the first k of them are chosen

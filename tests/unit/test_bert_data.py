@@ -189,7 +189,11 @@ def test_read_documents_equals_reference(tmp_path):
 @pytest.mark.parametrize("kw", [dict(), dict(short_seq_prob=0.6, dupe_factor=3), dict(max_seq_len=24, max_predictions=3),
                                 dict(max_seq_len=160, max_predictions=24, masked_lm_prob=0.3),
                                 dict(max_seq_len=PT.ROW_LOOP_MIN_LEN, max_predictions=30),   # materialize's row loop
-                                dict(max_seq_len=512, max_predictions=76, short_seq_prob=0.5)])
+                                dict(max_seq_len=512, max_predictions=76, short_seq_prob=0.5),
+                                # k above the body on short rows: [CLS]/[SEP]/padding get chosen, in key order
+                                dict(max_seq_len=24, max_predictions=21, masked_lm_prob=0.9, short_seq_prob=0.9),
+                                dict(max_seq_len=PT.ROW_LOOP_MIN_LEN, max_predictions=100, masked_lm_prob=0.9,
+                                     short_seq_prob=0.9)])
 def test_instances_and_masking_equal_reference(tmp_path, kw):
   d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=3)
   vocab = load_vocab(d / "vocab.txt")
