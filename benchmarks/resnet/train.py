@@ -161,12 +161,13 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
   return False
 
 
-def print_feeding_budget(cfg: PlatformConfig, host: int | None = None, out=None, err=None):
-  """The cores this platform's loader needs against the cores this process may use; a loud warning when short."""
+def print_feeding_budget(cfg: PlatformConfig, host: int | None = None):
+  """The cores this platform's loader needs against the cores this process may use (host: for tests); a loud
+  warning on stderr when short."""
   from benchmarks.common.feeding import banner, budget, host_cores
   b = budget(cfg, host_cores() if host is None else host)
-  print(f"feeding budget: {b.line()}", file=out or sys.stdout, flush=True)
-  if b.warnings(): print(banner(b.warnings()), file=err or sys.stderr, flush=True)
+  print(f"feeding budget: {b.line()}", flush=True)
+  if b.warnings(): print(banner(b.warnings()), file=sys.stderr, flush=True)
   return b
 
 
