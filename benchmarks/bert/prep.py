@@ -145,13 +145,14 @@ def _init_worker(vocab_path: str, kind: str, vocab_md5: str):
   from benchmarks.bert.tokenizer import load_vocab, make_tokenizer
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
   vocab = load_vocab(vocab_path)
-  _W.update(vocab=vocab, tok=make_tokenizer(vocab, kind), md5=vocab_md5)
+  _W.update(vocab=vocab, tok=make_tokenizer(vocab, kind), md5=vocab_md5, reference=kind == "reference")
 
 
 def _do_part(task):
   from benchmarks.bert.pretraining import make_part_shard
   source, out, part, params = task
-  return make_part_shard(Path(source), Path(out), f"{part:05d}", params, _W["tok"], _W["vocab"], _W["md5"])
+  return make_part_shard(Path(source), Path(out), f"{part:05d}", params, _W["tok"], _W["vocab"], _W["md5"],
+                         reference=_W["reference"])
 
 
 def run_pretrain(data: Path, out: Path, parts_spec: str, p, workers: int = 1, tokenizer: str = "fast",
@@ -213,7 +214,8 @@ def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "f
                       f"a shard: use another --out, or delete it to remake it.")
     if not quiet: print(f"prep eval: {dest} already done, skipping")
     return {"skipped": 1}
-  s = make_eval_shard(source, dest, p, make_tokenizer(vocab, tokenizer), vocab, md5, samples)
+  s = make_eval_shard(source, dest, p, make_tokenizer(vocab, tokenizer), vocab, md5, samples,
+                      reference=tokenizer == "reference")
   if s["instances"] < samples:
     _warn(f"\n{'!' * 100}\n{source} yields only {s['candidates']} instances, fewer than the {samples} eval samples "
           f"asked for: {dest} holds all {s['instances']}. An MLPerf eval needs 10000.\n{'!' * 100}")
@@ -264,7 +266,8 @@ def _add_gen_args(sp, eval_: bool = False):
   sp.add_argument("--masked-lm-prob", type=float, default=0.15)
   sp.add_argument("--short-seq-prob", type=float, default=0.1)
   sp.add_argument("--tokenizer", choices=("fast", "reference"), default="fast",
-                  help="fast (HF WordPiece, default) or the pure-Python reference; same output")
+                  help="fast (default: HF WordPiece and the fast instance/masking code) or reference (the pure-Python "
+                       "tokenizer and the reference instance/masking code, the oracle); same output")
   sp.add_argument("--quiet", action="store_true")
 
 

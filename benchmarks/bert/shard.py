@@ -89,7 +89,7 @@ class ShardWriter:
         raise ValueError(f"{f['name']}: shape {a.shape}, expected (N, {f['shape'][1:]})")
       rowbytes = f["nbytes"] // self.count if self.count else 0
       self.f.seek(f["offset"] + self.rows * rowbytes)
-      buf = a.tobytes()
+      buf = memoryview(a).cast("B")   # no copy: the array's bytes as they are (C order, little-endian dtypes)
       self.f.write(buf)
       self.hashes[f["name"]].update(buf)
     self.rows += n

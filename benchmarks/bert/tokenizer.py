@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 import unicodedata
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 
 from benchmarks.common.io import InputError
@@ -217,21 +217,30 @@ class FastTokenizer:
     hf.pre_tokenizer = WhitespaceSplit()   # pieces arrive pre-split; this only guards against stray whitespace
     self.hf = hf
     self._clean, self._post = _Table(_clean_rule), _Table(_post_rule)
-    self._memo: dict[str, tuple[int, ...]] = {}
     self.cache_limit = cache_limit
+    self._reset()
+
+  def clean_line(self, line: str) -> str:
+    """Steps 1-2 (drop controls, whitespace -> space, CJK spaced) with C-level str methods."""
+    if line.isascii(): return line if line.isprintable() else line.translate(_ASCII_CLEAN)
+    return line.translate(self._clean)
 
   def split_line(self, line: str) -> list[str]:
     """Steps 1-3 plus lower-casing: the whitespace tokens of the reference, lower-cased. Lower-casing the whole line
     equals lower-casing each token: the final-sigma context never crosses whitespace."""
-    if line.isascii():
-      if not line.isprintable(): line = line.translate(_ASCII_CLEAN)
-      return line.lower().split()
-    return line.translate(self._clean).lower().split()
+    return self.clean_line(line).lower().split()
 
   def words(self, token: str) -> list[str]:
     """Steps 4-5 for one lower-cased whitespace token: NFD, drop Mn, split off punctuation."""
     if not token.isascii(): token = unicodedata.normalize("NFD", token)
     return token.translate(self._post).split()
+
+  def _reset(self):
+    """Empty the memo. Entry 0 is the line separator of encode_lines_flat (no ids)."""
+    self._generation = getattr(self, "_generation", -1) + 1
+    self._index: dict[str, int] = {_LINE_END: 0}
+    self._pieces: list[tuple[int, ...]] = [()]
+    self._arrays = None   # (start, length, flat ids) numpy copies of _pieces, extended lazily
 
   def _fill(self, tokens: list[str]):
     per_token = [self.words(t) for t in tokens]
@@ -241,19 +250,26 @@ class FastTokenizer:
       enc = self.hf.encode(pieces, is_pretokenized=True, add_special_tokens=False)
       for tid, wid in zip(enc.ids, enc.word_ids): grouped[wid].append(tid)
     piece_ids = dict(zip(pieces, map(tuple, grouped)))
-    memo, get = self._memo, piece_ids.__getitem__
+    index, out, get = self._index, self._pieces, piece_ids.__getitem__
     for t, ws in zip(tokens, per_token):
-      memo[t] = get(ws[0]) if len(ws) == 1 else tuple(chain.from_iterable(map(get, ws)))
+      index[t] = len(out)
+      out.append(get(ws[0]) if len(ws) == 1 else tuple(chain.from_iterable(map(get, ws))))
+
+  def _ensure(self, tokens: list[str], batch: list[str] | None = None):
+    """Memoise every token in `tokens` that is not memoised yet. When the memo is full it is reset and refilled with
+    the whole batch (`batch`, default `tokens`) the caller is about to look up."""
+    missing = set(tokens).difference(self._index)
+    if missing and len(self._index) + len(missing) > self.cache_limit:   # bounded memory; the batch's tokens stay
+      self._reset()
+      missing = set(tokens if batch is None else batch).difference(self._index)
+    if missing: self._fill(list(missing))
 
   def _token_ids(self, lines: list[str]) -> tuple[list[list[str]], list[tuple[int, ...]]]:
     split = list(map(self.split_line, lines))
-    memo = self._memo
-    missing = list({t for ts in split for t in ts if t not in memo})
-    if missing and len(memo) + len(missing) > self.cache_limit:   # bounded memory; the batch's own tokens stay
-      memo.clear()
-      missing = list({t for ts in split for t in ts})
-    if missing: self._fill(missing)
-    return split, list(map(self._memo.__getitem__, chain.from_iterable(split)))
+    flat = list(chain.from_iterable(split))
+    self._ensure(flat)
+    index, pieces = self._index, self._pieces
+    return split, [pieces[index[t]] for t in flat]
 
   def encode_lines(self, lines: list[str]) -> list[list[int]]:
     split, per_token = self._token_ids(lines)
@@ -264,16 +280,47 @@ class FastTokenizer:
       k += n
     return out
 
-  def encode_lines_flat(self, lines: list[str]):
-    """-> (ids int32 array of all lines concatenated, per-line token counts int64 array)."""
+  def _tables(self):
+    """(start, length, ids): memo entry i has ids[start[i]:start[i] + length[i]]; extended with new entries."""
     import numpy as np
-    split, per_token = self._token_ids(lines)
-    ids = np.fromiter(chain.from_iterable(per_token), dtype=np.int32)
-    cum = np.zeros(len(per_token) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, per_token), dtype=np.int64, count=len(per_token)), out=cum[1:])
-    ends = np.cumsum(np.fromiter(map(len, split), dtype=np.int64, count=len(split)))
-    starts = np.concatenate(([0], ends[:-1])).astype(np.int64) if len(split) else ends
-    return ids, cum[ends] - cum[starts]
+    have = 0 if self._arrays is None else len(self._arrays[0])
+    if have < len(self._pieces):
+      new = self._pieces[have:]
+      lens = np.fromiter(map(len, new), dtype=np.int64, count=len(new))
+      ids = np.fromiter(chain.from_iterable(new), dtype=np.int32, count=int(lens.sum()))
+      s0, l0, f0 = self._arrays or (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int32))
+      self._arrays = (np.concatenate([s0, len(f0) + np.cumsum(lens) - lens]), np.concatenate([l0, lens]),
+                      np.concatenate([f0, ids]))
+    return self._arrays
+
+  def encode_lines_flat(self, lines: list[str]):
+    """-> (ids int32 array of all lines concatenated, per-line token counts int64 array).
+
+    The batch is handled as one string: each line is cleaned (steps 1-2), the lines are joined with a separator
+    token (NUL between spaces: cleaning drops NUL from the input, so NUL can only be a separator), and one lower()
+    and one split() serve the whole batch. Every whitespace token is a pure function of itself (the separator is
+    whitespace-delimited, and the final-sigma context never crosses whitespace), so the ids equal line-by-line
+    encoding. Tokens become memo indices in one C-level pass and their ids are gathered with numpy."""
+    import numpy as np
+    if not lines: return np.zeros(0, np.int32), np.zeros(0, np.int64)
+    tokens = (_LINE_SEP.join(map(self.clean_line, lines)) + _LINE_SEP).lower().split()
+    ti = np.fromiter(map(self._index.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
+    new = np.flatnonzero(ti < 0)
+    if len(new):   # tokens not memoised yet (usually few once the memo is warm)
+      generation = self._generation
+      self._ensure(list(map(tokens.__getitem__, new.tolist())), batch=tokens)
+      if self._generation != generation:   # the memo was reset to make room: every index changed
+        ti = np.fromiter(map(self._index.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+      else:
+        ti[new] = np.fromiter(map(self._index.__getitem__, map(tokens.__getitem__, new.tolist())), dtype=np.int64,
+                              count=len(new))
+    start, length, flat = self._tables()
+    n = length[ti]                                       # ids per token; 0 for a separator
+    cum = np.cumsum(n)
+    line_lens = np.diff(cum[ti == 0], prepend=0)
+    total = int(cum[-1])
+    ids = flat[np.repeat(start[ti] - (cum - n), n) + np.arange(total)] if total else np.zeros(0, np.int32)
+    return ids, line_lens.astype(np.int64)
 
   def encode(self, text: str) -> list[int]:
     return self.encode_lines([text])[0]
@@ -283,6 +330,8 @@ class FastTokenizer:
 
 
 _ASCII_CLEAN = {cp: None for cp in list(range(32)) + [127] if cp not in (9, 10, 13)}
+_LINE_END = "\x00"                  # line separator token of encode_lines_flat (NUL never survives cleaning)
+_LINE_SEP = f" {_LINE_END} "
 
 
 def make_tokenizer(vocab: dict[str, int], kind: str = "fast"):

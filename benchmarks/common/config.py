@@ -91,6 +91,10 @@ RESNET = {
   "RESNET_WIDTH": Knob(int, "stem/first-stage width (64 = ResNet-50)"),
   "RESNET_LAYERS": Knob(str, "bottleneck blocks per stage, comma separated (3,4,6,3 = ResNet-50)"),
   "SHM_RING_BATCHES": Knob(int, "batches held in the shared-memory ring per loader"),
+  "FEED_IMG_S_PER_GPU": Knob(float, "train img/s one GPU consumes at the speed expected on this platform (the "
+                                    "loader must feed GPUS times this; source in the config's comment)"),
+  "LOADER_IMG_S_PER_CORE": Knob(float, "train img/s one CPU core of the loader delivers (benchmarks.resnet."
+                                       "bench_decode); sets the cores the platform needs (benchmarks/common/feeding.py)"),
 }
 
 BERT = {
@@ -221,6 +225,8 @@ def _check_consistency(path: Path, benchmark: str, k: dict):
     if k[bs] % k["GPUS"]:
       raise ConfigError(f"{path}: {bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
   if benchmark == "resnet":
+    for key in ("FEED_IMG_S_PER_GPU", "LOADER_IMG_S_PER_CORE"):
+      if k[key] <= 0: raise ConfigError(f"{path}: {key}={k[key]} must be positive (img/s).")
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []
     if len(layers) != 4 or min(layers) < 1:

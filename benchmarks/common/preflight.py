@@ -8,6 +8,8 @@ in seconds with a clear message instead of minutes into INIT. Checks:
   data     the dataset manifest (resnet: manifest.json, every listed file present; bert: train and eval shards)
   disk     free space where results and the kernel cache are written
   shm      /dev/shm holds the loader's shared-memory rings (docker's default 64 MB does not)
+  cores    resnet: the cores the loader needs to feed the GPUs (benchmarks/common/feeding.py) against the cores this
+           container may use; too few is a loud WARNING, not a failure (the run is slower, not wrong)
 Exit 0 when all pass, 2 otherwise (bad environment: nothing was run). One line per check."""
 from __future__ import annotations
 import argparse
@@ -48,9 +50,11 @@ def _version_tuple(v: str) -> tuple[int, ...]: return tuple(int(x) for x in re.f
 
 
 class Preflight:
-  def __init__(self, cfg: PlatformConfig, data: Path | None, work: Path, sysroot: str = "/"):
+  def __init__(self, cfg: PlatformConfig, data: Path | None, work: Path, sysroot: str = "/", host_cores: int | None = None):
     self.cfg, self.data, self.work, self.root = cfg, data, work, Path(sysroot)
+    self.host_cores = host_cores   # None: what this process may use (affinity, cgroup quota under sysroot)
     self.results: list[tuple[str, bool, str]] = []
+    self.warned: list[str] = []
 
   def p(self, path: str) -> Path: return self.root / path.lstrip("/")
 
@@ -156,11 +160,21 @@ class Preflight:
                 ("" if free >= need else f": start the container with --shm-size={shm_size_for(self.cfg)} or --ipc=host "
                  f"(compose and tinyperf run size it from the config)."))
 
+  def cores(self):
+    if self.cfg.benchmark != "resnet": return
+    from benchmarks.common.feeding import banner, budget, host_cores
+    b = budget(self.cfg, host_cores(self.root) if self.host_cores is None else self.host_cores)
+    warnings = b.warnings()
+    self.record("cores", True, b.line() + (" -- WARNING, see below" if warnings else ""))
+    if warnings:
+      self.warned.append("cores")
+      print(banner(warnings), flush=True)
+
   def run(self) -> int:
-    for c in (self.gpus, self.driver, self.cwsr, self.dataset, self.disk, self.shm): c()
+    for c in (self.gpus, self.driver, self.cwsr, self.dataset, self.disk, self.shm, self.cores): c()
     bad = [n for n, ok, _ in self.results if not ok]
-    print(f"preflight: {len(self.results) - len(bad)} passed, {len(bad)} failed" + (f" ({', '.join(bad)})" if bad else ""),
-          flush=True)
+    print(f"preflight: {len(self.results) - len(bad)} passed, {len(bad)} failed" + (f" ({', '.join(bad)})" if bad else "")
+          + (f", warnings: {', '.join(self.warned)}" if self.warned else ""), flush=True)
     return 2 if bad else 0
 
 

@@ -160,6 +160,8 @@ def main(argv=None) -> int:
   p.add_argument("--corpus", type=Path, metavar="DIR", help="use the JPEGs in DIR instead of making them (no "
                  "scikit-image needed, e.g. in a venv with pillow-simd)")
   args = p.parse_args(argv)
+  from benchmarks.common.feeding import host_cores
+  host = host_cores()   # before pinning ourselves to one core
   try: os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})  # one core: the numbers are per core
   except (AttributeError, OSError): pass
   if args.corpus: corpus = [f.read_bytes() for f in sorted(args.corpus.glob("*.jpg"))][:args.images]
@@ -180,8 +182,30 @@ def main(argv=None) -> int:
     if "skipped" in r: print(f"| {name} | {r['skipped']} | | | | |"); continue
     print(f"| {name} | {r['train_img_s']:.0f} | {r['train_ratio']:.2f} | {r['eval_img_s']:.0f} | {r['eval_ratio']:.2f} "
           f"| {r['train_diff']:.2f} / {r['eval_diff']:.2f} |")
-  if args.out: args.out.write_text(json.dumps({"info": info, "results": res}, indent=1))
+  budgets = feeding_lines(res["pillow-draft"]["train_img_s"], args.size, host)
+  print(f"\nFeeding budget at the loader's measured train rate (pillow-draft, "
+        f"{res['pillow-draft']['train_img_s']:.0f} img/s per core) and each config's FEED_IMG_S_PER_GPU:")
+  for line in budgets: print(f"  {line}")
+  if args.out: args.out.write_text(json.dumps({"info": info, "results": res, "feeding": budgets}, indent=1))
   return 0
+
+
+def feeding_lines(per_core: float, size: int, host: int) -> list[str]:
+  """For every ResNet platform: the cores it needs at `per_core` loader img/s measured at crop `size`
+  (benchmarks/common/feeding.py), against `host` cores, and what its config states. A platform with another
+  IMAGE_SIZE keeps its config's own rate (this run's does not apply to it)."""
+  from benchmarks.common.config import available_platforms, load_config
+  from benchmarks.common.feeding import budget
+  out = []
+  for plat in available_platforms("resnet"):
+    cfg = load_config("resnet", plat, environ={})
+    if cfg["IMAGE_SIZE"] != size:
+      out.append(f"{budget(cfg, host).line()} [IMAGE_SIZE {cfg['IMAGE_SIZE']}: the config's own loader rate; this "
+                 f"run measured {size}]")
+      continue
+    out.append(f"{budget(cfg, host, per_core).line()} [config: {cfg['LOADER_IMG_S_PER_CORE']:.0f} img/s per core -> "
+               f"{budget(cfg, host).needed} cores]")
+  return out
 
 
 if __name__ == "__main__":

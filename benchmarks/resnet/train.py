@@ -161,11 +161,22 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
   return False
 
 
+def print_feeding_budget(cfg: PlatformConfig, host: int | None = None):
+  """The cores this platform's loader needs against the cores this process may use (host: for tests); a loud
+  warning on stderr when short."""
+  from benchmarks.common.feeding import banner, budget, host_cores
+  b = budget(cfg, host_cores() if host is None else host)
+  print(f"feeding budget: {b.line()}", flush=True)
+  if b.warnings(): print(banner(b.warnings()), file=sys.stderr, flush=True)
+  return b
+
+
 def run_phase(cfg: PlatformConfig, args) -> int:
   from mlperf_logging.mllog import constants as C
   from benchmarks.resnet.data import load_manifest
   from benchmarks.common.checkpoint import save_state, load_state
   k = cfg.knobs
+  print_feeding_budget(cfg)  # before the clock: host facts only
   mlperf.start(C.RUN_START)  # the clock starts before any dataset access
   mlperf.event(C.SEED, args.seed)
   if args.data is None: raise InputError("--data is required for the RUN phase (the prepared ImageNet directory)")

@@ -152,7 +152,7 @@ def test_compose_run_resnet_cpu(engine, cpu_image, smoke_data, tmp_path):
                      capture_output=True, text=True, env=env, timeout=1800)
   TIMINGS["docker-compose run resnet-cpu (1 run)"] = time.time() - t0
   assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-  assert "preflight: 5 passed, 0 failed" in r.stdout and "all 1 runs finished" in r.stdout
+  assert "preflight: 6 passed, 0 failed" in r.stdout and "all 1 runs finished" in r.stdout   # 6: resnet adds cores
   result = out / "results" / "cpu_smoke" / "resnet" / "result_0.txt"
   assert result.is_file() and list(cache.glob("cpu_smoke_resnet_0_*.db")), "the kernel cache lives on its volume"
   assert "posix_fadvise" in result.read_text()   # a container cannot drop the host's page cache: recorded as such

