@@ -158,6 +158,14 @@ def test_compose_run_resnet_cpu(engine, cpu_image, smoke_data, tmp_path):
   assert "posix_fadvise" in result.read_text()   # a container cannot drop the host's page cache: recorded as such
   chk = tinyperf("check", str(result))   # one run's log (a directory also needs all 5 of a package)
   assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
+  # the service runs `tinyperf run --no-container` in the image: the system it records is detected in there
+  sysjson = json.loads((out / "systems" / "cpu_smoke.json").read_text())
+  assert sysjson["other_software_stack"]["base_image_digest"] == _image_env(engine, cpu_image)["TINYPERF_BASE_DIGEST"]
+  assert sysjson["submitter"] == json.loads((REPO / "systems/cpu_smoke.json").read_text())["submitter"]   # image has it
+
+
+def _image_env(engine, image: str) -> dict:
+  return dict(e.split("=", 1) for e in engine.images.get(image).attrs["Config"]["Env"])
 
 
 def _wait_for(pred, timeout: float, what: str):
@@ -201,6 +209,20 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
   a0 = ledger[0]
   assert a0["backend"] == "container" and a0["image"].startswith(cpu_image) and a0["cache_drop"]
   assert a0["provenance"]["TINYPERF_GIT_SHA"] not in (None, "unknown")
+  # the system the runs ran on, detected in a container of the run's image before anything was timed
+  sysfile = res / "systems" / "cpu_smoke.json"
+  sysjson = json.loads(sysfile.read_text())
+  stack = sysjson["other_software_stack"]
+  assert stack["image"] == a0["image"] and f"image {a0['image']}" in sysjson["sw_notes"]
+  assert stack["base_image_digest"] == _image_env(engine, cpu_image)["TINYPERF_BASE_DIGEST"]
+  os_name, py = engine.containers.run(cpu_image, ["sh", "-c", ". /etc/os-release; echo \"$PRETTY_NAME\"; python -c "
+                                      "'import platform; print(platform.python_version())'"], remove=True,
+                                      network_mode="none").decode().strip().split("\n")
+  assert (sysjson["operating_system"], stack["python"]) == (os_name, py)
+  assert sysjson["submitter"] == json.loads((REPO / "systems/cpu_smoke.json").read_text())["submitter"]
+  from tooling import mlperf_tools
+  assert mlperf_tools.system_desc_check(sysfile, "4.0.0").passed
+  sys_before = sysfile.read_bytes()
   r0 = res / "results/cpu_smoke/resnet/result_0.txt"
   before = (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns)
   assert not _run_containers(engine, 1), "the killed container is removed"
@@ -209,6 +231,8 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
   TIMINGS["resume run 1"] = time.time() - t1
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert "2 runs, 1 already finished, running [1]" in r.stdout
+  assert "already describes this machine (unchanged)" in r.stdout and sysfile.read_bytes() == sys_before
+  assert not (res / "systems" / "variants").exists()
   assert (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns) == before
   ledger = json.loads((res / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
   assert [(a["index"], a["status"]) for a in ledger] == [(0, "done"), (1, "failed"), (1, "done")]
