@@ -49,9 +49,11 @@ def engine():
   yield c
   if TIMINGS:
     print("\ncontainer test timings: " + ", ".join(f"{k} {v:.0f} s" for k, v in TIMINGS.items()), file=sys.stderr)
-  # the CI engine stores every layer in full (vfs, ~1 GB each): leave no test image behind unless asked to
+  # the CI engine stores every layer in full (vfs, ~1 GB each): leave no test image behind unless asked to, except the
+  # CPU image when the Slurm layer runs next (tests/integration/test_slurm.py's docker runtime test uses it)
+  keep_cpu = os.environ.get("TINYPERF_REQUIRE_SLURM") == "1"
   if os.environ.get("TINYPERF_TEST_KEEP_IMAGES") != "1":
-    for v in ("cpu", "nv", "amd", "broken"):
+    for v in ("nv", "amd", "broken") if keep_cpu else ("cpu", "nv", "amd", "broken"):
       try: c.images.remove(TAG.format(v), force=True)
       except Exception: pass
     try: c.images.prune(filters={"dangling": True})

@@ -187,6 +187,9 @@ def test_array_job_docker_runtime(partition, smoke_data, tmp_path):
   """The same two runs with each task running its run in the platform's image on the node's Docker engine."""
   image = _cpu_image()
   if image is None:
+    if os.environ.get("TINYPERF_REQUIRE_DOCKER") == "1":   # CI: the engine is up and test_containers.py left its image
+      pytest.fail("TINYPERF_REQUIRE_DOCKER=1 but no tinyperf CPU image is on the engine (test_containers.py keeps "
+                  "tinyperf-test:cpu when TINYPERF_REQUIRE_SLURM=1)")
     pytest.skip("no Docker engine with a tinyperf CPU image (TINYPERF_TEST_SLURM_IMAGE, tinyperf:cpu or "
                 "tinyperf-test:cpu); `tinyperf build --vendor cpu` makes one. The docker sbatch script is unit-tested.")
   res = tmp_path / "res"
