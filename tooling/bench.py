@@ -7,18 +7,18 @@ Prints throughput, step time, memory and the ratios; --record appends every figu
 from __future__ import annotations
 import argparse
 import json
+import io
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, load_config
 from tooling.errors import UserError
+from tooling.run import stream_process
 
 TAG = "tinyperf-bench "
 
@@ -68,38 +68,20 @@ def run_tinygrad(args, extra_env: dict) -> dict:
       print(f"bench: {seeded} BEAM-searched kernels carried in from {args.beam_cache}", flush=True)
     cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.train", "--platform", cfg.platform, "--phase", "init",
            "--seed", "0", "--results", tmp, "--benchmark-steps", str(args.steps)]
-    t0 = time.time()
+    t0, out = time.time(), io.BytesIO()
     try:
-      rc, out = _stream(cmd, env, args.time_limit)
+      rc = stream_process(cmd, env, out, ROOT, time_limit=args.time_limit)
     finally:
       if args.beam_cache: save_beam_cache(Path(env["CACHEDB"]), args.beam_cache)
+  out = out.getvalue().decode(errors="replace")
   recs = _records(out)
-  if rc is None:
+  if args.time_limit and rc < 0 and time.time() - t0 >= args.time_limit:
     raise UserError(f"the tinygrad side did not finish within --time-limit {args.time_limit:.0f} s and was stopped"
                     + (f"; the kernels it searched are saved in {args.beam_cache}: run the same command again to go on"
                        if args.beam_cache else ""))
   if rc != 0 or not recs:
     raise UserError(f"the tinygrad side failed (exit {rc}); its output ends with:\n{out[-2000:]}")
   return {**recs[-1], "wall_s": time.time() - t0}
-
-
-def _stream(cmd: list[str], env: dict, time_limit: float | None) -> tuple[int | None, str]:
-  """Run cmd with its output passed through as it comes (INIT can take minutes) and kept; (exit code or None if it
-  was stopped at time_limit, output)."""
-  proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          start_new_session=True)   # its own group: BEAM's worker processes stop with it
-  lines, deadline = [], time.time() + time_limit if time_limit else None
-  timer = threading.Timer(time_limit, lambda: os.killpg(proc.pid, signal.SIGKILL)) if time_limit else None
-  if timer: timer.start()
-  try:
-    for line in proc.stdout:
-      sys.stdout.write(line); lines.append(line)
-    rc = proc.wait()
-  finally:
-    if timer: timer.cancel()
-    if proc.poll() is None: os.killpg(proc.pid, signal.SIGKILL); proc.wait()
-  stopped = deadline is not None and rc < 0 and time.time() >= deadline
-  return (None if stopped else rc), "".join(lines)
 
 
 # tinygrad's kernel cache (CACHEDB, sqlite) holds compiled programs (large: >100 MB for ResNet-50) and, in the

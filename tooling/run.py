@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -62,10 +63,13 @@ def _unique_seed(taken: set[int], bits: int) -> int:
     if seed not in taken: return seed
 
 
-def _stream(cmd: list[str], env: dict, out_file, cwd: Path) -> int:
+def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None) -> int:
   """Run one phase, teeing its output to the console and to out_file (if any) as it arrives (a crash keeps what was
-  printed)."""
+  printed). With time_limit, its whole process group (BEAM's workers too) is killed after that many seconds: the exit
+  code is then -SIGKILL."""
   proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+  timer = threading.Timer(time_limit, os.killpg, (proc.pid, signal.SIGKILL)) if time_limit else None
+  if timer: timer.start()
   try:
     for chunk in iter(lambda: proc.stdout.read1(65536), b""):
       if out_file is not None: out_file.write(chunk); out_file.flush()
@@ -78,6 +82,8 @@ def _stream(cmd: list[str], env: dict, out_file, cwd: Path) -> int:
       try: os.killpg(proc.pid, signal.SIGKILL)
       except ProcessLookupError: pass
     raise
+  finally:
+    if timer: timer.cancel()
 
 
 def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None) -> tuple[dict, Path]:
@@ -90,7 +96,7 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   for phase in ("init", "run"):
     cmd = [sys.executable, "-m", f"benchmarks.{cfg.benchmark}.train", "--platform", cfg.platform, "--phase", phase,
            "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
-    codes[phase] = _stream(cmd, env, out_file, cwd=ROOT)
+    codes[phase] = stream_process(cmd, env, out_file, cwd=ROOT)
     if codes[phase] not in (0, 1) or (phase == "init" and codes[phase] != 0): break
   return codes, log
 

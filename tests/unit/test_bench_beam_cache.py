@@ -45,3 +45,20 @@ def test_corrupt_beam_cache_is_a_clear_error_and_is_kept(tmp_path):
   assert r.returncode == 2 and "Traceback" not in r.stderr
   assert f"{bad}: not a BEAM cache" in r.stderr and "was not changed" in r.stderr
   assert bad.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_time_limit_stops_the_whole_process_group(tmp_path):
+  """What --time-limit relies on: the phase and the processes it started (BEAM's workers) are killed together."""
+  import io
+  import os
+  import time
+  from tooling.run import stream_process
+  pidfile = tmp_path / "child.pid"
+  out, t0 = io.BytesIO(), time.time()
+  rc = stream_process(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; echo started; wait"], dict(os.environ), out,
+                      tmp_path, time_limit=1.0)
+  assert rc == -9 and time.time() - t0 < 30 and out.getvalue() == b"started\n"
+  child = int(pidfile.read_text())
+  time.sleep(0.2)
+  state = open(f"/proc/{child}/stat").read().split()[2] if os.path.exists(f"/proc/{child}") else "gone"
+  assert state in ("gone", "Z"), state     # the background sleep died with its group (a zombie at most)
