@@ -254,7 +254,10 @@ def test_ctrl_c_stops_and_removes_the_container(engine, cpu_image, smoke_data, t
   res = tmp_path / "res"
   proc = subprocess.Popen([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp",
                            "1", "--data", str(smoke_data), "--results", str(res), "--image", cpu_image], cwd=REPO,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          # as from a terminal: a test run started in the background of a script inherits SIGINT
+                          # ignored, and Python then installs no KeyboardInterrupt handler in the child
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   try:
     _wait_for(lambda: _run_containers(engine, 0), 600, "the run's container")
     proc.send_signal(signal.SIGINT)

@@ -380,12 +380,19 @@ def _alive(pid):
     return False
 
 
+def _default_sigint():
+  import signal
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_child(syn, tmp_path):
   import subprocess, sys
   (tmp_path / "child.py").write_text(_CHILD)
   env = dict(os.environ, PYTHONPATH=str(fake_root()))
   p = subprocess.Popen([sys.executable, str(tmp_path / "child.py"), str(syn)], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+                       stderr=subprocess.PIPE, text=True, start_new_session=True, env=env,
+                       # a suite started in the background of a script inherits SIGINT ignored: undo that, as a terminal has it
+                       preexec_fn=_default_sigint)
   pids = [int(x) for x in p.stdout.readline().split()]
   assert len(pids) == 3, p.stderr.read()
   return p, pids
