@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common.config import PlatformConfig
+from benchmarks.common.mlperf import evict_files
 from benchmarks.common.preflight import shm_size_for
 from tooling import container as C
 from tooling.errors import UserError
@@ -40,16 +41,7 @@ def drop_host_page_cache(data: Path) -> str:
   elif shutil.which("sudo"):
     r = subprocess.run(["sudo", "-n", "sysctl", "-q", "vm.drop_caches=3"], capture_output=True, timeout=120)
     if r.returncode == 0: return "drop_caches (sudo -n sysctl)"
-  n = 0
-  for p in (data.rglob("*") if data.is_dir() else []):
-    try:
-      if not p.is_file(): continue
-      fd = os.open(p, os.O_RDONLY)
-      try: os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-      finally: os.close(fd)
-      n += 1
-    except OSError:
-      pass
+  n = evict_files([data]) if data.is_dir() else 0
   return f"posix_fadvise(DONTNEED) over {n} dataset files (no root, no passwordless sudo)"
 
 

@@ -68,6 +68,11 @@ def drop_page_cache(paths: list[Path]) -> str:
     return "drop_caches"
   except OSError:
     pass
+  return f"posix_fadvise(DONTNEED) over {evict_files(paths)} dataset files"
+
+
+def evict_files(paths: list[Path]) -> int:
+  """posix_fadvise(DONTNEED) over every file under paths (no privilege needed); returns how many were evicted."""
   n = 0
   for root in paths:
     root = Path(root)
@@ -80,7 +85,7 @@ def drop_page_cache(paths: list[Path]) -> str:
         n += 1
       except OSError:
         pass
-  return f"posix_fadvise(DONTNEED) over {n} dataset files"
+  return n
 
 
 def draw_seed(bits: int = 31) -> int:
