@@ -1,0 +1,81 @@
+"""tooling.beamlog reads a DEBUG=2 BEAM log as tinygrad 0.14 writes it (lines shaped like those of the 2026-11-30 H200
+run): the BEAM=0 first step, the search trace with its colored loop shapes, tqdm's progress, and a search cut short."""
+import io
+import math
+
+from tooling import beamlog
+
+B, R, Y, C, E = "\x1b[34m", "\x1b[31m", "\x1b[33m", "\x1b[96m", "\x1b[0m"
+
+
+def dims(*pairs):
+  return " ".join(f"{color}{n:4d}{E}" for color, n in pairs)
+
+
+STEM = dims((B, 256), (B, 64), (B, 112), (B, 112), (R, 3), (R, 7), (R, 7))       # 7x7 stem conv: 60.4 GFLOP
+NORM = dims((B, 64), (R, 576))                                                   # a small reduction
+CONV1 = dims((B, 256), (B, 256), (B, 3136), (R, 64))                              # a 1x1 conv: 26.3 GFLOP
+LOG = "\n".join([
+  "1.0 *** CUDA       1 copy   36.75 KB,    CUDA <- NPY                arg  2 mem   0.10 GB tm    852.33ms/   852.33ms "
+  "(      0 GFLOPS    0|0      GB/s)",
+  "1.1 \x1b[32m*** CUDA     268\x1b[0m E_8_32_4                      arg  1 mem   0.10 GB tm     59.49us/   952.63ms "
+  "(      0 GFLOPS    0|0      GB/s)",
+  f"1.2 *** CUDA     276 r{E}_{B}256{E}_8_7_7_2_16_4_4_4_3_7_7   arg  4 mem  16.87 GB tm   5512.58us/   988.92ms "
+  "(  12949 GFLOPS  156|6294   GB/s)",
+  "1.3 *** CUDA     278 r_256_16_16                          arg  2 mem  16.87 GB tm     41.25us/   989.01ms "
+  "(      1 GFLOPS    0|1      GB/s)",
+  "1.4 init train step 0: 41349.2 ms, loss 6.326",
+  f"compiling:   0%|   | 0/369 [00:00<?, ?it/s]   0.00s:                from   1 ->   1 actions {STEM}",
+  f"   0.61s:       394.85ms          1/  48         {dims((B, 256), (B, 32), (Y, 2))}\x1b[K",
+  f"\r   2.10s:      3691.52us from  48 ->  48 actions\x1b[K {dims((B, 256), (C, 32))}",
+  f"\r   9.40s:       857.00us from  20 ->  12 actions\x1b[K {dims((B, 256), (C, 32))}",
+  f"compiling r_128_56_7 :   0%| | 1/369 [00:24<2:32:45,  0.04it/s]   0.00s:                from   1 ->   1 actions {NORM}",
+  f"\r   1.00s:        20.00us from   5 ->   5 actions {NORM}",
+  f"compiling r_64_576 :   1%| | 2/369 [01:05<2:30:00,  0.04it/s]   0.00s:                from   1 ->   1 actions {CONV1}",
+  f"\r   3.00s:       900.00us from  30 ->  30 actions {CONV1}",
+  "tinyperf bench: error: the tinygrad side did not finish within --time-limit 660 s and was stopped",
+])
+
+
+def test_parse_reads_first_step_search_shapes_best_times_and_progress():
+  log = beamlog.parse(LOG)
+  assert [n for n, _, _ in log.step0] == ["E_8_32_4", "r_256_8_7_7_2_16_4_4_4_3_7_7", "r_256_16_16"]   # copies skipped
+  name, us, gflop = log.step0[1]
+  assert us == 5512.58 and math.isclose(gflop, 12949 * 5512.58e-6)
+  assert [s.dims for s in log.searches] == [[256, 64, 112, 112, 3, 7, 7], [64, 576], [256, 256, 3136, 64]]
+  assert all(s.reduce for s in log.searches)
+  stem = log.searches[0]
+  assert stem.best_us == 857.0 and stem.seconds == 9.4          # the best of all rounds, ms and us both read
+  assert math.isclose(stem.gflop, 2 * 256 * 64 * 112 * 112 * 3 * 7 * 7 / 1e9)
+  assert log.progress == (2, 369, 65.0)
+
+
+def test_report_leaves_out_the_search_that_was_cut_short():
+  out = io.StringIO()
+  res = beamlog.report(beamlog.parse(LOG), out=out)
+  assert res["searched"] == 2                      # the 1x1 conv's search was still running when the log ends
+  assert res["step0_launches"] == 3 and math.isclose(res["step0_ms"], (59.49 + 5512.58 + 41.25) / 1e3)
+  assert math.isclose(res["big1_tflops"][1], 2 * 256 * 64 * 112 * 112 * 3 * 7 * 7 / 857e-6 / 1e12)
+  assert "256 64 112 112 3 7 7" in out.getvalue() and "256 256 3136 64" not in out.getvalue()
+
+
+def test_hours_in_progress_and_a_log_without_search():
+  log = beamlog.parse("x init train step 0: 1 ms\ncompiling:  5%| | 20/369 [1:02:03<9:00:00, 0.01it/s]")
+  assert log.progress == (20, 369, 3723.0) and log.searches == []
+  assert "searched" not in beamlog.report(log, out=io.StringIO())
+
+
+def test_missing_log_is_exit_2(tmp_path, capsys):
+  assert beamlog.main([str(tmp_path / "nope.log")]) == 2
+  assert "nope.log" in capsys.readouterr().err
+
+
+def test_gzipped_log_reads_the_same_and_a_broken_one_is_exit_2(tmp_path, capsys):
+  import gzip
+  good, bad = tmp_path / "beam.log.gz", tmp_path / "cut.log.gz"
+  good.write_bytes(gzip.compress(LOG.encode()))
+  bad.write_bytes(gzip.compress(LOG.encode())[:40])
+  assert beamlog.main([str(good)]) == 0
+  assert "256 64 112 112 3 7 7" in capsys.readouterr().out
+  assert beamlog.main([str(bad)]) == 2
+  assert "cut.log.gz" in capsys.readouterr().err

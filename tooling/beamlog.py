@@ -1,0 +1,128 @@
+"""`python -m tooling.beamlog LOG[.gz]`: what a BEAM search bought, read from a `DEBUG=2` train log (e.g. `DEBUG=2 tinyperf
+bench resnet --beam 1 ...`), also from a search that was stopped before it finished.
+
+Such a log holds (1) every kernel of the first train step, run at BEAM=0 (IGNORE_JIT_FIRST_BEAM), with its time and
+GFLOP/s, and (2) tinygrad's search trace for each kernel of the JIT capture step: the kernel's unoptimized loop shape
+(global dims blue, reduce dims red), one line per round, the last one being the best time found. Searched
+kernels cannot be paired one to one with their BEAM=0 launches (kernel names change with the optimizations, and
+tinygrad's FLOP estimate counts index arithmetic too), so the report compares rates: what the large reductions (the
+convolutions; that is where the time goes) reach at BEAM=0 and what the search found for the kernels it finished."""
+from __future__ import annotations
+import argparse
+import gzip
+import math
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ANSI = re.compile(r"\x1b\[([0-9;]*)[mK]")
+LAUNCH = re.compile(r"\*\*\* \w+\s+\d+ (\S+)\s.*?tm\s+([\d.]+)(us|ms)/\s*[\d.]+\w+ \(\s*([\d.]+) GFLOPS")
+START = re.compile(r"0\.00s:\s+from\s+1 ->\s+1 actions (.*)$")
+ROUND = re.compile(r"([\d.]+)s:\s+([\d.]+)(us|ms)\s+from\s+\d+ ->\s+\d+ actions")
+PROGRESS = re.compile(r"(\d+)/(\d+) \[(\d+):(\d+)(?::(\d+))?<")
+SHAPE_DIM = re.compile(r"\x1b\[(\d+)m\s*(\d+)\x1b\[0m")
+
+
+@dataclass
+class Search:
+  dims: list[int]          # the unoptimized kernel's loop sizes (globals then reduces)
+  reduce: bool
+  best_us: float = math.inf
+  seconds: float = 0.0     # wall time of its rounds
+
+  @property
+  def gflop(self) -> float:   # a multiply-accumulate per point of the loop nest: 2 FLOP
+    return 2 * math.prod(self.dims) / 1e9 if self.reduce else 0.0
+
+
+@dataclass
+class BeamLog:
+  step0: list[tuple[str, float, float]] = field(default_factory=list)   # (kernel, us, GFLOP) at BEAM=0
+  searches: list[Search] = field(default_factory=list)
+  progress: tuple[int, int, float] | None = None                         # (done, total, elapsed s)
+
+
+def parse(text: str) -> BeamLog:
+  log = BeamLog()
+  first_step, _, rest = text.partition("init train step 0")
+  for line in ANSI.sub("", first_step).replace("\r", "\n").splitlines():
+    if (m := LAUNCH.search(line)) and m.group(1) != "copy":
+      us = float(m.group(2)) * (1000 if m.group(3) == "ms" else 1)
+      log.step0.append((m.group(1), us, float(m.group(4)) * us / 1e6))
+  for raw in rest.replace("\r", "\n").splitlines():
+    plain = ANSI.sub("", raw)
+    if (m := PROGRESS.search(plain)):
+      mins_or_h, secs, extra = int(m.group(3)), int(m.group(4)), m.group(5)
+      elapsed = (mins_or_h * 3600 + secs * 60 + int(extra)) if extra else mins_or_h * 60 + secs
+      log.progress = (int(m.group(1)), int(m.group(2)), float(elapsed))
+    if (m := START.search(plain)):
+      colored = raw[raw.rfind("actions"):]
+      dims = [(int(c), int(n)) for c, n in SHAPE_DIM.findall(colored)]
+      log.searches.append(Search([n for _, n in dims], reduce=any(c in (31, 91) for c, _ in dims)))
+    elif (m := ROUND.search(plain)) and log.searches:
+      s = log.searches[-1]
+      s.best_us = min(s.best_us, float(m.group(2)) * (1000 if m.group(3) == "ms" else 1))
+      s.seconds = float(m.group(1))
+  return log
+
+
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+  xs = sorted(xs)
+  return tuple(xs[min(len(xs) - 1, int(q * len(xs)))] for q in (0.25, 0.5, 0.75)) if xs else (math.nan,) * 3
+
+
+def report(log: BeamLog, min_gflop: float = 1.0, out=None) -> dict:
+  """Print (and return) the BEAM=0 breakdown, the search's progress and the rates the search found."""
+  out = out or sys.stdout
+  total_ms = sum(us for _, us, _ in log.step0) / 1e3
+  reduce_ms = sum(us for n, us, _ in log.step0 if n.startswith("r_")) / 1e3
+  big0 = [(us, g) for n, us, g in log.step0 if n.startswith("r_") and g >= min_gflop]
+  print(f"BEAM=0 first step: {len(log.step0)} kernel launches, {total_ms:.1f} ms of kernel time; reductions "
+        f"(convolutions, matmuls, norms) {reduce_ms:.1f} ms = {100 * reduce_ms / max(total_ms, 1e-9):.0f}%", file=out)
+  rates0 = quartiles([g / us * 1e3 for us, g in big0])
+  big0_ms = sum(us for us, _ in big0) / 1e3
+  print(f"  {len(big0)} launches of >= {min_gflop:g} GFLOP take {big0_ms:.1f} ms at TFLOP/s (tinygrad's estimate, which "
+        f"also counts index arithmetic) q1/median/q3 {rates0[0]:.1f} / {rates0[1]:.1f} / {rates0[2]:.1f}", file=out)
+  res = {"step0_ms": total_ms, "step0_launches": len(log.step0), "big0_ms": big0_ms, "big0_tflops": rates0}
+  if log.progress:
+    done, total, secs = log.progress
+    print(f"BEAM search: kernel {done}/{total} of the capture step reached after {secs / 60:.1f} min (kernels carried in "
+          f"from an earlier search count as done)", file=out)
+    res["progress"] = log.progress
+  finished = log.searches[:-1] if log.progress and log.progress[0] < log.progress[1] else log.searches
+  big1 = [s for s in finished if s.gflop >= min_gflop and math.isfinite(s.best_us)]
+  if big1:
+    rates1 = quartiles([s.gflop / s.best_us * 1e3 for s in big1])
+    print(f"  searched here: {len(finished)} kernels in {sum(s.seconds for s in finished) / 60:.1f} min of rounds; "
+          f"{len(big1)} of >= {min_gflop:g} GFLOP reach TFLOP/s (2 FLOP per multiply-accumulate of the loop shape) "
+          f"q1/median/q3 {rates1[0]:.1f} / {rates1[1]:.1f} / {rates1[2]:.1f}", file=out)
+    # the BEAM=0 launches' FLOP estimate is an upper bound on their real FLOP, so this projection errs slow
+    projected = sum(g for _, g in big0) / rates1[1]
+    print(f"  the {len(big0)} large BEAM=0 launches at the searched median rate: {big0_ms:.0f} ms -> about {projected:.0f} ms",
+          file=out)
+    print(f"  {'loop shape (unoptimized)':<30}{'GFLOP':>7}{'best us':>9}{'TFLOP/s':>9}", file=out)
+    for s in sorted(big1, key=lambda s: -s.gflop)[:12]:
+      print(f"  {' '.join(map(str, s.dims)):<30}{s.gflop:>7.1f}{s.best_us:>9.0f}{s.gflop / s.best_us * 1e3:>9.1f}", file=out)
+    res.update(searched=len(finished), big1_tflops=rates1, projected_big_ms=projected)
+  return res
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(prog="python -m tooling.beamlog", description=__doc__.split("\n\n")[0])
+  p.add_argument("logs", nargs="+", type=Path)
+  args = p.parse_args(argv)
+  for path in args.logs:
+    try:
+      with (gzip.open(path, "rt", errors="replace") if path.suffix == ".gz" else path.open(errors="replace")) as f: text = f.read()
+    except (OSError, EOFError) as e:   # missing, unreadable, or a .gz that is not gzip / is cut short
+      print(f"error: cannot read {path}: {getattr(e, 'strerror', None) or e}. Pass the log (plain or .gz) that a "
+            f"`DEBUG=2 tinyperf bench` run wrote.", file=sys.stderr)
+      return 2
+    print(f"== {path}")
+    report(parse(text))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
