@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--record", type=Path, help="append the JSON records to this file")
   p.add_argument("--beam-cache", type=Path, help="sqlite file of BEAM search results: seeds the tinygrad side's kernel "
                  "cache and receives what it searched (also when stopped), so a search can go on across machines")
+  p.add_argument("--dropout", type=float, help="bert: hidden and attention dropout on both sides (default 0.1, as in a "
+                 "submission; 0 measures what dropout costs)")
   p.add_argument("--time-limit", type=float, help="stop the tinygrad side after this many seconds (with --beam-cache, "
                  "what it searched so far is kept)")
 
@@ -52,11 +54,16 @@ def config(args):
   return cfg
 
 
+def dropout(args, cfg) -> float:
+  return args.dropout if args.dropout is not None else cfg.get("DROPOUT", 0.1)
+
+
 def run_tinygrad(args, extra_env: dict) -> dict:
   cfg = config(args)
   env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUS": str(args.gpus), "BS": str(args.bs * args.gpus),
          "EVAL_BS": str(args.bs * args.gpus), **extra_env}
   if args.beam is not None: env["TRAIN_BEAM"] = str(args.beam)
+  if args.dropout is not None: env["DROPOUT"] = str(args.dropout)
   with tempfile.TemporaryDirectory() as tmp:
     if args.beam_cache:   # a BEAM search continued from the searches saved by earlier runs of this command
       env["CACHEDB"] = str(Path(tmp) / "cache.db")
@@ -81,7 +88,7 @@ def run_tinygrad(args, extra_env: dict) -> dict:
                        if args.beam_cache else ""))
   if rc != 0 or not recs:
     raise UserError(f"the tinygrad side failed (exit {rc}); its output ends with:\n{out[-2000:]}")
-  return {**recs[-1], "wall_s": time.time() - t0}
+  return {**recs[-1], "wall_s": time.time() - t0, **({"dropout": dropout(args, cfg)} if args.benchmark == "bert" else {})}
 
 
 # tinygrad's kernel cache (CACHEDB, sqlite) holds compiled programs (large: >100 MB for ResNet-50) and, in the
@@ -118,7 +125,7 @@ def run_torch(args) -> list[dict]:
          "--modes", args.torch_modes]
   if args.benchmark == "bert":   # the config's shapes (BERT_LAYERS stays 24: the bench measures the real model)
     cfg = config(args)
-    cmd += ["--seq", str(cfg["MAX_SEQ_LEN"]), "--preds", str(cfg["MAX_PREDICTIONS"])]
+    cmd += ["--seq", str(cfg["MAX_SEQ_LEN"]), "--preds", str(cfg["MAX_PREDICTIONS"]), "--dropout", str(dropout(args, cfg))]
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
   out = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
   if proc.returncode != 0 or not out:
@@ -127,6 +134,8 @@ def run_torch(args) -> list[dict]:
 
 
 def main(args) -> int:
+  if args.dropout is not None and (args.benchmark != "bert" or not 0 <= args.dropout < 1):
+    raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
   ours = run_tinygrad(args, {})
   theirs = run_torch(args) if args.against == "torch" else []
   unit = UNIT[args.benchmark]

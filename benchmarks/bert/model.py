@@ -63,7 +63,8 @@ class BertConfig:
     """BERT_LAYERS/HIDDEN/HEADS/INTERMEDIATE from a platform config; `layers` overrides (INIT_BERT_LAYERS)."""
     return BertConfig(layers=int(layers if layers is not None else knobs["BERT_LAYERS"]), hidden=int(knobs["BERT_HIDDEN"]),
                       heads=int(knobs["BERT_HEADS"]), intermediate=int(knobs["BERT_INTERMEDIATE"]), vocab=vocab,
-                      max_positions=max(512, int(knobs["MAX_SEQ_LEN"])))
+                      max_positions=max(512, int(knobs["MAX_SEQ_LEN"])),
+                      hidden_dropout=float(knobs.get("DROPOUT", 0.1)), attention_dropout=float(knobs.get("DROPOUT", 0.1)))
 
 
 def trunc_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

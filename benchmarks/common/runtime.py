@@ -61,7 +61,7 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   from benchmarks.common.io import InputError
   try:
     cfg = load_config(benchmark, args.platform, path=getattr(args, "config", None))
-    for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {old})")
+    for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {'not set' if old is None else old})")
     apply_tinygrad_env(cfg, args.phase)
     # INIT starts its cache empty; a BENCHMARK run given an explicit CACHEDB keeps it (a BEAM search carried over
     # from an earlier measurement: `tinyperf bench --beam-cache`), which no submission run does

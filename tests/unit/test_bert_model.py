@@ -48,11 +48,12 @@ def test_state_dict_names_follow_the_tf_table():
   assert "cls.predictions.decoder.weight" not in sd           # tied: the word embeddings are the decoder
 
 
-def _tiny_model(w, heads=2):
+def _tiny_model(w, heads=2, dropout=0.1):
   ours = convert_arrays(w)
   V, H = ours["bert.embeddings.word_embeddings.weight"].shape
   c = BertConfig(layers=2, hidden=H, heads=heads, intermediate=ours["bert.encoder.layer.0.intermediate.dense.weight"].shape[0],
-                 vocab=V, max_positions=ours["bert.embeddings.position_embeddings.weight"].shape[0])
+                 vocab=V, max_positions=ours["bert.embeddings.position_embeddings.weight"].shape[0],
+                 hidden_dropout=dropout, attention_dropout=dropout)
   model = BertForPretraining(c)
   load_weights(model, ours)
   place_model(model, ["CPU"])
@@ -129,3 +130,29 @@ def test_half_compute_keeps_fp32_weights_and_fp32_logits():
   assert h.dtype == dtypes.float16                              # compute in half ...
   assert mlm.dtype == dtypes.float32 and nsp.dtype == dtypes.float32   # ... logits (and losses) in float32
   assert model.bert.embeddings.word_embeddings.weight.dtype == dtypes.float32   # fp32 master weights
+
+
+def test_dropout_knob_reaches_the_model_and_zero_turns_it_off():
+  from benchmarks.common.config import load_config
+  default = BertConfig.from_knobs(load_config("bert", "1xH200", environ={}).knobs)
+  off = BertConfig.from_knobs(load_config("bert", "1xH200", environ={"DROPOUT": "0"}).knobs)
+  assert (default.hidden_dropout, default.attention_dropout) == (0.1, 0.1)     # BERT-large's, when the config is silent
+  assert (off.hidden_dropout, off.attention_dropout) == (0.0, 0.0)
+  w = tf_weights()
+  ids, seg, mask, pos = (Tensor(a) for a in fixed_batch())
+  for p, differs in ((0.1, True), (0.0, False)):
+    model = _tiny_model(w, dropout=p)
+    with Context(TRAINING=1):
+      a, b = (model(ids, seg, mask, pos)[0].numpy() for _ in range(2))
+    assert (not np.allclose(a, b)) == differs, p
+
+
+def test_closed_run_refuses_a_changed_dropout(tmp_path):
+  import os, subprocess, sys
+  from tests.conftest import REPO
+  r = subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "1xH200", "--phase", "run",
+                      "--seed", "1", "--results", str(tmp_path / "results"), "--data", str(tmp_path / "data")],
+                     cwd=REPO, env={**os.environ, "DROPOUT": "0", "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 2, r.stderr[-2000:]
+  assert "DROPOUT=0.0" in r.stderr and "closed" in r.stderr and "Traceback" not in r.stderr
+  assert not any(":::MLLOG" in f.read_text() for f in (tmp_path / "results").rglob("*.txt"))   # refused before any log line

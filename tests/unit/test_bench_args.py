@@ -1,0 +1,14 @@
+"""`tinyperf bench` refuses arguments that do not fit the benchmark before starting anything."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.parametrize("argv", [["resnet", "--dropout", "0"], ["bert", "--dropout", "1.5"], ["bert", "--dropout", "-0.1"]])
+def test_dropout_only_for_bert_and_only_a_probability(argv):
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", *argv], cwd=REPO, capture_output=True, text=True,
+                     timeout=120)
+  assert r.returncode == 2 and "--dropout" in r.stderr and "Traceback" not in r.stderr
