@@ -1,0 +1,73 @@
+"""What one BERT train step asks of the GPU, counted without one: kernels, FLOP and bytes by tinygrad's own estimates.
+
+Runs the real train step (model, LAMB, clipping, loss scale, dropout: benchmarks.bert.train.Trainer) once, eagerly, on
+any device; DEV=NULL compiles every kernel and runs none, so it works on a laptop. Prints one JSON line per variant
+(set by environment knobs, e.g. DROPOUT=0) and the difference to the first, so a change's predicted effect on a GPU
+(bytes / bandwidth, FLOP / rate) is known before a device lease is spent on measuring it:
+
+  DEV=NULL NULL_ALLOW_COPYOUT=1 python -m benchmarks.bert.step_cost --layers 2 --variants "DROPOUT=0.1" "DROPOUT=0"
+
+tinygrad counts FLOP as ALU ops (index arithmetic included) and bytes as each kernel's buffer traffic, so the figures
+are upper bounds on work a perfect kernel would do, and comparable between variants."""
+from __future__ import annotations
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def one_step(platform: str, layers: int, bs: int | None) -> dict:
+  from tinygrad import GlobalCounters, Tensor
+  from benchmarks.common.config import load_config
+  from benchmarks.bert.steps import fake_batch, to_device
+  from benchmarks.bert.train import Trainer
+  cfg = load_config("bert", platform)
+  if bs: cfg.knobs["BS"] = bs
+  k = cfg.knobs
+  t0 = time.perf_counter()
+  tr = Trainer(cfg, seed=0, layers=layers)
+  batch = to_device(fake_batch(k["BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"]), tr.devices)
+  Tensor.realize(*batch.values())
+  GlobalCounters.reset()
+  loss, _ = tr.train_step(**batch)    # the first call of a TinyJit runs eagerly: every kernel of the step, once
+  loss.realize()
+  return {"layers": layers, "bs": k["BS"], "dropout": k.get("DROPOUT", 0.1), "kernels": GlobalCounters.kernel_count,
+          "gflop": GlobalCounters.global_ops / 1e9, "gbytes": GlobalCounters.global_mem / 1e9,
+          "host_s": time.perf_counter() - t0}
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  p.add_argument("--platform", default="1xH200")
+  p.add_argument("--layers", type=int, default=2, help="encoder layers (every layer runs the same kernels)")
+  p.add_argument("--bs", type=int, help="global batch (default: the config's)")
+  p.add_argument("--variants", nargs="+", default=["DROPOUT=0.1", "DROPOUT=0"],
+                 help="KNOB=VALUE[,KNOB=VALUE] per variant; each runs in a fresh process")
+  p.add_argument("--one", help=argparse.SUPPRESS)   # internal: run one variant in this process
+  a = p.parse_args(argv)
+  if a.one is not None:
+    print(json.dumps({"variant": a.one, **one_step(a.platform, a.layers, a.bs)}), flush=True)
+    return 0
+  rows = []
+  for v in a.variants:
+    env = dict(os.environ, **dict(kv.split("=", 1) for kv in v.split(",") if kv))
+    cmd = [sys.executable, "-m", "benchmarks.bert.step_cost", "--platform", a.platform, "--layers", str(a.layers),
+           "--one", v] + (["--bs", str(a.bs)] if a.bs else [])
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if out.returncode != 0 or not lines:
+      print(f"variant {v} failed (exit {out.returncode}):\n{out.stderr[-2000:]}", file=sys.stderr)
+      return 1
+    rows.append(json.loads(lines[-1])); print(lines[-1], flush=True)
+  base = rows[0]
+  for r in rows[1:]:
+    print(f"{r['variant']} vs {base['variant']}: kernels {r['kernels'] - base['kernels']:+d}, "
+          f"GFLOP {r['gflop'] - base['gflop']:+.1f} ({r['gflop'] / base['gflop'] - 1:+.1%}), "
+          f"GB {r['gbytes'] - base['gbytes']:+.2f} ({r['gbytes'] / base['gbytes'] - 1:+.1%})")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
