@@ -6,7 +6,9 @@
 #   t=0      GPU0: BERT-large, 1 GPU, BEAM=0, then PyTorch eager on the same GPU (one `tinyperf bench` command)
 #   then     both: BERT-large on 2 GPUs, BEAM=0, once the 1-GPU job is done; the search (RESNET_FIRST_S) has stopped
 #            before its timed steps, which come after about 5 minutes of first steps (measured 2026-11-30)
-#   after    GPU1: the ResNet search goes on (from its saved BEAM cache) until the deadline
+#   after    GPU1: the ResNet search goes on (from its saved BEAM cache) until the deadline;
+#            GPU0 meanwhile: BERT-large, 1 GPU, without dropout (both sides), to measure what dropout costs
+# BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (e.g. docs/perf/*_beam1_partial.db).
 # On 2026-11-30 the 2-GPU job was started 150 s in, beside the 1-GPU job: their timed steps overlapped other work and
 # were 1.8x slow (docs/PERFORMANCE.md); this order replaces that.
 # Start it detached (`setsid nohup scripts/perf_lease_h200x2.sh >/dev/null 2>&1 &`): a device command may run 10 min.
@@ -30,6 +32,7 @@ resnet_search() {  # GPU, seconds, log
 }
 
 event "start"
+[ -n "${BEAM_SEED_DB:-}" ] && [ ! -f "$JOB/resnet_beam.db" ] && cp "$BEAM_SEED_DB" "$JOB/resnet_beam.db"
 resnet_search 1 "${RESNET_FIRST_S:-480}" "$JOB/resnet_beam1.log" &
 SEARCH=$!
 ( CUDA_VISIBLE_DEVICES=0 tinyperf bench bert --gpus 1 --bs 32 --steps 6 --beam 0 --torch-modes eager --time-limit 780 \
@@ -42,5 +45,12 @@ tinyperf bench bert --gpus 2 --bs 32 --steps 6 --beam 0 --against none --time-li
 event "bert 2 GPUs exit $?"
 wait "$SEARCH"
 LEFT=$(( DEADLINE - $(date +%s) - 20 ))
-[ "$LEFT" -gt 90 ] && resnet_search 1 "$LEFT" "$JOB/resnet_beam2.log"
+if [ "$LEFT" -gt 90 ]; then
+  resnet_search 1 "$LEFT" "$JOB/resnet_beam2.log" &
+  SEARCH=$!
+  ( CUDA_VISIBLE_DEVICES=0 tinyperf bench bert --gpus 1 --bs 32 --steps 6 --beam 0 --dropout 0 --torch-modes eager \
+      --time-limit $(( LEFT - 60 )) --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_1gpu_nodropout.log"
+    event "bert 1 GPU no dropout exit $?" )
+  wait "$SEARCH"
+fi
 event done
