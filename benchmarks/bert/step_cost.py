@@ -18,15 +18,13 @@ import sys
 import time
 
 
-def one_step(platform: str, layers: int, bs: int | None) -> dict:
+def one_step(platform: str, layers: int) -> dict:
   from tinygrad import GlobalCounters, Tensor
   from benchmarks.common.config import load_config
   from benchmarks.bert.steps import fake_batch, to_device
   from benchmarks.bert.train import Trainer
-  cfg = load_config("bert", platform)
-  if bs: cfg.knobs["BS"] = bs
-  k = cfg.knobs
-  t0 = time.perf_counter()
+  cfg = load_config("bert", platform)    # knobs overridden by the environment, as in a run (BS, DROPOUT, ...)
+  k, t0 = cfg.knobs, time.perf_counter()
   tr = Trainer(cfg, seed=0, layers=layers)
   batch = to_device(fake_batch(k["BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"]), tr.devices)
   Tensor.realize(*batch.values())
@@ -48,13 +46,12 @@ def main(argv=None) -> int:
   p.add_argument("--one", help=argparse.SUPPRESS)   # internal: run one variant in this process
   a = p.parse_args(argv)
   if a.one is not None:
-    print(json.dumps({"variant": a.one, **one_step(a.platform, a.layers, a.bs)}), flush=True)
+    print(json.dumps({"variant": a.one, **one_step(a.platform, a.layers)}), flush=True)
     return 0
   rows = []
   for v in a.variants:
-    env = dict(os.environ, **dict(kv.split("=", 1) for kv in v.split(",") if kv))
-    cmd = [sys.executable, "-m", "benchmarks.bert.step_cost", "--platform", a.platform, "--layers", str(a.layers),
-           "--one", v] + (["--bs", str(a.bs)] if a.bs else [])
+    env = dict(os.environ, **({"BS": str(a.bs)} if a.bs else {}), **dict(kv.split("=", 1) for kv in v.split(",") if kv))
+    cmd = [sys.executable, "-m", "benchmarks.bert.step_cost", "--platform", a.platform, "--layers", str(a.layers), "--one", v]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:
