@@ -86,17 +86,34 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
     if timer: timer.cancel()
 
 
-def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None) -> tuple[dict, Path]:
+# Closed rules allow 30 minutes from init_start to init_stop. An INIT still going 35 minutes after its process started
+# (init_start comes seconds in, after imports and the page-cache drop) cannot pass, and a BEAM search can stall far
+# longer than that (docs/PERFORMANCE.md: a compile timeout tinygrad 0.14 loses), so a closed INIT is stopped there
+# instead of holding the GPUs for a RUN whose log the checker would reject.
+CLOSED_INIT_STOP_S = 35 * 60
+
+
+def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None,
+             init_limit_s: float | None = None) -> tuple[dict, Path]:
   """INIT then RUN with this Python, the way run_and_time.sh does it, appending to one MLPerf log in `work`. The host
-  backend calls it directly; in a container, tooling/inside.py does (with the kernel cache on its own volume)."""
+  backend calls it directly; in a container, tooling/inside.py does (with the kernel cache on its own volume).
+  init_limit_s: stop INIT after this long (default: CLOSED_INIT_STOP_S in the closed division, none in open)."""
   from benchmarks.common.config import ROOT
   log = work / "mlperf.txt"
   env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / "cache" / "tinygrad.db")}
   codes = {}
+  if init_limit_s is None and cfg["division"] == "closed": init_limit_s = CLOSED_INIT_STOP_S
   for phase in ("init", "run"):
     cmd = [sys.executable, "-m", f"benchmarks.{cfg.benchmark}.train", "--platform", cfg.platform, "--phase", phase,
            "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
-    codes[phase] = stream_process(cmd, env, out_file, cwd=ROOT)
+    t0 = time.time()
+    codes[phase] = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s if phase == "init" else None)
+    if phase == "init" and init_limit_s and codes[phase] < 0 and time.time() - t0 >= init_limit_s:
+      msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow 30 min from init_start "
+             f"to init_stop, so this run could not pass. Narrow the BEAM search (the BEAM_* knobs of {cfg.path}) or "
+             f"look for a stalled compile in the output above; RUN was not started.\n{'!' * 100}\n")
+      sys.stderr.write(msg)
+      if out_file is not None: out_file.write(msg.encode()); out_file.flush()
     if codes[phase] not in (0, 1) or (phase == "init" and codes[phase] != 0): break
   return codes, log
 
