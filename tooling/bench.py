@@ -77,12 +77,12 @@ def run_tinygrad(args, extra_env: dict) -> dict:
            "--seed", "0", "--results", tmp, "--benchmark-steps", str(args.steps)]
     t0, out = time.time(), io.BytesIO()
     try:
-      rc = stream_process(cmd, env, out, ROOT, time_limit=args.time_limit)
+      rc, stopped = stream_process(cmd, env, out, ROOT, time_limit=args.time_limit)
     finally:
       if args.beam_cache: save_beam_cache(Path(env["CACHEDB"]), args.beam_cache)
   out = out.getvalue().decode(errors="replace")
   recs = _records(out)
-  if args.time_limit and rc < 0 and time.time() - t0 >= args.time_limit:
+  if stopped:
     raise UserError(f"the tinygrad side did not finish within --time-limit {args.time_limit:.0f} s and was stopped"
                     + (f"; the kernels it searched are saved in {args.beam_cache}: run the same command again to go on"
                        if args.beam_cache else ""))

@@ -63,18 +63,24 @@ def _unique_seed(taken: set[int], bits: int) -> int:
     if seed not in taken: return seed
 
 
-def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None) -> int:
+def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None) -> tuple[int, bool]:
   """Run one phase, teeing its output to the console and to out_file (if any) as it arrives (a crash keeps what was
-  printed). With time_limit, its whole process group (BEAM's workers too) is killed after that many seconds: the exit
-  code is then -SIGKILL."""
+  printed). With time_limit, its whole process group (BEAM's workers too) is killed after that many seconds.
+  Returns (exit code, whether the time limit stopped it): -SIGKILL alone could also be the OOM killer."""
   proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-  timer = threading.Timer(time_limit, os.killpg, (proc.pid, signal.SIGKILL)) if time_limit else None
+  stopped = threading.Event()
+  def stop():
+    if proc.poll() is not None: return     # it finished just as the limit came
+    stopped.set()
+    try: os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError: pass
+  timer = threading.Timer(time_limit, stop) if time_limit else None
   if timer: timer.start()
   try:
     for chunk in iter(lambda: proc.stdout.read1(65536), b""):
       if out_file is not None: out_file.write(chunk); out_file.flush()
       sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
-    return proc.wait()
+    return proc.wait(), stopped.is_set()
   except BaseException:
     # Ctrl-C or launcher failure: stop the whole process group of the phase, then re-raise
     try: os.killpg(proc.pid, signal.SIGTERM); proc.wait(timeout=30)
@@ -106,9 +112,8 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   for phase in ("init", "run"):
     cmd = [sys.executable, "-m", f"benchmarks.{cfg.benchmark}.train", "--platform", cfg.platform, "--phase", phase,
            "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
-    t0 = time.time()
-    codes[phase] = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s if phase == "init" else None)
-    if phase == "init" and init_limit_s and codes[phase] < 0 and time.time() - t0 >= init_limit_s:
+    codes[phase], stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s if phase == "init" else None)
+    if stopped:
       msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow 30 min from init_start "
              f"to init_stop, so this run could not pass. Narrow the BEAM search (the BEAM_* knobs of {cfg.path}) or "
              f"look for a stalled compile in the output above; RUN was not started.\n{'!' * 100}\n")

@@ -55,9 +55,9 @@ def test_time_limit_stops_the_whole_process_group(tmp_path):
   from tooling.run import stream_process
   pidfile = tmp_path / "child.pid"
   out, t0 = io.BytesIO(), time.time()
-  rc = stream_process(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; echo started; wait"], dict(os.environ), out,
+  rc, stopped = stream_process(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; echo started; wait"], dict(os.environ), out,
                       tmp_path, time_limit=1.0)
-  assert rc == -9 and time.time() - t0 < 30 and out.getvalue() == b"started\n"
+  assert rc == -9 and stopped and time.time() - t0 < 30 and out.getvalue() == b"started\n"
   child = int(pidfile.read_text())
   time.sleep(0.2)
   state = open(f"/proc/{child}/stat").read().split()[2] if os.path.exists(f"/proc/{child}") else "gone"
