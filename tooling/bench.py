@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, load_config
+from benchmarks.common.config import ROOT, bert_dropout, load_config
 from tooling.errors import UserError
 from tooling.run import stream_process
 
@@ -55,7 +55,7 @@ def config(args):
 
 
 def dropout(args, cfg) -> float:
-  return args.dropout if args.dropout is not None else cfg.get("DROPOUT", 0.1)
+  return args.dropout if args.dropout is not None else bert_dropout(cfg.knobs)
 
 
 def run_tinygrad(args, extra_env: dict) -> dict:

@@ -41,6 +41,8 @@ from tinygrad.helpers import prod, USE_ATOMICS
 from tinygrad.nn import Embedding as TinygradEmbedding
 from tinygrad.nn.state import get_state_dict
 
+from benchmarks.common.config import BERT_DROPOUT, bert_dropout
+
 INIT_STD = 0.02
 LN_EPS = 1e-12
 MASK_ADD = -10000.0
@@ -55,8 +57,8 @@ class BertConfig:
   vocab: int = 30522
   max_positions: int = 512
   type_vocab: int = 2
-  hidden_dropout: float = 0.1
-  attention_dropout: float = 0.1
+  hidden_dropout: float = BERT_DROPOUT
+  attention_dropout: float = BERT_DROPOUT
 
   @staticmethod
   def from_knobs(knobs: Mapping, layers: int | None = None, vocab: int = 30522) -> "BertConfig":
@@ -64,7 +66,7 @@ class BertConfig:
     return BertConfig(layers=int(layers if layers is not None else knobs["BERT_LAYERS"]), hidden=int(knobs["BERT_HIDDEN"]),
                       heads=int(knobs["BERT_HEADS"]), intermediate=int(knobs["BERT_INTERMEDIATE"]), vocab=vocab,
                       max_positions=max(512, int(knobs["MAX_SEQ_LEN"])),
-                      hidden_dropout=float(knobs.get("DROPOUT", 0.1)), attention_dropout=float(knobs.get("DROPOUT", 0.1)))
+                      hidden_dropout=bert_dropout(knobs), attention_dropout=bert_dropout(knobs))
 
 
 def trunc_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -20,7 +20,7 @@ import time
 
 def one_step(platform: str, layers: int) -> dict:
   from tinygrad import GlobalCounters, Tensor
-  from benchmarks.common.config import load_config
+  from benchmarks.common.config import bert_dropout, load_config
   from benchmarks.bert.steps import fake_batch, to_device
   from benchmarks.bert.train import Trainer
   cfg = load_config("bert", platform)    # knobs overridden by the environment, as in a run (BS, DROPOUT, ...)
@@ -31,7 +31,7 @@ def one_step(platform: str, layers: int) -> dict:
   GlobalCounters.reset()
   loss, _ = tr.train_step(**batch)    # the first call of a TinyJit runs eagerly: every kernel of the step, once
   loss.realize()
-  return {"layers": layers, "bs": k["BS"], "dropout": k.get("DROPOUT", 0.1), "kernels": GlobalCounters.kernel_count,
+  return {"layers": layers, "bs": k["BS"], "dropout": bert_dropout(k), "kernels": GlobalCounters.kernel_count,
           "gflop": GlobalCounters.global_ops / 1e9, "gbytes": GlobalCounters.global_mem / 1e9,
           "host_s": time.perf_counter() - t0}
 

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import ConfigError, PlatformConfig
+from benchmarks.common.config import BERT_DROPOUT, ConfigError, PlatformConfig, bert_dropout
 from benchmarks.common.io import InputError
 from benchmarks.common import mlperf, runtime
 
@@ -237,8 +237,8 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
 
 def run_phase(cfg: PlatformConfig, args) -> int:
   from mlperf_logging.mllog import constants as C
-  if cfg["division"] == "closed" and cfg.get("DROPOUT", 0.1) != 0.1:   # the model is fixed in closed; no key logs it
-    raise ConfigError(f"{cfg.path}: DROPOUT={cfg['DROPOUT']} changes BERT-large's dropout (0.1), which the closed division "
+  if cfg["division"] == "closed" and bert_dropout(cfg.knobs) != BERT_DROPOUT:   # the model is fixed in closed; no key logs it
+    raise ConfigError(f"{cfg.path}: DROPOUT={cfg['DROPOUT']} changes BERT-large's dropout ({BERT_DROPOUT}), which the closed division "
                       f"fixes and no MLPerf log key records. Unset DROPOUT for a closed run (it is meant for `tinyperf "
                       f"bench --dropout`), or make the platform config's division open.")
   # The clock starts before any dataset access, and before the initial checkpoint is read. MLPerf lets model creation

@@ -123,12 +123,17 @@ BERT = {
   "INIT_CHECKPOINT": Knob(int, "1 = RUN starts from the MLPerf phase-1 checkpoint (DATA/bert-large.safetensors, made by "
                               "prep checkpoint), 0 = from random init (toy runs)", choices=(0, 1)),
   "SUM_DTYPE": Knob(str, "reduction accumulation dtype", required=False, choices=("HALF", "FLOAT")),
-  "DROPOUT": Knob(float, "hidden and attention dropout probability (default 0.1, BERT-large's and the closed "
+  "DROPOUT": Knob(float, "hidden and attention dropout probability (default BERT_DROPOUT, BERT-large's and the closed "
                          "reference's; a closed RUN refuses any other value; `tinyperf bench --dropout 0` measures its cost)",
                   required=False),
 }
 
 SCHEMA = {"resnet": {**COMMON, **RESNET}, "bert": {**COMMON, **BERT}}
+BERT_DROPOUT = 0.1   # BERT-large's dropout, fixed in the closed division: DROPOUT's value when a config does not set it
+
+
+def bert_dropout(knobs) -> float:
+  return float(knobs.get("DROPOUT", BERT_DROPOUT))
 
 
 @dataclass
