@@ -6,8 +6,11 @@
 #   t=0      GPU0: BERT-large, 1 GPU, BEAM=0, then PyTorch eager on the same GPU (one `tinyperf bench` command)
 #   then     both: BERT-large on 2 GPUs, BEAM=0, once the 1-GPU job is done; the search (RESNET_FIRST_S) has stopped
 #            before its timed steps, which come after about 5 minutes of first steps (measured 2026-11-30)
-#   after    GPU1: the ResNet search goes on (from its saved BEAM cache) until the deadline;
-#            GPU0 meanwhile: BERT-large, 1 GPU, without dropout (both sides), to measure what dropout costs
+#   after    both: what the BEAM_* knobs buy, side by side until the deadline: the ResNet search goes on from the same
+#            saved cache twice, GPU1 with the 1xH200 config's narrowed knobs, GPU0 with tinygrad 0.14's defaults
+#            (BEAM_UOPS_MAX 3000, BEAM_UPCAST_MAX 256, BEAM_MIN_PROGRESS 0.01 us), each with half the cores, so both
+#            meet the same kernels in the same order: `python -m tooling.beamlog` on the two logs compares search
+#            time and kernel speed per kernel
 # BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (e.g. docs/perf/*_beam1_partial.db).
 # On 2026-11-30 the 2-GPU job was started 150 s in, beside the 1-GPU job: their timed steps overlapped other work and
 # were 1.8x slow (docs/PERFORMANCE.md); this order replaces that.
@@ -25,9 +28,9 @@ event() { echo "$(date +%s) t=$(( $(date +%s) - T0 ))s $*" >>"$JOB/events"; }
 stamp() { python3 -u -c 'import sys, time
 for line in sys.stdin: sys.stdout.write(f"{time.time():.1f} {line}"); sys.stdout.flush()' >"$1"; }
 tinyperf() { python3 -m tooling.cli "$@"; }
-resnet_search() {  # GPU, seconds, log
-  CUDA_VISIBLE_DEVICES=$1 PARALLEL=${PARALLEL_SEARCH:-24} DEBUG=2 tinyperf bench resnet --gpus 1 --beam 1 --steps 10 \
-    --against none --beam-cache "$JOB/resnet_beam.db" --time-limit "$2" --record "$JOB/resnet.jsonl" 2>&1 | stamp "$3"
+resnet_search() {  # GPU, seconds, log, [cache, workers]
+  CUDA_VISIBLE_DEVICES=$1 PARALLEL=${5:-${PARALLEL_SEARCH:-24}} DEBUG=2 tinyperf bench resnet --gpus 1 --beam 1 --steps 10 \
+    --against none --beam-cache "${4:-$JOB/resnet_beam.db}" --time-limit "$2" --record "$JOB/resnet.jsonl" 2>&1 | stamp "$3"
   event "resnet search ($3) exit $?"
 }
 
@@ -45,12 +48,12 @@ tinyperf bench bert --gpus 2 --bs 32 --steps 6 --beam 0 --against none --time-li
 event "bert 2 GPUs exit $?"
 wait "$SEARCH"
 LEFT=$(( DEADLINE - $(date +%s) - 20 ))
-if [ "$LEFT" -gt 90 ]; then
-  resnet_search 1 "$LEFT" "$JOB/resnet_beam2.log" &
+if [ "$LEFT" -gt 150 ]; then
+  cp "$JOB/resnet_beam.db" "$JOB/resnet_beam_tinygrad_defaults.db"
+  resnet_search 1 "$LEFT" "$JOB/resnet_beam_config_knobs.log" "$JOB/resnet_beam.db" 15 &
   SEARCH=$!
-  ( CUDA_VISIBLE_DEVICES=0 tinyperf bench bert --gpus 1 --bs 32 --steps 6 --beam 0 --dropout 0 --torch-modes eager \
-      --time-limit $(( LEFT - 60 )) --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_1gpu_nodropout.log"
-    event "bert 1 GPU no dropout exit $?" )
+  BEAM_UOPS_MAX=3000 BEAM_UPCAST_MAX=256 BEAM_LOCAL_MAX=1024 BEAM_MIN_PROGRESS=0.01 \
+    resnet_search 0 "$LEFT" "$JOB/resnet_beam_tinygrad_defaults.log" "$JOB/resnet_beam_tinygrad_defaults.db" 15
   wait "$SEARCH"
 fi
 event done
