@@ -123,7 +123,7 @@ def init_phase(cfg: PlatformConfig, args) -> int:
   # the real shapes except depth: every encoder layer runs the same kernels, so INIT_BERT_LAYERS layers find them all.
   # A BENCHMARK run times the whole model instead (its step time is what the projection and `tinyperf bench` report).
   tr = Trainer(cfg, args.seed, layers=None if args.benchmark_steps else cfg["INIT_BERT_LAYERS"])
-  n = args.benchmark_steps or 3  # TinyJit captures on the 2nd call and replays from the 3rd
+  n = runtime.JIT_WARMUP_STEPS + (args.benchmark_steps or 1)  # captured on the 2nd call, replayed from the 3rd
   # a BENCHMARK run stops after its train steps: warming up the eval step would only lengthen it
   timer = run_fake_steps(tr, n, with_eval=not args.benchmark_steps)
   mlperf.event(C.INIT_STOP)
@@ -210,7 +210,7 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
     if step % 10 == 0 or step <= 3 or benchmark:
       print(f"step {step}/{total}: loss {loss:.4f}, grad norm {norm:.3f}, lr {tr.scheduler.lr_at(step - 1):.3g}, "
             f"{timer.steps[-1]*1e3:.0f} ms, data {wait*1e3:.0f} ms", flush=True)
-    if benchmark and len(timer.steps) >= benchmark:
+    if benchmark and timer.done(benchmark):
       print(timer.summary(gbs, total, "seq"), flush=True)
       return False, step * gbs
     if step % every and step != total: continue

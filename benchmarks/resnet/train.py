@@ -106,7 +106,7 @@ def init_phase(cfg: PlatformConfig, args) -> int:
   spe = steps_per_epoch(num_train, cfg["BS"])
   t0 = runtime.now()
   tr = Trainer(cfg, args.seed, spe)
-  n = args.benchmark_steps or 3  # TinyJit captures on the 2nd call and replays from the 3rd
+  n = runtime.JIT_WARMUP_STEPS + (args.benchmark_steps or 1)  # captured on the 2nd call, replayed from the 3rd
   # a BENCHMARK run stops after its train steps: warming up the eval step would only lengthen it
   timer = run_fake_steps(tr, n, with_eval=not args.benchmark_steps)
   mlperf.event(C.INIT_STOP)
@@ -157,7 +157,7 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
       bar.update(1)
       bar.set_postfix(loss=f"{loss:.3f}", img_s=f"{k['BS']/timer.steps[-1]:.0f}", wait_ms=f"{it.last_wait_s*1e3:.0f}",
                       mem_gb=f"{GlobalCounters.mem_used/1e9:.1f}")
-      if benchmark and len(timer.steps) >= benchmark: return True
+      if benchmark and timer.done(benchmark): return True
   return False
 
 

@@ -1,0 +1,30 @@
+"""StepTimer: what a BENCHMARK run reports. The JIT's two compiling steps must not decide the median."""
+from benchmarks.common.runtime import JIT_WARMUP_STEPS, StepTimer
+
+
+def timer_with(steps):
+  t = StepTimer()
+  for s in steps: t.add(s, 0.0)
+  return t
+
+
+def test_median_is_over_the_replayed_steps_only():
+  # the 2-GPU BERT-large steps of 2026-11-30 (s): two compiling steps, then four replays, one of them slow
+  t = timer_with([158.9126, 165.0196, 2.3616, 2.3557, 3.1831, 2.3529])
+  assert t.timed() == [2.3616, 2.3557, 3.1831, 2.3529]
+  assert t.median() == 2.3616          # sorted(replays)[4 // 2]; over all six steps it would be 3.1831
+  assert "median of 4 steps 2361.6 ms" in t.summary(64, 100, "seq")
+  assert "27.1 seq/s" in t.summary(64, 100, "seq")
+
+
+def test_benchmark_n_means_n_steps_after_the_warmup():
+  t = timer_with([9.0, 8.0])
+  assert not t.done(1)
+  t.add(1.0, 0.0)
+  assert t.done(1) and not t.done(2)
+  assert JIT_WARMUP_STEPS == 2
+
+
+def test_a_run_stopped_within_the_warmup_still_reports_what_it_has():
+  t = timer_with([5.0])
+  assert t.timed() == [5.0] and t.median() == 5.0
