@@ -67,6 +67,14 @@ def parse(text: str) -> BeamLog:
   return log
 
 
+# The loop-shape FLOP count assumes one multiply-accumulate per point of the loop nest. Some kernels break that: the
+# gradients of strided convolutions run over every input position with masked (zero) loads, and gathers written as
+# reductions (arange == index) multiply by 0/1. Their "rates" come out beyond the chip (2026-11-30: 216 to 13,600
+# "TFLOP/s"). A rate above this bound (an H200's dense fp16 tensor-core peak, the fastest GPU measured here) cannot be
+# real, so such kernels are left out of the rates and counted instead; rates under it remain upper bounds.
+PEAK_TFLOPS = 989.0
+
+
 def quartiles(xs: list[float]) -> tuple[float, float, float]:
   xs = sorted(xs)
   return tuple(xs[min(len(xs) - 1, int(q * len(xs)))] for q in (0.25, 0.5, 0.75)) if xs else (math.nan,) * 3
@@ -90,8 +98,13 @@ def report(log: BeamLog, min_gflop: float = 1.0, out=None) -> dict:
     print(f"BEAM search: kernel {done}/{total} of the capture step reached after {secs / 60:.1f} min (kernels carried in "
           f"from an earlier search count as done)", file=out)
     res["progress"] = log.progress
-  finished = log.searches[:-1] if log.progress and log.progress[0] < log.progress[1] else log.searches
+  finished = finished_searches(log)
   big1 = [s for s in finished if s.gflop >= min_gflop and math.isfinite(s.best_us)]
+  impossible = [s for s in big1 if s.gflop / s.best_us * 1e3 > PEAK_TFLOPS]
+  big1 = [s for s in big1 if s not in impossible]
+  if impossible:
+    print(f"  left out of the rates: {len(impossible)} searched kernels whose loop shape is not a multiply-accumulate "
+          f"nest (its count would exceed {PEAK_TFLOPS:g} TFLOP/s: masked strided gradients, gathers)", file=out)
   if big1:
     rates1 = quartiles([s.gflop / s.best_us * 1e3 for s in big1])
     print(f"  searched here: {len(finished)} kernels in {sum(s.seconds for s in finished) / 60:.1f} min of rounds; "
@@ -105,20 +118,62 @@ def report(log: BeamLog, min_gflop: float = 1.0, out=None) -> dict:
     for s in sorted(big1, key=lambda s: -s.gflop)[:12]:
       print(f"  {' '.join(map(str, s.dims)):<30}{s.gflop:>7.1f}{s.best_us:>9.0f}{s.gflop / s.best_us * 1e3:>9.1f}", file=out)
     res.update(searched=len(finished), big1_tflops=rates1, projected_big_ms=projected)
+  res["impossible"] = len(impossible)
   return res
+
+
+def finished_searches(log: BeamLog) -> list[Search]:
+  return log.searches[:-1] if log.progress and log.progress[0] < log.progress[1] else log.searches
+
+
+def pair(a: BeamLog, b: BeamLog, names=("A", "B"), out=None) -> dict:
+  """Two searches of the same step from the same cache (e.g. one per BEAM_* setting, side by side) meet the same
+  kernels in the same order: compare each kernel's search time and best time while their loop shapes agree."""
+  out = out or sys.stdout
+  rows = []
+  for x, y in zip(finished_searches(a), finished_searches(b)):
+    if x.dims != y.dims: break
+    if math.isfinite(x.best_us) and math.isfinite(y.best_us): rows.append((x, y))
+  if not rows:
+    print("no kernel was searched to the end by both logs (different steps, seeds or caches?)", file=out)
+    return {"kernels": 0}
+  sa, sb = sum(x.seconds for x, _ in rows), sum(y.seconds for _, y in rows)
+  ka, kb = sum(x.best_us for x, _ in rows), sum(y.best_us for _, y in rows)
+  print(f"{len(rows)} kernels searched by both, in the same order", file=out)
+  print(f"  {'loop shape (unoptimized)':<30}{names[0] + ' s':>9}{names[0] + ' us':>10}{names[1] + ' s':>9}{names[1] + ' us':>10}",
+        file=out)
+  for x, y in sorted(rows, key=lambda r: -r[0].best_us)[:12]:
+    print(f"  {' '.join(map(str, x.dims)):<30}{x.seconds:>9.1f}{x.best_us:>10.1f}{y.seconds:>9.1f}{y.best_us:>10.1f}", file=out)
+  print(f"  search time {names[0]} {sa:.0f} s, {names[1]} {sb:.0f} s ({names[1]}/{names[0]} {sb / sa:.2f}x); kernel time "
+        f"{names[0]} {ka:.0f} us, {names[1]} {kb:.0f} us ({names[0]}/{names[1]} {ka / kb:.2f}x)", file=out)
+  return {"kernels": len(rows), "search_s": (sa, sb), "kernel_us": (ka, kb)}
+
+
+def read(path: Path) -> str:
+  try:
+    with (gzip.open(path, "rt", errors="replace") if path.suffix == ".gz" else path.open(errors="replace")) as f: return f.read()
+  except (OSError, EOFError) as e:   # missing, unreadable, or a .gz that is not gzip / is cut short
+    raise SystemExit(f"error: cannot read {path}: {getattr(e, 'strerror', None) or e}. Pass the log (plain or .gz) that "
+                     f"a `DEBUG=2 tinyperf bench` run wrote.")
 
 
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog="python -m tooling.beamlog", description=__doc__.split("\n\n")[0])
   p.add_argument("logs", nargs="+", type=Path)
+  p.add_argument("--pair", action="store_true", help="two logs of searches started from the same cache (e.g. two BEAM_* "
+                 "settings side by side): compare search time and kernel time per kernel")
   args = p.parse_args(argv)
-  for path in args.logs:
-    try:
-      with (gzip.open(path, "rt", errors="replace") if path.suffix == ".gz" else path.open(errors="replace")) as f: text = f.read()
-    except (OSError, EOFError) as e:   # missing, unreadable, or a .gz that is not gzip / is cut short
-      print(f"error: cannot read {path}: {getattr(e, 'strerror', None) or e}. Pass the log (plain or .gz) that a "
-            f"`DEBUG=2 tinyperf bench` run wrote.", file=sys.stderr)
-      return 2
+  if args.pair and len(args.logs) != 2: p.error("--pair takes exactly two logs")
+  try:
+    texts = [read(path) for path in args.logs]
+  except SystemExit as e:
+    print(e, file=sys.stderr)
+    return 2
+  if args.pair:
+    pair(parse(texts[0]), parse(texts[1]), names=("A", "B"))
+    print(f"A = {args.logs[0]}\nB = {args.logs[1]}")
+    return 0
+  for path, text in zip(args.logs, texts):
     print(f"== {path}")
     report(parse(text))
   return 0

@@ -79,3 +79,49 @@ def test_gzipped_log_reads_the_same_and_a_broken_one_is_exit_2(tmp_path, capsys)
   assert "256 64 112 112 3 7 7" in capsys.readouterr().out
   assert beamlog.main([str(bad)]) == 2
   assert "cut.log.gz" in capsys.readouterr().err
+
+
+GATHER = dims((B, 2048000), (R, 250), (R, 250))        # a gather written as a reduction: 256 "GFLOP" in 19 us
+
+
+def search_log(stem_us: float, stem_s: float, conv_us: float, conv_s: float) -> str:
+  return "\n".join([
+    "1.4 init train step 0: 41349.2 ms, loss 6.326",
+    f"compiling:   0%|   | 0/369 [00:00<?, ?it/s]   0.00s:                from   1 ->   1 actions {STEM}",
+    f"\r   {stem_s:.2f}s:       {stem_us:.2f}us from  20 ->  12 actions\x1b[K {dims((B, 256), (C, 32))}",
+    f"compiling x :   0%| | 1/369 [00:24<2:32:45,  0.04it/s]   0.00s:                from   1 ->   1 actions {GATHER}",
+    f"\r   1.00s:        19.00us from   5 ->   5 actions {GATHER}",
+    f"compiling y :   1%| | 2/369 [01:05<2:30:00,  0.04it/s]   0.00s:                from   1 ->   1 actions {CONV1}",
+    f"\r   {conv_s:.2f}s:       {conv_us:.2f}us from  30 ->  30 actions {CONV1}",
+    f"compiling z :   1%| | 3/369 [01:30<2:30:00,  0.04it/s]   0.00s:                from   1 ->   1 actions {NORM}",
+  ])
+
+
+def test_rates_leave_out_kernels_whose_loop_shape_count_exceeds_the_chip():
+  out = io.StringIO()
+  res = beamlog.report(beamlog.parse(search_log(857.0, 9.4, 900.0, 3.0)), out=out)
+  assert res["searched"] == 3 and res["impossible"] == 1             # the gather's 13,000 "TFLOP/s" is not a rate
+  assert "left out of the rates: 1" in out.getvalue()
+  assert max(res["big1_tflops"]) < beamlog.PEAK_TFLOPS
+
+
+def test_pair_compares_search_and_kernel_time_while_the_shapes_agree():
+  a = beamlog.parse(search_log(857.0, 9.4, 900.0, 3.0))
+  b = beamlog.parse(search_log(800.0, 20.0, 600.0, 6.0))
+  out = io.StringIO()
+  res = beamlog.pair(a, b, out=out)
+  assert res["kernels"] == 3                                          # the 4th search (NORM) is unfinished in both
+  assert res["search_s"] == (9.4 + 1.0 + 3.0, 20.0 + 1.0 + 6.0)
+  assert res["kernel_us"] == (857.0 + 19.0 + 900.0, 800.0 + 19.0 + 600.0)
+  other = beamlog.parse(search_log(857.0, 9.4, 900.0, 3.0).replace(STEM, NORM, 1))   # a different first kernel
+  assert beamlog.pair(other, b, out=io.StringIO())["kernels"] == 0
+
+
+def test_pair_wants_two_logs(tmp_path):
+  import pytest
+  log = tmp_path / "a.log"
+  log.write_text(search_log(857.0, 9.4, 900.0, 3.0))
+  with pytest.raises(SystemExit) as e:
+    beamlog.main(["--pair", str(log)])
+  assert e.value.code == 2
+  assert beamlog.main(["--pair", str(log), str(log)]) == 0
