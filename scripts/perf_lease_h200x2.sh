@@ -11,7 +11,8 @@
 #            (BEAM_UOPS_MAX 3000, BEAM_UPCAST_MAX 256, BEAM_MIN_PROGRESS 0.01 us), each with half the cores, so both
 #            meet the same kernels in the same order: `python -m tooling.beamlog` on the two logs compares search
 #            time and kernel speed per kernel
-# BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (e.g. docs/perf/*_beam1_partial.db).
+# BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (the latest:
+# docs/perf/2026-11-30_lease2_resnet_1xH200_beam1_partial.db, 210 kernels).
 # On 2026-11-30 the 2-GPU job was started 150 s in, beside the 1-GPU job: their timed steps overlapped other work and
 # were 1.8x slow (docs/PERFORMANCE.md); this order replaces that.
 # Start it detached (`setsid nohup scripts/perf_lease_h200x2.sh >/dev/null 2>&1 &`): a device command may run 10 min.
