@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ANSI = re.compile(r"\x1b\[([0-9;]*)[mK]")
-LAUNCH = re.compile(r"\*\*\* \w+\s+\d+ (\S+)\s.*?tm\s+([\d.]+)(us|ms)/\s*[\d.]+\w+ \(\s*([\d.]+) GFLOPS")
+LAUNCH = re.compile(r"\*\*\* (\S+)\s+\d+ (\S+)\s.*?tm\s+([\d.]+)(us|ms)/\s*[\d.]+\w+ \(\s*([\d.]+) GFLOPS")
+COPY = re.compile(r"copy\s+([\d.]+) (B|KB|MB|GB),\s+(\S+) <- (\S+)\s")
+UNIT = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}
 START = re.compile(r"0\.00s:\s+from\s+1 ->\s+1 actions (.*)$")
 ROUND = re.compile(r"([\d.]+)s:\s+([\d.]+)(us|ms)\s+from\s+\d+ ->\s+\d+ actions")
 PROGRESS = re.compile(r"(\d+)/(\d+) \[(\d+):(\d+)(?::(\d+))?<")
@@ -39,6 +41,8 @@ class Search:
 @dataclass
 class BeamLog:
   step0: list[tuple[str, float, float]] = field(default_factory=list)   # (kernel, us, GFLOP) at BEAM=0
+  step0_devices: list[str] = field(default_factory=list)                 # the device of each step0 launch
+  copies: list[tuple[str, str, float, float]] = field(default_factory=list)  # step 0's device-to-device (dst, src, bytes, us)
   searches: list[Search] = field(default_factory=list)
   progress: tuple[int, int, float] | None = None                         # (done, total, elapsed s)
 
@@ -47,9 +51,16 @@ def parse(text: str) -> BeamLog:
   log = BeamLog()
   first_step, _, rest = text.partition("init train step 0")
   for line in ANSI.sub("", first_step).replace("\r", "\n").splitlines():
-    if (m := LAUNCH.search(line)) and m.group(1) != "copy":
-      us = float(m.group(2)) * (1000 if m.group(3) == "ms" else 1)
-      log.step0.append((m.group(1), us, float(m.group(4)) * us / 1e6))
+    if not (m := LAUNCH.search(line)): continue
+    us = float(m.group(3)) * (1000 if m.group(4) == "ms" else 1)
+    if m.group(2) != "copy":
+      log.step0.append((m.group(2), us, float(m.group(5)) * us / 1e6))
+      log.step0_devices.append(m.group(1))
+    elif (c := COPY.search(line)):
+      # weights and the batch come from the host (<- NPY, <- PYTHON) before and at the start of step 0; the
+      # device-to-device copies after the last of those belong to the step (the weights' first broadcast comes before)
+      if not c.group(4).startswith(("CUDA", "AMD", "NV", "CPU", "NULL", "METAL")): log.copies.clear()
+      else: log.copies.append((c.group(3), c.group(4), float(c.group(1)) * UNIT[c.group(2)], us))
   for raw in rest.replace("\r", "\n").splitlines():
     plain = ANSI.sub("", raw)
     if (m := PROGRESS.search(plain)):
@@ -93,6 +104,15 @@ def report(log: BeamLog, min_gflop: float = 1.0, out=None) -> dict:
   print(f"  {len(big0)} launches of >= {min_gflop:g} GFLOP take {big0_ms:.1f} ms at TFLOP/s (tinygrad's estimate, which "
         f"also counts index arithmetic) q1/median/q3 {rates0[0]:.1f} / {rates0[1]:.1f} / {rates0[2]:.1f}", file=out)
   res = {"step0_ms": total_ms, "step0_launches": len(log.step0), "big0_ms": big0_ms, "big0_tflops": rates0}
+  for dev in sorted(set(log.step0_devices)):   # where each device's time goes (the longest kernels decide)
+    mine = sorted(((us, n) for (n, us, _), d in zip(log.step0, log.step0_devices) if d == dev), reverse=True)
+    print(f"  {dev}: {len(mine)} launches, {sum(us for us, _ in mine) / 1e3:.1f} ms; longest "
+          + ", ".join(f"{n} {us / 1e3:.1f} ms" for us, n in mine[:2]), file=out)
+  if len(set(log.step0_devices)) > 1:   # a multi-GPU step: what crosses between the devices
+    nbytes, copy_ms = sum(b for _, _, b, _ in log.copies), sum(us for *_, us in log.copies) / 1e3
+    print(f"  device-to-device copies in the step: {len(log.copies)}, {nbytes / 1e6:.0f} MB in {copy_ms:.1f} ms"
+          + (f" ({nbytes / copy_ms / 1e6:.1f} GB/s)" if copy_ms else ""), file=out)
+    res.update(copies=len(log.copies), copy_bytes=nbytes, copy_ms=copy_ms)
   if log.progress:
     done, total, secs = log.progress
     print(f"BEAM search: kernel {done}/{total} of the capture step reached after {secs / 60:.1f} min (kernels carried in "

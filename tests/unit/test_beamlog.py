@@ -125,3 +125,29 @@ def test_pair_wants_two_logs(tmp_path):
     beamlog.main(["--pair", str(log)])
   assert e.value.code == 2
   assert beamlog.main(["--pair", str(log), str(log)]) == 0
+
+
+def launch(dev: str, n: int, what: str, ms: float, gflops: int = 0) -> str:
+  return (f"*** {dev:<8}{n:6d} {what:<45} arg  2 mem   0.74 GB tm   {ms * 1e3:9.2f}us/   250.62ms "
+          f"(  {gflops:5d} GFLOPS    0|0      GB/s)")
+
+
+def test_two_gpu_first_step_per_device_and_the_copies_between_them():
+  text = "\n".join([
+    launch("CUDA", 1, "copy  119.23 MB,    CUDA <- NPY       ", 94.3),
+    launch("CUDA:1", 2, "copy  119.23 MB,  CUDA:1 <- CUDA     ", 155.8),     # the weights' broadcast: before the step
+    launch("CUDA:1", 3, "copy    1.00 KB,  CUDA:1 <- PYTHON   ", 0.1),       # the batch: the step starts after it
+    launch("CUDA", 4, "r_5087_64_2_16_3_4096_4", 111.6, 9000),
+    launch("CUDA:1", 4, "r_5087_64_2_16_3_4096_4", 111.5, 9000),
+    launch("CUDA:1", 5, "E_32_4", 0.5),
+    launch("CUDA:1", 6, "copy    2.00 MB,  CUDA:1 <- CUDA     ", 1.5),
+    launch("CUDA", 7, "copy      128 B,    CUDA <- CUDA:1   ", 0.5),
+    "init train step 0: 20306.6 ms, loss 11.591",
+  ])
+  log = beamlog.parse(text)
+  assert log.step0_devices == ["CUDA", "CUDA:1", "CUDA:1"]
+  assert log.copies == [("CUDA:1", "CUDA", 2 * 2**20, 1500.0), ("CUDA", "CUDA:1", 128.0, 500.0)]
+  out = io.StringIO()
+  res = beamlog.report(log, out=out)
+  assert res["copies"] == 2 and res["copy_ms"] == 2.0
+  assert "CUDA:1: 2 launches, 112.0 ms; longest r_5087_64_2_16_3_4096_4 111.5 ms" in out.getvalue()
