@@ -15,6 +15,7 @@
 # docs/perf/2026-11-30_lease2_resnet_1xH200_beam1_partial.db, 210 kernels).
 # On 2026-11-30 the 2-GPU job was started 150 s in, beside the 1-GPU job: their timed steps overlapped other work and
 # were 1.8x slow (docs/PERFORMANCE.md); this order replaces that.
+# PLAN=beam replaces all of this with two searches side by side (below).
 # Start it detached (`setsid nohup scripts/perf_lease_h200x2.sh >/dev/null 2>&1 &`): a device command may run 10 min.
 # Everything lands in $JOB (default /tmp/perfjob); `scripts/perf_lease_h200x2.sh poll` prints where it stands.
 set -u -o pipefail
@@ -37,6 +38,23 @@ resnet_search() {  # GPU, seconds, log, [cache, workers]
 
 event "start"
 [ -n "${BEAM_SEED_DB:-}" ] && [ ! -f "$JOB/resnet_beam.db" ] && cp "$BEAM_SEED_DB" "$JOB/resnet_beam.db"
+if [ "${PLAN:-measure}" = beam ]; then
+  # PLAN=beam: both GPUs search until the deadline, 15 workers each. GPU0: BERT-large's kernels at INIT depth (2
+  # layers: every encoder layer compiles to the same kernels), whose timed steps, if the search ends in time, give
+  # the BEAM=1 2-layer step against BEAM=0's 320 ms (docs/PERFORMANCE.md); BERT_SEED_DB=FILE carries an earlier
+  # search in. GPU1: the ResNet-50 search goes on from BEAM_SEED_DB.
+  [ -n "${BERT_SEED_DB:-}" ] && [ ! -f "$JOB/bert_beam.db" ] && cp "$BERT_SEED_DB" "$JOB/bert_beam.db"
+  LEFT=$(( DEADLINE - $(date +%s) - 20 ))
+  resnet_search 1 "$LEFT" "$JOB/resnet_beam_more.log" "$JOB/resnet_beam.db" 15 &
+  SEARCH=$!
+  CUDA_VISIBLE_DEVICES=0 BERT_LAYERS=2 PARALLEL=15 DEBUG=2 tinyperf bench bert --gpus 1 --bs 32 --steps 4 --beam 1 \
+    --against none --beam-cache "$JOB/bert_beam.db" --time-limit "$LEFT" --record "$JOB/bert.jsonl" 2>&1 \
+    | stamp "$JOB/bert_2layers_beam1.log"
+  event "bert 2-layer search exit $?"
+  wait "$SEARCH"
+  event done
+  exit 0
+fi
 resnet_search 1 "${RESNET_FIRST_S:-480}" "$JOB/resnet_beam1.log" &
 SEARCH=$!
 ( CUDA_VISIBLE_DEVICES=0 tinyperf bench bert --gpus 1 --bs 32 --steps 6 --beam 0 --torch-modes eager --time-limit 780 \
