@@ -27,3 +27,11 @@ def reference(tmp_path):
     shutil.copytree(src, dst)
     return dst
   return get
+
+
+def pytest_collection_modifyitems(config, items):
+  """Everything under tests/integration/ is in the slow layer, whether or not its file says so: a test file that forgot
+  its `pytestmark` once put a multi-minute NULL-device BERT run into `./test.sh unit`."""
+  slow = REPO / "tests" / "integration"
+  for item in items:
+    if slow in Path(item.fspath).parents: item.add_marker(pytest.mark.integration)

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.integration
+
 
 def test_bench_times_replayed_steps_and_records_the_warmup(tmp_path):
   record = tmp_path / "bench.jsonl"

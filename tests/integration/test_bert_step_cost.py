@@ -6,7 +6,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
 
 
 def test_dropout_variant_costs_kernels_and_bytes_on_the_null_device():
