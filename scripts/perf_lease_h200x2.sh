@@ -13,8 +13,8 @@
 #            time and kernel speed per kernel
 # BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (the latest:
 # docs/perf/2026-11-30_lease2_resnet_1xH200_beam1_partial.db, 210 kernels).
-# On 2026-11-30 the 2-GPU job was started 150 s in, beside the 1-GPU job: their timed steps overlapped other work and
-# were 1.8x slow (docs/PERFORMANCE.md); this order replaces that.
+# In the first lease (2026-11-30) the 2-GPU job was started 150 s in, beside the 1-GPU job: timed steps overlapped other
+# work and came out slow (docs/PERFORMANCE.md); this order replaces that.
 # PLAN=beam replaces all of this with two searches side by side (below).
 # Start it detached (`setsid nohup scripts/perf_lease_h200x2.sh >/dev/null 2>&1 &`): a device command may run 10 min.
 # Everything lands in $JOB (default /tmp/perfjob); `scripts/perf_lease_h200x2.sh poll` prints where it stands.

@@ -19,7 +19,8 @@ from pathlib import Path
 ANSI = re.compile(r"\x1b\[([0-9;]*)[mK]")
 LAUNCH = re.compile(r"\*\*\* (\S+)\s+\d+ (\S+)\s.*?tm\s+([\d.]+)(us|ms)/\s*[\d.]+\w+ \(\s*([\d.]+) GFLOPS")
 COPY = re.compile(r"copy\s+([\d.]+) (B|KB|MB|GB),\s+(\S+) <- (\S+)\s")
-UNIT = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}
+UNIT = {"B": 1, "KB": 2**10, "MB": 2**20, "GB": 2**30}   # tinygrad's size_to_str is binary
+HOST_SOURCES = ("NPY", "PYTHON", "DISK")                  # copies from the host, not between devices
 START = re.compile(r"0\.00s:\s+from\s+1 ->\s+1 actions (.*)$")
 ROUND = re.compile(r"([\d.]+)s:\s+([\d.]+)(us|ms)\s+from\s+\d+ ->\s+\d+ actions")
 PROGRESS = re.compile(r"(\d+)/(\d+) \[(\d+):(\d+)(?::(\d+))?<")
@@ -45,6 +46,8 @@ class BeamLog:
   copies: list[tuple[str, str, float, float]] = field(default_factory=list)  # step 0's device-to-device (dst, src, bytes, us)
   searches: list[Search] = field(default_factory=list)
   progress: tuple[int, int, float] | None = None                         # (done, total, elapsed s)
+  compile_timeouts: int = 0     # candidates whose compile outlived BEAM_TIMEOUT_SEC
+  swallowed_timeouts: int = 0   # of those, timeouts raised inside a __del__, which Python ignores (the search may stall)
 
 
 def parse(text: str) -> BeamLog:
@@ -59,8 +62,10 @@ def parse(text: str) -> BeamLog:
     elif (c := COPY.search(line)):
       # weights and the batch come from the host (<- NPY, <- PYTHON) before and at the start of step 0; the
       # device-to-device copies after the last of those belong to the step (the weights' first broadcast comes before)
-      if not c.group(4).startswith(("CUDA", "AMD", "NV", "CPU", "NULL", "METAL")): log.copies.clear()
+      if c.group(4).startswith(HOST_SOURCES): log.copies.clear()
       else: log.copies.append((c.group(3), c.group(4), float(c.group(1)) * UNIT[c.group(2)], us))
+  log.compile_timeouts = rest.count("BEAM COMPILE TIMEOUT")
+  log.swallowed_timeouts = len(re.findall(r"Exception ignored in: <function UOp.__del__", rest))
   for raw in rest.replace("\r", "\n").splitlines():
     plain = ANSI.sub("", raw)
     if (m := PROGRESS.search(plain)):
@@ -116,8 +121,9 @@ def report(log: BeamLog, min_gflop: float = 1.0, out=None) -> dict:
   if log.progress:
     done, total, secs = log.progress
     print(f"BEAM search: kernel {done}/{total} of the capture step reached after {secs / 60:.1f} min (kernels carried in "
-          f"from an earlier search count as done)", file=out)
-    res["progress"] = log.progress
+          f"from an earlier search count as done); {log.compile_timeouts} candidates' compiles timed out, "
+          f"{log.swallowed_timeouts} of the timeouts swallowed in a __del__", file=out)
+    res.update(progress=log.progress, compile_timeouts=log.compile_timeouts, swallowed_timeouts=log.swallowed_timeouts)
   finished = finished_searches(log)
   big1 = [s for s in finished if s.gflop >= min_gflop and math.isfinite(s.best_us)]
   impossible = [s for s in big1 if s.gflop / s.best_us * 1e3 > PEAK_TFLOPS]
@@ -169,12 +175,15 @@ def pair(a: BeamLog, b: BeamLog, names=("A", "B"), out=None) -> dict:
   return {"kernels": len(rows), "search_s": (sa, sb), "kernel_us": (ka, kb)}
 
 
+class LogError(Exception): pass
+
+
 def read(path: Path) -> str:
   try:
     with (gzip.open(path, "rt", errors="replace") if path.suffix == ".gz" else path.open(errors="replace")) as f: return f.read()
   except (OSError, EOFError) as e:   # missing, unreadable, or a .gz that is not gzip / is cut short
-    raise SystemExit(f"error: cannot read {path}: {getattr(e, 'strerror', None) or e}. Pass the log (plain or .gz) that "
-                     f"a `DEBUG=2 tinyperf bench` run wrote.")
+    raise LogError(f"error: cannot read {path}: {getattr(e, 'strerror', None) or e}. Pass the log (plain or .gz) that "
+                   f"a `DEBUG=2 tinyperf bench` run wrote.") from None
 
 
 def main(argv=None) -> int:
@@ -186,7 +195,7 @@ def main(argv=None) -> int:
   if args.pair and len(args.logs) != 2: p.error("--pair takes exactly two logs")
   try:
     texts = [read(path) for path in args.logs]
-  except SystemExit as e:
+  except LogError as e:
     print(e, file=sys.stderr)
     return 2
   if args.pair:

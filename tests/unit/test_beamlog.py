@@ -151,3 +151,15 @@ def test_two_gpu_first_step_per_device_and_the_copies_between_them():
   res = beamlog.report(log, out=out)
   assert res["copies"] == 2 and res["copy_ms"] == 2.0
   assert "CUDA:1: 2 launches, 112.0 ms; longest r_5087_64_2_16_3_4096_4 111.5 ms" in out.getvalue()
+
+
+def test_compile_timeouts_and_the_swallowed_ones_are_counted():
+  text = search_log(857.0, 9.4, 900.0, 3.0) + "\n".join([
+    "", "   58.17s:        13.41ms          6/  23           14   14    8*** BEAM COMPILE TIMEOUT",
+    "   60.00s:        13.41ms          7/  23           14   14    8*** BEAM COMPILE TIMEOUT",
+    "1796013706.8 Exception ignored in: <function UOp.__del__ at 0x7fc8a8c9d4e0>",
+    "1796013706.8 tinygrad.codegen.opt.search.TimeoutException: "])
+  out = io.StringIO()
+  res = beamlog.report(beamlog.parse(text), out=out)
+  assert (res["compile_timeouts"], res["swallowed_timeouts"]) == (2, 1)
+  assert "2 candidates' compiles timed out, 1 of the timeouts swallowed" in out.getvalue()
