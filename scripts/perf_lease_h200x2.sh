@@ -15,7 +15,7 @@
 # docs/perf/2026-11-30_lease2_resnet_1xH200_beam1_partial.db, 210 kernels).
 # In the first lease (2026-11-30) the 2-GPU job was started 150 s in, beside the 1-GPU job: timed steps overlapped other
 # work and came out slow (docs/PERFORMANCE.md); this order replaces that.
-# PLAN=beam replaces all of this with two searches side by side (below).
+# PLAN=beam replaces all of this with two searches side by side, PLAN=atomics with the USE_ATOMICS measurements (below).
 # Start it detached (`setsid nohup scripts/perf_lease_h200x2.sh >/dev/null 2>&1 &`): a device command may run 10 min.
 # Everything lands in $JOB (default /tmp/perfjob); `scripts/perf_lease_h200x2.sh poll` prints where it stands.
 set -u -o pipefail
@@ -38,6 +38,47 @@ resnet_search() {  # GPU, seconds, log, [cache, workers]
 
 event "start"
 [ -n "${BEAM_SEED_DB:-}" ] && [ ! -f "$JOB/resnet_beam.db" ] && cp "$BEAM_SEED_DB" "$JOB/resnet_beam.db"
+bert_search() {  # GPU, seconds: BERT-large's kernels at INIT depth (2 layers), BEAM=1, from/into $JOB/bert_beam.db
+  CUDA_VISIBLE_DEVICES=$1 BERT_LAYERS=2 PARALLEL=15 DEBUG=2 tinyperf bench bert --gpus 1 --bs 32 --steps 4 --beam 1 \
+    --against none --beam-cache "$JOB/bert_beam.db" --time-limit "$2" --record "$JOB/bert.jsonl" 2>&1 \
+    | stamp "$JOB/bert_2layers_beam1_$(date +%s).log"
+  event "bert 2-layer search exit $?"
+}
+if [ "${PLAN:-measure}" = atomics ]; then
+  # PLAN=atomics: the word-embedding gradient as an atomic scatter-add (USE_ATOMICS=1) against the one-hot reduction.
+  #   t=0    both: the unit test of the atomic gradient on CUDA, one and two GPUs (against numpy and the one-hot form)
+  #   then   GPU0: 2 layers, 1 GPU, one-hot then atomics in one command (DEBUG=2: per-kernel times), then BERT's BEAM
+  #               search until GPU1 is done; GPU1: 24 layers, 1 GPU, atomics, then PyTorch eager on the same GPU
+  #   then   both: 24 layers, 2 GPUs, atomics; 2 layers, 2 GPUs, one-hot then atomics (DEBUG=2)
+  #   after  both: BEAM searches until the deadline (BERT on GPU0, ResNet on GPU1)
+  [ -n "${BERT_SEED_DB:-}" ] && [ ! -f "$JOB/bert_beam.db" ] && cp "$BERT_SEED_DB" "$JOB/bert_beam.db"
+  DEV=CUDA USE_ATOMICS=1 python3 -m pytest -q -p no:cacheprovider tests/unit/test_bert_model.py -k atomic 2>&1 | stamp "$JOB/atomics_test.log"
+  event "atomics unit test on CUDA exit $?"
+  ( USE_ATOMICS=1 CUDA_VISIBLE_DEVICES=1 tinyperf bench bert --gpus 1 --bs 32 --steps 6 --beam 0 --torch-modes eager \
+      --time-limit 600 --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_1gpu_atomics.log"; event "bert 1 GPU atomics exit $?" ) &
+  BERT1=$!
+  CUDA_VISIBLE_DEVICES=0 BERT_LAYERS=2 DEBUG=2 tinyperf bench bert --gpus 1 --bs 32 --steps 6 --beam 0 --against none \
+    --vary USE_ATOMICS=1 --time-limit 400 --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_2layers_1gpu_vary.log"
+  event "bert 2 layers 1 GPU vary exit $?"
+  LEFT=$(( T0 + ${GPU1_DONE_S:-460} - $(date +%s) ))
+  [ "$LEFT" -gt 60 ] && bert_search 0 "$LEFT"
+  wait "$BERT1"
+  event "bert 2 GPUs atomics start"
+  USE_ATOMICS=1 tinyperf bench bert --gpus 2 --bs 32 --steps 6 --beam 0 --against none --time-limit 600 \
+    --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_2gpu_atomics.log"
+  event "bert 2 GPUs atomics exit $?"
+  DEBUG=2 BERT_LAYERS=2 tinyperf bench bert --gpus 2 --bs 32 --steps 6 --beam 0 --against none --vary USE_ATOMICS=1 \
+    --time-limit 400 --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_2layers_2gpu_vary.log"
+  event "bert 2 layers 2 GPUs vary exit $?"
+  LEFT=$(( DEADLINE - $(date +%s) - 20 ))
+  if [ "$LEFT" -gt 60 ]; then
+    resnet_search 1 "$LEFT" "$JOB/resnet_beam_more.log" "$JOB/resnet_beam.db" 15 &
+    bert_search 0 "$LEFT"
+    wait
+  fi
+  event done
+  exit 0
+fi
 if [ "${PLAN:-measure}" = beam ]; then
   # PLAN=beam: both GPUs search until the deadline, 15 workers each. GPU0: BERT-large's kernels at INIT depth (2
   # layers: every encoder layer compiles to the same kernels), whose timed steps, if the search ends in time, give
@@ -47,10 +88,7 @@ if [ "${PLAN:-measure}" = beam ]; then
   LEFT=$(( DEADLINE - $(date +%s) - 20 ))
   resnet_search 1 "$LEFT" "$JOB/resnet_beam_more.log" "$JOB/resnet_beam.db" 15 &
   SEARCH=$!
-  CUDA_VISIBLE_DEVICES=0 BERT_LAYERS=2 PARALLEL=15 DEBUG=2 tinyperf bench bert --gpus 1 --bs 32 --steps 4 --beam 1 \
-    --against none --beam-cache "$JOB/bert_beam.db" --time-limit "$LEFT" --record "$JOB/bert.jsonl" 2>&1 \
-    | stamp "$JOB/bert_2layers_beam1.log"
-  event "bert 2-layer search exit $?"
+  bert_search 0 "$LEFT"
   wait "$SEARCH"
   event done
   exit 0

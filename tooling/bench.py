@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, bert_dropout, load_config
+from benchmarks.common.config import ROOT, SCHEMA, ConfigError, bert_dropout, load_config
 from tooling.errors import UserError
 from tooling.run import stream_process
 
@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser):
                  "cache and receives what it searched (also when stopped), so a search can go on across machines")
   p.add_argument("--dropout", type=float, help="bert: hidden and attention dropout on both sides (default 0.1, as in a "
                  "submission; 0 measures what dropout costs)")
+  p.add_argument("--vary", metavar="KNOB=VALUE", help="run the tinygrad side a second time with one config knob changed "
+                 "(e.g. USE_ATOMICS=1) and print the ratio: what one change buys, measured side by side")
   p.add_argument("--time-limit", type=float, help="stop the tinygrad side after this many seconds (with --beam-cache, "
                  "what it searched so far is kept)")
 
@@ -133,17 +135,38 @@ def run_torch(args) -> list[dict]:
   return out
 
 
+def vary(args) -> dict:
+  """--vary KNOB=VALUE as an environment override, checked against the benchmark's config schema and the platform
+  config (a bad knob or value is exit 2 before anything runs)."""
+  if not args.vary: return {}
+  key, sep, value = args.vary.partition("=")
+  if not sep or key not in SCHEMA[args.benchmark]:
+    raise UserError(f"--vary {args.vary}: give KNOB=VALUE with a knob of the {args.benchmark} config "
+                    f"(benchmarks/common/config.py), e.g. --vary USE_ATOMICS=1.")
+  cfg = config(args)
+  try:
+    load_config(args.benchmark, cfg.platform, environ={key: value})
+  except ConfigError as e:
+    raise UserError(f"--vary {args.vary}: {e}") from None
+  return {key: value}
+
+
 def main(args) -> int:
   if args.dropout is not None and (args.benchmark != "bert" or not 0 <= args.dropout < 1):
     raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
+  varied_env = vary(args)
   ours = run_tinygrad(args, {})
+  varied = {**run_tinygrad(args, varied_env), "varied": args.vary} if varied_env else None
   theirs = run_torch(args) if args.against == "torch" else []
   unit = UNIT[args.benchmark]
   per_gpu = ours[unit] / ours["gpus"]
   u = unit.split("_")[0]
   print(f"\n{'side':<28}{'GPUs':>5}{'batch':>7}{'step ms':>10}{u + '/s':>10}{u + '/s/GPU':>11}{'mem GB':>8}")
-  print(f"{'tinygrad BEAM=' + str(ours['beam'].get('TRAIN_BEAM')):<28}{ours['gpus']:>5}{ours['bs']:>7}"
-        f"{ours['median_step_ms']:>10.1f}{ours[unit]:>10.0f}{per_gpu:>11.0f}{ours['mem_used_gb']:>8.1f}")
+  for name, r in (("", ours), (f" {args.vary}", varied)):
+    if r is None: continue
+    print(f"{'tinygrad BEAM=' + str(r['beam'].get('TRAIN_BEAM')) + name:<28}{r['gpus']:>5}{r['bs']:>7}"
+          f"{r['median_step_ms']:>10.1f}{r[unit]:>10.0f}{r[unit] / r['gpus']:>11.0f}{r['mem_used_gb']:>8.1f}")
+  if varied: print(f"ratio {args.vary} / config: {varied[unit] / ours[unit]:.3f}x throughput")
   for t in theirs:
     print(f"{'torch ' + t['mode'] + ' ' + t['dtype']:<28}{1:>5}{t['bs']:>7}{t['median_step_ms']:>10.1f}{t[unit]:>10.0f}"
           f"{t[unit]:>11.0f}{t['peak_mem_gb']:>8.1f}")
@@ -153,5 +176,5 @@ def main(args) -> int:
   if args.record:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with open(args.record, "a") as f:
-      for r in [ours, *theirs]: f.write(json.dumps({"date": stamp, **r}) + "\n")
+      for r in [ours, *([varied] if varied else []), *theirs]: f.write(json.dumps({"date": stamp, **r}) + "\n")
   return 0

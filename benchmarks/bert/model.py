@@ -38,7 +38,7 @@ import numpy as np
 
 from tinygrad import Tensor, Context, dtypes
 from tinygrad.helpers import prod, USE_ATOMICS
-from tinygrad.nn import Embedding as TinygradEmbedding
+from tinygrad.uop.ops import UOp, Ops, KernelInfo, AxisType
 from tinygrad.nn.state import get_state_dict
 
 from benchmarks.common.config import BERT_DROPOUT, bert_dropout
@@ -114,27 +114,76 @@ class LayerNorm:
     return (x.float().layernorm(eps=self.eps) * self.weight + self.bias).cast(dtypes.default_float)
 
 
-def _on_cpu(t: Tensor) -> bool:
-  return all(str(d).split(":")[0] == "CPU" for d in (t.device if isinstance(t.device, tuple) else (t.device,)))
+def _backend(t: Tensor | UOp) -> str:
+  """"CUDA", "AMD", "CPU", ... for a tensor on one device or on several of one kind."""
+  return (t.device[0] if isinstance(t.device, tuple) else t.device).split(":")[0]
+
+
+# One atomic float add per backend, in the C dialect its renderer writes ({0}: the address, {1}: the value). AMD's is
+# the clang builtin tinygrad's HIP renderer compiles without headers; CUDA and NV (RTX 4090) share NVRTC's atomicAdd.
+ATOMIC_ADD = {"CPU": "__atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED);", "NULL": "__atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED);",
+              "AMD": "__hip_atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);",
+              "CUDA": "atomicAdd({0}, {1});", "NV": "atomicAdd({0}, {1});"}
+
+
+def scatter_add_rows(backend: str, cols_per_block: int = 256):
+  """Kernel (for Tensor.custom_kernel) that adds rows (..., H) into table (V, H) float32 at rows ids (...): one thread
+  per (token, column), cols_per_block columns per workgroup, one atomic add each. 16384 tokens x 1024 columns is 16.8M
+  adds, where the one-hot gradient is a 30522 x 16384 x 1024 reduction (0.5 T multiply-adds)."""
+  if backend not in ATOMIC_ADD:
+    raise NotImplementedError(f"no atomic add known for tinygrad's {backend} backend: set USE_ATOMICS=0 for this platform")
+  def kernel(table: UOp, rows: UOp, ids: UOp) -> UOp:
+    V, H = table.shape
+    assert H % cols_per_block == 0, f"hidden size {H} is not a multiple of {cols_per_block}"
+    rows, ids = rows.reshape((ids.numel(), H)), ids.flatten()
+    token, block = UOp.range(ids.numel(), 0), UOp.range(H // cols_per_block, 1)
+    lane = UOp.range(cols_per_block, 2, AxisType.WEAK if backend in ("CPU", "NULL") else AxisType.LOCAL)
+    col = block * cols_per_block + lane
+    id_ = ids[token].load()
+    # an id outside the table looked up a zero row (the one-hot matched nothing): it adds 0, at a clamped address
+    value = ((id_ >= 0) & (id_ < V)).where(rows[token, col].load().cast(dtypes.float), 0.0)
+    add = UOp(Ops.CUSTOM, src=(table.index(id_.clip(0, V - 1).cast(dtypes.weakint), col), value), arg=ATOMIC_ADD[backend])
+    return add.end(token, block, lane).sink(arg=KernelInfo(name="embedding_scatter_add", opts_to_apply=()))
+  return kernel
+
+
+def _embedding_grad(grad_out: UOp, call: UOp) -> tuple:
+  """d(table) for the lookup below: a zeroed float32 table per device, each device's tokens scatter-added into its own
+  copy, then summed across devices (tinygrad's all-reduce). Summing partials, not scattering every token on every
+  device, keeps the replicas bit-identical: atomic adds land in no fixed order."""
+  table, ids = call.src[1:]
+  V, H = table.shape
+  devices = table.device
+  grad = Tensor.zeros(V, H, dtype=dtypes.float32, device=devices).contiguous().uop
+  if isinstance(devices, tuple): grad = grad.unshard(axis=0)            # (ndev * V, H): one private (V, H) per device
+  grad = grad.custom_kernel(grad_out, ids, fxn=scatter_add_rows(_backend(table)))[0]
+  if isinstance(devices, tuple): grad = Tensor(grad).reshape(len(devices), V, H).sum(0).uop
+  return grad.cast(table.dtype), None
+
+
+def _onehot_lookup(table: Tensor, ids: Tensor) -> Tensor:  # (V, H), (...) int -> (..., H)
+  onehot = ids.unsqueeze(-1) == Tensor.arange(table.shape[0])  # (..., V) bool
+  return onehot.unsqueeze(-1).where(table, 0).sum(-2)                            # exactly one row is selected
 
 
 class Embedding:
   """Table (num, dim) float32 0.02 * truncated normal. Looked up by comparing the ids against an arange over the table
   and summing the selected row (no gather op): (..., ) int -> (..., dim) default float.
 
-  On CPU (or with tinygrad's USE_ATOMICS=1) tinygrad.nn.Embedding's path is taken instead: the same forward, but the
-  backward scatter-adds the output gradient into the table with atomic adds, O(tokens * dim) instead of the one-hot
-  O(tokens * vocab * dim) (30522 x 1024 x 64 multiply-adds per step at the cpu_smoke size: most of the step time).
-  tinygrad implements those atomics for CPU and AMD only; GPUs keep the one-hot form the reference uses."""
+  The backward is where the two forms differ. USE_ATOMICS=0 (the reference's form) differentiates the one-hot sum: the
+  table gradient is a (num, tokens) x (tokens, dim) reduction, 0.5 T multiply-adds at BERT-large's 30522 x 16384 x
+  1024, which tinygrad cannot run on tensor cores (docs/PERFORMANCE.md). USE_ATOMICS=1 (a platform knob; always on CPU,
+  where the one-hot form was most of the cpu_smoke step) scatter-adds each token's gradient row into the table with
+  atomic adds: O(tokens * dim). Both give the same gradient up to float32 summation order."""
   def __init__(self, num: int, dim: int, rng: np.random.Generator | None = None):
     self.weight = _param((num, dim), rng, "normal")
 
   def __call__(self, ids: Tensor) -> Tensor:
-    if USE_ATOMICS or _on_cpu(self.weight):
-      with Context(USE_ATOMICS=1): return TinygradEmbedding.__call__(self, ids).cast(dtypes.default_float)
-    table = self.weight.cast(dtypes.default_float)
-    onehot = ids.unsqueeze(-1) == Tensor.arange(table.shape[0])  # (..., num) bool
-    return onehot.unsqueeze(-1).where(table, 0).sum(-2)                            # exactly one row is selected
+    df = dtypes.default_float
+    if USE_ATOMICS or _backend(self.weight) == "CPU":
+      looked_up = _onehot_lookup(self.weight.as_param(0), ids.as_param(1))
+      return Tensor.call(self.weight, ids, fxn=looked_up, grad_fxn=_embedding_grad).cast(df)
+    return _onehot_lookup(self.weight.cast(df), ids)
 
 
 class BertEmbeddings:

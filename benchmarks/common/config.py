@@ -123,6 +123,9 @@ BERT = {
   "INIT_CHECKPOINT": Knob(int, "1 = RUN starts from the MLPerf phase-1 checkpoint (DATA/bert-large.safetensors, made by "
                               "prep checkpoint), 0 = from random init (toy runs)", choices=(0, 1)),
   "SUM_DTYPE": Knob(str, "reduction accumulation dtype", required=False, choices=("HALF", "FLOAT")),
+  "USE_ATOMICS": Knob(int, "1 = the word-embedding gradient is an atomic scatter-add (O(tokens x hidden)), 0 = the "
+                           "reference's one-hot reduction (O(vocab x tokens x hidden)); CPU always scatters "
+                           "(benchmarks/bert/model.py Embedding)", required=False, choices=(0, 1)),
   "DROPOUT": Knob(float, "hidden and attention dropout probability (default BERT_DROPOUT, BERT-large's and the closed "
                          "reference's; a closed RUN refuses any other value; `tinyperf bench --dropout 0` measures its cost)",
                   required=False),

@@ -4,7 +4,7 @@ Run as the last step of every image build (a failure fails the build) and usable
   - Python >= 3.11, the locked packages import, tinyperf and tinygrad are the versions the image's labels claim;
   - clang is on PATH and tinygrad's CPU backend compiles and runs a kernel with it (in a child process, DEV=CPU);
   - nv: NVRTC and nvJitLink load through tinygrad's own loaders and answer their version calls, and NVRTC compiles a
-    kernel to a cubin for sm_89 (RTX 4090) and sm_90 (H100/H200);
+    probe kernel and BERT's atomic embedding-gradient kernel to cubins for sm_89 (RTX 4090) and sm_90 (H100/H200);
     amd: libamd_comgr loads through tinygrad's loader and answers its version call.
     No GPU is needed for these calls. With --gpu-libs skip (a build on a base that is not the vendor image, as in CI),
     the GPU-library part is skipped and says so loudly.
@@ -66,10 +66,28 @@ def nv_libs():
   # CUDA backend does at run time (no GPU is needed to compile)
   from tinygrad.runtime.support.compiler_cuda import NVRTCCompiler
   for arch in NV_ARCHS:
-    cubin = NVRTCCompiler(arch, ptx=False).compile(NV_PROBE_KERNEL)
-    assert cubin[:4] == b"\x7fELF", f"NVRTC returned no ELF cubin for {arch}"
-  return f"NVRTC {major.value}.{minor.value}, nvJitLink {jmaj.value}.{jmin.value}; compiled a kernel for " + \
-    ", ".join(f"{a} ({what})" for a, what in NV_ARCHS.items())
+    for name, src in (("probe", NV_PROBE_KERNEL), ("embedding_scatter_add", render_embedding_scatter("CUDA", arch))):
+      cubin = NVRTCCompiler(arch, ptx=False).compile(src)
+      assert cubin[:4] == b"\x7fELF", f"NVRTC returned no ELF cubin of {name} for {arch}"
+  return f"NVRTC {major.value}.{minor.value}, nvJitLink {jmaj.value}.{jmin.value}; compiled a probe and BERT's atomic " \
+    "embedding-gradient kernel for " + ", ".join(f"{a} ({what})" for a, what in NV_ARCHS.items())
+
+
+def render_embedding_scatter(backend: str, arch: str) -> str:
+  """Source of BERT's atomic embedding-gradient kernel (benchmarks/bert/model.py scatter_add_rows, BERT-large's table
+  and 8 x 512 half gradient rows) as tinygrad renders it for backend ("CUDA", "NV", "AMD") and arch; no GPU needed."""
+  from tinygrad import Tensor, dtypes
+  from tinygrad.codegen import full_rewrite_to_sink
+  from tinygrad.codegen.late.linearizer import linearize
+  from tinygrad.helpers import Target
+  from tinygrad.renderer.cstyle import CUDARenderer, HIPRenderer
+  from tinygrad.uop.ops import UOp
+  from benchmarks.bert.model import scatter_add_rows
+  renderer = (HIPRenderer if backend == "AMD" else CUDARenderer)(Target(backend, arch=arch))
+  args = (Tensor.empty(30522, 1024, dtype=dtypes.float32), Tensor.empty(8, 512, 1024, dtype=dtypes.half),
+          Tensor.empty(8, 512, dtype=dtypes.int32))
+  sink = scatter_add_rows(backend)(*[UOp.placeholder_like(t.uop, slot=i) for i, t in enumerate(args)])
+  return renderer.render(list(linearize(full_rewrite_to_sink(sink, renderer))))
 
 
 NV_ARCHS = {"sm_89": "RTX 4090, tinybox green", "sm_90": "H100/H200"}

@@ -156,3 +156,45 @@ def test_closed_run_refuses_a_changed_dropout(tmp_path):
   assert r.returncode == 2, r.stderr[-2000:]
   assert "DROPOUT=0.0" in r.stderr and "closed" in r.stderr and "Traceback" not in r.stderr
   assert not any(":::MLLOG" in f.read_text() for f in (tmp_path / "results").rglob("*.txt"))   # refused before any log line
+
+
+@pytest.mark.parametrize("ndev", [1, 2], ids=["one_device", "two_devices"])
+def test_atomic_embedding_gradient_is_the_one_hot_gradient(ndev):
+  """USE_ATOMICS' scatter-add backward against numpy's np.add.at and tinygrad's autodiff of the one-hot form, with
+  repeated ids (atomics collide), ids outside the table (looked up as zero rows, so no gradient), and on two devices
+  the batch split between them (partials summed by the all-reduce: both replicas hold the full gradient). On the
+  default device: CPU here, the GPU's backend with DEV=CUDA (run so on the H200, docs/PERFORMANCE.md)."""
+  from tinygrad import Device
+  devices = tuple(Device.canonicalize(f"{Device.DEFAULT}:{i}") for i in range(ndev)) if ndev > 1 else Device.DEFAULT
+  from benchmarks.bert.model import Embedding, _onehot_lookup
+  V, H, B, L = 37, 256, 4, 6
+  rng = np.random.default_rng(3)
+  emb = Embedding(V, H, rng)
+  table = emb.weight.numpy()
+  ids = rng.integers(-2, V + 2, (B, L)).astype(np.int32)
+  ids[0, :3] = 5                                                  # the same row three times
+  g = rng.standard_normal((B, L, H)).astype(np.float32)
+  inside = (ids >= 0) & (ids < V)
+  want = np.zeros((V, H), np.float32)
+  np.add.at(want, ids[inside], g[inside])
+  multi = isinstance(devices, tuple)
+  place = (lambda t, axis=None: t.shard(devices, axis=axis)) if multi else (lambda t, axis=None: t)
+  emb.weight = place(emb.weight)
+  emb.weight.requires_grad = True
+  with Context(USE_ATOMICS=1): out = emb(place(Tensor(ids), 0))     # (always so on CPU)
+  np.testing.assert_array_equal(out.numpy(), np.where(inside[..., None], table[ids.clip(0, V - 1)], 0))
+  (out * place(Tensor(g), 0)).sum().backward()
+  np.testing.assert_allclose(emb.weight.grad.numpy(), want, rtol=1e-6, atol=1e-6)
+  if multi:   # every replica, not only the one numpy() reads
+    replicas = emb.weight.grad.realize().uop.buffer.bufs
+    assert tuple(b.device for b in replicas) == devices
+    for b in replicas: np.testing.assert_allclose(np.frombuffer(b.as_memoryview(), np.float32).reshape(V, H), want, rtol=1e-6, atol=1e-6)
+  onehot_table = Tensor(table)
+  onehot_table.requires_grad = True
+  (_onehot_lookup(onehot_table, Tensor(ids)) * Tensor(g)).sum().backward()
+  np.testing.assert_allclose(onehot_table.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_atomic_embedding_refuses_a_backend_without_a_known_atomic():
+  from benchmarks.bert.model import scatter_add_rows
+  with pytest.raises(NotImplementedError, match="METAL.*USE_ATOMICS=0"): scatter_add_rows("METAL")
