@@ -15,7 +15,8 @@
 # docs/perf/2026-11-30_lease3_resnet_beam.db, 236 kernels), BERT_SEED_DB=FILE BERT's (docs/perf/2026-11-30_lease3_bert_beam.db).
 # In the first lease (2026-11-30) the 2-GPU job was started 150 s in, beside the 1-GPU job: timed steps overlapped other
 # work and came out slow (docs/PERFORMANCE.md); this order replaces that.
-# PLAN=beam replaces all of this with two searches side by side, PLAN=atomics with the USE_ATOMICS measurements (below).
+# PLAN=beam replaces all of this with two searches side by side, PLAN=atomics with the USE_ATOMICS measurements, and
+# PLAN=knobs with one side-by-side search pair per BEAM_* knob (below).
 # Start it detached (`setsid nohup scripts/perf_lease_h200x2.sh >/dev/null 2>&1 &`): a device command may run 10 min.
 # Everything lands in $JOB (default /tmp/perfjob); `scripts/perf_lease_h200x2.sh poll` prints where it stands.
 set -u -o pipefail
@@ -44,6 +45,25 @@ bert_search() {  # GPU, seconds: BERT-large's kernels at INIT depth (2 layers), 
     | stamp "$JOB/bert_2layers_beam1_$(date +%s).log"
   event "bert 2-layer search exit $?"
 }
+knob_pair() {  # KNOB=VALUE, seconds: the ResNet search goes on from the same saved cache twice, side by side, 15 workers
+  # each: GPU1 with the config's knobs, GPU0 with this one knob changed, so both meet the same kernels in the same order
+  # (`python -m tooling.beamlog --pair` compares them kernel by kernel). The config side's cache is carried on.
+  local name=${1%%=*}
+  cp "$JOB/resnet_beam.db" "$JOB/resnet_beam_config_vs_$name.db"; cp "$JOB/resnet_beam.db" "$JOB/resnet_beam_$name.db"
+  resnet_search 1 "$2" "$JOB/resnet_beam_config_vs_$name.log" "$JOB/resnet_beam_config_vs_$name.db" 15 &
+  ( export "$1"; resnet_search 0 "$2" "$JOB/resnet_beam_$name.log" "$JOB/resnet_beam_$name.db" 15 )
+  wait
+  cp "$JOB/resnet_beam_config_vs_$name.db" "$JOB/resnet_beam.db"
+}
+if [ "${PLAN:-measure}" = knobs ]; then
+  # PLAN=knobs: what each BEAM_* knob buys on its own, one side-by-side pair per KNOBS entry, the lease split evenly.
+  # Default: the two the tinybox scripts set that were never varied (lease 2 varied UOPS/UPCAST/MIN_PROGRESS together).
+  set -- ${KNOBS:-BEAM_PADTO=1 BEAM_LOCAL_MAX=256}
+  EACH=$(( (DEADLINE - $(date +%s) - 20) / $# ))
+  for setting in "$@"; do knob_pair "$setting" "$EACH"; event "knob pair $setting done"; done
+  event done
+  exit 0
+fi
 if [ "${PLAN:-measure}" = atomics ]; then
   # PLAN=atomics: the word-embedding gradient as an atomic scatter-add (USE_ATOMICS=1) against the one-hot reduction.
   #   t=0    both: the unit test of the atomic gradient on CUDA, one and two GPUs (against numpy and the one-hot form)
