@@ -19,11 +19,14 @@ import time
 
 
 def one_step(platform: str, layers: int) -> dict:
-  from tinygrad import GlobalCounters, Tensor
   from benchmarks.common.config import bert_dropout, load_config
+  from benchmarks.common.runtime import apply_tinygrad_env
+  cfg = load_config("bert", platform)    # knobs overridden by the environment, as in a run (BS, DROPOUT, ...)
+  apply_tinygrad_env(cfg, "init", keep_dev=True)   # the config's DEFAULT_FLOAT, USE_ATOMICS, ... on the caller's DEV
+  from tinygrad import GlobalCounters, Tensor, dtypes
+  from tinygrad.helpers import USE_ATOMICS
   from benchmarks.bert.steps import fake_batch, to_device
   from benchmarks.bert.train import Trainer
-  cfg = load_config("bert", platform)    # knobs overridden by the environment, as in a run (BS, DROPOUT, ...)
   k, t0 = cfg.knobs, time.perf_counter()
   tr = Trainer(cfg, seed=0, layers=layers)
   batch = to_device(fake_batch(k["BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"]), tr.devices)
@@ -31,7 +34,8 @@ def one_step(platform: str, layers: int) -> dict:
   GlobalCounters.reset()
   loss, _ = tr.train_step(**batch)    # the first call of a TinyJit runs eagerly: every kernel of the step, once
   loss.realize()
-  return {"layers": layers, "bs": k["BS"], "dropout": bert_dropout(k), "kernels": GlobalCounters.kernel_count,
+  return {"layers": layers, "bs": k["BS"], "dropout": bert_dropout(k), "default_float": dtypes.default_float.name,
+          "use_atomics": bool(USE_ATOMICS), "kernels": GlobalCounters.kernel_count,
           "gflop": GlobalCounters.global_ops / 1e9, "gbytes": GlobalCounters.global_mem / 1e9,
           "host_s": time.perf_counter() - t0}
 

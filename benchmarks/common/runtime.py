@@ -15,10 +15,13 @@ TINYGRAD_ENV = ("DEV", "DEFAULT_FLOAT", "SUM_DTYPE", "IGNORE_JIT_FIRST_BEAM", "B
                 "BEAM_LOCAL_MAX", "BEAM_MIN_PROGRESS", "BEAM_PADTO", "HCQDEV_WAIT_TIMEOUT_MS", "USE_ATOMICS")
 
 
-def apply_tinygrad_env(cfg: PlatformConfig, phase: str):
+def apply_tinygrad_env(cfg: PlatformConfig, phase: str, keep_dev: bool = False):
+  """Export the config's tinygrad knobs before tinygrad is imported; keep_dev leaves a DEV already in the environment
+  (DEV=NULL counts a GPU config's step without the GPU)."""
   if "tinygrad" in sys.modules:
     raise RuntimeError("tinygrad was imported before the platform config was applied; its knobs would be ignored")
   for k in TINYGRAD_ENV:
+    if k == "DEV" and keep_dev and os.environ.get("DEV"): continue
     if k in cfg.knobs: os.environ[k] = cfg.env()[k]
   # the timed RUN compiles with no worker pool (as upstream): BEAM work belongs to INIT
   if phase == "run": os.environ.setdefault("PARALLEL", "0")

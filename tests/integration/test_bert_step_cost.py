@@ -1,5 +1,7 @@
-"""benchmarks.bert.step_cost counts a real BERT train step on the NULL device (no GPU): the DROPOUT knob really takes
-dropout out of the step (fewer kernels, fewer bytes), and each variant runs in its own process with its own knobs."""
+"""benchmarks.bert.step_cost counts a real BERT train step on the NULL device (no GPU) with the platform config's
+tinygrad knobs: the DROPOUT knob really takes dropout out of the step (fewer kernels, fewer bytes), USE_ATOMICS=0 puts
+the one-hot embedding gradient back (vocab x tokens x hidden more FLOP), and each variant runs in its own process with
+its own knobs."""
 from __future__ import annotations
 import json
 import os
@@ -16,10 +18,13 @@ pytestmark = pytest.mark.integration
 def test_dropout_variant_costs_kernels_and_bytes_on_the_null_device():
   env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1"}
   r = subprocess.run([sys.executable, "-m", "benchmarks.bert.step_cost", "--platform", "cpu_smoke", "--layers", "1",
-                      "--variants", "DROPOUT=0.1", "DROPOUT=0"], cwd=REPO, env=env, capture_output=True, text=True,
-                     timeout=900)
+                      "--variants", "DROPOUT=0.1", "DROPOUT=0", "USE_ATOMICS=0"], cwd=REPO, env=env, capture_output=True,
+                     text=True, timeout=900)
   assert r.returncode == 0, r.stderr[-2000:]
-  on, off = (json.loads(line) for line in r.stdout.splitlines() if line.startswith("{"))
+  on, off, onehot = (json.loads(line) for line in r.stdout.splitlines() if line.startswith("{"))
+  assert (on["default_float"], on["use_atomics"], onehot["use_atomics"]) == ("float", True, False)   # config, then override
+  tokens, vocab, hidden = 16 * 64, 30522, 64      # cpu_smoke: BS 16, MAX_SEQ_LEN 64, BERT_HIDDEN 64
+  assert onehot["gflop"] - on["gflop"] > 2 * vocab * tokens * hidden / 1e9 * 0.9, (on, onehot)
   assert (on["dropout"], off["dropout"]) == (0.1, 0.0) and on["layers"] == off["layers"] == 1
   assert on["kernels"] > off["kernels"] > 100 and on["gbytes"] > off["gbytes"] > 0 and on["gflop"] > off["gflop"] > 0
   assert "DROPOUT=0 vs DROPOUT=0.1: kernels -" in r.stdout

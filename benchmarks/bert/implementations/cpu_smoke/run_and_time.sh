@@ -32,6 +32,7 @@
 #   BERT_INTERMEDIATE = 256
 #   INIT_BERT_LAYERS  = 2
 #   INIT_CHECKPOINT   = 0
+#   USE_ATOMICS       = 1
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 : "${DATA_DIR:?set DATA_DIR to the prepared Wikipedia shards, eval set and checkpoint (`tinyperf prep wiki ...`, `tinyperf prep bert-checkpoint`)}"
