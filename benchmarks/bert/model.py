@@ -36,7 +36,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from tinygrad import Tensor, Context, dtypes
+from tinygrad import Tensor, dtypes
 from tinygrad.helpers import prod, USE_ATOMICS
 from tinygrad.uop.ops import UOp, Ops, KernelInfo, AxisType
 from tinygrad.nn.state import get_state_dict
@@ -128,8 +128,8 @@ ATOMIC_ADD = {"CPU": "__atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED);", "NULL": 
 
 def scatter_add_rows(backend: str, max_cols_per_block: int = 256):
   """Kernel (for Tensor.custom_kernel) that adds rows (..., H) into table (V, H) float32 at rows ids (...): one thread
-  per (token, column), up to max_cols_per_block columns per workgroup (a power of two dividing H), one atomic add each. 16384 tokens x 1024 columns is 16.8M
-  adds, where the one-hot gradient is a 30522 x 16384 x 1024 reduction (0.5 T multiply-adds)."""
+  per (token, column), up to max_cols_per_block columns per workgroup (a power of two dividing H), one atomic add
+  each. 16384 tokens x 1024 columns is 16.8 M adds, where the one-hot gradient is a 30522 x 16384 x 1024 reduction."""
   if backend not in ATOMIC_ADD:
     raise NotImplementedError(f"no atomic add known for tinygrad's {backend} backend: set USE_ATOMICS=0 for this platform")
   def kernel(table: UOp, rows: UOp, ids: UOp) -> UOp:
@@ -172,7 +172,8 @@ class Embedding:
 
   The backward is where the two forms differ. USE_ATOMICS=0 (the reference's form) differentiates the one-hot sum: the
   table gradient is a (num, tokens) x (tokens, dim) reduction, 0.5 T multiply-adds at BERT-large's 30522 x 16384 x
-  1024, which tinygrad cannot run on tensor cores (docs/PERFORMANCE.md). USE_ATOMICS=1 (a platform knob; always on CPU,
+  1024, which tinygrad 0.14 compiles to a plain reduction kernel: 72 ms of a 2-layer step's 318 on an H200
+  (docs/PERFORMANCE.md). USE_ATOMICS=1 (a platform knob; always on CPU,
   where the one-hot form was most of the cpu_smoke step) scatter-adds each token's gradient row into the table with
   atomic adds: O(tokens * dim). Both give the same gradient up to float32 summation order."""
   def __init__(self, num: int, dim: int, rng: np.random.Generator | None = None):
