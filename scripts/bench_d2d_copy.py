@@ -49,8 +49,8 @@ def main():
     for name, fn in (("tinygrad", tinygrad_copy), ("torch", torch_copy)):
       times, peer = fn(mb << 20, args.reps)
       med = statistics.median(times)
-      print(json.dumps({"framework": name, "mb": mb, "median_ms": round(med * 1e3, 3), "gb_per_s": round((mb << 20) / med / 1e9, 1),
-                        "peer_access": peer}), flush=True)
+      print(json.dumps({"framework": name, "mb": mb, "median_ms": round(med * 1e3, 3),
+                        "gb_per_s": round((mb << 20) / med / 1e9, 1), "peer_access": peer}), flush=True)
 
 
 if __name__ == "__main__":

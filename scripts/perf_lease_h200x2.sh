@@ -12,7 +12,8 @@
 #            meet the same kernels in the same order: `python -m tooling.beamlog` on the two logs compares search
 #            time and kernel speed per kernel
 # BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (the latest:
-# docs/perf/2026-11-30_lease3_resnet_beam.db, 236 kernels), BERT_SEED_DB=FILE BERT's (docs/perf/2026-11-30_lease3_bert_beam.db).
+# docs/perf/2026-11-30_lease3_resnet_beam.db, 236 kernels), BERT_SEED_DB=FILE BERT's
+# (docs/perf/2026-11-30_lease3_bert_beam.db).
 # In the first lease (2026-11-30) the 2-GPU job was started 150 s in, beside the 1-GPU job: timed steps overlapped other
 # work and came out slow (docs/PERFORMANCE.md); this order replaces that.
 # PLAN=beam replaces all of this with two searches side by side, PLAN=atomics with the USE_ATOMICS measurements, and
@@ -72,10 +73,12 @@ if [ "${PLAN:-measure}" = atomics ]; then
   #   then   both: 24 layers, 2 GPUs, atomics; 2 layers, 2 GPUs, one-hot then atomics (DEBUG=2)
   #   after  both: BEAM searches until the deadline (BERT on GPU0, ResNet on GPU1)
   [ -n "${BERT_SEED_DB:-}" ] && [ ! -f "$JOB/bert_beam.db" ] && cp "$BERT_SEED_DB" "$JOB/bert_beam.db"
-  DEV=CUDA USE_ATOMICS=1 python3 -m pytest -q -p no:cacheprovider tests/unit/test_bert_model.py -k atomic 2>&1 | stamp "$JOB/atomics_test.log"
+  DEV=CUDA USE_ATOMICS=1 python3 -m pytest -q -p no:cacheprovider tests/unit/test_bert_model.py -k atomic 2>&1 \
+    | stamp "$JOB/atomics_test.log"
   event "atomics unit test on CUDA exit $?"
   ( USE_ATOMICS=1 CUDA_VISIBLE_DEVICES=1 tinyperf bench bert --gpus 1 --bs 32 --steps 6 --beam 0 --torch-modes eager \
-      --time-limit 600 --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_1gpu_atomics.log"; event "bert 1 GPU atomics exit $?" ) &
+      --time-limit 600 --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_1gpu_atomics.log"
+    event "bert 1 GPU atomics exit $?" ) &
   BERT1=$!
   CUDA_VISIBLE_DEVICES=0 BERT_LAYERS=2 DEBUG=2 tinyperf bench bert --gpus 1 --bs 32 --steps 6 --beam 0 --against none \
     --vary USE_ATOMICS=1 --time-limit 400 --record "$JOB/bert.jsonl" 2>&1 | stamp "$JOB/bert_2layers_1gpu_vary.log"

@@ -121,9 +121,9 @@ def _backend(t: Tensor | UOp) -> str:
 
 # One atomic float add per backend, in the C dialect its renderer writes ({0}: the address, {1}: the value). AMD's is
 # the clang builtin tinygrad's HIP renderer compiles without headers; CUDA and NV (RTX 4090) share NVRTC's atomicAdd.
-ATOMIC_ADD = {"CPU": "__atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED);", "NULL": "__atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED);",
-              "AMD": "__hip_atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);",
-              "CUDA": "atomicAdd({0}, {1});", "NV": "atomicAdd({0}, {1});"}
+_C_ATOMIC_ADD = "__atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED);"
+ATOMIC_ADD = {"CPU": _C_ATOMIC_ADD, "NULL": _C_ATOMIC_ADD, "CUDA": "atomicAdd({0}, {1});", "NV": "atomicAdd({0}, {1});",
+              "AMD": "__hip_atomic_fetch_add({0}, {1}, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);"}
 
 
 def scatter_add_rows(backend: str, max_cols_per_block: int = 256):
@@ -131,7 +131,8 @@ def scatter_add_rows(backend: str, max_cols_per_block: int = 256):
   per (token, column), up to max_cols_per_block columns per workgroup (a power of two dividing H), one atomic add
   each. 16384 tokens x 1024 columns is 16.8 M adds, where the one-hot gradient is a 30522 x 16384 x 1024 reduction."""
   if backend not in ATOMIC_ADD:
-    raise NotImplementedError(f"no atomic add known for tinygrad's {backend} backend: set USE_ATOMICS=0 for this platform")
+    raise NotImplementedError(f"no atomic add known for tinygrad's {backend} backend: set USE_ATOMICS=0 for this "
+                              "platform")
   def kernel(table: UOp, rows: UOp, ids: UOp) -> UOp:
     V, H = table.shape
     cols_per_block = math.gcd(H, max_cols_per_block)   # BERT-large 1024 -> 256; the cpu_smoke's 64 -> 64
@@ -142,7 +143,8 @@ def scatter_add_rows(backend: str, max_cols_per_block: int = 256):
     id_ = ids[token].load()
     # an id outside the table looked up a zero row (the one-hot matched nothing): it adds 0, at a clamped address
     value = ((id_ >= 0) & (id_ < V)).where(rows[token, col].load().cast(dtypes.float), 0.0)
-    add = UOp(Ops.CUSTOM, src=(table.index(id_.clip(0, V - 1).cast(dtypes.weakint), col), value), arg=ATOMIC_ADD[backend])
+    address = table.index(id_.clip(0, V - 1).cast(dtypes.weakint), col)
+    add = UOp(Ops.CUSTOM, src=(address, value), arg=ATOMIC_ADD[backend])
     return add.end(token, block, lane).sink(arg=KernelInfo(name="embedding_scatter_add", opts_to_apply=()))
   return kernel
 

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.integration
 def test_bench_times_replayed_steps_and_records_the_warmup(tmp_path):
   record = tmp_path / "bench.jsonl"
   r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
-                      "--steps", "3", "--record", str(record), "--vary", "BS=32"], cwd=REPO, capture_output=True, text=True, timeout=900)
+                      "--steps", "3", "--record", str(record), "--vary", "BS=32"], cwd=REPO, capture_output=True, text=True,
+                     timeout=900)
   assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
   rec, varied = [json.loads(line) for line in record.read_text().splitlines()]
   assert (rec["bs"], "varied" in rec) == (64, False) and (varied["bs"], varied["varied"]) == (32, "BS=32")

@@ -22,7 +22,8 @@ def test_dropout_variant_costs_kernels_and_bytes_on_the_null_device():
                      text=True, timeout=900)
   assert r.returncode == 0, r.stderr[-2000:]
   on, off, onehot = (json.loads(line) for line in r.stdout.splitlines() if line.startswith("{"))
-  assert (on["default_float"], on["use_atomics"], onehot["use_atomics"]) == ("float", True, False)   # config, then override
+  # the config's knobs (cpu_smoke: FLOAT, USE_ATOMICS 1), then the variant's override
+  assert (on["default_float"], on["use_atomics"], onehot["use_atomics"]) == ("float", True, False)
   tokens, vocab, hidden = 16 * 64, 30522, 64      # cpu_smoke: BS 16, MAX_SEQ_LEN 64, BERT_HIDDEN 64
   assert onehot["gflop"] - on["gflop"] > 2 * vocab * tokens * hidden / 1e9 * 0.9, (on, onehot)
   assert (on["dropout"], off["dropout"]) == (0.1, 0.0) and on["layers"] == off["layers"] == 1

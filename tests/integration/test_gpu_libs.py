@@ -51,13 +51,18 @@ def _comgr_installed() -> bool:
   return any(any(Path(d).glob("libamd_comgr.so*")) for d in ("/usr/lib/x86_64-linux-gnu", "/opt/rocm/lib"))
 
 
-def test_amd_selfcheck_loads_libamd_comgr():
+def _need_comgr():
+  """Install Debian's libamd-comgr2 when missing and possible; skip (fail under TINYPERF_REQUIRE_GPU_LIBS) otherwise."""
   if not _comgr_installed() and os.geteuid() == 0 and shutil.which("apt-get"):
     subprocess.run(["apt-get", "install", "-y", "-qq", "libamd-comgr2"], capture_output=True,
                    env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, timeout=900)
   if not _comgr_installed():
     if REQUIRE: pytest.fail("libamd_comgr is not installed and could not be (apt-get install libamd-comgr2)")
     pytest.skip("libamd_comgr is not installed (Debian: apt-get install libamd-comgr2)")
+
+
+def test_amd_selfcheck_loads_libamd_comgr():
+  _need_comgr()
   p = selfcheck("amd", {})
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
   line = next(l for l in p.stdout.splitlines() if "libamd_comgr" in l)
@@ -69,9 +74,7 @@ def test_amd_renders_the_atomic_embedding_kernel_and_comgr_compiles_its_atomic()
   (gfx942) and the 7900 XTX (gfx1100) with our atomic statement and one thread per (token, column); Debian's comgr
   (ROCm 5.2) knows neither arch and has no device libraries to link the rendered kernel's __ockl calls, so it compiles
   and links the atomic statement itself in a minimal kernel for the nearest arches it knows (gfx90a, gfx1030)."""
-  if not _comgr_installed():
-    if REQUIRE: pytest.fail("libamd_comgr is not installed (apt-get install libamd-comgr2)")
-    pytest.skip("libamd_comgr is not installed (Debian: apt-get install libamd-comgr2)")
+  _need_comgr()
   from benchmarks.bert.model import ATOMIC_ADD
   from benchmarks.common.selfcheck import render_embedding_scatter
   for arch in ("gfx942", "gfx1100"):
@@ -79,6 +82,7 @@ def test_amd_renders_the_atomic_embedding_kernel_and_comgr_compiles_its_atomic()
     assert "__hip_atomic_fetch_add((data0" in src and "__ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);" in src, src
     assert "__ockl_get_group_id(1); /* 4096 */" in src and "for (" not in src, src   # tokens on the grid, no serial loop
   from tinygrad.runtime.support.compiler_amd import HIPCompiler
-  probe = 'extern "C" __attribute__((global)) void probe(float* x, float v) { ' + ATOMIC_ADD["AMD"].format("x + 1", "v") + " }"
+  atomic = ATOMIC_ADD["AMD"].format("x + 1", "v")
+  probe = 'extern "C" __attribute__((global)) void probe(float* x, float v) { ' + atomic + " }"
   for arch in ("gfx90a", "gfx1030"):
     assert len(HIPCompiler(arch).compile(probe)) > 1000, arch

@@ -188,7 +188,8 @@ def test_atomic_embedding_gradient_is_the_one_hot_gradient(ndev, H):
   if multi:   # every replica, not only the one numpy() reads
     replicas = emb.weight.grad.realize().uop.buffer.bufs
     assert tuple(b.device for b in replicas) == devices
-    for b in replicas: np.testing.assert_allclose(np.frombuffer(b.as_memoryview(), np.float32).reshape(V, H), want, rtol=1e-6, atol=1e-6)
+    for b in replicas:
+      np.testing.assert_allclose(np.frombuffer(b.as_memoryview(), np.float32).reshape(V, H), want, rtol=1e-6, atol=1e-6)
   onehot_table = Tensor(table)
   onehot_table.requires_grad = True
   (_onehot_lookup(onehot_table, Tensor(ids)) * Tensor(g)).sum().backward()
