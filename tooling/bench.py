@@ -156,17 +156,17 @@ def main(args) -> int:
     raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
   varied_env = vary(args)
   ours = run_tinygrad(args, {})
-  varied = {**run_tinygrad(args, varied_env), "varied": args.vary} if varied_env else None
+  ours_rows = [ours] + ([{**run_tinygrad(args, varied_env), "varied": args.vary}] if varied_env else [])
   theirs = run_torch(args) if args.against == "torch" else []
   unit = UNIT[args.benchmark]
   per_gpu = ours[unit] / ours["gpus"]
   u = unit.split("_")[0]
   print(f"\n{'side':<28}{'GPUs':>5}{'batch':>7}{'step ms':>10}{u + '/s':>10}{u + '/s/GPU':>11}{'mem GB':>8}")
-  for name, r in (("", ours), (f" {args.vary}", varied)):
-    if r is None: continue
-    print(f"{'tinygrad BEAM=' + str(r['beam'].get('TRAIN_BEAM')) + name:<28}{r['gpus']:>5}{r['bs']:>7}"
-          f"{r['median_step_ms']:>10.1f}{r[unit]:>10.0f}{r[unit] / r['gpus']:>11.0f}{r['mem_used_gb']:>8.1f}")
-  if varied: print(f"ratio {args.vary} / config: {varied[unit] / ours[unit]:.3f}x throughput")
+  for r in ours_rows:
+    name = f"tinygrad BEAM={r['beam'].get('TRAIN_BEAM')}" + (f" {r['varied']}" if "varied" in r else "")
+    print(f"{name:<28}{r['gpus']:>5}{r['bs']:>7}{r['median_step_ms']:>10.1f}{r[unit]:>10.0f}{r[unit] / r['gpus']:>11.0f}"
+          f"{r['mem_used_gb']:>8.1f}")
+  for r in ours_rows[1:]: print(f"ratio {r['varied']} / config: {r[unit] / ours[unit]:.3f}x throughput")
   for t in theirs:
     print(f"{'torch ' + t['mode'] + ' ' + t['dtype']:<28}{1:>5}{t['bs']:>7}{t['median_step_ms']:>10.1f}{t[unit]:>10.0f}"
           f"{t[unit]:>11.0f}{t['peak_mem_gb']:>8.1f}")
@@ -176,5 +176,5 @@ def main(args) -> int:
   if args.record:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with open(args.record, "a") as f:
-      for r in [ours, *([varied] if varied else []), *theirs]: f.write(json.dumps({"date": stamp, **r}) + "\n")
+      for r in [*ours_rows, *theirs]: f.write(json.dumps({"date": stamp, **r}) + "\n")
   return 0

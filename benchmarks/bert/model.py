@@ -175,9 +175,9 @@ class Embedding:
   The backward is where the two forms differ. USE_ATOMICS=0 (the reference's form) differentiates the one-hot sum: the
   table gradient is a (num, tokens) x (tokens, dim) reduction, 0.5 T multiply-adds at BERT-large's 30522 x 16384 x
   1024, which tinygrad 0.14 compiles to a plain reduction kernel: 72 ms of a 2-layer step's 318 on an H200
-  (docs/PERFORMANCE.md). USE_ATOMICS=1 (a platform knob; always on CPU,
-  where the one-hot form was most of the cpu_smoke step) scatter-adds each token's gradient row into the table with
-  atomic adds: O(tokens * dim). Both give the same gradient up to float32 summation order."""
+  (docs/PERFORMANCE.md). USE_ATOMICS=1 (a platform knob; always on CPU, where the one-hot form was most of the
+  cpu_smoke step) scatter-adds each token's gradient row into the table with atomic adds: O(tokens * dim). Both give
+  the same gradient up to float32 summation order."""
   def __init__(self, num: int, dim: int, rng: np.random.Generator | None = None):
     self.weight = _param((num, dim), rng, "normal")
 
