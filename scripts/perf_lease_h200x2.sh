@@ -12,7 +12,7 @@
 #            meet the same kernels in the same order: `python -m tooling.beamlog` on the two logs compares search
 #            time and kernel speed per kernel
 # BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (the latest:
-# docs/perf/2026-11-30_lease3_resnet_beam.db, 236 kernels), BERT_SEED_DB=FILE BERT's
+# docs/perf/2026-11-30_lease4_resnet_beam.db, 309 kernels), BERT_SEED_DB=FILE BERT's
 # (docs/perf/2026-11-30_lease3_bert_beam.db).
 # In the first lease (2026-11-30) the 2-GPU job was started 150 s in, beside the 1-GPU job: timed steps overlapped other
 # work and came out slow (docs/PERFORMANCE.md); this order replaces that.
