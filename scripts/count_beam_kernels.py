@@ -44,7 +44,8 @@ def main() -> int:
   for ignore_first in (1, 0):
     with tempfile.TemporaryDirectory() as tmp:
       env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1", "TRAIN_BEAM": "1", "PARALLEL": "0",
-             "IGNORE_JIT_FIRST_BEAM": str(ignore_first), "CACHEDB": str(Path(tmp) / "cache.db"), "PYTHONPATH": str(ROOT)}
+             "IGNORE_JIT_FIRST_BEAM": str(ignore_first), "CACHEDB": str(Path(tmp) / "cache.db"),
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
       t0 = time.time()
       rc = subprocess.run([sys.executable, "-c", CHILD, args.platform, str(args.steps)], env=env, cwd=ROOT,
                           stdout=subprocess.DEVNULL).returncode
