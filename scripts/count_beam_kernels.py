@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tooling.bench import beam_rows  # noqa: E402  (the count `tinyperf bench --beam-cache` prints)
 CHILD = """
 import sys
 from benchmarks.common.config import load_config
@@ -28,12 +29,6 @@ runtime.apply_tinygrad_env(cfg, "init", keep_dev=True)
 from benchmarks.resnet.train import Trainer, run_fake_steps
 run_fake_steps(Trainer(cfg, seed=0, spe=100), int(sys.argv[2]), with_eval=False)
 """
-
-
-def searched_kernels(cache_db: Path) -> int:
-  with sqlite3.connect(cache_db) as db:
-    tables = [t for (t,) in db.execute("select name from sqlite_master where type='table' and name like 'beam_search%'")]
-    return sum(db.execute(f'select count(*) from "{t}"').fetchone()[0] for t in tables)
 
 
 def main() -> int:
@@ -51,7 +46,7 @@ def main() -> int:
                           stdout=subprocess.DEVNULL).returncode
       if rc != 0: sys.exit(f"count_beam_kernels: the {args.platform} train step failed on DEV=NULL (exit {rc}, above)")
       print(json.dumps({"benchmark": "resnet", "platform": args.platform, "IGNORE_JIT_FIRST_BEAM": ignore_first,
-                        "kernels_searched": searched_kernels(Path(tmp) / "cache.db"),
+                        "kernels_searched": beam_rows(Path(tmp) / "cache.db"),
                         "wall_s_on_null": round(time.time() - t0, 1)}), flush=True)
   return 0
 

@@ -106,7 +106,18 @@ def copy_beam_tables(src: Path, dst: Path) -> int:
       if not con.execute("SELECT 1 FROM main.sqlite_master WHERE name=?", (name,)).fetchone(): con.execute(sql)
       con.execute(f"INSERT OR REPLACE INTO main.\"{name}\" SELECT * FROM src.\"{name}\"")
     con.commit()
-    return sum(con.execute(f"SELECT COUNT(*) FROM main.\"{n}\"").fetchone()[0] for n, _ in tables)
+  finally:
+    con.close()
+  return beam_rows(dst, only=[name for name, _ in tables])
+
+
+def beam_rows(db: Path, only: list[str] | None = None) -> int:
+  """How many kernels db's beam_search tables hold (one row per searched kernel AST); only: just these tables."""
+  con = sqlite3.connect(db)
+  try:
+    names = only if only is not None else [n for (n,) in con.execute(
+      "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'beam_search%'")]
+    return sum(con.execute(f"SELECT COUNT(*) FROM \"{n}\"").fetchone()[0] for n in names)
   finally:
     con.close()
 
