@@ -230,9 +230,7 @@ def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, r
       fr.findings.append(Finding(FAIL if res.werror else WARN, "duplicate-key", text, fr.name, line))
     else:
       fr.findings.append(Finding(FAIL, "compliance", m.rule, fr.name, line))
-  if res.crashed:
-    fr.findings.append(Finding(FAIL, "compliance", f"compliance_checker crashed: {res.crashed}", fr.name))
-  elif not res.success and not any(f.level == FAIL for f in fr.findings):
+  if not res.success and not any(f.level == FAIL for f in fr.findings):
     fr.findings.append(Finding(FAIL, "compliance", "compliance_checker did not report SUCCESS", fr.name))
   _init_check(log, fr)
   _run_stop_check(log, fr)
@@ -423,8 +421,6 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
   if stubbed:
     report.findings.append(Finding(INFO, "package-checker", f"no systems JSON for {', '.join(stubbed)} in PATH: "
                                    f"package_checker ran with a stand-in carrying the logs' division", where))
-  if res.crashed:
-    report.findings.append(Finding(FAIL, "package-checker", f"package_checker crashed: {res.crashed}", where))
   expected = {f"{org}/{bd.rel}": dr for bd, dr in dirs}
   for name in res.skipped:
     report.findings.append(Finding(FAIL, "package-checker", f"package_checker skipped benchmark {name!r} (not in "
@@ -449,7 +445,7 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
   # safety net: package_checker did not accept the package but no finding above says why. (Its success line is also
   # missing when only a system description failed; system_desc_checker's own run reports that one.)
   failed_now = sum(f.level == FAIL for f in report.findings + [x for _, d in dirs for x in d.findings])
-  sysdesc_only = bool(res.errors) and all(_is_sysdesc(e) for e in res.errors) and not res.skipped and not res.crashed
+  sysdesc_only = bool(res.errors) and all(_is_sysdesc(e) for e in res.errors) and not res.skipped
   if failed_now == failed_before and not sysdesc_only and not res.accepted(list(expected)):
     report.findings.append(Finding(FAIL, "package-checker", "package_checker did not accept the package (no "
                                    "'FOUND NO ERRORS, SUCCESS' line); see its output", where))
@@ -557,7 +553,7 @@ def render(report: Report) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
   p.epilog = "exit status: 0 accepted, 1 rejected, 2 bad input or usage. See docs/check.md."
-  p.add_argument("path", metavar="PATH",
+  p.add_argument("path", metavar="PATH", type=Path,
                  help="a result log, a results/<system>/<benchmark> directory, or a submitter directory")
   p.add_argument("--ruleset", help="check against this ruleset instead of the benchmark's (resnet 4.0.0, bert 5.0.0)")
   p.add_argument("--werror", action="store_true", help="keys logged twice with identical values fail instead of warn")

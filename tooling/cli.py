@@ -4,7 +4,9 @@ Each verb lives in its own module with `add_arguments(parser)` and `main(args) -
 from __future__ import annotations
 import argparse
 import importlib
+import os
 import sys
+from pathlib import Path
 
 from benchmarks.common.io import InputError
 
@@ -39,9 +41,19 @@ def build_parser() -> argparse.ArgumentParser:
   return p
 
 
+def absolute_paths(args: argparse.Namespace) -> argparse.Namespace:
+  """Every path argument made absolute once, here: verbs hand paths to tools that run in other directories (the
+  MLCommons checkers run in a scratch directory) and name directories by their last component (`check .` inside
+  results/<system>/<bm>). abspath, not resolve: a symlinked directory keeps the name the user gave it."""
+  for k, v in vars(args).items():
+    if isinstance(v, Path): setattr(args, k, Path(os.path.abspath(v)))
+    elif isinstance(v, list) and v and all(isinstance(x, Path) for x in v): setattr(args, k, [Path(os.path.abspath(x)) for x in v])
+  return args
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = build_parser()
-  args = parser.parse_args(argv)
+  args = absolute_paths(parser.parse_args(argv))
   try:
     return importlib.import_module(args._module).main(args) or 0
   except InputError as e:

@@ -5,3 +5,7 @@ from benchmarks.common.io import InputError, write_atomic  # noqa: F401  (re-exp
 
 class UserError(InputError):
   """Bad input or environment met by a tinyperf verb."""
+
+
+class ToolError(UserError):
+  """An MLCommons tool crashed, hung or printed nothing we can read: exit 2, never a verdict."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from tooling.errors import UserError
+from tooling.errors import ToolError, UserError
 
 USAGE = "training"
 SEPARATOR = "-" * 30
@@ -127,9 +127,6 @@ class ToolRun:
   records: list[Record]
 
   @property
-  def crashed(self) -> bool: return "Traceback (most recent call last)" in self.stderr
-
-  @property
   def crash_line(self) -> str:
     lines = [l for l in self.stderr.strip().splitlines() if l.strip()]
     return lines[-1].strip() if lines else f"exit {self.returncode}"
@@ -153,7 +150,8 @@ def run_tool(tool: str, args: list[str], cwd: Path | None = None, log_output: bo
   """Run `python -m mlperf_logging.<tool> ARGS --log_output <scratch>`; parse its stderr logging records.
 
   cwd defaults to the scratch directory, so a tool that writes next to itself (result_summarizer without --csv)
-  never touches the caller's working directory."""
+  never touches the caller's working directory: every path in args must therefore be absolute (the CLI resolves
+  them once, tooling/cli.py). A traceback is a ToolError (exit 2): a crashed checker is no verdict on the log."""
   with tempfile.TemporaryDirectory(prefix=f"tinyperf-{tool}-") as scratch:
     cmd = [sys.executable, "-m", f"mlperf_logging.{tool}", *args]
     if log_output: cmd += ["--log_output", str(Path(scratch) / f"{tool}.log")]
@@ -161,8 +159,18 @@ def run_tool(tool: str, args: list[str], cwd: Path | None = None, log_output: bo
       p = subprocess.run(cmd, cwd=str(cwd or scratch), capture_output=True, text=True, timeout=timeout,
                          encoding="utf-8", errors="replace")
     except subprocess.TimeoutExpired:
-      raise UserError(f"mlperf_logging.{tool} did not finish within {timeout} s ({' '.join(cmd[3:])}).") from None
-  return ToolRun(cmd, p.returncode, p.stdout, p.stderr, parse_records(p.stderr))
+      raise ToolError(f"mlperf_logging.{tool} did not finish within {timeout} s ({' '.join(cmd[3:])}).") from None
+  run = ToolRun(cmd, p.returncode, p.stdout, p.stderr, parse_records(p.stderr))
+  if "Traceback (most recent call last)" in p.stderr: raise_crash(tool, args, cwd, run.crash_line)
+  return run
+
+
+def raise_crash(tool: str, args: list[str], cwd: Path | None, what: str):
+  where = f" in {cwd}" if cwd else ""
+  raise ToolError(f"mlperf_logging.{tool} crashed on {' '.join(args)}{where}: {what}. That is a failure of the "
+                  f"MLCommons tool, not a verdict: nothing was recorded as compliant or not. Check that the file is a "
+                  f"complete MLPerf log (tinyperf check names the malformed line when it can), or rerun with the pinned "
+                  f"mlperf-logging (pip install mlperf-logging==4.1.68).")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -190,7 +198,6 @@ class ComplianceResult:
   werror: bool
   success: bool                       # `INFO - SUCCESS` present, no `ERROR -` record, no traceback
   messages: list[CheckerMessage] = field(default_factory=list)
-  crashed: str | None = None
   output: str = ""
 
   @property
@@ -235,10 +242,10 @@ def compliance_check(path: Path, ruleset: str, werror: bool = False) -> Complian
   run = run_tool("compliance_checker", args)
   success = any(r.level == "INFO" and r.message.strip() == "SUCCESS" for r in run.records)
   failed = any(r.level == "ERROR" for r in run.records)
-  res = ComplianceResult(Path(path), ruleset, werror, success and not failed and not run.crashed,
-                         split_checker_messages(run.records), output=run.stderr)
-  if run.crashed: res.crashed = run.crash_line
-  return res
+  messages = split_checker_messages(run.records)
+  if not success and not failed and not messages:   # neither SUCCESS nor a finding: output we cannot read
+    raise_crash("compliance_checker", args, None, f"printed no verdict (exit {run.returncode})")
+  return ComplianceResult(Path(path), ruleset, werror, success and not failed, messages, output=run.stderr)
 
 
 def compliance_check_all(jobs: list[tuple[Path, str]], werror: bool = False) -> list[ComplianceResult]:
@@ -270,8 +277,7 @@ def system_desc_check(path: Path, ruleset: str) -> SystemDescResult:
       try: reasons.extend(str(x) for x in ast.literal_eval(m.group(1)))
       except (ValueError, SyntaxError): reasons.append(m.group(1))
     else: reasons.append(e.strip())
-  if run.crashed: reasons.append(f"system_desc_checker crashed: {run.crash_line}")
-  return SystemDescResult(Path(path), ruleset, passed and not errors and not run.crashed, reasons, run.stderr)
+  return SystemDescResult(Path(path), ruleset, passed and not errors, reasons, run.stderr)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -285,11 +291,10 @@ class PackageCheckResult:
   skipped: list[str]                 # benchmarks reported as "Skipping benchmark"
   checked_dirs: list[str]            # dirs named by "Running compliance checks in dir"
   sections: dict[str, list[Record]]  # dir -> its ERROR/WARNING/notable INFO records; "" = before the first dir
-  crashed: str | None
   output: str
 
   def accepted(self, expected_dirs: list[str]) -> bool:
-    return (self.success_line and not self.errors and not self.skipped and not self.crashed
+    return (self.success_line and not self.errors and not self.skipped
             and sorted(self.checked_dirs) == sorted(expected_dirs))
 
 
@@ -319,8 +324,7 @@ def package_check(workdir: Path, org: str, ruleset: str, werror: bool = False) -
       sections.setdefault(current, []).append(r)
   errors = [r.message.strip() for r in run.records if r.level == "ERROR"]
   success = any(r.level == "INFO" and "PACKAGE CHECKER FOUND NO ERRORS, SUCCESS" in r.message for r in run.records)
-  return PackageCheckResult(ruleset, success, errors, skipped, checked, sections,
-                            run.crash_line if run.crashed else None, run.stderr)
+  return PackageCheckResult(ruleset, success, errors, skipped, checked, sections, run.stderr)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -331,8 +335,7 @@ def result_summarizer(workdir: Path, org: str, ruleset: str) -> list[dict]:
   csv = Path(workdir) / "tinyperf-summary.csv"
   run = run_tool("result_summarizer", [org, USAGE, ruleset, "--csv", str(csv)], cwd=workdir, log_output=False)
   js = csv.with_suffix(".json")
-  if run.crashed or not js.is_file():
-    raise UserError(f"result_summarizer failed on {Path(workdir) / org}: {run.crash_line if run.crashed else 'no output'}")
+  if not js.is_file(): raise_crash("result_summarizer", [org, USAGE, ruleset], workdir, "it wrote no summary")
   return json.loads(js.read_text())
 
 
@@ -342,9 +345,8 @@ def result_summarizer(workdir: Path, org: str, ruleset: str) -> list[dict]:
 @dataclass
 class RepoCheckResult:
   ruleset: str
-  passed: bool          # `ALL CHECKS PASSED.`, no `ERROR -` record, no traceback
+  passed: bool          # `ALL CHECKS PASSED.`, no `ERROR -` record
   errors: list[str]     # each ERROR message (a message may list several paths, one per line)
-  crashed: str | None
   output: str
 
 
@@ -354,5 +356,4 @@ def repo_check(workdir: Path, folder: str, ruleset: str) -> RepoCheckResult:
   run = run_tool("repo_checker", [folder, USAGE, ruleset], cwd=workdir)
   passed = any(r.level == "INFO" and r.message.strip() == "ALL CHECKS PASSED." for r in run.records)
   errors = [r.message.strip() for r in run.records if r.level == "ERROR"]
-  return RepoCheckResult(ruleset, passed and not errors and not run.crashed, errors,
-                         run.crash_line if run.crashed else None, run.stderr)
+  return RepoCheckResult(ruleset, passed and not errors, errors, run.stderr)

@@ -123,10 +123,13 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   return codes, log
 
 
-def check_log(log: Path) -> tuple[bool, str]:
-  """Compliance of one finished log with the real checker (+ our extra checks). Returns (accepted, one-line summary)."""
+def check_log(log: Path) -> tuple[bool | None, str]:
+  """Compliance of one finished log with the real checker (+ our extra checks). Returns (accepted, one-line summary);
+  accepted is None when a checker crashed: no verdict is recorded, `tinyperf check` can be rerun on the result."""
   from tooling.check import check_path
-  report = check_path(log)
+  from tooling.errors import ToolError
+  try: report = check_path(log)
+  except ToolError as e: return None, f"not checked ({e})"
   fr = report.files[0]
   if report.accepted: return True, f"{fr.verdict}, {fr.minutes:.2f} min to train" if fr.minutes is not None else fr.verdict
   first = report.failures()[0] if report.failures() else fr.first_failure
@@ -266,7 +269,8 @@ def main(args) -> int:
     mins = (att.finished - t0) / 60
     print(f"run {i} (seed {seed}) {'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; "
           f"check: {summary}", flush=True)
-    if not accepted: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
+    if accepted is False: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
+    elif accepted is None: print(f"run {i}: {summary}; check it with `tinyperf check {result}`", file=sys.stderr)
   with L.Ledger.locked(ledger_path) as led: left = [i for i in led.pending(nexp) if args.only_index in (None, i)]
   if left:
     print(f"{len(left)} run(s) not finished: {left}; rerun the same command to redo them", file=sys.stderr)

@@ -82,7 +82,6 @@ class BenchmarkScore:
 
 
 def _first_failure(res: mlperf_tools.ComplianceResult) -> str:
-  if res.crashed: return f"compliance_checker crashed: {res.crashed}"
   f = res.failures
   return f[0].rule if f else "compliance_checker did not report SUCCESS"
 
@@ -159,7 +158,7 @@ def render(scores: list[BenchmarkScore]) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
   p.epilog = ("exit status: 0 every benchmark has a score (or the one log finished compliant), 1 otherwise, "
               "2 bad input or usage.")
-  p.add_argument("path", metavar="PATH", help="a result log, a results/<system>/<benchmark> directory or a submitter directory")
+  p.add_argument("path", metavar="PATH", type=Path, help="a result log, a results/<system>/<benchmark> directory or a submitter directory")
   p.add_argument("--ruleset", help="override the ruleset (default per benchmark: resnet 4.0.0, bert 5.0.0)")
   p.add_argument("--json", action="store_true", help="print the scores as JSON")
 

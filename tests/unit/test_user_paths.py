@@ -1,0 +1,61 @@
+"""The user's path: `tinyperf check/score` typed with a relative path, from another working directory, give the same
+bytes and exit code as with the absolute path (the MLCommons tools run in a scratch directory, so a relative path
+handed through used to crash them: every log NON-COMPLIANT). Real published submission trees, the real CLI."""
+from __future__ import annotations
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+TINYPERF = [sys.executable, "-m", "tooling.cli"]
+
+
+def tinyperf(cwd: Path, *args: str) -> tuple[int, str]:
+  env = {**os.environ, "PYTHONPATH": str(REPO)}
+  p = subprocess.run([*TINYPERF, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+  return p.returncode, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("verb", ["check", "score"])
+def test_relative_and_absolute_paths_agree_from_any_cwd(reference, verb, tmp_path):
+  tree = reference("v4.0", copy=False)                  # read-only: check works on a scratch copy
+  absolute = tinyperf(tmp_path, verb, str(tree))
+  from_parent = tinyperf(tree.parent, verb, tree.name)
+  from_inside = tinyperf(tree / "results", verb, "..")
+  assert "122.08" in absolute[1], absolute[1]          # the published olympic mean: the checkers really ran
+  assert from_parent == absolute and from_inside == absolute
+  assert "checker crashed" not in absolute[1]
+
+
+def test_check_dot_inside_a_benchmark_directory_keeps_its_system(reference):
+  tree = reference("v4.0", copy=False)
+  bench = tree / "results" / "tinybox_green" / "resnet"
+  code, out = tinyperf(bench, "check", ".")
+  assert code == 1, out                                  # v4.0 is rejected for its systems JSON status only
+  assert "results/tinybox_green/resnet" in out and "4 of 5 compliant" in out and "no systems JSON" not in out
+  assert tinyperf(bench.parent.parent.parent, "check", "results/tinybox_green/resnet/.") == (code, out)
+
+
+def test_symlinked_directory_keeps_the_name_given(reference, tmp_path):
+  tree = reference("v4.0", copy=False)
+  (tmp_path / "link").symlink_to(tree)
+  code, out = tinyperf(tmp_path, "score", "link/results/tinybox_green/resnet")
+  assert code == 0 and "tinybox_green" in out and "122.08" in out, out
+
+
+def test_a_crashed_checker_is_a_tool_error_not_a_verdict(tmp_path):
+  """A traceback from an MLCommons tool is exit 2 with the tool and the file named, never NON-COMPLIANT."""
+  from tooling import mlperf_tools
+  from tooling.errors import ToolError
+  missing = Path("results") / "result_0.txt"        # relative: the checker runs in a scratch directory and crashes
+  with pytest.raises(ToolError, match=r"mlperf_logging\.compliance_checker crashed on results/result_0\.txt.*"
+                     r"FileNotFoundError.*not a verdict"):
+    mlperf_tools.compliance_check(missing, "4.0.0")
+  log = tmp_path / "result_0.txt"
+  log.write_text(":::MLLOG {}\n")
+  with pytest.raises(ToolError, match="printed no verdict"):   # argparse refuses the ruleset: no traceback, no verdict
+    mlperf_tools.compliance_check(log, "0.0.0")
