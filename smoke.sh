@@ -1,15 +1,38 @@
 #!/usr/bin/env bash
 # The CPU smoke, end to end on this machine: synthetic ImageNet JPEGs -> NEXP x (INIT + RUN) of a toy ResNet on the CPU
-# -> tinyperf check -> tinyperf score. Installs what it needs (virtualenv from the lock file; clang as root).
-# Rerunning resumes: finished runs are kept, interrupted ones are redone. OUT=dir NEXP=n override the defaults.
+# -> tinyperf check (which also scores). Installs what it needs (virtualenv from the lock file; clang as root).
+# Rerunning resumes: finished runs are kept, interrupted ones are redone. OUT=dir NEXP=n override the defaults;
+# VERBOSE=1 shows every run's whole output (it always goes to OUT/runs/.../output.log).
+# Ends with one verdict line: SMOKE PASSED (exit 0) or SMOKE FAILED (exit 1).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source ./scripts/env.sh
 OUT="${OUT:-out/smoke}"
 NEXP="${NEXP:-5}"
+RES="$OUT/results/cpu_smoke/resnet"
 if [ ! -f "$OUT/data/manifest.json" ]; then
   tinyperf prep synthetic-imagenet --out "$OUT/data" --classes 4 --train-per-class 160 --val-per-class 40 --size 48 --seed 0
 fi
-tinyperf run resnet --platform cpu_smoke --nexp "$NEXP" --data "$OUT/data" --results "$OUT" --no-container
-tinyperf check "$OUT/results/cpu_smoke/resnet"
-tinyperf score "$OUT/results/cpu_smoke/resnet"
+set +e
+tinyperf run resnet --platform cpu_smoke --nexp "$NEXP" --data "$OUT/data" --results "$OUT" --no-container \
+  ${VERBOSE:+--verbose}
+ran=$?
+tinyperf check --json "$RES" > "$OUT/check.json"
+checked=$?
+set -e
+python3 - "$OUT" "$NEXP" "$ran" "$checked" <<'PY'
+import json, sys
+out, nexp, ran, checked = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+try: rep = json.load(open(f"{out}/check.json"))
+except (OSError, ValueError): rep = None
+files = [f for d in (rep or {}).get("dirs", []) for f in d["files"]]
+ok = sum(f["compliant"] for f in files)
+score = next((d["score_minutes"] for d in (rep or {}).get("dirs", []) if d["score_minutes"] is not None), None)
+passed = ran == 0 and checked == 0 and rep is not None and rep["accepted"] and ok == nexp
+what = f"{ok}/{nexp} compliant" + (f", score {score:.2f} min" if score is not None else ", no score")
+if rep is None: what = f"tinyperf check exited {checked} without a report"
+elif not rep["accepted"]: what += f" (rejected: tinyperf check {out}/results/cpu_smoke/resnet says why)"
+if ran != 0: what += f"; tinyperf run exited {ran} (rerun ./smoke.sh to resume)"
+print(f"SMOKE {'PASSED' if passed else 'FAILED'}: {what}, results in {out}")
+sys.exit(0 if passed else 1)
+PY

@@ -2,6 +2,7 @@
 from __future__ import annotations
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,3 +36,58 @@ def pytest_collection_modifyitems(config, items):
   slow = REPO / "tests" / "integration"
   for item in items:
     if slow in Path(item.fspath).parents: item.add_marker(pytest.mark.integration)
+
+
+def user_env(**extra) -> dict:
+  """The environment of a user at a fresh shell: none of the test run's virtualenv, PYTHONPATH or TINYPERF_* settings
+  (CI's TINYPERF_WITH_CONVERT would pull TensorFlow into the clone's venv)."""
+  venv = os.environ.get("VIRTUAL_ENV")
+  path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if not (venv and p.startswith(venv))
+          and not p.startswith(str(REPO / ".venv"))]
+  env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH") and not k.startswith("TINYPERF_")}
+  return {**env, "PATH": os.pathsep.join(path), **extra}
+
+
+@pytest.fixture(scope="session")
+def fresh_clone(tmp_path_factory) -> Path:
+  """`git clone` of this repository's HEAD, as a user starts: no venv, no out/, only committed files."""
+  dst = tmp_path_factory.mktemp("user") / "tinyperf"
+  subprocess.run(["git", "clone", "--quiet", str(REPO), str(dst)], check=True, timeout=300)
+  return dst
+
+
+def activated(clone: Path, **extra) -> dict:
+  """user_env after `source .venv/bin/activate` in the clone."""
+  env = user_env(VIRTUAL_ENV=str(clone / ".venv"), **extra)
+  env["PATH"] = f"{clone / '.venv' / 'bin'}{os.pathsep}{env['PATH']}"
+  return env
+
+
+def sh(cmd: list[str] | str, cwd: Path, env: dict, timeout: int = 3600) -> subprocess.CompletedProcess:
+  """A command as typed (a string goes through the shell, as `DATA_DIR=data ./init_datasets.sh` does)."""
+  return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, shell=isinstance(cmd, str))
+
+
+def readme_flow(clone: Path, benchmark: str, seed: int | None = None) -> tuple[Path, Path, dict]:
+  """implementations/cpu_smoke/README.md's steps in the clone, relative paths from the implementation directory.
+  Returns (implementation directory, the run's MLPerf log, the activated environment)."""
+  impl = clone / "benchmarks" / benchmark / "implementations" / "cpu_smoke"
+  p = sh("BUILD_IMAGE=0 ./setup.sh", cwd=impl, env=user_env(), timeout=1200)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  assert f"setup done: source {clone / '.venv'}/bin/activate" in p.stdout
+  env = activated(clone)
+  p = sh("DATA_DIR=data ./init_datasets.sh", cwd=impl, env=env, timeout=1800)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  assert (impl / "data").is_dir(), "DATA_DIR=data means data/ where the user typed it"
+  p = sh(f"DATA_DIR=data RESULTS_DIR=results {f'SEED={seed} ' if seed is not None else ''}./run_and_time.sh",
+         cwd=impl, env=env, timeout=2400)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  (log,) = (impl / "results").glob(f"result_{benchmark}_*.txt")
+  return impl, log, env
+
+
+@pytest.fixture(scope="session")
+def bert_readme_run(fresh_clone):
+  """The BERT cpu_smoke README flow (seed 7): (data directory, MLPerf log, environment with the clone's venv)."""
+  impl, log, env = readme_flow(fresh_clone, "bert", seed=7)
+  return impl / "data", log, env

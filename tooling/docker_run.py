@@ -156,8 +156,9 @@ class ContainerBackend:
     print(f"host page cache: {method}", flush=True)
     return method
 
-  def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str) -> tuple[dict, Path, str]:
-    """One INIT + RUN in a fresh container. Returns (exit codes, MLPerf log path, note for the ledger)."""
+  def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
+    """One INIT + RUN in a fresh container; its output goes to out_file and console (a tooling.console.Console).
+    Returns (exit codes, MLPerf log path, note for the ledger)."""
     cache = work / "cache"; cache.mkdir(exist_ok=True)
     self._own(work)
     cmd = ["python", "-m", "tooling.inside", "--benchmark", self.cfg.benchmark, "--platform", self.cfg.platform,
@@ -167,10 +168,10 @@ class ContainerBackend:
                       {"TINYPERF_CACHE_DROPPED": cache_drop}, "run", {f"{C.LABEL}.index": str(index), f"{C.LABEL}.seed": str(seed)})
     def sink(chunk: bytes):
       out_file.write(chunk); out_file.flush()
-      sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
+      console(chunk)
     running = C.Running(self.client, spec)
     limit = self.cfg["time_limit_minutes"] * 60
-    print(f"run {index} (seed {seed}): container {spec.name}", flush=True)
+    console.say(f"container {spec.name}")
     t0 = time.time()
     rc = running.run(sink, limit_s=limit)
     codes_file = work / "exit_codes.json"

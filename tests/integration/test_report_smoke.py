@@ -1,12 +1,13 @@
-"""Five real cpu_smoke ResNet runs, made once for the module (`tinyperf prep synthetic-imagenet`, then `tinyperf run resnet
---nexp 5 --no-container --system-overrides F`: about 2.5 minutes per run on 2 cores), and everything after them for
-real: the system description the run recorded, `tinyperf report`, `tinyperf package` (division open), `tinyperf package
---verify` into a fresh directory, `tinyperf check` on the unpacked tree, and the packaged init_datasets.sh."""
+"""The README's Quickstart #1 as a user types it, in a fresh `git clone`: `./smoke.sh` (its venv, synthetic ImageNet,
+five real cpu_smoke ResNet runs, the check), then everything after it for real on the tree it made: the system
+description the run recorded, `tinyperf report`, `tinyperf package` (division open), `tinyperf package --verify` into
+a fresh directory, `tinyperf check` on the unpacked tree, and the packaged init_datasets.sh."""
 from __future__ import annotations
 import filecmp
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, sh, user_env
 from tooling import mlperf_tools, report
 from tooling.cli import main as cli
 from tooling.mllog_reader import read_log
@@ -24,8 +25,6 @@ pytestmark = pytest.mark.integration
 ORG = "tinycorp"
 TAR, SHA = f"mlperf_submission_{ORG}.tar.gz", f"mlperf_submission_{ORG}.sha1"
 NEXP = 5
-PREP = ("--classes", 4, "--train-per-class", 160, "--val-per-class", 40, "--size", 48, "--seed", 0)
-OVERRIDES = "host_storage_type: test scratch disk\ncooling: air\n"
 
 
 def _cli(*args, timeout=1200, cwd=REPO):
@@ -34,20 +33,28 @@ def _cli(*args, timeout=1200, cwd=REPO):
 
 
 @pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-  root = tmp_path_factory.mktemp("smoke5")
-  data, R = root / "D", root / "R"
-  p = _cli("prep", "synthetic-imagenet", "--out", data, *PREP)
-  assert p.returncode == 0, p.stderr[-3000:]
-  (root / "overrides.yaml").write_text(OVERRIDES)
+def smoke(fresh_clone):
   t0 = time.time()
-  p = _cli("run", "resnet", "--platform", "cpu_smoke", "--nexp", NEXP, "--data", data, "--results", R, "--no-container",
-           "--system-overrides", root / "overrides.yaml", timeout=3600)
+  p = sh(["./smoke.sh"], cwd=fresh_clone, env=user_env())
+  took = time.time() - t0
+  print(f"\n./smoke.sh in a fresh clone: {took:.0f} s", file=sys.stderr)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-  print(f"\n{NEXP} cpu_smoke runs: {time.time() - t0:.0f} s", file=sys.stderr)
+  R = fresh_clone / "out" / "smoke"
   ledger = json.loads((R / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
-  return SimpleNamespace(root=root, data=data, R=R, out=p.stdout, err=p.stderr, ledger=ledger,
+  return SimpleNamespace(root=fresh_clone, data=R / "data", R=R, out=p.stdout, err=p.stderr, ledger=ledger, took=took,
                          res=R / "results/cpu_smoke/resnet", system=R / "systems/cpu_smoke.json")
+
+
+def test_quickstart_console_is_quiet_and_ends_with_the_verdict(smoke):
+  lines = smoke.out.strip().splitlines()
+  assert re.fullmatch(r"SMOKE PASSED: 5/5 compliant, score \d+\.\d\d min, results in out/smoke", lines[-1]), lines[-1]
+  assert ":::MLLOG" not in smoke.out + smoke.err
+  for i in range(NEXP):   # one line per phase and milestone of each run
+    run = [l for l in lines if l.startswith(f"run {i} of {NEXP} (seed ")]
+    assert any("INIT (untimed" in l for l in run) and any("init took" in l for l in run), run
+    assert any("RUN (timed" in l for l in run) and any("top-1" in l for l in run), run
+    assert any(re.search(r"converged in .* check: compliant", l) for l in run), run
+  assert len(lines) < 20 + 10 * NEXP, smoke.out
 
 
 def _logged_seed(path: Path) -> int:
@@ -62,12 +69,11 @@ def test_five_runs_and_the_system_they_ran_on(smoke):
   assert len(set(seeds)) == NEXP and all(0 <= s < 2 ** 31 for s in seeds)
   assert sorted(p.name for p in smoke.res.iterdir()) == [f"result_{i}.txt" for i in range(NEXP)]
   assert [_logged_seed(smoke.res / f"result_{i}.txt") for i in range(NEXP)] == seeds
-  # the system description: this machine, the repository's cpu_smoke.json for what cannot be detected, the overrides
+  # the system description: this machine, and the repository's cpu_smoke.json for what cannot be detected
   assert f"system description: wrote {smoke.system}" in smoke.out
   sysjson = json.loads(smoke.system.read_text())
   repo = json.loads((REPO / "systems/cpu_smoke.json").read_text())
   assert (sysjson["submitter"], sysjson["status"], sysjson["division"]) == (repo["submitter"], repo["status"], "open")
-  assert (sysjson["host_storage_type"], sysjson["cooling"]) == ("test scratch disk", "air")
   assert int(sysjson["host_processors_per_node"]) * int(sysjson["host_processor_vcpu_count"]) == os.cpu_count()
   assert sysjson["other_software_stack"]["python"] == platform.python_version()
   assert sysjson["accelerators_per_node"] == "0" and sysjson["sw_notes"] == "not run in a tinyperf image"

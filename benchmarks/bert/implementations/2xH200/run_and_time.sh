@@ -40,6 +40,8 @@
 #   SUM_DTYPE             = HALF
 #   USE_ATOMICS           = 1
 set -euo pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 : "${DATA_DIR:?set DATA_DIR to the prepared Wikipedia shards, eval set and checkpoint (`tinyperf prep wiki ...`, `tinyperf prep bert-checkpoint`)}"
 RESULTS_DIR="${RESULTS_DIR:-results/2xH200/bert}"

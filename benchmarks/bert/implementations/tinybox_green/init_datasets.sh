@@ -2,6 +2,8 @@
 # Generated from config.yaml by `tinyperf render`: edit the config, not this file.
 # BERT-large pretraining (Wikipedia) on tinybox_green: download (or make) the data set into DATA_DIR and verify it; a rerun resumes.
 set -euo pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
 : "${DATA_DIR:?set DATA_DIR to the directory to prepare the data in}"
 # MLCommons' files (vocab, bert_config.json, phase-1 checkpoint, results_text): gdown, resumable, md5-checked

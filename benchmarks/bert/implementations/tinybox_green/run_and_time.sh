@@ -39,6 +39,8 @@
 #   INIT_CHECKPOINT       = 1
 #   SUM_DTYPE             = HALF
 set -euo pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 : "${DATA_DIR:?set DATA_DIR to the prepared Wikipedia shards, eval set and checkpoint (`tinyperf prep wiki ...`, `tinyperf prep bert-checkpoint`)}"
 RESULTS_DIR="${RESULTS_DIR:-results/tinybox_green/bert}"

@@ -4,6 +4,8 @@
 # tinyperf, then the nv image `tinyperf run` runs in (BUILD_IMAGE=0 skips it, e.g. for host runs).
 # It never runs sudo: the host prerequisites it prints are yours to do, once.
 set -euo pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
 cat <<'PREREQUISITES'
 Host prerequisites (not done by this script):
@@ -21,4 +23,4 @@ VENV="${VENV:-.venv}"
 if [ "${BUILD_IMAGE:-1}" = 1 ]; then
   "$VENV/bin/python" -m tooling.cli build --platform tinybox_green
 fi
-echo "setup done: source $VENV/bin/activate; then DATA_DIR=... ./init_datasets.sh and DATA_DIR=... ./run_and_time.sh"
+echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... ./init_datasets.sh and DATA_DIR=... ./run_and_time.sh"

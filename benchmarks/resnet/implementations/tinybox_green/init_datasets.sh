@@ -2,6 +2,8 @@
 # Generated from config.yaml by `tinyperf render`: edit the config, not this file.
 # ResNet-50 v1.5 (ImageNet) on tinybox_green: download (or make) the data set into DATA_DIR and verify it; a rerun resumes.
 set -euo pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
 : "${DATA_DIR:?set DATA_DIR to the directory to prepare the data in}"
 if [ ! -f "$DATA_DIR/manifest.json" ]; then   # prep writes the manifest last, after verifying the extraction

@@ -1,0 +1,43 @@
+"""What `tinyperf run` shows: milestones with the run's prefix, not MLLOG lines or progress bars; a failed phase's tail."""
+from __future__ import annotations
+import io
+
+from tooling.console import Console
+
+OUTPUT = (b':::MLLOG {"key": "init_start", "value": null}\n'
+          b"init train step 0: 48628.5 ms, loss 1.386\n"
+          b"init took 95.2 s\n"
+          b"epoch 1/8:  50%|#####     | 5/10\repoch 1/8: 100%|##########| 10/10\n"
+          b"epoch 1: eval loss 1.1922, top-1 0.9062 (target 0.9)\n"
+          b"Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom\n")
+
+
+def feed(console: Console, data: bytes, size: int):
+  for i in range(0, len(data), size): console(data[i:i + size])   # lines split across chunks, as a pipe delivers them
+
+
+def test_quiet_console_shows_milestones_with_the_run_prefix():
+  out = io.StringIO()
+  c = Console(out=out); c.prefix = "run 0 of 5 (seed 7): "
+  feed(c, OUTPUT, 7)
+  assert out.getvalue().splitlines() == ["run 0 of 5 (seed 7): init took 95.2 s",
+                                         "run 0 of 5 (seed 7): epoch 1: eval loss 1.1922, top-1 0.9062 (target 0.9)"]
+
+
+def test_a_failed_phase_shows_its_last_lines_progress_bars_at_their_last_state():
+  out = io.StringIO()
+  c = Console(out=out)
+  feed(c, OUTPUT, 5)
+  c.failed("RUN exited 1", "output.log")
+  text = out.getvalue()
+  assert "RUN exited 1; its last 8 lines (all of it: output.log):" in text
+  assert "    ValueError: boom" in text and "    epoch 1/8: 100%|##########| 10/10" in text and "50%" not in text
+
+
+def test_verbose_passes_everything_through():
+  out = io.StringIO()
+  c = Console(verbose=True, out=out)
+  feed(c, OUTPUT, 3)
+  assert out.getvalue() == OUTPUT.decode()
+  c.failed("RUN exited 1", "output.log")            # already shown in full: nothing repeated
+  assert out.getvalue() == OUTPUT.decode()

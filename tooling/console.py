@@ -1,0 +1,41 @@
+"""What a person watching `tinyperf run` sees. A run's full output (MLLOG lines, progress bars, per-step lines) goes to
+its output.log; the console gets one line per run and phase, the trainer's milestone lines (INIT time, each eval, the
+end), and, when a phase fails, the last lines of its output. `--verbose` passes everything through as it comes."""
+from __future__ import annotations
+import re
+import sys
+from collections import deque
+
+# lines of the training entrypoints worth a person's eye (benchmarks/*/train.py print them)
+MILESTONE = re.compile(r"^(init took|epoch \d+: eval|eval at step|target reached|target .* not reached|RUN ABORTED|"
+                       r"training failed|override from environment|resumed from|INIT stopped|error:)")
+TAIL_LINES = 25
+
+
+class Console:
+  """Callable sink for a phase's output bytes (tooling/run.py stream_process, the container backend's stream)."""
+  def __init__(self, verbose: bool = False, out=None):
+    self.verbose, self.out = verbose, out or sys.stdout
+    self.prefix, self._partial, self.tail = "", b"", deque(maxlen=TAIL_LINES)
+
+  def say(self, text: str):
+    self.out.write(f"{self.prefix}{text}\n"); self.out.flush()
+
+  def __call__(self, chunk: bytes):
+    if self.verbose:
+      self.out.buffer.write(chunk) if hasattr(self.out, "buffer") else self.out.write(chunk.decode(errors="replace"))
+      self.out.flush()
+    lines = (self._partial + chunk).split(b"\n")
+    self._partial = lines.pop()
+    for raw in lines:
+      line = raw.decode(errors="replace").split("\r")[-1].rstrip()   # a progress bar's last state
+      if not line: continue
+      self.tail.append(line)
+      if not self.verbose and MILESTONE.match(line): self.say(line)
+
+  def failed(self, what: str, log: str):
+    """A phase ended badly: its last lines (where the error is), unless they were all shown already."""
+    if self.verbose: return
+    self.say(f"{what}; its last {len(self.tail)} lines (all of it: {log}):")
+    for line in self.tail: self.out.write(f"    {line}\n")
+    self.out.flush()
