@@ -35,7 +35,7 @@
 #   USE_ATOMICS       = 1
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
-: "${DATA_DIR:?set DATA_DIR to the prepared Wikipedia shards, eval set and checkpoint (`tinyperf prep wiki ...`, `tinyperf prep bert-checkpoint`)}"
+: "${DATA_DIR:?set DATA_DIR to the prepared Wikipedia shards, eval set and checkpoint (tinyperf prep wiki download|pretrain|eval|checkpoint)}"
 RESULTS_DIR="${RESULTS_DIR:-results/cpu_smoke/bert}"
 # 31-bit seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${SEED:-$(python3 -c 'import os; print(int.from_bytes(os.urandom(4), "little") >> 1)')}"

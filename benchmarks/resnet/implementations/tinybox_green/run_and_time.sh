@@ -39,7 +39,7 @@
 #   LOADER_IMG_S_PER_CORE = 315.0
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
-: "${DATA_DIR:?set DATA_DIR to the prepared ImageNet (`tinyperf prep imagenet`, or `tinyperf prep synthetic-imagenet` for smoke runs)}"
+: "${DATA_DIR:?set DATA_DIR to the prepared ImageNet (tinyperf prep imagenet, or tinyperf prep synthetic-imagenet for smoke runs)}"
 RESULTS_DIR="${RESULTS_DIR:-results/tinybox_green/resnet}"
 # 31-bit seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${SEED:-$(python3 -c 'import os; print(int.from_bytes(os.urandom(4), "little") >> 1)')}"
