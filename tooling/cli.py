@@ -29,8 +29,26 @@ VERBS = {
 }
 
 
+def versions() -> str:
+  """tinyperf's version and the two it is pinned to (what a bug report and a submission's provenance need)."""
+  from importlib.metadata import PackageNotFoundError, version
+  def v(dist: str) -> str:
+    try: return version(dist)
+    except PackageNotFoundError: return "not installed"
+  return f"tinyperf {v('tinyperf')} (tinygrad {v('tinygrad')}, mlperf-logging {v('mlperf-logging')})"
+
+
+class _Version(argparse.Action):
+  """--version, looked up only when asked (package metadata is read from disk)."""
+  def __init__(self, option_strings, dest, **kw): super().__init__(option_strings, dest, nargs=0, **kw)
+  def __call__(self, parser, namespace, values, option_string=None):
+    print(versions())
+    parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="tinyperf", description=__doc__.splitlines()[0])
+  p.add_argument("--version", action=_Version, help="print the versions of tinyperf, tinygrad and mlperf-logging")
   sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
   for verb, (mod, help_) in VERBS.items():
     sp = sub.add_parser(verb, help=help_, description=help_)
