@@ -21,7 +21,7 @@ from tooling.cli import main as cli
 from tooling.mllog_reader import read_log
 
 pytestmark = pytest.mark.integration
-ORG = "tinycorp"
+ORG = "demo"   # not the entrypoint's default: `run --org` must reach the logs
 TAR, SHA = f"mlperf_submission_{ORG}.tar.gz", f"mlperf_submission_{ORG}.sha1"
 NEXP = 5
 PREP = ("--classes", 4, "--train-per-class", 160, "--val-per-class", 40, "--size", 48, "--seed", 0)
@@ -42,7 +42,7 @@ def smoke(tmp_path_factory):
   (root / "overrides.yaml").write_text(OVERRIDES)
   t0 = time.time()
   p = _cli("run", "resnet", "--platform", "cpu_smoke", "--nexp", NEXP, "--data", data, "--results", R, "--no-container",
-           "--system-overrides", root / "overrides.yaml", timeout=3600)
+           "--org", ORG, "--system-overrides", root / "overrides.yaml", timeout=3600)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
   print(f"\n{NEXP} cpu_smoke runs: {time.time() - t0:.0f} s", file=sys.stderr)
   ledger = json.loads((R / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
@@ -103,6 +103,7 @@ def test_package_verify_and_check_the_unpacked_tree(smoke, tmp_path, capsys):
   o, e = capsys.readouterr()
   assert code == 0, o[-4000:] + e[-4000:]
   assert f"systems/cpu_smoke.json from {smoke.system}" in o and "package: ACCEPTED" in o and "WARNING" not in e
+  assert "WARN" not in o, o   # a correct setup (run --org = package --org) warns about nothing
   assert "the first 5 finished runs in start order (never chosen by score)" in o
   tree = out / ORG
   assert (tree / "systems/cpu_smoke.json").read_bytes() == smoke.system.read_bytes()
