@@ -29,6 +29,22 @@ VERBS = {
 }
 
 
+# Verbs that read repository files outside the Python packages, and one such file each. They are in a git checkout
+# (where `pip install -e .` leaves them) and, for run and sysinfo, in the images (docker/install.sh copies systems/); a
+# plain `pip install .` leaves them behind, so those verbs refuse with the fix instead of failing on a missing file.
+REPO_FILES = {"render": "images.lock.json", "images": "images.lock.json", "build": "images.lock.json",
+              "package": "images.lock.json", "sysinfo": "systems", "run": "systems"}
+
+
+def require_repository(verb: str):
+  from benchmarks.common.config import ROOT
+  need = REPO_FILES.get(verb)
+  if need and not (ROOT / need).exists():
+    raise InputError(f"{ROOT / need} is missing: this tinyperf was installed without its repository (`pip install .`), "
+                     f"and `tinyperf {verb}` reads the repository's files. Run tinyperf from its git checkout: "
+                     f"`pip install --no-deps -e .` there (./smoke.sh and scripts/env.sh make such a .venv).")
+
+
 def versions() -> str:
   """tinyperf's version and the two it is pinned to (what a bug report and a submission's provenance need)."""
   from importlib.metadata import PackageNotFoundError, version
@@ -61,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
   parser = build_parser()
   args = parser.parse_args(argv)
   try:
+    require_repository(args.verb)
     return importlib.import_module(args._module).main(args) or 0
   except InputError as e:
     print(f"tinyperf {args.verb}: error: {e}", file=sys.stderr)
