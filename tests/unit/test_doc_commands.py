@@ -22,7 +22,7 @@ from tooling import cli, prep
 
 # how a placeholder is filled in: by name where the parser checks the value (choices, int), else a plain word
 PLACEHOLDERS = {"bm": "resnet", "benchmark": "resnet", "dataset": "imagenet", "platform": "cpu_smoke", "p": "cpu_smoke",
-                "b": "resnet", "vendor": "nv", "n": "1", "i": "0", "s": "60", "gpus": "1", "index": "0"}
+                "b": "resnet", "verb": "check", "step": "pretrain", "vendor": "nv", "n": "1", "i": "0", "s": "60", "gpus": "1", "index": "0"}
 PLACEHOLDER = re.compile(r"^(<[^>]+>|[A-Z][A-Z0-9_]*)$")   # <system>, PATH, DIR, N (a real value has a lower-case letter)
 LAUNCHERS = (["tinyperf"], ["python3", "-m", "tooling.cli"], ["python", "-m", "tooling.cli"], ["1", "-m", "tooling.cli"])
 
@@ -225,3 +225,12 @@ def test_a_wrong_command_fails(doc, kind):
 def test_a_right_command_passes(doc, kind):
   cmds = extract("doc", doc, kind)
   assert cmds and not [e for c in cmds if (e := parse_error(c))]
+
+
+def test_readme_and_usage_say_what_is_pinned():
+  """The docs' claim about the base images follows images.lock.json: 'not pinned yet' exactly while a digest is null."""
+  from tooling.images import load_lock
+  unpinned = [v for v, e in load_lock()["images"].items() if not e.get("digest")]
+  for doc in ("README.md", "docs/usage.md"):
+    text = " ".join((ROOT / doc).read_text().lower().split())
+    assert ("not pinned yet" in text or "no base image is pinned yet" in text) == bool(unpinned), (doc, unpinned)
