@@ -94,6 +94,7 @@ def _argv(cmd: Cmd) -> tuple[list[str], bool] | str:
   else: return "not a tinyperf command"
   elided, argv = False, []
   for w in words:
+    if re.match(r"\d*>|<|&>", w): break                                     # > file, 2>&1: the shell's, not ours
     if w in ("...", "…"): elided = True; continue
     if "|" in w and not w.startswith("|"): w = w.split("|")[0]              # resnet|bert: one of them
     if PLACEHOLDER.match(w): w = PLACEHOLDERS.get(w.strip("<>").lower(), "x")
@@ -221,6 +222,7 @@ def test_a_wrong_command_fails(doc, kind):
   ("`tinyperf bench resnet|bert --gpus N --beam-cache FILE`", "md"),
   ('python3 -m tooling.cli prep wiki pretrain --data "$DATA_DIR" --workers "${WORKERS:-$(nproc)}"', "sh"),
   ("`tinyperf run ... --only-index I`", "md"),
+  ('tinyperf check --json "$RES" > "$OUT/check.json" 2>&1', "sh"),
 ])
 def test_a_right_command_passes(doc, kind):
   cmds = extract("doc", doc, kind)
