@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The CPU smoke, end to end on this machine: synthetic ImageNet JPEGs -> NEXP x (INIT + RUN) of a toy ResNet on the CPU
 # -> tinyperf check (which also scores). Installs what it needs (virtualenv from the lock file; clang as root).
-# Rerunning resumes: finished runs are kept, interrupted ones are redone. OUT=dir NEXP=n override the defaults;
-# VERBOSE=1 shows every run's whole output (it always goes to OUT/runs/.../output.log).
+# Rerunning resumes: finished runs are kept, interrupted ones are redone. OUT=dir NEXP=n ORG=name override the defaults;
+# VERBOSE=1 shows every run's whole output (it always goes to OUT/runs/.../output.log). ORG is the submitter name the
+# logs record; `tinyperf check` reads OUT as the submitter directory <org>/, so it defaults to OUT's name (smoke).
 # Ends with one verdict line: SMOKE PASSED (exit 0) or SMOKE FAILED (exit 1).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source ./scripts/env.sh
 OUT="${OUT:-out/smoke}"
 NEXP="${NEXP:-5}"
+ORG="${ORG:-$(basename "$OUT")}"
 RES="$OUT/results/cpu_smoke/resnet"
 if [ ! -f "$OUT/data/manifest.json" ]; then
   tinyperf prep synthetic-imagenet --out "$OUT/data" --classes 4 --train-per-class 160 --val-per-class 40 --size 48 --seed 0
 fi
 set +e
-tinyperf run resnet --platform cpu_smoke --nexp "$NEXP" --data "$OUT/data" --results "$OUT" --no-container \
+tinyperf run resnet --platform cpu_smoke --nexp "$NEXP" --data "$OUT/data" --results "$OUT" --org "$ORG" --no-container \
   ${VERBOSE:+--verbose}
 ran=$?
 tinyperf check --json "$RES" > "$OUT/check.json"

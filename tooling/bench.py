@@ -162,10 +162,27 @@ def vary(args) -> dict:
   return {key: value}
 
 
+DEVICE_NODES = {"nv": "/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN", "amd": "/dev/kfd, /dev/dri/renderD*"}
+
+
+def require_gpus(args):
+  """bench measures GPUs: refuse in one line before anything starts (no page-cache drop, no tinygrad device probe,
+  which would fall back to the CPU and fail deep in a compile) when this machine does not show them."""
+  from benchmarks.common.preflight import visible_gpus
+  cfg = config(args)
+  if cfg["vendor"] == "cpu": return   # cpu_smoke's toy models: the CPU step, for tests
+  have, _ = visible_gpus(cfg["vendor"])
+  if have < args.gpus:
+    raise UserError(f"no GPU to measure: {cfg.platform} runs on {cfg['vendor'].upper()} GPUs (DEV={cfg['DEV']}) and this "
+                    f"machine shows {have} ({DEVICE_NODES[cfg['vendor']]}); --gpus is {args.gpus}. Run it on the GPU "
+                    f"machine, or pass --platform cpu_smoke to try the command on the CPU.")
+
+
 def main(args) -> int:
   if args.dropout is not None and (args.benchmark != "bert" or not 0 <= args.dropout < 1):
     raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
   varied_env = vary(args)
+  require_gpus(args)
   ours = run_tinygrad(args, {})
   ours_rows = [ours] + ([{**run_tinygrad(args, varied_env), "varied": args.vary}] if varied_env else [])
   theirs = run_torch(args) if args.against == "torch" else []

@@ -31,8 +31,42 @@ VERBS = {
 }
 
 
+# Verbs that read repository files outside the Python packages, and one such file each. They are in a git checkout
+# (where `pip install -e .` leaves them) and, for run and sysinfo, in the images (docker/install.sh copies systems/); a
+# plain `pip install .` leaves them behind, so those verbs refuse with the fix instead of failing on a missing file.
+REPO_FILES = {"render": "images.lock.json", "images": "images.lock.json", "build": "images.lock.json",
+              "package": "images.lock.json", "sysinfo": "systems", "run": "systems"}
+
+
+def require_repository(verb: str):
+  from benchmarks.common.config import ROOT
+  need = REPO_FILES.get(verb)
+  if need and not (ROOT / need).exists():
+    raise InputError(f"{ROOT / need} is missing: this tinyperf was installed without its repository (`pip install .`), "
+                     f"and `tinyperf {verb}` reads the repository's files. Run tinyperf from its git checkout: "
+                     f"`pip install --no-deps -e .` there (./smoke.sh and scripts/env.sh make such a .venv).")
+
+
+def versions() -> str:
+  """tinyperf's version and the two it is pinned to (what a bug report and a submission's provenance need)."""
+  from importlib.metadata import PackageNotFoundError, version
+  def v(dist: str) -> str:
+    try: return version(dist)
+    except PackageNotFoundError: return "not installed"
+  return f"tinyperf {v('tinyperf')} (tinygrad {v('tinygrad')}, mlperf-logging {v('mlperf-logging')})"
+
+
+class _Version(argparse.Action):
+  """--version, looked up only when asked (package metadata is read from disk)."""
+  def __init__(self, option_strings, dest, **kw): super().__init__(option_strings, dest, nargs=0, **kw)
+  def __call__(self, parser, namespace, values, option_string=None):
+    print(versions())
+    parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="tinyperf", description=__doc__.splitlines()[0])
+  p.add_argument("--version", action=_Version, help="print the versions of tinyperf, tinygrad and mlperf-logging")
   sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
   for verb, (mod, help_) in VERBS.items():
     sp = sub.add_parser(verb, help=help_, description=help_)
@@ -55,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
   parser = build_parser()
   args = absolute_paths(parser.parse_args(argv))
   try:
+    require_repository(args.verb)
     return importlib.import_module(args._module).main(args) or 0
   except InputError as e:
     print(f"tinyperf {args.verb}: error: {e}", file=sys.stderr)

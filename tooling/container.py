@@ -26,8 +26,9 @@ def daemon_address() -> str:
   return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
-def connect(timeout: int = 60):
-  """A docker client that answered a ping, or UserError naming the daemon address and the fix."""
+def connect(timeout: int = 60, instead: str = ""):
+  """A docker client that answered a ping, or UserError naming the daemon address and the fix. instead: what the
+  calling verb can do without a daemon (a flag of that verb), offered as the last fix."""
   import docker
   import requests
   addr = daemon_address()
@@ -39,8 +40,8 @@ def connect(timeout: int = 60):
   except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as e:
     why = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
     raise UserError(f"cannot reach the Docker daemon at {addr} ({why}). Start it (`sudo systemctl start docker`, or "
-                    f"`dockerd &` as root), or point DOCKER_HOST at a running one; or run on this host with "
-                    f"--no-container. Nothing was run.") from None
+                    f"`dockerd &` as root), or point DOCKER_HOST at a running one{'; or ' + instead if instead else ''}. "
+                    f"Nothing was run.") from None
 
 
 def get_image(client, tag: str, build_hint: str):

@@ -50,7 +50,7 @@ class ContainerBackend:
     self.cfg, self.data, self.work_root = cfg, Path(data).resolve(), Path(work_root).resolve()
     self.vendor = cfg["vendor"]
     self.tag = image or f"tinyperf:{self.vendor}"
-    self.client = client or C.connect(timeout=600)
+    self.client = client or C.connect(timeout=600, instead="run on this host with --no-container")
     self.image = C.get_image(self.client, self.tag, f"tinyperf build --vendor {self.vendor}")
     labels = self.image.labels or {}
     have = labels.get("io.tinyperf.vendor")
@@ -95,6 +95,7 @@ class ContainerBackend:
     labels = {f"{C.LABEL}.set": self.set_label(), f"{C.LABEL}.kind": kind, f"{C.LABEL}.benchmark": self.cfg.benchmark,
               f"{C.LABEL}.platform": self.cfg.platform, **extra_labels}
     knob_env = {k: str(new) for k, (_, new) in self.cfg.overridden.items()}  # BS=512 tinyperf run ... reaches the run
+    knob_env.update({k: os.environ[k] for k in ("SUBMISSION_ORG",) if k in os.environ})   # tinyperf run --org
     return C.RunSpec(image=self.image.id, command=command, name=name, mounts=mounts, vendor=self.vendor,
                      gpus=self.cfg["GPUS"], shm_size=shm_size_for(self.cfg), user=self.user, labels=labels,
                      render_gid=self.render_gid, memlock=self.memlock,

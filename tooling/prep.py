@@ -37,7 +37,8 @@ def command(args) -> list[str]:
 def main(args) -> int:
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-  env["TINYPERF_PREP_PROG"] = "tinyperf prep"
+  # the name the user typed, for the child's usage lines: `tinyperf prep wiki pretrain`, `tinyperf prep imagenet`
+  env["TINYPERF_PREP_PROG"] = f"tinyperf prep {args.dataset}" if args.dataset in STEPPED else "tinyperf prep"
   proc = subprocess.Popen(command(args), env=env)
   try:
     return proc.wait()

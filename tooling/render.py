@@ -19,7 +19,7 @@ REPO_ROOT = "../../../.."
 TITLES = {"resnet": "ResNet-50 v1.5 (ImageNet)", "bert": "BERT-large pretraining (Wikipedia)"}
 DATA = {
   "resnet": ("DATA_DIR", "the prepared ImageNet (`tinyperf prep imagenet`, or `tinyperf prep synthetic-imagenet` for smoke runs)"),
-  "bert": ("DATA_DIR", "the prepared Wikipedia shards, eval set and checkpoint (`tinyperf prep wiki ...`, `tinyperf prep bert-checkpoint`)"),
+  "bert": ("DATA_DIR", "the prepared Wikipedia shards, eval set and checkpoint (`tinyperf prep wiki download|pretrain|eval|checkpoint`)"),
 }
 
 
@@ -49,6 +49,7 @@ def _entry(cfg: PlatformConfig, phase: str, extra: str = "") -> str:
 
 def _prelude(cfg: PlatformConfig, what: str, root: str = REPO_ROOT) -> str:
   var, desc = DATA[cfg.benchmark]
+  desc = desc.replace("`", "")   # bash runs backticks inside ${VAR:?message} when VAR is unset
   return f"""#!/usr/bin/env bash
 {HEADER}
 # {TITLES[cfg.benchmark]} on {cfg.platform}: {what}
@@ -122,7 +123,7 @@ fi
 VENV="${{VENV:-.venv}}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
-"$VENV/bin/python" -m pip install --no-deps .
+"$VENV/bin/python" -m pip install --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
 {_stand_in_vocab(cfg)}if [ "${{BUILD_IMAGE:-1}}" = 1 ]; then
   "$VENV/bin/python" -m tooling.cli build --platform {cfg.platform}
 fi

@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common.config import BENCHMARKS, load_config, PlatformConfig
+from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig
 from tooling.errors import UserError, write_atomic
 from tooling import ledger as L
 from tooling import slurm
@@ -33,7 +33,8 @@ DEFAULT_NEXP = {"resnet": 5, "bert": 10}  # the runs MLPerf requires per benchma
 
 def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("benchmark", choices=BENCHMARKS)
-  p.add_argument("--platform", required=True, help="implementation name (benchmarks/<bm>/implementations/<platform>)")
+  p.add_argument("--platform", required=True, help="implementation name (benchmarks/<bm>/implementations/<platform>): "
+                 + "; ".join(f"{b}: {', '.join(available_platforms(b))}" for b in BENCHMARKS))
   p.add_argument("--nexp", type=int, help="number of runs (default: 5 for resnet, 10 for bert, as MLPerf requires)")
   p.add_argument("--data", type=Path, required=True, help="prepared dataset directory (tinyperf prep ...)")
   p.add_argument("--results", type=Path, default=Path("out"), help="output root (default: ./out)")
@@ -50,10 +51,20 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--only-index", type=int, metavar="I",
                  help="do only run I of the N (what each Slurm array task runs); skipped if already finished")
   slurm.add_run_arguments(p)
+  p.add_argument("--org", type=_org, help="submitter name the logs record as submission_org (default: $SUBMISSION_ORG, "
+                 "else tinycorp); use the --org you will `tinyperf package` with, or `tinyperf check` warns")
   p.add_argument("--system-overrides", type=Path, metavar="FILE",
                  help="YAML or JSON of systems-JSON fields no machine can detect (submitter, status, storage, cooling, "
                       "...) for R/systems/<system>.json, which records the machine the runs ran on (detected in the "
                       "container, over the repository's systems/<system>.json; this file wins)")
+
+
+def _org(name: str) -> str:
+  from tooling.package import ORG_NAME
+  if not ORG_NAME.fullmatch(name):
+    raise argparse.ArgumentTypeError(f"{name!r}: the submitter name names a directory and the tarball; use letters, "
+                                     f"digits and _ . + - (no spaces, no leading dot)")
+  return name
 
 
 def run_dirs(results: Path, cfg: PlatformConfig) -> tuple[Path, Path]:
@@ -205,6 +216,7 @@ def _sigterm(signum, frame):
 
 def main(args) -> int:
   cfg = load_config(args.benchmark, args.platform)
+  if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
   nexp = args.nexp or DEFAULT_NEXP[args.benchmark]
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
   from tooling import sysinfo

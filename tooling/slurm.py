@@ -379,7 +379,8 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
       out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
     except UserError as e:
       tmp.unlink(missing_ok=True)
-      raise UserError(f"sbatch refused the job: {e}. Fix the request (partition, --sbatch-arg) and rerun. "
+      raise UserError(f"sbatch refused the job: {e}. Fix the request (`tinyperf run`'s --partition and --sbatch-arg; "
+                      f"`tinyperf status --resume` resubmits what that run recorded) and rerun. "
                       f"Nothing was submitted.") from None
     job_id = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
     if not job_id.isdigit():

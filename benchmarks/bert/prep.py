@@ -272,7 +272,7 @@ def _add_gen_args(sp, eval_: bool = False):
 
 
 def build_parser() -> argparse.ArgumentParser:
-  ap = argparse.ArgumentParser(prog="python -m benchmarks.bert.prep", description=__doc__.splitlines()[0],
+  ap = argparse.ArgumentParser(prog=os.environ.get("TINYPERF_PREP_PROG", "python -m benchmarks.bert.prep"), description=__doc__.splitlines()[0],
                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
   sub = ap.add_subparsers(dest="cmd", metavar="SUBCOMMAND", required=True)
   d = sub.add_parser("download", help="fetch the MLCommons BERT files (gdown; resumable; md5-checked)")

@@ -9,6 +9,7 @@ This module imports nothing from tinygrad: the launcher (tooling/) reads configs
 scripts and docs are generated from, or checked against, the same values the training entrypoint uses.
 """
 from __future__ import annotations
+import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -194,8 +195,9 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
   path = Path(path) if path else config_path(benchmark, platform)
   if not path.is_file():
     have = available_platforms(benchmark)
+    close = difflib.get_close_matches(platform, have, n=1, cutoff=0.5)
     raise ConfigError(f"unknown platform {platform!r} for {benchmark}: {path} does not exist. "
-                      f"Valid platforms: {', '.join(have) or '(none)'}.")
+                      + (f"Did you mean {close[0]}? " if close else "") + f"Valid platforms: {', '.join(have) or '(none)'}.")
   try:
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
   except (yaml.YAMLError, UnicodeDecodeError) as e:

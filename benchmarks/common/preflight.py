@@ -49,6 +49,32 @@ def min_free_bytes(cfg: PlatformConfig) -> int:
 def _version_tuple(v: str) -> tuple[int, ...]: return tuple(int(x) for x in re.findall(r"\d+", v))
 
 
+def visible_gpus(vendor: str, root: Path = Path("/")) -> tuple[int, str | None]:
+  """(GPUs of vendor nv|amd this machine or container shows, why none can be used or None), from the device nodes the
+  backends open: no tinygrad import (its device probe falls back to the CPU and compiles there)."""
+  p = lambda path: root / path.lstrip("/")
+  if vendor == "nv":
+    nodes = sorted(n for n in glob.glob(str(p("/dev/nvidia*"))) if re.fullmatch(r"nvidia\d+", Path(n).name))
+    missing = [n for n in ("/dev/nvidiactl", "/dev/nvidia-uvm") if not p(n).exists()]
+    if missing or not nodes:
+      return 0, (f"no NVIDIA GPU in this container or machine ({', '.join(missing) or '/dev/nvidiaN'} missing). Start it with the "
+                 f"NVIDIA container toolkit (compose deploy.resources.reservations.devices, `--gpus`), and check "
+                 f"`nvidia-smi` on the host.")
+    return len(nodes), None
+  kfd, dri = p("/dev/kfd"), glob.glob(str(p("/dev/dri/renderD*")))
+  if not kfd.exists() or not dri:
+    return 0, ("no AMD GPU in this container or machine (/dev/kfd or /dev/dri/renderD* missing). Start it with --device /dev/kfd "
+               "--device /dev/dri and the host's render group (compose does this).")
+  if not os.access(kfd, os.R_OK | os.W_OK):
+    return 0, (f"/dev/kfd is not accessible to uid {os.getuid()} (groups {os.getgroups()}): add the host's render group "
+               f"(compose: RENDER_GID=$(stat -c %g /dev/dri/renderD128)).")
+  have = 0
+  for props in glob.glob(str(p("/sys/class/kfd/kfd/topology/nodes/*/properties"))):
+    m = re.search(r"^simd_count\s+(\d+)", Path(props).read_text(), re.M)
+    if m and int(m.group(1)) > 0: have += 1
+  return have, None
+
+
 class Preflight:
   def __init__(self, cfg: PlatformConfig, data: Path | None, work: Path, sysroot: str = "/", host_cores: int | None = None):
     self.cfg, self.data, self.work, self.root = cfg, data, work, Path(sysroot)
@@ -66,26 +92,8 @@ class Preflight:
   def gpus(self):
     vendor, want = self.cfg["vendor"], self.cfg["GPUS"]
     if vendor == "cpu": return self.record("gpus", True, "cpu platform: no GPU needed")
-    if vendor == "nv":
-      nodes = sorted(n for n in glob.glob(str(self.p("/dev/nvidia*"))) if re.fullmatch(r"nvidia\d+", Path(n).name))
-      missing = [n for n in ("/dev/nvidiactl", "/dev/nvidia-uvm") if not self.p(n).exists()]
-      if missing or not nodes:
-        return self.record("gpus", False, f"no NVIDIA GPU in this container ({', '.join(missing) or '/dev/nvidiaN'} missing). "
-                           f"Start it with the NVIDIA container toolkit (compose deploy.resources.reservations.devices, "
-                           f"`--gpus`), and check `nvidia-smi` on the host.")
-      have = len(nodes)
-    else:
-      kfd, dri = self.p("/dev/kfd"), glob.glob(str(self.p("/dev/dri/renderD*")))
-      if not kfd.exists() or not dri:
-        return self.record("gpus", False, "no AMD GPU in this container (/dev/kfd or /dev/dri/renderD* missing). Start it "
-                           "with --device /dev/kfd --device /dev/dri and the host's render group (compose does this).")
-      if not os.access(kfd, os.R_OK | os.W_OK):
-        return self.record("gpus", False, f"/dev/kfd is not accessible to uid {os.getuid()} (groups {os.getgroups()}): add "
-                           f"the host's render group (compose: RENDER_GID=$(stat -c %g /dev/dri/renderD128)).")
-      have = 0
-      for props in glob.glob(str(self.p("/sys/class/kfd/kfd/topology/nodes/*/properties"))):
-        m = re.search(r"^simd_count\s+(\d+)", Path(props).read_text(), re.M)
-        if m and int(m.group(1)) > 0: have += 1
+    have, problem = visible_gpus(vendor, self.root)
+    if problem: return self.record("gpus", False, problem)
     ok = have == want
     self.record("gpus", ok, f"{have} {vendor.upper()} GPU(s) visible, config GPUS={want}" +
                 ("" if ok else f". The config ({self.cfg.path.name} of {self.cfg.platform}) shards over {want}: run on a "

@@ -22,7 +22,7 @@ from tooling.cli import main as cli
 from tooling.mllog_reader import read_log
 
 pytestmark = pytest.mark.integration
-ORG = "tinycorp"
+ORG = "smoke"   # smoke.sh's default (OUT's name), not the entrypoint's: `run --org` must reach the logs
 TAR, SHA = f"mlperf_submission_{ORG}.tar.gz", f"mlperf_submission_{ORG}.sha1"
 NEXP = 5
 
@@ -109,6 +109,7 @@ def test_package_verify_and_check_the_unpacked_tree(smoke, tmp_path, capsys):
   o, e = capsys.readouterr()
   assert code == 0, o[-4000:] + e[-4000:]
   assert f"systems/cpu_smoke.json from {smoke.system}" in o and "package: ACCEPTED" in o and "WARNING" not in e
+  assert "WARN" not in o, o   # a correct setup (run --org = package --org) warns about nothing
   assert "the first 5 finished runs in start order (never chosen by score)" in o
   tree = out / ORG
   assert (tree / "systems/cpu_smoke.json").read_bytes() == smoke.system.read_bytes()

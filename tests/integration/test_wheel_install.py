@@ -1,0 +1,52 @@
+"""A plain `pip install .` (the wheel alone, not editable) into a fresh virtualenv: the verbs that need only the Python
+packages work from any directory; the verbs that read repository files (images.lock.json, systems/) refuse in one
+paragraph with the fix (install editable from the git checkout), never a traceback or a misleading "restore it" error.
+The README offers only the editable install; this is what a user who does otherwise meets."""
+from __future__ import annotations
+import os
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+  tmp = tmp_path_factory.mktemp("wheel")
+  subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
+                  str(REPO)], check=True, capture_output=True, timeout=300)
+  (wheel,) = (tmp / "dist").glob("tinyperf-*.whl")
+  v = tmp / "venv"
+  subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v)], check=True, timeout=120)
+  subprocess.run([sys.executable, "-m", "pip", "--python", str(v / "bin/python"), "install", "-q", "--no-deps", str(wheel)],
+                 check=True, capture_output=True, timeout=300)
+  # the locked dependencies from this test's environment (the project itself from the wheel: .pth files of a directory
+  # named in a .pth are not run, so this environment's editable install stays out)
+  (sp,) = (v / "lib").glob("python3*/site-packages")
+  (sp / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+  return v
+
+
+def _tinyperf(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+  env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+  return subprocess.run([str(venv / "bin/tinyperf"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_wheel_alone_runs_its_own_verbs_and_refuses_the_repository_ones_with_the_fix(venv, tmp_path):
+  where = subprocess.run([str(venv / "bin/python"), "-c", "import tooling; print(tooling.__file__)"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+  assert where.startswith(str(venv)), where   # the wheel's copy, not the checkout
+  r = _tinyperf(venv, "--version", cwd=tmp_path)
+  assert r.returncode == 0 and r.stdout.startswith("tinyperf 0.") and "tinygrad 0.14.0" in r.stdout, r.stdout + r.stderr
+  r = _tinyperf(venv, "run", "--help", cwd=tmp_path)
+  assert r.returncode == 0 and "cpu_smoke" in r.stdout                      # the configs travel in the wheel
+  for args in (["images", "show"], ["render", "--check"], ["sysinfo", "--system", "cpu_smoke"]):
+    r = _tinyperf(venv, *args, cwd=tmp_path)
+    assert r.returncode == 2 and "pip install --no-deps -e ." in r.stderr, (args, r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr and not r.stdout, (args, r.stderr)

@@ -1,0 +1,58 @@
+"""What a user sees of the CLI before anything runs: --version, run --help, the error for a mistyped platform, bench on
+a machine without the GPUs, run --org, prep's usage lines. Run as a user runs it, from another directory."""
+from __future__ import annotations
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+
+from benchmarks.common.config import BENCHMARKS, available_platforms
+from tests.conftest import REPO
+
+
+def tinyperf(*args: str, cwd) -> subprocess.CompletedProcess:
+  env = {**os.environ, "PYTHONPATH": str(REPO)}
+  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                        timeout=120)
+
+
+def test_version_names_tinyperf_tinygrad_and_mlperf_logging(tmp_path):
+  r = tinyperf("--version", cwd=tmp_path)
+  assert r.returncode == 0 and r.stdout.strip() == (f"tinyperf {version('tinyperf')} (tinygrad {version('tinygrad')}, "
+                                                    f"mlperf-logging {version('mlperf-logging')})"), r.stdout + r.stderr
+
+
+def test_run_help_lists_every_platform(tmp_path):
+  text = " ".join(tinyperf("run", "--help", cwd=tmp_path).stdout.split())   # argparse wraps lines
+  for b in BENCHMARKS:
+    assert f"{b}: {', '.join(available_platforms(b))}" in text, text
+
+
+@pytest.mark.parametrize("typo, meant", [("tinybox-green", "tinybox_green"), ("1xh200", "1xH200"), ("cpusmoke", "cpu_smoke")])
+def test_a_mistyped_platform_gets_did_you_mean(tmp_path, typo, meant):
+  r = tinyperf("run", "resnet", "--platform", typo, "--data", str(tmp_path), "--no-container", cwd=tmp_path)
+  assert r.returncode == 2 and f"Did you mean {meant}?" in r.stderr, r.stderr
+  assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_bench_without_the_gpus_is_one_line_and_starts_nothing(tmp_path):
+  r = tinyperf("bench", "resnet", "--gpus", "64", "--platform", "tinybox_green", cwd=tmp_path)   # no machine shows 64
+  assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
+  (line,) = r.stderr.strip().splitlines()
+  assert line.startswith("tinyperf bench: error: no GPU to measure") and "--platform cpu_smoke" in line
+  assert "page cache" not in r.stderr
+
+
+def test_run_org_must_be_a_submitter_name(tmp_path):
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--data", str(tmp_path), "--org", "my org", cwd=tmp_path)
+  assert r.returncode == 2 and "--org" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args, usage", [(["wiki", "--help"], "usage: tinyperf prep wiki "),
+                                         (["wiki", "pretrain", "--help"], "usage: tinyperf prep wiki pretrain "),
+                                         (["imagenet", "--help"], "usage: tinyperf prep imagenet ")])
+def test_prep_usage_names_the_command_the_user_typed(tmp_path, args, usage):
+  r = tinyperf("prep", *args, cwd=tmp_path)
+  assert r.returncode == 0 and r.stdout.startswith(usage), r.stdout[:200]
