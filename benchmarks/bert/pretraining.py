@@ -218,20 +218,22 @@ def reference_features(instances: list[tuple], p: Params) -> dict[str, np.ndarra
 @dataclass
 class Instances:
   """Instances in output order: spans (N, 5) = (a_start, a_end, b_start, b_end, is_random_next), token offsets into
-  Documents.tokens; masking of row r: codes[starts[r]:starts[r+1]], each position << POS_SHIFT | (new id + 1), where
-  new id -1 means the original token is kept; sorted by position."""
+  Documents.tokens; masking of row r: codes[starts[r]:starts[r] + counts[r]], each position << POS_SHIFT | (new id
+  + 1), where new id -1 means the original token is kept, sorted by position."""
   spans: np.ndarray
   starts: np.ndarray
+  counts: np.ndarray
   codes: np.ndarray
 
   def __len__(self): return len(self.spans)
 
-  def take(self, rows: np.ndarray) -> "Instances":
+  def take(self, rows) -> "Instances":
+    """These rows, with their codes copied out back to back in row order (what materialize reads)."""
     rows = np.asarray(rows, np.int64)
-    n = self.starts[rows + 1] - self.starts[rows]
-    starts = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
-    idx = np.repeat(self.starts[rows] - starts[:-1], n) + np.arange(starts[-1])
-    return Instances(self.spans[rows], starts, self.codes[idx])
+    n = self.counts[rows]
+    starts = np.concatenate([[0], np.cumsum(n)[:-1]]).astype(np.int64)
+    idx = np.repeat(self.starts[rows] - starts, n) + np.arange(int(n.sum()), dtype=np.int64)
+    return Instances(self.spans[rows], starts, n, self.codes[idx])
 
 
 def _plain_random(rng) -> bool:
@@ -259,8 +261,8 @@ def create_instances(docs: Documents, p: Params, rng: random.Random, vocab: dict
   n_pred = [min(P, max(1, int(round(n * prob)))) for n in range(p.max_seq_len + 1)]
   order = list(range(D))
   _shuffle(order, bits)
-  spans, codes, counts = [], array("q"), array("q")
-  span, code_extend, count = spans.append, codes.extend, counts.append
+  spans, codes, counts = array("q"), array("q"), array("q")
+  span, code_extend, count = spans.extend, codes.extend, counts.append
   short, kD, kT = p.short_seq_prob, D.bit_length(), (max_tokens - 1).bit_length()
   for _ in range(p.dupe_factor if D else 0):
     for di in range(D):
@@ -329,12 +331,13 @@ def create_instances(docs: Documents, p: Params, rng: random.Random, vocab: dict
         chosen.sort()
         code_extend(chosen); count(len(chosen))
         cs = i + 1
-  perm = list(range(len(spans)))
+  perm = list(range(len(counts)))
   _shuffle(perm, bits)
+  perm = np.asarray(perm, np.int64)
   counts = np.frombuffer(counts, np.int64)
-  made = Instances(np.asarray(spans, np.int64).reshape(-1, 5), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+  starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+  return Instances(np.frombuffer(spans, np.int64).reshape(-1, 5)[perm], starts[perm], counts[perm],
                    np.frombuffer(codes, np.int64))
-  return made.take(np.asarray(perm, np.int64))
 
 
 def _shuffle(x: list, bits):
@@ -351,7 +354,8 @@ def id_dtype(vocab_size: int):
 
 
 def materialize(tokens: np.ndarray, inst: Instances, p: Params, special: dict, vocab_size: int) -> dict[str, np.ndarray]:
-  """Instances -> the seven feature arrays. tokens: the part's tokens already in id_dtype(vocab_size)."""
+  """Instances (as Instances.take returns them: codes in row order) -> the seven feature arrays. tokens: the part's
+  tokens already in id_dtype(vocab_size)."""
   C, L, P = len(inst), p.max_seq_len, p.max_predictions
   a_s, a_e, b_s, b_e, nsp = inst.spans.T
   la, lb = a_e - a_s, b_e - b_s
@@ -368,7 +372,7 @@ def materialize(tokens: np.ndarray, inst: Instances, p: Params, special: dict, v
   ids[:, 0] = special[CLS]
   ids[rows, la + 1] = special[SEP]
   ids[rows, n - 1] = special[SEP]
-  k = np.diff(inst.starts)
+  k = inst.counts
   weights = np.arange(P)[None] < k[:, None]
   pos = (inst.codes >> POS_SHIFT).astype(np.int64)
   new = (inst.codes & ((1 << POS_SHIFT) - 1)) - 1
