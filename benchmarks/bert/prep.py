@@ -222,8 +222,8 @@ def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "f
     _warn(f"\n{'!' * 100}\n{source} yields only {s['candidates']} instances, fewer than the {samples} eval samples "
           f"asked for: {dest} holds all {s['instances']}. An MLPerf eval needs 10000.\n{'!' * 100}")
   if not quiet:
-    print(f"prep eval: {s['instances']} of {s['candidates']} instances (evenly spaced) -> {dest} "
-          f"({s['seconds']:.1f} s)")
+    print(f"prep eval: {s['instances']} of {s['candidates']} instances (record i = instance int(i * N / {samples}), "
+          f"as pick_eval_samples.py) -> {dest} ({s['seconds']:.1f} s)")
   return s
 
 
