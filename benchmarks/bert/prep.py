@@ -263,7 +263,8 @@ def _add_gen_args(sp, eval_: bool = False):
                                                    "platform config (e.g. cpu_smoke); explicit flags win")
   sp.add_argument("--max-seq-len", type=int, default=None, help="tokens per instance (default 512)")
   sp.add_argument("--max-predictions", type=int, default=None, help="masked positions per instance (default 76)")
-  sp.add_argument("--seed", type=int, default=12345)
+  sp.add_argument("--seed", type=int, default=12345,
+                  help="a fresh random.Random(SEED) for every part and for eval.txt, as the reference's --random_seed")
   sp.add_argument("--dupe-factor", type=int, default=10)
   sp.add_argument("--masked-lm-prob", type=float, default=0.15)
   sp.add_argument("--short-seq-prob", type=float, default=0.1)

@@ -353,7 +353,8 @@ def id_dtype(vocab_size: int):
   return np.uint16 if vocab_size <= 65536 else np.int32
 
 
-def materialize(tokens: np.ndarray, inst: Instances, p: Params, special: dict, vocab_size: int) -> dict[str, np.ndarray]:
+def materialize(tokens: np.ndarray, inst: Instances, p: Params, special: dict,
+                vocab_size: int) -> dict[str, np.ndarray]:
   """Instances (as Instances.take returns them: codes in row order) -> the seven feature arrays. tokens: the part's
   tokens already in id_dtype(vocab_size)."""
   C, L, P = len(inst), p.max_seq_len, p.max_predictions
@@ -384,7 +385,8 @@ def materialize(tokens: np.ndarray, inst: Instances, p: Params, special: dict, v
   labels[weights] = ids_flat[flat]
   ids_flat[flat] = np.where(new < 0, ids_flat[flat], new)
   return {"input_ids": ids, "input_mask": mask, "segment_ids": segment, "masked_lm_positions": positions,
-          "masked_lm_ids": labels, "masked_lm_weights": weights.view(np.uint8), "next_sentence_labels": nsp.astype(np.uint8)}
+          "masked_lm_ids": labels, "masked_lm_weights": weights.view(np.uint8),
+          "next_sentence_labels": nsp.astype(np.uint8)}
 
 
 def _sha256(path: Path) -> str:

@@ -6,10 +6,10 @@ Layout (docs/bert_data.md has the reasoning):
   bytes 16-16+H JSON header (utf-8, sorted keys), space padded; the first field starts at DATA_OFFSET (4096)
   fields        raw C-order little-endian arrays, each starting at a multiple of 64 bytes, in FIELDS order
 
-The header records format/version, generator, max_seq_len, max_predictions, vocab_size, vocab_md5, the special-token ids, the
-generation parameters (seed, dupe_factor, ...), part, source file and its sha256, count, and per field dtype, shape,
-offset, nbytes and sha256, plus file_size. A shard whose size, max_seq_len, max_predictions or vocab differs from
-what the reader expects is rejected with ShardError naming the file.
+The header records format/version, generator, max_seq_len, max_predictions, vocab_size, vocab_md5, the special-token
+ids, the generation parameters (seed, dupe_factor, ...), part, source file and its sha256, count, and per field dtype,
+shape, offset, nbytes and sha256, plus file_size. A shard whose version, size, max_seq_len, max_predictions or vocab
+differs from what the reader expects is rejected with ShardError naming the file.
 """
 from __future__ import annotations
 import hashlib

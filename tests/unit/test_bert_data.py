@@ -20,7 +20,8 @@ from benchmarks.bert import prep
 from benchmarks.bert.data import eval_batches, shard_order, train_batches, train_shard_paths
 from benchmarks.bert import pretraining as PT
 from benchmarks.bert.pretraining import Params, create_instances, eval_pick, read_documents
-from benchmarks.bert.shard import FIELD_NAMES, ShardError, ShardWriter, dump_jsonl, load_shard, read_header, to_batch, verify_shard
+from benchmarks.bert.shard import (FIELD_NAMES, ShardError, ShardWriter, dump_jsonl, load_shard, read_header, to_batch,
+                                   verify_shard)
 from benchmarks.bert.tokenizer import CLS, MASK, SEP, FastTokenizer, ReferenceTokenizer, installed_test_vocab, load_vocab
 
 L, P = 64, 10
@@ -60,7 +61,8 @@ FIXTURE_CASES = (("corpus_small.txt", "small_512_76.jsonl"), ("corpus_edge.txt",
 @pytest.fixture(scope="module")
 def bert_reference():
   d = shared_dir() / "fixtures" / "bert_reference"
-  if not d.is_dir(): pytest.skip(f"the reference generator's fixtures are not at {d} (../shared is absent; set TINYPERF_SHARED)")
+  if not d.is_dir():
+    pytest.skip(f"the reference generator's fixtures are not at {d} (../shared is absent; set TINYPERF_SHARED)")
   return d
 
 
