@@ -16,7 +16,7 @@ DATASETS = {
   "imagenet": ("benchmarks.resnet.prep", "ILSVRC2012 for ResNet-50: download (resumable) or --from-tars, verify md5, "
                "extract per class, write manifest.json; or --verify DIR"),
   "synthetic-imagenet": ("benchmarks.resnet.prep", "learnable synthetic JPEGs in the ImageNet layout, for smoke runs"),
-  "wiki": ("benchmarks.bert.prep", "BERT's Wikipedia: `wiki download|pretrain|eval|verify|corpus ...` (MLCommons files "
+  "wiki": ("benchmarks.bert.prep", "BERT's Wikipedia: `wiki download|pretrain|eval|verify|dump|corpus ...` (MLCommons files "
            "through gdown, tokenised memory-mappable shards, the 10,000-sample eval set, a small real-text corpus)"),
 }
 STEPPED = {"wiki"}

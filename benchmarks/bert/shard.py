@@ -6,10 +6,10 @@ Layout (docs/bert_data.md has the reasoning):
   bytes 16-16+H JSON header (utf-8, sorted keys), space padded; the first field starts at DATA_OFFSET (4096)
   fields        raw C-order little-endian arrays, each starting at a multiple of 64 bytes, in FIELDS order
 
-The header records format/version, max_seq_len, max_predictions, vocab_size, vocab_md5, the special-token ids, the
-generation parameters (seed, dupe_factor, ...), part, source file and its sha256, count, and per field dtype, shape,
-offset, nbytes and sha256, plus file_size. A shard whose size, max_seq_len, max_predictions or vocab differs from
-what the reader expects is rejected with ShardError naming the file.
+The header records format/version, generator, max_seq_len, max_predictions, vocab_size, vocab_md5, the special-token
+ids, the generation parameters (seed, dupe_factor, ...), part, source file and its sha256, count, and per field dtype,
+shape, offset, nbytes and sha256, plus file_size. A shard whose version, size, max_seq_len, max_predictions or vocab
+differs from what the reader expects is rejected with ShardError naming the file.
 """
 from __future__ import annotations
 import hashlib
@@ -23,7 +23,8 @@ from benchmarks.common.io import InputError
 
 MAGIC = b"TPBSHRD\x01"
 FORMAT = "tinyperf-bert-shard"
-VERSION = 1
+VERSION = 2       # 2: instances equal to the MLCommons reference generator's; 1 (older tinyperf) had its own stream
+GENERATOR = "mlcommons-create_pretraining_data"
 DATA_OFFSET = 4096
 ALIGN = 64
 SUFFIX = ".shard"
@@ -133,6 +134,11 @@ def read_header(path: str | os.PathLike) -> dict:
     header = json.loads(head[16:16 + n])
   except ValueError as e:
     raise ShardError(f"{path}: unreadable header ({e}); the file is truncated or corrupt. Delete it and rerun prep.") from None
+  if header.get("format") == FORMAT and header.get("version") == 1:
+    raise ShardError(f"{path}: written by an older tinyperf (shard format version 1), whose instances are not the "
+                     f"MLCommons reference's (create_pretraining_data.py); this code reads version {VERSION} only and "
+                     f"never mixes the two. Delete the old shards (train/part-*.shard and eval.shard) and re-run "
+                     f"`tinyperf prep wiki pretrain` and `tinyperf prep wiki eval`.")
   if header.get("format") != FORMAT or header.get("version") != VERSION:
     raise ShardError(f"{path}: format {header.get('format')!r} version {header.get('version')!r}; this code reads "
                      f"{FORMAT!r} version {VERSION}. Recreate the shard with this version of prep.")
@@ -238,3 +244,17 @@ def verify_shard(path: str | os.PathLike, max_seq_len: int | None = None, max_pr
     if (a["next_sentence_labels"] > 1).any(): problems.append(f"{where}: next_sentence_labels outside {{0, 1}}")
     if len(problems) > 20: problems.append(f"{path}: (more problems not listed)"); break
   return problems
+
+
+def dump_jsonl(path: str | os.PathLike, out, chunk: int = 1024) -> int:
+  """Write a shard's rows as JSON Lines in the MLCommons TFRecord's keys and value types (the fixtures' format): one
+  record per line in shard order, every value a list, masked_lm_weights as floats. Returns the number of rows."""
+  header = read_header(path)
+  arrays = load_shard(path, header["max_seq_len"], header["max_predictions"])
+  for s in range(0, header["count"], chunk):
+    rows = {k: np.asarray(v[s:s + chunk]).tolist() for k, v in arrays.items()}
+    for r in range(len(rows["input_ids"])):
+      rec = {k: rows[k][r] if k != "next_sentence_labels" else [rows[k][r]] for k in FIELD_NAMES}
+      rec["masked_lm_weights"] = [float(x) for x in rec["masked_lm_weights"]]
+      out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+  return header["count"]

@@ -1,8 +1,12 @@
-"""BERT pretraining data: instance creation and masking statistics, shard format, loaders, prep CLI and bad input."""
+"""BERT pretraining data: equality with the MLCommons reference generator's output (../shared fixtures), instance and
+masking statistics, shard format, loaders, prep CLI and bad input."""
 from __future__ import annotations
 import hashlib
+import io
+import json
 import os
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +15,13 @@ import pytest
 pytest.importorskip("tokenizers", reason="prep's default fast tokenizer needs HF tokenizers (pip install tokenizers)")
 
 from bert_helpers import make_data_dir, write_text, write_vocab
+from conftest import shared_dir
 from benchmarks.bert import prep
 from benchmarks.bert.data import eval_batches, shard_order, train_batches, train_shard_paths
 from benchmarks.bert import pretraining as PT
 from benchmarks.bert.pretraining import Params, create_instances, eval_pick, read_documents
-from benchmarks.bert.shard import ShardError, ShardWriter, load_shard, read_header, to_batch, verify_shard
+from benchmarks.bert.shard import (FIELD_NAMES, ShardError, ShardWriter, dump_jsonl, load_shard, read_header, to_batch,
+                                   verify_shard)
 from benchmarks.bert.tokenizer import CLS, MASK, SEP, FastTokenizer, ReferenceTokenizer, installed_test_vocab, load_vocab
 
 L, P = 64, 10
@@ -42,6 +48,85 @@ def prepared(tmp_path_factory):
 def all_rows(prepared):
   shards = [load_shard(p, L, P) for p in train_shard_paths(prepared)]
   return {k: np.concatenate([np.asarray(s[k]) for s in shards]) for k in shards[0]}
+
+
+# ---------------------------------------------------------------------------------------------------- the reference
+# ../shared/fixtures/bert_reference/: what MLCommons' create_pretraining_data.py wrote (MLCommons flags, seed 12345,
+# one run per corpus) for three small corpora, as JSON Lines in TFRecord order. Our output must be equal record for
+# record, every field.
+FIXTURE_CASES = (("corpus_small.txt", "small_512_76.jsonl"), ("corpus_edge.txt", "edge_512_76.jsonl"),
+                 ("corpus.txt", "ref_512_76.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def bert_reference():
+  d = shared_dir() / "fixtures" / "bert_reference"
+  if not d.is_dir():
+    pytest.skip(f"the reference generator's fixtures are not at {d} (../shared is absent; set TINYPERF_SHARED)")
+  return d
+
+
+def _fixture_data_dir(ref: Path, d: Path) -> Path:
+  """A data directory whose parts are the fixture corpora (one part each, as MLCommons runs one part per invocation)
+  and whose eval.txt is corpus.txt."""
+  (d / "results4").mkdir(parents=True)
+  shutil.copyfile(ref / "vocab.txt", d / "vocab.txt")
+  (d / "bert_config.json").write_text(json.dumps({"vocab_size": 30522}))
+  for k, (corpus, _) in enumerate(FIXTURE_CASES):
+    shutil.copyfile(ref / corpus, d / "results4" / f"part-{k:05d}-of-{len(FIXTURE_CASES):05d}")
+  shutil.copyfile(ref / "corpus.txt", d / "results4" / "eval.txt")
+  return d
+
+
+def _records(path: Path) -> list[dict]:
+  return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_pretrain_and_eval_equal_the_reference_generator(bert_reference, tmp_path):
+  """`prep pretrain` (two workers, so parts run in parallel) and `prep eval` at the MLCommons flags, dumped with
+  `prep dump`: the same records, in the same order, as the reference wrote; the JSON Lines even byte-identical."""
+  d = _fixture_data_dir(bert_reference, tmp_path / "data")
+  assert run("pretrain", "--data", d, "--workers", 2, "--quiet") == 0
+  assert run("eval", "--data", d, "--eval-samples", 100, "--quiet") == 0
+  for k, (_, want) in enumerate(FIXTURE_CASES):
+    out = tmp_path / f"part{k}.jsonl"
+    assert run("dump", d / "train" / f"part-{k:05d}.shard", "--out", out) == 0
+    got, ref = _records(out), _records(bert_reference / want)
+    assert len(got) == len(ref), want
+    bad = [i for i, (a, b) in enumerate(zip(got, ref)) if a != b]
+    assert not bad, f"{want}: {len(bad)} records differ, the first is record {bad[0]}"
+    assert list(got[0]) == list(ref[0])   # keys in the TFRecord's order
+    assert out.read_bytes() == (bert_reference / want).read_bytes()
+  ref = _records(bert_reference / "ref_512_76.jsonl")
+  buf = io.StringIO()
+  assert dump_jsonl(d / "eval.shard", buf) == 100
+  assert [json.loads(x) for x in buf.getvalue().splitlines()] == [ref[int(i * (740 / 100))] for i in range(100)]
+
+
+def test_reference_path_equals_the_reference_generator(bert_reference, tmp_path):
+  """The oracle (pure-Python tokenizer, the algorithm transcribed plainly) is itself equal to the reference."""
+  vocab = load_vocab(bert_reference / "vocab.txt")
+  for corpus, want in FIXTURE_CASES:
+    docs = PT.read_documents_reference(bert_reference / corpus, ReferenceTokenizer(vocab))
+    got = PT.reference_features(PT.part_instances(docs, Params(), vocab, reference=True), Params())
+    ref = _records(bert_reference / want)
+    assert len(got["input_ids"]) == len(ref), want
+    for name in FIELD_NAMES:
+      assert np.array_equal(got[name].reshape(len(ref), -1), np.array([r[name] for r in ref])), (want, name)
+
+
+def test_dump_cli(bert_reference, tmp_path, capsys):
+  d = _fixture_data_dir(bert_reference, tmp_path / "data")
+  assert run("pretrain", "--data", d, "--parts", "0", "--quiet") == 0
+  shard = d / "train" / "part-00000.shard"
+  assert run("dump", shard) == 0   # stdout
+  assert capsys.readouterr().out == (bert_reference / "small_512_76.jsonl").read_text()
+  out = tmp_path / "x.jsonl"
+  out.write_text("keep me")
+  assert run("dump", shard, "--out", out) == 2
+  assert "already exists" in capsys.readouterr().err and out.read_text() == "keep me"
+  assert run("dump", tmp_path / "none.shard") == 2
+  assert "none.shard: shard not found" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
@@ -108,8 +193,8 @@ def test_instances_follow_documents(tmp_path):
   vocab = load_vocab(d / "vocab.txt")
   docs = read_documents(d / "results4" / "part-00000-of-00001", ReferenceTokenizer(vocab))
   assert docs.num_docs == 15
-  inst = create_instances(docs, Params(max_seq_len=L, max_predictions=P, dupe_factor=2), random.Random(1))
-  a_s, a_e, b_s, b_e, nsp = inst.T
+  inst = create_instances(docs, Params(max_seq_len=L, max_predictions=P, dupe_factor=2), random.Random(1), vocab)
+  a_s, a_e, b_s, b_e, nsp = inst.spans.T
   assert ((a_e - a_s) >= 1).all() and ((b_e - b_s) >= 1).all() and ((a_e - a_s + b_e - b_s) <= L - 3).all()
   doc_of = lambda t: np.searchsorted(np.asarray(docs.sent_starts)[np.asarray(docs.doc_starts)], t, side="right") - 1
   same = doc_of(a_s) == doc_of(b_s)
@@ -188,48 +273,37 @@ def test_read_documents_equals_reference(tmp_path):
 
 @pytest.mark.parametrize("kw", [dict(), dict(short_seq_prob=0.6, dupe_factor=3), dict(max_seq_len=24, max_predictions=3),
                                 dict(max_seq_len=160, max_predictions=24, masked_lm_prob=0.3),
-                                dict(max_seq_len=PT.ROW_LOOP_MIN_LEN, max_predictions=30),   # materialize's row loop
                                 dict(max_seq_len=512, max_predictions=76, short_seq_prob=0.5),
-                                # k above the body on short rows: [CLS]/[SEP]/padding get chosen, in key order
-                                dict(max_seq_len=24, max_predictions=21, masked_lm_prob=0.9, short_seq_prob=0.9),
-                                dict(max_seq_len=PT.ROW_LOOP_MIN_LEN, max_predictions=100, masked_lm_prob=0.9,
-                                     short_seq_prob=0.9)])
+                                # more predictions asked for than a short row has candidates: all of them, no more
+                                dict(max_seq_len=24, max_predictions=21, masked_lm_prob=0.9, short_seq_prob=0.9)])
 def test_instances_and_masking_equal_reference(tmp_path, kw):
   d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=3)
   vocab = load_vocab(d / "vocab.txt")
   docs = read_documents(_odd_text(tmp_path), FastTokenizer(vocab))
   p = Params(**{"max_seq_len": L, "max_predictions": P, "dupe_factor": 4, **kw})
-  ref = PT.create_instances_reference(docs, p, random.Random(11))
-  got = create_instances(docs, p, random.Random(11))
-  assert len(ref) > 200 and np.array_equal(got, ref)
-  r1, r2 = random.Random(5), random.Random(5)   # the generator is left in the same state: the same calls were made
-  PT.create_instances_reference(docs, p, r1); create_instances(docs, p, r2)
-  assert r1.getstate() == r2.getstate()
+  r1, r2 = random.Random(11), random.Random(11)
+  ref = PT.reference_features(PT.create_instances_reference(docs, p, r1, vocab), p)
+  got = create_instances(docs, p, r2, vocab)
+  assert r1.getstate() == r2.getstate()   # the same calls were made
+  assert len(got) > 200
   special = {t: vocab[t] for t in (CLS, SEP, MASK)}
-  rs1, rs2 = np.random.RandomState(9), np.random.RandomState(9)
   tokens = docs.tokens.astype(PT.id_dtype(len(vocab)))
-  for s in range(0, len(ref), 97):   # uneven chunks, and one short last chunk
-    a = PT.materialize_reference(docs, ref[s:s + 97], p, special, len(vocab), rs1)
-    b = PT.materialize(tokens, ref[s:s + 97], p, special, len(vocab), rs2)
-    for name, dt, _ in [(f, *rest) for f, *rest in __import__("benchmarks.bert.shard", fromlist=["x"]).FIELDS]:
-      dtype = {"ids": "<u2", "u1": "|u1"}.get(dt, "<" + dt)
-      assert np.ascontiguousarray(a[name], dtype).tobytes() == np.ascontiguousarray(b[name], dtype).tobytes(), name
-  assert rs1.randint(0, 1 << 30) == rs2.randint(0, 1 << 30)
+  for s in range(0, len(got), 97):   # uneven chunks, and one short last chunk
+    b = PT.materialize(tokens, got.take(np.arange(s, min(s + 97, len(got)))), p, special, len(vocab))
+    for name in FIELD_NAMES:
+      assert np.array_equal(ref[name][s:s + 97], b[name]), name
 
 
-def test_a_subclassed_generator_takes_the_reference_path(tmp_path):
+def test_fast_path_refuses_a_subclassed_generator(tmp_path):
   """A Random subclass that overrides random() draws integers with _randbelow_without_getrandbits: the inlined
-  getrandbits arithmetic would be wrong for it, so create_instances must hand it to the reference."""
+  getrandbits arithmetic would be wrong for it."""
   class Counting(random.Random):
-    calls = 0
-    def random(self):
-      Counting.calls += 1
-      return super().random()
-  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=10)
-  docs = read_documents(d / "results4" / "part-00000-of-00001", ReferenceTokenizer(load_vocab(d / "vocab.txt")))
-  p = Params(max_seq_len=L, max_predictions=P, dupe_factor=2)
-  assert np.array_equal(create_instances(docs, p, Counting(4)), PT.create_instances_reference(docs, p, Counting(4)))
-  assert Counting.calls > 0
+    def random(self): return super().random()
+  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=3)
+  vocab = load_vocab(d / "vocab.txt")
+  docs = read_documents(d / "results4" / "part-00000-of-00001", ReferenceTokenizer(vocab))
+  with pytest.raises(ValueError, match="plain random.Random"):
+    create_instances(docs, Params(max_seq_len=L, max_predictions=P), Counting(4), vocab)
 
 
 def test_fast_shards_equal_reference_shards_on_real_text(tmp_path):
@@ -242,16 +316,16 @@ def test_fast_shards_equal_reference_shards_on_real_text(tmp_path):
   from benchmarks.bert.corpus import corpus_lines
   sents = corpus_lines([Path(sysconfig.get_paths()["stdlib"])], max_bytes=150_000)
   rng = random.Random(0)
-  text = "".join("\n".join(rng.choice(sents) for _ in range(rng.randint(3, 40))) + "\n\n" for _ in range(100))
+  text = "".join("\n".join(rng.choice(sents) for _ in range(rng.randint(3, 40))) + "\n\n" for _ in range(50))
   src = tmp_path / "part-00000-of-00001"
   src.write_text(text + "Ωμέγα ΣΟΦΟΣ café naïve 中文 \u2028 end.\n")
   vocab = load_vocab(vocab_path)
-  p = Params(dupe_factor=4)
+  p = Params(dupe_factor=3)
   out = {}
   for name, tok, ref in (("fast", FastTokenizer(vocab), False), ("reference", ReferenceTokenizer(vocab), True)):
     stats = PT.make_part_shard(src, tmp_path / f"{name}.shard", "00000", p, tok, vocab, "md5", reference=ref)
     out[name] = (tmp_path / f"{name}.shard").read_bytes()
-  assert stats["instances"] > 800 and stats["tokens"] > 30_000
+  assert stats["instances"] > 300 and stats["tokens"] > 15_000
   assert out["fast"] == out["reference"]
 
 
@@ -317,6 +391,31 @@ def test_shard_rejections(prepared, tmp_path):
     load_shard(tmp_path / "none.shard", 64, 10)
 
 
+def _as_version_1(src: Path, dst: Path) -> Path:
+  """A copy of src whose header says format version 1 (what the previous generator wrote)."""
+  data = src.read_bytes()
+  assert data.count(b'"version":2') == 1
+  dst.parent.mkdir(parents=True, exist_ok=True)
+  dst.write_bytes(data.replace(b'"version":2', b'"version":1'))
+  return dst
+
+
+def test_old_generator_shards_are_refused(prepared, tmp_path, capsys):
+  old = _as_version_1(prepared / "train" / "part-00000.shard", tmp_path / "d" / "train" / "part-00000.shard")
+  with pytest.raises(ShardError, match=r"part-00000\.shard: written by an older tinyperf \(shard format version 1\)"):
+    load_shard(old, L, P)
+  # prep neither mixes it with new shards nor overwrites it: exit 2, one paragraph naming the file and the fix
+  d = make_data_dir(tmp_path / "d", parts=2, docs_per_part=4)
+  before = _sha(old)
+  assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
+  err = capsys.readouterr().err
+  assert str(old) in err and "re-run `tinyperf prep wiki pretrain`" in err and "Traceback" not in err
+  assert err.count("\n") == 1 and _sha(old) == before and not (d / "train" / "part-00001.shard").exists()
+  _as_version_1(prepared / "eval.shard", d / "eval.shard")
+  assert run("eval", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
+  assert "eval.shard: written by an older tinyperf" in capsys.readouterr().err
+
+
 def test_verify_detects_corruption(prepared, tmp_path):
   assert verify_shard(prepared / "train" / "part-00000.shard") == []
   assert verify_shard(prepared / "eval.shard", 64, 10) == []
@@ -333,10 +432,13 @@ def test_verify_detects_corruption(prepared, tmp_path):
 
 # ---------------------------------------------------------------------------------------------------- eval
 
-def test_eval_pick_evenly_spaced():
+def test_eval_pick_is_the_reference_picker():
+  """pick_eval_samples.py: record i = input int(i * (N / want)), float division (fixture README section 10)."""
   idx = eval_pick(123457, 10000)
   assert len(idx) == 10000 and idx[0] == 0 and (np.diff(idx) > 0).all()
-  assert idx.tolist() == [int(k * 123457 / 10000) for k in range(10000)]
+  assert idx.tolist() == [int(k * (123457 / 10000)) for k in range(10000)]
+  assert eval_pick(740, 100).tolist()[:12] == [0, 7, 14, 22, 29, 37, 44, 51, 59, 66, 74, 81]
+  assert eval_pick(740, 100).tolist()[-3:] == [717, 725, 732]
   assert eval_pick(500, 10000).tolist() == list(range(500))
   assert eval_pick(10000, 10000).tolist() == list(range(10000))
 
