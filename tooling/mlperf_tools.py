@@ -333,7 +333,7 @@ def package_check(workdir: Path, org: str, ruleset: str, werror: bool = False) -
 def result_summarizer(workdir: Path, org: str, ruleset: str) -> list[dict]:
   """Run result_summarizer on workdir/org; return its JSON rows (one per system). Mutates the tree (scaling.json)."""
   csv = Path(workdir) / "tinyperf-summary.csv"
-  run = run_tool("result_summarizer", [org, USAGE, ruleset, "--csv", str(csv)], cwd=workdir, log_output=False)
+  run_tool("result_summarizer", [org, USAGE, ruleset, "--csv", str(csv)], cwd=workdir, log_output=False)
   js = csv.with_suffix(".json")
   if not js.is_file(): raise_crash("result_summarizer", [org, USAGE, ruleset], workdir, "it wrote no summary")
   return json.loads(js.read_text())

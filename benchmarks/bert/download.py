@@ -14,7 +14,7 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from benchmarks.common.io import InputError, write_atomic
+from benchmarks.common.io import InputError, file_digest, write_atomic
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
 CHECKPOINT = "model.ckpt-28252"
@@ -38,13 +38,6 @@ def file_url(name: str, base_url: str | None) -> str:
   return f"{base_url.rstrip('/')}/{name}" if base_url else GDRIVE_URL.format(id=FILES[name][0])
 
 
-def md5_file(path: Path) -> str:
-  h = hashlib.md5()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""): h.update(block)
-  return h.hexdigest()
-
-
 def fetch(url: str, dest: Path, md5: str | None = None, retries: int = 3, quiet: bool = False) -> Path:
   """Download url to dest through a staged, resumable, verified file. Skips when dest exists."""
   if dest.exists(): return dest
@@ -57,7 +50,7 @@ def fetch(url: str, dest: Path, md5: str | None = None, retries: int = 3, quiet:
   stage.mkdir(parents=True, exist_ok=True)
   tmp = stage / dest.name
   if tmp.exists():   # finished earlier but not verified/renamed (killed in between)
-    got = md5_file(tmp)
+    got = file_digest(tmp, "md5")
   else:
     h = hashlib.md5()
     try:
@@ -126,7 +119,7 @@ def extract_text(out: Path, keep_archive: bool = False, quiet: bool = False) -> 
   root = roots.pop()
   for name, want in tqdm(sorted(md5s.items()), unit="file", desc="md5", disable=quiet):
     p = root / name
-    got = md5_file(p) if p.is_file() else "missing"
+    got = file_digest(p, "md5") if p.is_file() else "missing"
     if got != want:
       shutil.rmtree(tmp, ignore_errors=True)
       bad = archive.with_name(archive.name + ".corrupt")

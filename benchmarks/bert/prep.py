@@ -35,7 +35,8 @@ def _warn(msg: str):
 
 def load_checked_vocab(vocab_path: Path, config_path: Path | None, config_required: bool = False):
   """vocab.txt -> (vocab dict, md5); checks vocab size against bert_config.json's vocab_size when present."""
-  from benchmarks.bert.tokenizer import file_md5, load_vocab
+  from benchmarks.bert.tokenizer import load_vocab
+  from benchmarks.common.io import file_digest
   vocab = load_vocab(vocab_path)
   if config_path is not None and config_path.is_file():
     try:
@@ -52,7 +53,7 @@ def load_checked_vocab(vocab_path: Path, config_path: Path | None, config_requir
     raise InputError(f"{config_path}: BERT config not found (needed to check the vocab). Run prep download.")
   elif config_path is not None:
     _warn(f"{config_path} not found; vocab size {len(vocab)} not checked against the model config.")
-  return vocab, file_md5(vocab_path)
+  return vocab, file_digest(vocab_path, "md5")
 
 
 def _params(args):
@@ -231,11 +232,11 @@ def run_verify(out: Path, vocab_path: Path | None, max_seq_len: int | None, max_
                quiet: bool = False) -> list[str]:
   from tqdm import tqdm
   from benchmarks.bert.shard import ShardError, read_header, verify_shard
-  from benchmarks.bert.tokenizer import file_md5
+  from benchmarks.common.io import file_digest
   shards = sorted((out / "train").glob("part-*.shard")) + ([out / "eval.shard"] if (out / "eval.shard").exists() else [])
   if not shards:
     raise InputError(f"{out}: no shards (train/part-*.shard, eval.shard) to verify. Run prep pretrain / eval first.")
-  md5 = file_md5(vocab_path) if vocab_path and vocab_path.is_file() else None
+  md5 = file_digest(vocab_path, "md5") if vocab_path and vocab_path.is_file() else None
   if md5 is None: _warn(f"{vocab_path} not found: shards not checked against the vocab file")
   bad: list[str] = []
   ref = None

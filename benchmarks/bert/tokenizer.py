@@ -21,7 +21,6 @@ case), and on characters whose Unicode properties changed between the Unicode ve
 crates. tests/unit/test_bert_tokenizer.py checks the fast path against the reference on real text and hard strings.
 """
 from __future__ import annotations
-import hashlib
 import os
 import unicodedata
 from itertools import chain, repeat
@@ -62,13 +61,6 @@ def load_vocab(path: str | os.PathLike) -> dict[str, int]:
   if vocab[PAD] != 0:
     raise InputError(f"{path}: [PAD] has id {vocab[PAD]}, expected 0 (padding is written as zeros). Use the BERT vocab.")
   return vocab
-
-
-def file_md5(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-  h = hashlib.md5()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(chunk), b""): h.update(block)
-  return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------- char classes

@@ -3,6 +3,7 @@
 Anything raised as InputError is bad input or environment: entrypoints and the CLI print its message (one paragraph
 naming the file and the fix) and exit 2, with no traceback."""
 from __future__ import annotations
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -30,3 +31,9 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = F
   finally:
     if os.path.exists(tmp): os.unlink(tmp)
   return path
+
+
+def file_digest(path: str | os.PathLike, algo: str) -> str:
+  """Hex digest of a file, read in chunks by hashlib: the one checksum helper (md5 of downloads and vocabs, sha1 of
+  submission tarballs, sha256 of shards)."""
+  with open(path, "rb") as f: return hashlib.file_digest(f, algo).hexdigest()

@@ -8,7 +8,7 @@ import unicodedata
 import pytest
 
 from benchmarks.bert import tokenizer as T
-from benchmarks.common.io import InputError as UserError
+from benchmarks.common.io import InputError as UserError, file_digest
 
 HARD = [
   "Café Über naïve résumé Ångström façade jalapeño Øresund",
@@ -73,7 +73,7 @@ def english_lines():
 def test_vocab_is_bert_uncased(vocab):
   assert len(vocab) == 30522
   assert [vocab[t] for t in T.SPECIAL_TOKENS] == [0, 100, 101, 102, 103]
-  assert T.file_md5(T.installed_test_vocab()) == "64800d5d8528ce344256daf115d4965e"
+  assert file_digest(T.installed_test_vocab(), "md5") == "64800d5d8528ce344256daf115d4965e"
 
 
 def test_wordpiece_basics(vocab):
