@@ -84,7 +84,8 @@ def _watchdog(pgid: int) -> subprocess.Popen:
   """A process that kills the phase's process group when this launcher dies without saying "done" (kill -9, the OOM
   killer): it reads a pipe only the launcher holds, so EOF without "done" means the launcher is gone, and an INIT left
   running would hold the GPUs when the rerun starts. Its own session keeps Ctrl-C and SIGHUP of the terminal off it."""
-  return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE, start_new_session=True)
+  return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True)   # holds no pipe of a reader of ours open
 
 
 def _release(dog: subprocess.Popen):
@@ -373,16 +374,17 @@ def main(args) -> int:
     left = [i for i in led.pending(nexp) if args.only_index in (None, i)]
     busy = led.claimed(nexp)
   problems = verify_results(ledger_path, fix=True)
-  for i in left:
-    if i in busy: print(f"run {i} (seed {busy[i].seed}) is being run by {L.who(busy[i])}; `tinyperf status --results "
-                        f"{args.results}` follows it", file=sys.stderr)
+  others, redo = [i for i in left if i in busy], [i for i in left if i not in busy]
+  for i in others: print(f"run {i} (seed {busy[i].seed}) is being run by {L.who(busy[i])}; `tinyperf status --results "
+                         f"{args.results}` follows it", file=sys.stderr)
   if problems:
     print(f"{len(problems)} finished run(s) have a missing or changed result file (above); the set cannot be packaged "
           f"until they are restored", file=sys.stderr)
     return 1
-  if left:
-    print(f"{len(left)} run(s) not finished: {left}; rerun the same command to redo them", file=sys.stderr)
+  if redo:
+    print(f"{len(redo)} run(s) not finished: {redo}; rerun the same command to redo them", file=sys.stderr)
     return 1
+  if others: return 1   # finished here, but the set is not complete yet
   print(f"all {nexp} runs finished: {results_dir}" if args.only_index is None else
         f"run {args.only_index} finished: {results_dir}", flush=True)
   return 0

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from tests.conftest import REPO
+
 from mllog_builder import write_log
 from tooling import ledger as L
 from tooling.errors import UserError
@@ -48,7 +50,7 @@ def test_a_live_claim_is_respected_and_taken_over_once_its_owner_dies(tmp_path):
   work = path.parent / "run_0_5"; work.mkdir()
   holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from tooling.ledger import Claim; "
                              f"c = Claim({str(work)!r}); print('held', flush=True); sys.stdin.read()"],
-                            cwd=L.Path(__file__).resolve().parents[2], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:
     assert holder.stdout.readline().strip() == "held"
     led = L.Ledger(path)
