@@ -28,7 +28,7 @@ def main() -> int:
   args = p.parse_args()
   from benchmarks.common.config import load_config
   cfg = load_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform)
-  print(f"stand-in {args.phase}: seed {args.seed}, page cache dropped with {os.environ.get('TINYPERF_CACHE_DROPPED')}",
+  print(f"stand-in {args.phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with {os.environ.get('TINYPERF_CACHE_DROPPED')}",
         flush=True)
   if args.phase == "init":
     for _ in range(int(os.environ.get("STAND_IN_SPAM", "0")) // 100): print("x" * 99, flush=True)

@@ -45,7 +45,9 @@ def _run(data, out, nexp=1, timeout=300, **env):
 
 def _start(data, out, nexp=1, **env):
   return subprocess.Popen(_cmd(data, out, nexp), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=_env(**env), start_new_session=True)
+                          env=_env(**env), start_new_session=True,
+                          # a suite started in the background of a script inherits SIGINT ignored; a terminal has it
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _work(out): return out / "runs" / PLATFORM / BM
@@ -84,15 +86,18 @@ def test_two_launchers_on_one_results_finish_every_run_exactly_once(data, tmp_pa
   assert r.returncode == 0 and "3 already finished" in r.stdout and len(_attempts(out)) == 3
 
 
-def test_sighup_records_the_run_interrupted(data, tmp_path):
+@pytest.mark.parametrize("sig,why", [(signal.SIGHUP, "SIGHUP"), (signal.SIGINT, "Ctrl-C")])
+def test_sighup_or_ctrl_c_records_the_run_interrupted(data, tmp_path, sig, why):
   out = tmp_path / "out"
   p = _start(data, out, STAND_IN_RUN_S="60")
   _wait_for(lambda: any(b"stand-in run" in f.read_bytes() for f in _work(out).glob("run_0_*/output.log")))
-  p.send_signal(signal.SIGHUP)
+  stand_in = int(next(_work(out).glob("run_0_*/output.log")).read_text().split("stand-in run: pid ")[1].split(",")[0])
+  p.send_signal(sig)
   _, err = p.communicate(timeout=60)
-  assert p.returncode == 130 and "Traceback" not in err
+  assert p.returncode == 130 and "Traceback" not in err and "rerun the same command" in err
   (att,) = _attempts(out)
-  assert att["status"] == "interrupted" and "SIGHUP" in att["note"]
+  assert att["status"] == "interrupted" and why in att["note"]
+  _wait_for(lambda: _gone(stand_in), timeout=10)   # the run's processes went with it
 
 
 def test_kill_9_of_the_launcher_takes_its_children_and_the_next_start_settles_it(data, tmp_path):
