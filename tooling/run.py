@@ -226,6 +226,16 @@ def _stop_signal(signum, frame):
   raise KeyboardInterrupt(f"stopped by {_STOPPED_BY.get(signum, signal.Signals(signum).name)}")
 
 
+def _pid_alive(pid: int) -> bool:
+  """A process with this pid exists here and is not a zombie (a killed run whose parent has not reaped it yet)."""
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return False
+  except OSError: return True        # PermissionError: another user's live process
+  try:
+    with open(f"/proc/{pid}/stat") as f: return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except (OSError, IndexError): return True
+
+
 def reap_rings() -> list[str]:
   """Remove the shared-memory rings of ResNet loaders whose process is gone: kill -9 of a run leaks its ring (0.6-6.9
   GiB on GPU configs). Only this user's segments named <SHM_PREFIX><pid>_<hex> whose pid no longer exists here."""
@@ -236,10 +246,7 @@ def reap_rings() -> list[str]:
   for p in segs:
     m = re.fullmatch(rf"{re.escape(SHM_PREFIX)}(\d+)_[0-9a-f]+", p.name)
     if not m: continue
-    try:
-      os.kill(int(m[1]), 0); continue          # alive (PermissionError: alive, another user's)
-    except ProcessLookupError: pass
-    except OSError: continue
+    if _pid_alive(int(m[1])): continue
     try:
       st = p.lstat()
       if st.st_uid != os.getuid(): continue

@@ -114,7 +114,7 @@ def test_kill_9_of_the_launcher_takes_its_children_and_the_next_start_settles_it
   assert _attempts(out)[0]["status"] == "running"          # nobody recorded anything: the next start must
   r = _run(data, out)
   assert r.returncode == 0, r.stderr
-  assert f"removed /dev/shm/{ring}" in r.stderr and not Path("/dev/shm", ring).exists()
+  assert f"removed /dev/shm/{ring}" in r.stderr and not Path("/dev/shm", ring).exists(), r.stderr
   assert "was left running by launcher pid" in r.stderr and "marked interrupted" in r.stderr
   first, second = _attempts(out)
   assert first["status"] == "interrupted" and second["status"] == "done" and first["seed"] != second["seed"]
