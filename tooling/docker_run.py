@@ -23,6 +23,7 @@ from benchmarks.common.mlperf import evict_files
 from benchmarks.common.preflight import shm_size_for
 from tooling import container as C
 from tooling.errors import UserError
+from tooling.ledger import IMAGE_ENV
 
 IMAGE_UID = 1000   # the image's `tinyperf` user (docker/install.sh)
 
@@ -76,8 +77,7 @@ class ContainerBackend:
 
   def provenance(self) -> dict:
     env = dict(e.split("=", 1) for e in (self.image.attrs.get("Config") or {}).get("Env") or [] if "=" in e)
-    return {k: env.get(k) for k in ("TINYPERF_GIT_SHA", "TINYPERF_VERSION", "TINYGRAD_VERSION", "TINYPERF_BASE_IMAGE",
-                                    "TINYPERF_BASE_DIGEST")}
+    return {k: env.get(k) for k in IMAGE_ENV}
 
   def set_label(self) -> str: return f"{self.work_root}"
 

@@ -3,11 +3,26 @@
 
 A run that finished but missed the target is *done*, not failed: the rules count it (olympic scoring drops one), and
 redoing it until it converges would be cherry-picking. Only runs that crashed, were killed or were interrupted are
-redone. Every attempt stays in the ledger, with its seed, so the submission record keeps all of them."""
+redone. Every attempt stays in the ledger, with its seed, so the submission record keeps all of them.
+
+A launcher claims a run before starting it: the attempt names its owner (launcher id, host, pid) and the owner holds a
+POSIX lock on run_<i>_<seed>/claim.lock until the attempt is recorded. The kernel (or the NFS lock manager) drops that
+lock however the owner dies (kill -9, `docker kill`, a lost node), across PID namespaces and containers, so another
+launcher tells a live claim from a dead one by trying to take it, with no PID or hostname guessing. A dead owner's
+attempt is settled by the next launcher: `done` when the run's own MLPerf log finished (run_stop), else `interrupted`.
+
+Paths are stored relative to the results root (R in R/runs/<system>/<bm>/ledger.json) and made absolute on read, so a
+ledger written inside a container (results at /results) reads right on the host. Older ledgers with absolute paths
+that do not exist here are rebased onto this root by their results/... or runs/... tail."""
 from __future__ import annotations
+import errno
 import fcntl
+import hashlib
 import json
+import os
+import socket
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
@@ -15,6 +30,11 @@ from pathlib import Path
 from tooling.errors import UserError, write_atomic
 
 DONE, FAILED, INTERRUPTED, RUNNING = "done", "failed", "interrupted", "running"
+CLAIM = "claim.lock"      # in the run's work directory; its owner holds a POSIX lock on it
+RUN_LOG = "mlperf.txt"    # the MLPerf log a run writes in its work directory (copied to result_<i>.txt when done)
+# the image's environment that identifies it (Dockerfile.* ENV): recorded with every attempt that ran in an image
+IMAGE_ENV = ("TINYPERF_GIT_SHA", "TINYPERF_VERSION", "TINYGRAD_VERSION", "TINYPERF_BASE_IMAGE", "TINYPERF_BASE_DIGEST")
+_PATH_FIELDS = ("result", "output")
 
 
 @contextmanager
@@ -48,19 +68,77 @@ class Attempt:
   exit_codes: dict = field(default_factory=dict)
   note: str = ""
   slurm: dict = field(default_factory=dict)  # run as a Slurm array task: job (<array job>_<index>), node, runtime
+  owner: dict = field(default_factory=dict)  # the launcher that claimed it: id, host, pid
+  sha256: str | None = None         # of the run's MLPerf log, i.e. of result_<i>.txt (checked by run and status)
+
+
+_ME: dict = {}
+
+
+def launcher() -> dict:
+  """This launcher's owner record (one per process)."""
+  if _ME.get("pid") != os.getpid(): _ME.update(id=uuid.uuid4().hex, host=socket.gethostname(), pid=os.getpid())
+  return dict(_ME)
+
+
+def who(att: Attempt) -> str:
+  o = att.owner
+  return f"launcher pid {o.get('pid')} on {o.get('host')}" if o else "a launcher that recorded no owner (older tinyperf)"
+
+
+class Claim:
+  """The lock that says a launcher is running an attempt; held from the claim until the attempt's outcome is saved."""
+  def __init__(self, work: Path):
+    self.f = open(Path(work) / CLAIM, "a")
+    fcntl.lockf(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh run directory: nobody else can hold it
+  def release(self):
+    if self.f: self.f.close(); self.f = None  # closing drops the POSIX lock
+
+
+def sha256(path: Path) -> str:
+  h = hashlib.sha256()
+  with open(path, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
+  return h.hexdigest()
+
+
+def log_outcome(log: Path) -> bool | None:
+  """None when the MLPerf log did not finish (no run_stop: crashed, killed, unreadable); else whether it converged."""
+  from tooling.mllog_reader import read_log
+  try: stop = read_log(log, require_benchmark=False).first("run_stop")
+  except (UserError, OSError): return None
+  return None if stop is None else (stop.metadata or {}).get("status") == "success"
 
 
 class Ledger:
   def __init__(self, path: Path):
-    self.path = Path(path)
+    self.path = Path(os.path.abspath(path))
+    self.root = self.path.parents[3] if len(self.path.parents) > 3 else self.path.parent  # R of R/runs/<sys>/<bm>/
     self.attempts: list[Attempt] = []
     if self.path.exists():
       try:
         raw = json.loads(self.path.read_text())
         self.attempts = [Attempt(**a) for a in raw["attempts"]]
-      except (json.JSONDecodeError, KeyError, TypeError) as e:
+        for a in self.attempts:
+          for k in _PATH_FIELDS:
+            if getattr(a, k) is not None: setattr(a, k, str(self._on_read(str(getattr(a, k)))))
+      except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
         raise UserError(f"{self.path}: the run ledger is unreadable ({e}). It records which runs are finished; restore it "
                         f"from a backup or move it away to start a fresh set of runs (finished result files stay).") from None
+
+  def _on_read(self, p: str) -> Path:
+    path = Path(p)
+    if not path.is_absolute(): return self.root / path
+    if os.path.lexists(path): return path
+    # an absolute path of another mount (a container's /results): rebase its results/<sys>/<bm>/... tail onto this root
+    parts, sysbm = path.parts, (self.path.parent.parent.name, self.path.parent.name)
+    for k in range(len(parts) - 3, -1, -1):
+      if parts[k] in ("results", "runs") and parts[k + 1:k + 3] == sysbm: return self.root.joinpath(*parts[k:])
+    return path
+
+  def _on_write(self, p: str) -> str:
+    try: return str(Path(os.path.abspath(p)).relative_to(self.root))
+    except ValueError: return p
 
   @staticmethod
   @contextmanager
@@ -70,18 +148,94 @@ class Ledger:
     with file_lock(path.with_suffix(".lock")): yield Ledger(path)
 
   def save(self):
-    data = json.dumps({"format": "tinyperf-ledger-v1", "attempts": [asdict(a) for a in self.attempts]}, indent=1)
-    write_atomic(self.path, data, overwrite=True)
+    rows = []
+    for a in self.attempts:
+      d = asdict(a)
+      for k in _PATH_FIELDS:
+        if d[k] is not None: d[k] = self._on_write(d[k])
+      rows.append(d)
+    write_atomic(self.path, json.dumps({"format": "tinyperf-ledger-v1", "attempts": rows}, indent=1), overwrite=True)
+
+  def work(self, att: Attempt) -> Path: return self.path.parent / f"run_{att.index}_{att.seed}"
 
   def latest(self, index: int) -> Attempt | None:
+    """The attempt that decides run `index`: its finished one if any (a later stale attempt never hides it), else the
+    last one."""
     tries = [a for a in self.attempts if a.index == index]
-    return tries[-1] if tries else None
+    done = [a for a in tries if a.status == DONE]
+    return done[-1] if done else tries[-1] if tries else None
 
   def seeds(self) -> set[int]: return {a.seed for a in self.attempts}
 
   def pending(self, nexp: int) -> list[int]:
-    """Indices without a finished run: never run, crashed, interrupted, or left 'running' by a killed launcher."""
+    """Indices without a finished run: never run, crashed, interrupted, or left 'running' (claimed or stale)."""
     return [i for i in range(nexp) if (a := self.latest(i)) is None or a.status != DONE]
+
+  def alive(self, att: Attempt) -> bool:
+    """Whether the launcher that claimed a `running` attempt still runs it."""
+    return att.status == RUNNING and self.held(att)
+
+  def held(self, att: Attempt) -> bool:
+    """Whether a launcher holds the attempt's claim lock. A test lock (shared, so any reader can try it) conflicts with
+    the owner's exclusive one; it is never tried on this launcher's own claims, because closing a descriptor drops
+    this process's lock on the file."""
+    if att.owner.get("id") == launcher()["id"]: return True
+    try: f = open(self.work(att) / CLAIM, "rb")
+    except FileNotFoundError: return False           # no claim (older tinyperf, or a deleted run directory)
+    except OSError: return True                      # cannot tell: never take over a run that may be alive
+    with f:
+      try: fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+      except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES): return True
+        raise
+      fcntl.lockf(f, fcntl.LOCK_UN)
+      return False
+
+  def claimed(self, nexp: int) -> dict[int, Attempt]:
+    """Unfinished runs another live launcher is running now."""
+    return {i: a for i in self.pending(nexp) if (a := self.latest(i)) is not None and a.status == RUNNING and self.alive(a)}
+
+  def settle(self) -> list[str]:
+    """Settle attempts whose launcher is gone: `done` when the run's own log finished (a finished run is never redone with
+    a new seed), else `interrupted`. Returns one line per change; the caller saves."""
+    msgs = []
+    for att in self.attempts:
+      if att.status == DONE or (att.status == RUNNING and self.alive(att)): continue
+      if att.status != RUNNING and att is not self.latest(att.index): continue   # an old failure stays as it was
+      done = self.latest(att.index).status == DONE
+      converged = None if done else log_outcome(self.work(att) / RUN_LOG)
+      if converged is not None:
+        i = att.index
+        att.status, att.converged, att.finished = DONE, converged, att.finished or time.time()
+        att.sha256 = sha256(self.work(att) / RUN_LOG)
+        att.result = att.result or str(self.root / "results" / self.path.parent.parent.name / self.path.parent.name /
+                                        f"result_{i}.txt")
+        att.note = f"{att.note + '; ' if att.note else ''}its log finished (run_stop) but {who(att)} did not record it"
+        msgs.append(f"run {i} (seed {att.seed}): its MLPerf log finished but {who(att)} stopped before recording it; "
+                    f"recorded as done, not redone")
+      elif att.status == RUNNING:
+        att.status, att.finished = INTERRUPTED, att.finished or time.time()
+        att.note = f"{att.note + '; ' if att.note else ''}{who(att)} died while running it (killed, or its container was)"
+        msgs.append(f"run {att.index} (seed {att.seed}) was left running by {who(att)}, which is gone: marked "
+                    f"interrupted" + ("" if done else "; it is redone with a new seed"))
+    return msgs
+
+  def check_result(self, att: Attempt) -> tuple[str, str]:
+    """A finished run's result file against the ledger's hash: ("ok"|"copy"|"missing"|"changed", what to say).
+    "copy": the result file is absent but the run's own log is intact (its copy failed, e.g. on a full disk)."""
+    res, log = Path(att.result) if att.result else None, self.work(att) / RUN_LOG
+    log_ok = att.sha256 is not None and log.is_file() and sha256(log) == att.sha256
+    if res is None or not os.path.lexists(res):
+      if log_ok: return "copy", f"{res} is missing; the run's own log {log} is intact and is copied to it"
+      return "missing", (f"{res} is MISSING but run {att.index} (seed {att.seed}) is finished in {self.path}; restore "
+                         f"the file from a backup. The run is not redone: that would re-roll a finished run.")
+    if not res.is_file():
+      return "changed", f"{res} is not a regular file (a dangling symlink or a directory); restore run {att.index}'s log."
+    if att.sha256 is not None and sha256(res) != att.sha256:
+      how = f"its own log {log} is intact: `cp {log} {res}`" if log_ok else "restore it from a backup"
+      return "changed", (f"{res} CHANGED since run {att.index} (seed {att.seed}) wrote it (sha256 differs from "
+                         f"{self.path}); {how}.")
+    return "ok", ""
 
 
 def add_attempt(ledger_path: Path, attempt: Attempt):

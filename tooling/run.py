@@ -11,10 +11,16 @@ the platform's image, one container per run (tooling/docker_run.py: preflight, h
 kernel cache on its own volume, output streamed to the host); with --no-container with this Python (host_run), which is
 also what the compose services run inside their image. Both run a preflight before anything is timed.
 With --backend slurm the runs become one Slurm array job (tooling/slurm.py) whose tasks each run this verb with
---only-index, on their own node."""
+--only-index, on their own node.
+
+Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/ledger.py), skips
+runs another live launcher has claimed, and settles the attempts of launchers that died (docs/ledger.md).
+Test-only: TRAIN_MODULE_ENV names the module host_run starts instead of benchmarks.<bm>.train (a stand-in that writes a
+valid MLPerf log in seconds, for tests of this loop)."""
 from __future__ import annotations
 import argparse
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -28,6 +34,7 @@ from tooling.errors import UserError, write_atomic
 from tooling import ledger as L
 from tooling import slurm
 
+TRAIN_MODULE_ENV = "TINYPERF_TEST_TRAIN_MODULE"   # test-only, read in train_module() alone
 DEFAULT_NEXP = {"resnet": 5, "bert": 10}  # the runs MLPerf requires per benchmark
 
 
@@ -71,10 +78,34 @@ def run_dirs(results: Path, cfg: PlatformConfig) -> tuple[Path, Path]:
   return (results / "results" / cfg["system"] / cfg.benchmark, results / "runs" / cfg["system"] / cfg.benchmark)
 
 
-def _unique_seed(taken: set[int], bits: int) -> int:
+def _unique_seed(taken: set[int], bits: int, where: str = "") -> int:
+  space = 1 << max(bits, 0)
+  if bits < 0 or len({s for s in taken if 0 <= s < space}) >= space:
+    raise UserError(f"SEED_BITS={bits} allows {space if bits >= 0 else 0} seed(s) and {where or 'the ledger'} already "
+                    f"used them all: every run needs its own seed. Raise SEED_BITS (default 31) and rerun. Nothing was run.")
   while True:
     seed = int.from_bytes(os.urandom(8), "little") % (1 << bits)
     if seed not in taken: return seed
+
+
+_WATCHDOG = ("import os, signal, sys\n"
+             "if sys.stdin.buffer.read() != b'done':\n"
+             "  try: os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+             "  except ProcessLookupError: pass\n")
+
+
+def _watchdog(pgid: int) -> subprocess.Popen:
+  """A process that kills the phase's process group when this launcher dies without saying "done" (kill -9, the OOM
+  killer): it reads a pipe only the launcher holds, so EOF without "done" means the launcher is gone, and an INIT left
+  running would hold the GPUs when the rerun starts. Its own session keeps Ctrl-C and SIGHUP of the terminal off it."""
+  return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True)   # holds no pipe of a reader of ours open
+
+
+def _release(dog: subprocess.Popen):
+  try: dog.stdin.write(b"done"); dog.stdin.close()
+  except OSError: pass
+  dog.wait()
 
 
 def raw_stdout(chunk: bytes): sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
@@ -87,6 +118,7 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
   (BEAM's workers too) is killed after that many seconds.
   Returns (exit code, whether the time limit stopped it): -SIGKILL alone could also be the OOM killer."""
   proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+  dog = _watchdog(proc.pid)
   stopped = threading.Event()
   def stop():
     if proc.poll() is not None: return     # it finished just as the limit came
@@ -109,6 +141,7 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
     raise
   finally:
     if timer: timer.cancel()
+    _release(dog)
 
 
 # Closed rules allow 30 minutes from init_start to init_stop. An INIT still going 35 minutes after its process started
@@ -118,22 +151,29 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
 CLOSED_INIT_STOP_S = 35 * 60
 
 
+def train_module(benchmark: str) -> str:
+  """The training entrypoint host_run starts; TRAIN_MODULE_ENV swaps in a test stand-in (never set outside tests)."""
+  return os.environ.get(TRAIN_MODULE_ENV) or f"benchmarks.{benchmark}.train"
+
+
 PHASES = {"init": "INIT (untimed: JIT warm-up and BEAM search on fake data)", "run": "RUN (timed: training on the data)"}
 
 
 def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None,
-             init_limit_s: float | None = None, console=None) -> tuple[dict, Path]:
+             init_limit_s: float | None = None, console=None, cache_drop: str | None = None) -> tuple[dict, Path]:
   """INIT then RUN with this Python, the way run_and_time.sh does it, appending to one MLPerf log in `work`. The host
   backend calls it directly; in a container, tooling/inside.py does (with the kernel cache on its own volume).
   init_limit_s: stop INIT after this long (default: CLOSED_INIT_STOP_S in the closed division, none in open).
-  console: a tooling.console.Console (phase lines, milestones, the tail of a failed phase); None: all output raw."""
+  console: a tooling.console.Console (phase lines, milestones, the tail of a failed phase); None: all output raw.
+  cache_drop: how the launcher dropped the page cache (INIT logs it instead of dropping it again)."""
   from benchmarks.common.config import ROOT
-  log = work / "mlperf.txt"
+  log = work / L.RUN_LOG
   env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / "cache" / "tinygrad.db")}
+  if cache_drop: env["TINYPERF_CACHE_DROPPED"] = cache_drop
   codes = {}
   if init_limit_s is None and cfg["division"] == "closed": init_limit_s = CLOSED_INIT_STOP_S
   for phase in ("init", "run"):
-    cmd = [sys.executable, "-m", f"benchmarks.{cfg.benchmark}.train", "--platform", cfg.platform, "--phase", phase,
+    cmd = [sys.executable, "-m", train_module(cfg.benchmark), "--platform", cfg.platform, "--phase", phase,
            "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
     if console: console.say(PHASES[phase])
     codes[phase], stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s if phase == "init" else None,
@@ -204,14 +244,111 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
 def refuse_unknown_results(results_dir: Path, ledger_path: Path, pending: list[int]):
   """A result file the ledger does not know about is never overwritten: refuse loudly instead."""
   for i in pending:
-    if (results_dir / f"result_{i}.txt").exists():
+    if os.path.lexists(results_dir / f"result_{i}.txt"):   # a dangling symlink too: the copy could not replace it
       raise UserError(f"{results_dir / f'result_{i}.txt'} exists but the ledger {ledger_path} has no finished run {i}. "
                       f"Results are never overwritten: move the file away, or restore the ledger, and rerun.")
 
 
-def _sigterm(signum, frame):
+_STOPPED_BY = {signal.SIGTERM: "SIGTERM (scancel, a Slurm time limit, or kill)",
+              signal.SIGHUP: "SIGHUP (its terminal or SSH session closed)"}
+
+
+def _stop_signal(signum, frame):
   # the except KeyboardInterrupt below stops the run's processes (or container) and records why in the ledger
-  raise KeyboardInterrupt("stopped by SIGTERM (scancel, a Slurm time limit, or kill)")
+  raise KeyboardInterrupt(f"stopped by {_STOPPED_BY.get(signum, signal.Signals(signum).name)}")
+
+
+def _pid_alive(pid: int) -> bool:
+  """A process with this pid exists here and is not a zombie (a killed run whose parent has not reaped it yet)."""
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return False
+  except OSError: return True        # PermissionError: another user's live process
+  try:
+    with open(f"/proc/{pid}/stat") as f: return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except (OSError, IndexError): return True
+
+
+def reap_rings() -> list[str]:
+  """Remove the shared-memory rings of ResNet loaders whose process is gone: kill -9 of a run leaks its ring (0.6-6.9
+  GiB on GPU configs). Only this user's segments named <SHM_PREFIX><pid>_<hex> whose pid no longer exists here."""
+  from benchmarks.resnet.data import SHM_DIR, SHM_PREFIX
+  said = []
+  try: segs = list(Path(SHM_DIR).glob(f"{SHM_PREFIX}*"))
+  except OSError: return said
+  for p in segs:
+    m = re.fullmatch(rf"{re.escape(SHM_PREFIX)}(\d+)_[0-9a-f]+", p.name)
+    if not m: continue
+    if _pid_alive(int(m[1])): continue
+    try:
+      st = p.lstat()
+      if st.st_uid != os.getuid(): continue
+      p.unlink()
+      said.append(f"removed {p} ({st.st_size / 2**20:.1f} MiB), the shared-memory ring of a dead run (pid {m[1]})")
+    except OSError: pass
+  return said
+
+
+def _io(what: str, then: str):
+  """OSError (a full disk, a read-only mount) while writing the run's records -> one paragraph, exit 2."""
+  from contextlib import contextmanager
+  @contextmanager
+  def guard():
+    try: yield
+    except OSError as e:
+      raise UserError(f"{what}: {e.strerror or e}{f' ({e.filename})' if e.filename else ''}. Free space (or fix the "
+                      f"file system) and rerun the same command: {then}") from None
+  return guard()
+
+
+def verify_results(ledger_path: Path, fix: bool) -> list[str]:
+  """Check every finished run's result file against the ledger's hash. fix: copy a finished run's own log to its
+  missing result file (a copy that failed, e.g. on a full disk). Returns the problems left, one line each."""
+  problems = []
+  with L.Ledger.locked(ledger_path) as led:
+    for i in sorted({a.index for a in led.attempts}):
+      att = led.latest(i)
+      if att.status != L.DONE: continue
+      kind, msg = led.check_result(att)
+      if kind == "copy" and fix and not led.held(att):   # its launcher may be copying it right now
+        with _io(f"copying run {i}'s log to {att.result}", "the copy is retried, the run is not redone"):
+          write_atomic(Path(att.result), (led.work(att) / L.RUN_LOG).read_bytes())
+        print(f"run {i} (seed {att.seed}): {msg}", file=sys.stderr)
+      elif kind in ("missing", "changed"): problems.append(msg)
+  for p in problems: print(f"ERROR: {p}", file=sys.stderr)
+  return problems
+
+
+def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp: int, only: int | None, tried: set,
+                backend, in_image: str | None):
+  """Under the ledger lock: settle dead launchers' attempts, pick the first unfinished run nobody live has claimed
+  (and this launcher has not tried yet), draw its seed and claim it. None when there is none."""
+  with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+    for m in (settled := led.settle()): print(m, file=sys.stderr)
+    busy = led.claimed(nexp)
+    todo = [i for i in led.pending(nexp) if i not in busy and i not in tried and only in (None, i)]
+    if not todo:
+      if settled: led.save()
+      return None
+    i = todo[0]
+    refuse_unknown_results(results_dir, ledger_path, [i])
+    taken = led.seeds()
+    while True:   # the seed is drawn under the lock: Slurm tasks on other nodes draw theirs from the same ledger
+      seed = _unique_seed(taken, cfg.get("SEED_BITS", 31), str(ledger_path))
+      work = ledger_path.parent / f"run_{i}_{seed}"
+      if not work.exists(): break
+      taken.add(seed)   # a run directory the ledger lost: never append to its log
+    work.mkdir(parents=True)
+    claim = L.Claim(work)
+    att = L.Attempt(index=i, seed=seed, backend="container" if backend or in_image else "host",
+                    output=str(work / "output.log"), slurm=slurm.task_info(), owner=L.launcher())
+    if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
+    elif in_image:  # a compose service: `tinyperf run --no-container` inside a tinyperf image
+      att.image = os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{in_image} (image ID not visible inside the container)"
+      att.provenance = {k: os.environ.get(k) for k in L.IMAGE_ENV}
+    led.attempts.append(att)
+    try: led.save()
+    except OSError: claim.release(); raise
+  return i, att, work, claim
 
 
 def main(args) -> int:
@@ -227,7 +364,7 @@ def main(args) -> int:
   slurm.check_local_args(args)
   _check_data(cfg, args.data)
   _results_writable(args.results)
-  results_dir, work_root = run_dirs(args.results, cfg)
+  results_dir, work_root = run_dirs(Path(os.path.abspath(args.results)), cfg)   # the ledger stores paths under it
   backend = None
   if not args.no_container:
     from tooling.docker_run import ContainerBackend
@@ -238,77 +375,123 @@ def main(args) -> int:
     raise UserError(f"cannot create {results_dir} ({e.strerror}); choose a writable --results directory.") from None
   ledger_path = work_root / "ledger.json"
   if args.only_index is None: slurm.refuse_if_queued(work_root)  # a Slurm job of this result set would redo them too
-  with L.Ledger.locked(ledger_path) as led: pending = led.pending(nexp)
+  for line in reap_rings(): print(line, file=sys.stderr)
+  with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+    if settled := led.settle():
+      for m in settled: print(m, file=sys.stderr)
+      led.save()
+    pending, busy = led.pending(nexp), led.claimed(nexp)
+  verify_results(ledger_path, fix=True)
   if args.only_index is not None: pending = [i for i in pending if i == args.only_index]  # other tasks own the rest
-  refuse_unknown_results(results_dir, ledger_path, pending)
-  if pending:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
+  mine = [i for i in pending if i not in busy]
+  refuse_unknown_results(results_dir, ledger_path, mine)
+  if mine:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
     if backend: backend.preflight()
     else: _host_preflight(cfg, args.data, work_root, args.verbose)
     fields, notes = backend.detect_system() if backend else sysinfo.detect()   # the machine as the runs see it
     system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides)
     sysinfo.record_run_system(args.results, cfg["system"], system)
-  done = nexp - len(pending)
+  done = nexp - len(led.pending(nexp))
   where = f"in {backend.describe()}" if backend else "on this host (--no-container)"
+  others = "".join(f"; run {i} is being run by {L.who(a)}" for i, a in busy.items() if i in pending)
   if args.only_index is None:
-    print(f"{cfg.benchmark} on {cfg.platform} {where}: {nexp} runs, {done} already finished, running {pending}", flush=True)
+    print(f"{cfg.benchmark} on {cfg.platform} {where}: {nexp} runs, {done} already finished, running {mine}{others}",
+          flush=True)
   else:
     print(f"{cfg.benchmark} on {cfg.platform} {where}: run {args.only_index} of {nexp}"
-          f"{'' if pending else ' is already finished'}", flush=True)
-  signal.signal(signal.SIGTERM, _sigterm)  # scancel, a Slurm time limit or `kill`: record the run as interrupted
+          f"{'' if pending else ' is already finished'}{others}", flush=True)
+  # scancel, a Slurm time limit, `kill` or a closed terminal: record the run as interrupted
+  for sig in _STOPPED_BY: signal.signal(sig, _stop_signal)
+  in_image = None if backend else os.environ.get("TINYPERF_IMAGE_VENDOR")   # every tinyperf image sets it
   from tooling.console import Console
   console = Console(verbose=args.verbose)
-  for i in pending:
-    # the seed is drawn and recorded under one lock: Slurm tasks on other nodes draw theirs from the same ledger
-    with L.Ledger.locked(ledger_path) as led:
-      seed = _unique_seed(led.seeds(), cfg.get("SEED_BITS", 31))
-      work = work_root / f"run_{i}_{seed}"; work.mkdir(parents=True)
-      att = L.Attempt(index=i, seed=seed, backend="container" if backend else "host", output=str(work / "output.log"),
-                      slurm=slurm.task_info())
-      if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
-      led.attempts.append(att); led.save()
-    t0 = time.time()
-    console.prefix = f"run {i} of {nexp} (seed {seed}): "
-    console.say(f"started; output in {att.output}")
-    try:
-      with open(work / "output.log", "ab") as out_file:
-        if backend:
-          att.cache_drop = backend.drop_page_cache()
-          L.update_attempt(ledger_path, att)
-          att.exit_codes, log, note = backend.run_one(i, seed, work, out_file, att.cache_drop, console)
-          if note: att.note = note
-        else:
-          # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
-          cdir = os.environ.get("TINYPERF_CACHE_DIR")
-          cache_db = Path(cdir) / f"{cfg['system']}_{cfg.benchmark}_{i}_{seed}.db" if cdir else None
-          att.exit_codes, log = host_run(cfg, seed, args.data, work, out_file, cache_db=cache_db, console=console)
-    except KeyboardInterrupt as e:
-      att.status, att.finished, att.note = L.INTERRUPTED, time.time(), str(e) or "interrupted by the user (Ctrl-C)"
-      L.update_attempt(ledger_path, att)
-      print(f"\nrun {i} interrupted; rerun the same command to redo it (finished runs are kept)", file=sys.stderr)
-      return 130
-    att.finished = time.time()
-    codes = att.exit_codes
-    if codes.get("init") != 0 or codes.get("run") not in (0, 1) or not log.is_file():
-      att.status = L.FAILED
-      att.note = f"{att.note + '; ' if att.note else ''}exit codes {codes}; see {att.output}"
-      L.update_attempt(ledger_path, att)
-      if backend: console.failed(f"the container exited {codes.get('container')}", att.output)
-      print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
-      continue
-    att.converged = codes["run"] == 0
-    accepted, summary = (True, "not checked (--no-check)") if args.no_check else check_log(log)
-    result = results_dir / f"result_{i}.txt"
-    write_atomic(result, log.read_bytes())  # never overwrites
-    att.status, att.result, att.note = L.DONE, str(result), summary
-    L.update_attempt(ledger_path, att)
-    mins = (att.finished - t0) / 60
-    console.say(f"{'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; check: {summary}")
-    if accepted is False: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
-    elif accepted is None: print(f"run {i}: {summary}; check it with `tinyperf check {result}`", file=sys.stderr)
-  with L.Ledger.locked(ledger_path) as led: left = [i for i in led.pending(nexp) if args.only_index in (None, i)]
-  if left:
-    print(f"{len(left)} run(s) not finished: {left}; rerun the same command to redo them", file=sys.stderr)
+  tried: set[int] = set()
+  while (claimed := _claim_next(cfg, ledger_path, results_dir, nexp, args.only_index, tried, backend, in_image)):
+    i, att, work, claim = claimed
+    tried.add(i)
+    try: rc = _one_run(cfg, args, att, work, ledger_path, results_dir, backend, console)
+    finally: claim.release()   # after the outcome is saved: until then the run is ours
+    if rc is not None: return rc
+  with L.Ledger.locked(ledger_path) as led:
+    left = [i for i in led.pending(nexp) if args.only_index in (None, i)]
+    busy = led.claimed(nexp)
+  problems = verify_results(ledger_path, fix=True)
+  others, redo = [i for i in left if i in busy], [i for i in left if i not in busy]
+  for i in others: print(f"run {i} (seed {busy[i].seed}) is being run by {L.who(busy[i])}; `tinyperf status --results "
+                         f"{args.results}` follows it", file=sys.stderr)
+  if problems:
+    print(f"{len(problems)} finished run(s) have a missing or changed result file (above); the set cannot be packaged "
+          f"until they are restored", file=sys.stderr)
     return 1
+  if redo:
+    print(f"{len(redo)} run(s) not finished: {redo}; rerun the same command to redo them", file=sys.stderr)
+    return 1
+  if others: return 1   # finished here, but the set is not complete yet
   print(f"all {nexp} runs finished: {results_dir}" if args.only_index is None else
         f"run {args.only_index} finished: {results_dir}", flush=True)
   return 0
+
+
+def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path: Path, results_dir: Path,
+             backend, console) -> int | None:
+  """INIT + RUN of one claimed attempt, its outcome recorded. Returns an exit code to stop with, or None to go on."""
+  i, seed = att.index, att.seed
+  t0 = time.time()
+  console.prefix = f"run {i} of {args.nexp or DEFAULT_NEXP[cfg.benchmark]} (seed {seed}): "
+  console.say(f"started; output in {att.output}")
+  try:
+    with open(work / "output.log", "ab") as out_file:
+      if backend:
+        att.cache_drop = backend.drop_page_cache()
+        L.update_attempt(ledger_path, att)
+        att.exit_codes, log, note = backend.run_one(i, seed, work, out_file, att.cache_drop, console)
+        if note: att.note = note
+      else:
+        from tooling.docker_run import drop_host_page_cache
+        att.cache_drop = drop_host_page_cache(args.data)   # as the container backend does; INIT logs the method
+        console.say(f"host page cache: {att.cache_drop}")
+        L.update_attempt(ledger_path, att)
+        # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
+        cdir = os.environ.get("TINYPERF_CACHE_DIR")
+        cache_db = Path(cdir) / f"{cfg['system']}_{cfg.benchmark}_{i}_{seed}.db" if cdir else None
+        att.exit_codes, log = host_run(cfg, seed, args.data, work, out_file, cache_db=cache_db, cache_drop=att.cache_drop,
+                                 console=console)
+  except KeyboardInterrupt as e:
+    att.status, att.finished, att.note = L.INTERRUPTED, time.time(), str(e) or "interrupted by the user (Ctrl-C)"
+    L.update_attempt(ledger_path, att)
+    print(f"\nrun {i} interrupted; rerun the same command to redo it (finished runs are kept)", file=sys.stderr)
+    return 130
+  except OSError as e:   # a full disk mid-INIT or mid-RUN (the output log, the ledger): the next start settles it
+    att.status, att.finished, att.note = L.FAILED, time.time(), f"stopped by an I/O error: {e}"
+    try: L.update_attempt(ledger_path, att)
+    except OSError: pass
+    raise UserError(f"run {i} (seed {seed}) stopped: {e.strerror or e}{f' ({e.filename})' if e.filename else ''}. "
+                    f"Free space (or fix the file system) and rerun the same command: finished runs are kept, and this "
+                    f"one is redone unless its MLPerf log finished.") from None
+  att.finished = time.time()
+  converged = L.log_outcome(log) if log.is_file() else None   # the run's own log decides, not its exit codes
+  if converged is None:
+    att.status = L.FAILED
+    att.note = f"{att.note + '; ' if att.note else ''}exit codes {att.exit_codes}, no run_stop in its log; see {att.output}"
+    with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"): L.update_attempt(ledger_path, att)
+    if backend: console.failed(f"the container exited {att.exit_codes.get('container')}", att.output)
+    print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
+    return None
+  att.converged = converged
+  if args.no_check: accepted, summary = True, "not checked (--no-check)"
+  else:
+    try: accepted, summary = check_log(log)
+    except UserError as e: accepted, summary = False, f"the checker could not read it: {e}"
+  result = results_dir / f"result_{i}.txt"
+  att.status, att.result, att.note, att.sha256 = L.DONE, str(result), summary, L.sha256(log)
+  with _io(f"run {i} (seed {seed}) finished but recording it in {ledger_path} failed",
+           "the next start records it from its finished log; it is not redone"):
+    L.update_attempt(ledger_path, att)   # done from the log itself, before the copy: a failed copy never redoes it
+  with _io(f"run {i} (seed {seed}) finished and is recorded as done, but writing {result} failed",
+           f"it copies the run's own log {log} there; the run is not redone"):
+    write_atomic(result, log.read_bytes())  # never overwrites
+  mins = (att.finished - t0) / 60
+  console.say(f"{'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; check: {summary}")
+  if accepted is False: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
+  elif accepted is None: print(f"run {i}: {summary}; check it with `tinyperf check {result}`", file=sys.stderr)
+  return None

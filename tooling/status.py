@@ -1,9 +1,11 @@
 """`tinyperf status`: where each run of every result set under --results stands, from its ledger and from Slurm.
 
   done      the run finished and its result file was written (converged or not: both count)
-  running   its Slurm task is running (or, for a local set, the ledger says a launcher is running it)
+  running   its Slurm task is running (or, for a local set, the launcher that claimed it holds its claim)
   pending   its Slurm task is queued
-  failed    it crashed, was interrupted, or its Slurm task ended without finishing it (scancel, time limit, node failure)
+  failed    it crashed, was interrupted, its launcher died, or its Slurm task ended without finishing it (scancel, time
+            limit, node failure)
+  broken    it finished, but its result file is missing or differs from the hash in the ledger (said loudly)
   missing   never run and not submitted
 Slurm's view is read before the ledger, so a task that ends in between is seen as done rather than as lost. --resume
 resubmits each Slurm set's failed and missing runs with the arguments of its last submission; --wait polls until no
@@ -79,8 +81,12 @@ def set_states(work: Path, tasks: dict | None) -> dict:
     r = {"index": i, "state": "missing", "detail": "", "job": f"{key[0]}_{i}" if key else None,
          "seed": att.seed if att else None, "result": att.result if att and att.status == L.DONE else None}
     if att is not None and att.status == L.DONE:
-      r["state"] = "done"
+      kind, problem = led.check_result(att)
+      r["state"] = "done" if kind == "ok" else "broken"
       r["detail"] = f"seed {att.seed}, {'converged' if att.converged else 'did NOT converge'}; check: {att.note}"
+      if kind == "copy": r["problem"] = f"NOT COPIED YET: {problem} by rerunning its `tinyperf run` command"
+      elif kind != "ok": r["problem"] = problem
+      if kind != "ok": r["detail"] += f"; {r['problem']}"
     elif job and tasks is not None and key in tasks and tasks[key][0] in slurm.QUEUED | slurm.RUNNING:
       state, where = tasks[key]
       r["state"] = "pending" if state in slurm.QUEUED else "running"
@@ -88,9 +94,12 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       r["detail"] = (f"task {r['job']} {state} ({where})" if state in slurm.QUEUED else
                      f"task {r['job']} {state} on {where}" + (f", seed {att.seed}" if ours else ""))
     elif local_after_job:  # run by a local `tinyperf run`, after any Slurm job of this index (--wait does not wait for it)
-      r["job"], r["state"] = None, "running" if att.status == L.RUNNING else "failed"
-      r["detail"] = (f"seed {att.seed}, a local launcher is running it (or died without a record)"
-                     if att.status == L.RUNNING else f"seed {att.seed}, {att.status}: {att.note}")
+      alive = led.alive(att)
+      r["job"], r["state"] = None, "running" if alive else "failed"
+      r["detail"] = (f"seed {att.seed}, {L.who(att)} is running it" if alive else
+                     f"seed {att.seed}, {L.who(att)} is gone (killed?); the next `tinyperf run` marks it interrupted "
+                     f"and redoes it unless its log finished" if att.status == L.RUNNING else
+                     f"seed {att.seed}, {att.status}: {att.note}")
     elif job and tasks is None:
       r["state"], r["detail"] = "unknown", "Slurm did not answer (see above)"
     elif job:
@@ -147,6 +156,10 @@ def main(args) -> int:
       states, warnings = collect(results)
   for w in warnings: print(f"WARNING: {w}", file=sys.stderr)
   print(json.dumps({"sets": states, "warnings": warnings}, indent=1) if args.json else render(states))
+  for st in states:
+    for r in st["runs"]:
+      if r["state"] == "broken":
+        print(f"ERROR: {st['benchmark']} on {st['system']} run {r['index']}: {r['problem']}", file=sys.stderr)
   left = [r for st in states for r in st["runs"] if r["state"] != "done"]
   if left and not args.json and any(r["state"] in ("failed", "missing") for r in left) and not args.resume:
     print(f"`tinyperf status --results {results} --resume` resubmits the failed and missing runs of Slurm sets.")

@@ -9,8 +9,8 @@ from tooling import run
 
 def test_init_over_its_limit_is_stopped_and_run_never_starts(monkeypatch, tmp_path, capsys):
   real = run.stream_process   # the real process handling; the phase itself is a stand-in that would run for a minute
-  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None: real(["sleep", "60"], env, out, cwd,
-                                                                                              time_limit))
+  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None, **kw: real(["sleep", "60"], env, out,
+                                                                                                   cwd, time_limit, **kw))
   out = io.BytesIO()
   t0 = time.time()
   codes, _ = run.host_run(load_config("resnet", "1xH200", environ={}), 7, tmp_path, tmp_path, out, init_limit_s=2)
@@ -21,7 +21,7 @@ def test_init_over_its_limit_is_stopped_and_run_never_starts(monkeypatch, tmp_pa
 
 def test_closed_division_gets_the_limit_and_open_does_not(monkeypatch, tmp_path):
   seen = []
-  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None: seen.append(time_limit) or (0, False))
+  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None, **kw: seen.append(time_limit) or (0, False))
   run.host_run(load_config("resnet", "1xH200", environ={}), 1, tmp_path, tmp_path, None)
   run.host_run(load_config("resnet", "cpu_smoke", environ={}), 1, tmp_path, tmp_path, None)
   assert seen == [run.CLOSED_INIT_STOP_S, None, None, None]       # closed INIT, closed RUN, open INIT, open RUN

@@ -119,6 +119,10 @@ def test_parse_squeue():
 def _set(tmp_path, attempts, jobs):
   work = tmp_path / "runs" / "cpu_smoke" / "resnet"
   (work / "slurm").mkdir(parents=True)
+  for a in attempts:   # a finished run's result file exists (status checks it)
+    if a.status == L.DONE:
+      res = tmp_path / "results" / "cpu_smoke" / "resnet" / f"result_{a.index}.txt"
+      res.parent.mkdir(parents=True, exist_ok=True); res.write_text("log"); a.result = str(res)
   led = L.Ledger(work / "ledger.json"); led.attempts = attempts; led.save()
   rec = {"format": "tinyperf-slurm-v1", "jobs": [
     {"job_id": j, "job_name": "tinyperf-resnet-cpu_smoke", "indices": idx, "submitted": t, "spec": spec(nexp=n)}
@@ -167,12 +171,15 @@ def test_states_from_ledger_record_and_queue(tmp_path):
 
 
 def test_a_local_run_after_a_slurm_job(tmp_path):
-  """Run 0 failed in Slurm job 5, then someone ran it locally: the local attempt is what counts."""
+  """Run 0 failed in Slurm job 5, then someone ran it locally: the local attempt is what counts. Its launcher (this
+  process here) holds its claim: running; a launcher that is gone leaves a claim nobody holds: failed, said so."""
   work = _set(tmp_path, [L.Attempt(index=0, seed=1, status=L.FAILED, note="boom", slurm={"job": "5_0"}),
-                         L.Attempt(index=0, seed=2, status=L.RUNNING, started=time.time())],
+                         L.Attempt(index=0, seed=2, status=L.RUNNING, started=time.time(), owner=L.launcher()),
+                         L.Attempt(index=1, seed=3, status=L.RUNNING, started=time.time(), owner={"pid": 9, "host": "h"})],
               [("5", [0], time.time() - 100, 1)])
-  (r,) = ST.set_states(work, {})["runs"]
-  assert (r["state"], r["job"], r["seed"]) == ("running", None, 2) and "local launcher" in r["detail"]
+  r, gone = ST.set_states(work, {})["runs"]
+  assert (r["state"], r["job"], r["seed"]) == ("running", None, 2) and f"pid {L.launcher()['pid']}" in r["detail"]
+  assert gone["state"] == "failed" and "launcher pid 9 on h is gone" in gone["detail"]
 
 
 def test_states_of_a_local_set(tmp_path):

@@ -1,0 +1,198 @@
+"""`tinyperf run` attacked as a clumsy or hostile user would: two launchers on one --results, kill -9, SIGHUP, a full
+disk at the result write and mid-INIT, deleted/changed/symlinked result files, a run inside an image. The launcher is
+real (`python -m tooling.cli run ... --no-container`: preflight, system record, ledger, check); the trainer is the
+stand-in (tests/stand_in_train.py, selected with TINYPERF_TEST_TRAIN_MODULE), so each run takes a second."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tooling import ledger as L
+from tooling.run import TRAIN_MODULE_ENV
+
+pytestmark = pytest.mark.integration
+BM, PLATFORM = "resnet", "cpu_smoke"
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  d = tmp_path_factory.mktemp("attacks") / "data"
+  r = subprocess.run([sys.executable, "-m", "benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(d), "--classes",
+                      "4", "--train-per-class", "2", "--val-per-class", "1", "--size", "16", "--seed", "0"],
+                     cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr
+  return d
+
+
+def _env(**kw):
+  return {**os.environ, "PYTHONUNBUFFERED": "1", TRAIN_MODULE_ENV: "tests.stand_in_train", **kw}
+
+
+def _cmd(data, out, nexp=1, extra=()):
+  return [sys.executable, "-m", "tooling.cli", "run", BM, "--platform", PLATFORM, "--nexp", str(nexp), "--data",
+          str(data), "--results", str(out), "--no-container", *extra]
+
+
+def _run(data, out, nexp=1, timeout=300, **env):
+  return subprocess.run(_cmd(data, out, nexp), cwd=REPO, capture_output=True, text=True, timeout=timeout, env=_env(**env))
+
+
+def _start(data, out, nexp=1, **env):
+  return subprocess.Popen(_cmd(data, out, nexp), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=_env(**env), start_new_session=True,
+                          # a suite started in the background of a script inherits SIGINT ignored; a terminal has it
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _work(out): return out / "runs" / PLATFORM / BM
+def _attempts(out): return json.loads((_work(out) / "ledger.json").read_text())["attempts"]
+def _result(out, i): return out / "results" / PLATFORM / BM / f"result_{i}.txt"
+
+
+def _wait_for(cond, timeout=120):
+  t = time.time()
+  while not cond():
+    assert time.time() - t < timeout, "timed out"
+    time.sleep(0.2)
+
+
+def _gone(pid):
+  try: os.kill(pid, 0)
+  except ProcessLookupError: return True
+  return open(f"/proc/{pid}/stat").read().split()[2] == "Z"   # a zombie waiting for its parent is dead too
+
+
+def test_two_launchers_on_one_results_finish_every_run_exactly_once(data, tmp_path):
+  out = tmp_path / "out"
+  a = _start(data, out, nexp=3, STAND_IN_RUN_S="3")
+  _wait_for(lambda: (_work(out) / "ledger.json").exists())   # A has claimed run 0
+  b = _start(data, out, nexp=3, STAND_IN_RUN_S="3")
+  (ao, ae), (bo, be) = a.communicate(timeout=300), b.communicate(timeout=300)
+  atts = _attempts(out)
+  assert sorted(x["index"] for x in atts) == [0, 1, 2] and {x["status"] for x in atts} == {"done"}, atts
+  assert len({x["seed"] for x in atts}) == 3
+  for x in atts: assert L.sha256(_result(out, x["index"])) == x["sha256"]
+  assert {a.returncode, b.returncode} <= {0, 1} and 0 in (a.returncode, b.returncode), ae + be
+  assert "Traceback" not in ae + be
+  if 1 in (a.returncode, b.returncode): assert "is being run by launcher pid" in ae + be
+  assert f"run 0 is being run by launcher pid {a.pid}" in bo, bo   # B said which run it left to A
+  r = _run(data, out, nexp=3)
+  assert r.returncode == 0 and "3 already finished" in r.stdout and len(_attempts(out)) == 3
+
+
+@pytest.mark.parametrize("sig,why", [(signal.SIGHUP, "SIGHUP"), (signal.SIGINT, "Ctrl-C")])
+def test_sighup_or_ctrl_c_records_the_run_interrupted(data, tmp_path, sig, why):
+  out = tmp_path / "out"
+  p = _start(data, out, STAND_IN_RUN_S="60")
+  _wait_for(lambda: any(b"stand-in run" in f.read_bytes() for f in _work(out).glob("run_0_*/output.log")))
+  stand_in = int(next(_work(out).glob("run_0_*/output.log")).read_text().split("stand-in run: pid ")[1].split(",")[0])
+  p.send_signal(sig)
+  _, err = p.communicate(timeout=60)
+  assert p.returncode == 130 and "Traceback" not in err and "rerun the same command" in err
+  (att,) = _attempts(out)
+  assert att["status"] == "interrupted" and why in att["note"]
+  _wait_for(lambda: _gone(stand_in), timeout=10)   # the run's processes went with it
+
+
+def test_kill_9_of_the_launcher_takes_its_children_and_the_next_start_settles_it(data, tmp_path):
+  out, child_pid = tmp_path / "out", tmp_path / "child.pid"
+  p = _start(data, out, STAND_IN_RUN_S="120", STAND_IN_CHILD=str(child_pid), STAND_IN_RING="1")
+  _wait_for(lambda: child_pid.exists() and child_pid.read_text())
+  out_log = next(_work(out).glob("run_0_*/output.log"))
+  _wait_for(lambda: b"ring tinyperf_" in out_log.read_bytes())
+  ring = out_log.read_text().split("ring ", 1)[1].split()[0]
+  assert Path("/dev/shm", ring).exists()
+  os.kill(p.pid, signal.SIGKILL); p.wait()
+  grandchild = int(child_pid.read_text())
+  _wait_for(lambda: _gone(grandchild), timeout=10)        # the watchdog killed the run's whole process group
+  assert _attempts(out)[0]["status"] == "running"          # nobody recorded anything: the next start must
+  r = _run(data, out)
+  assert r.returncode == 0, r.stderr
+  assert f"removed /dev/shm/{ring}" in r.stderr and not Path("/dev/shm", ring).exists(), r.stderr
+  assert "was left running by launcher pid" in r.stderr and "marked interrupted" in r.stderr
+  first, second = _attempts(out)
+  assert first["status"] == "interrupted" and second["status"] == "done" and first["seed"] != second["seed"]
+
+
+def _mount_tmpfs(where: Path, size: str):
+  where.mkdir(parents=True, exist_ok=True)
+  r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True)
+  if r.returncode != 0: pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
+
+
+def test_disk_full_at_the_result_write_keeps_the_run_and_the_rerun_copies_it(data, tmp_path):
+  out = tmp_path / "out"
+  res_dir = _result(out, 0).parent
+  _mount_tmpfs(res_dir, "4k")                               # too small for one result log
+  try:
+    r = _run(data, out)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "finished and is recorded as done" in r.stderr and "not redone" in r.stderr
+    (att,) = _attempts(out)
+    assert att["status"] == "done" and not os.path.lexists(_result(out, 0))
+    st = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", str(out)], cwd=REPO,
+                        capture_output=True, text=True)
+    assert st.returncode == 1 and "NOT COPIED YET" in st.stdout
+  finally:
+    subprocess.run(["umount", str(res_dir)])
+  r = _run(data, out)
+  assert r.returncode == 0 and "is copied to it" in r.stderr, r.stderr
+  (again,) = _attempts(out)
+  assert again["seed"] == att["seed"] and L.sha256(_result(out, 0)) == att["sha256"]
+
+
+def test_disk_full_mid_init_is_one_message_and_the_run_is_redone(data, tmp_path):
+  out = tmp_path / "out"
+  (out / "results").mkdir(parents=True)
+  _mount_tmpfs(_work(out), "64k")
+  try:
+    # the disk fills after preflight's free-space check (another job writing): that check is told to pass
+    r = _run(data, out, STAND_IN_SPAM=str(400_000), TINYPERF_MIN_FREE_GB="0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "No space left on device" in r.stderr, r.stderr
+    assert "rerun the same command" in r.stderr
+    subprocess.run(["mount", "-o", "remount,size=16m", str(_work(out))], check=True)
+    r = _run(data, out, TINYPERF_MIN_FREE_GB="0")
+    assert r.returncode == 0, r.stderr
+    atts = _attempts(out)
+    assert [a["status"] for a in atts] in (["failed", "done"], ["interrupted", "done"])
+  finally:
+    subprocess.run(["umount", str(_work(out))])
+
+
+def test_deleted_or_changed_result_files_are_said_loudly(data, tmp_path):
+  """...and a run in a tinyperf image (a compose service) records backend container, the image and its digest."""
+  out = tmp_path / "out"
+  r = _run(data, out, nexp=2, TINYPERF_IMAGE_VENDOR="cpu", TINYPERF_IMAGE="tinyperf:cpu",
+           TINYPERF_BASE_DIGEST="sha256:" + "ab" * 32)
+  assert r.returncode == 0, r.stderr
+  a0, a1 = _attempts(out)
+  assert a0["backend"] == "container" and a0["image"] == "tinyperf:cpu" and a0["cache_drop"]
+  assert a0["provenance"]["TINYPERF_BASE_DIGEST"] == "sha256:" + "ab" * 32
+  assert a0["result"] == f"results/{PLATFORM}/{BM}/result_0.txt"   # relative to the results root: host paths on read
+  _result(out, 1).unlink()                                          # its own log is still there: run copies it again
+  r = _run(data, out, nexp=2)
+  assert r.returncode == 0 and "result_1.txt is missing" in r.stderr and L.sha256(_result(out, 1)) == a1["sha256"]
+  _result(out, 1).unlink(); (_work(out) / f"run_1_{a1['seed']}" / "mlperf.txt").unlink()
+  _result(out, 0).write_text(_result(out, 0).read_text() + "\n")
+  st = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", str(out)], cwd=REPO,
+                      capture_output=True, text=True)
+  assert st.returncode == 1 and "MISSING" in st.stderr and "CHANGED" in st.stderr and "broken" in st.stdout
+  assert str(_result(out, 0)) in st.stdout
+  r = _run(data, out, nexp=2)
+  assert r.returncode == 1 and "MISSING" in r.stderr and "CHANGED" in r.stderr and "Traceback" not in r.stderr
+  assert len(_attempts(out)) == 2                                   # nothing redone, nothing overwritten
+
+
+def test_a_dangling_symlink_at_a_result_is_refused_before_the_run(data, tmp_path):
+  out = tmp_path / "out"
+  _result(out, 0).parent.mkdir(parents=True)
+  _result(out, 0).symlink_to(tmp_path / "nowhere")
+  r = _run(data, out)
+  assert r.returncode == 2 and "never overwritten" in r.stderr and "Traceback" not in r.stderr
+  assert not (_work(out) / "ledger.json").exists() or _attempts(out) == []

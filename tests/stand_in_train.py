@@ -1,0 +1,54 @@
+"""A stand-in for `python -m benchmarks.<bm>.train` that writes a valid MLPerf log in a second, for tests of the run
+loop (claims, kills, resume, disk full, concurrency): select it with TINYPERF_TEST_TRAIN_MODULE=tests.stand_in_train
+(tooling/run.py train_module). It takes the entrypoint's arguments; INIT prints and exits, RUN writes a whole resnet log
+with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config.
+
+What a test can ask of it (environment):
+  STAND_IN_RUN_S=S      sleep S seconds in RUN before writing the log (time to kill the launcher)
+  STAND_IN_CHILD=FILE   RUN starts a `sleep 600` in its process group and writes its pid to FILE (kill tests)
+  STAND_IN_RING=1       RUN creates a shared-memory ring named like the ResNet loader's (leak tests)
+  STAND_IN_SPAM=N       INIT prints N bytes (fills a small disk)
+  STAND_IN_STATUS=...   the run_stop status (default success; anything else: did not converge, exit 1)"""
+from __future__ import annotations
+import argparse
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def main() -> int:
+  p = argparse.ArgumentParser()
+  for a in ("--platform", "--phase", "--data", "--results", "--log", "--config"): p.add_argument(a)
+  p.add_argument("--seed", type=int, required=True)
+  args = p.parse_args()
+  from benchmarks.common.config import load_config
+  cfg = load_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform)
+  print(f"stand-in {args.phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with {os.environ.get('TINYPERF_CACHE_DROPPED')}",
+        flush=True)
+  if args.phase == "init":
+    for _ in range(int(os.environ.get("STAND_IN_SPAM", "0")) // 100): print("x" * 99, flush=True)
+    return 0
+  if os.environ.get("STAND_IN_CHILD"):
+    child = subprocess.Popen(["sleep", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    Path(os.environ["STAND_IN_CHILD"]).write_text(str(child.pid))
+  if os.environ.get("STAND_IN_RING"):
+    from multiprocessing import shared_memory
+    from benchmarks.resnet.data import SHM_PREFIX
+    ring = shared_memory.SharedMemory(name=f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}", create=True, size=1 << 16)
+    print(f"ring {ring.name}", flush=True)
+  time.sleep(float(os.environ.get("STAND_IN_RUN_S", "0")))
+  from mllog_builder import write_log
+  status = os.environ.get("STAND_IN_STATUS", "success")
+  write_log(args.log, cfg.benchmark, seed=args.seed, division=cfg["division"], platform=cfg["system"],
+            submission_status=cfg.get("submission_status"), init_minutes=0.1, run_minutes=2.0, status=status,
+            t0_ms=int(time.time() * 1000))
+  return 0 if status == "success" else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())

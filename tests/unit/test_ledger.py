@@ -1,0 +1,117 @@
+"""The run ledger under attack: stale attempts, dead launchers, moved results roots, changed or deleted result files,
+an exhausted seed space. Real files and real POSIX locks (a second process holds a claim)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO
+
+from mllog_builder import write_log
+from tooling import ledger as L
+from tooling.errors import UserError
+from tooling.run import _unique_seed, refuse_unknown_results
+
+
+def _ledger(root, attempts):
+  path = root / "runs" / "sys1" / "resnet" / "ledger.json"
+  for a in attempts: L.add_attempt(path, a)
+  return path
+
+
+def _finished_log(led: L.Ledger, att: L.Attempt, status="success"):
+  work = led.work(att); work.mkdir(parents=True, exist_ok=True)
+  write_log(work / L.RUN_LOG, "resnet", seed=att.seed, status=status)
+  return work / L.RUN_LOG
+
+
+def test_a_stale_later_attempt_never_hides_a_done_one(tmp_path):
+  path = _ledger(tmp_path, [L.Attempt(index=0, seed=1, status=L.DONE), L.Attempt(index=0, seed=2, status=L.INTERRUPTED)])
+  led = L.Ledger(path)
+  assert led.latest(0).seed == 1 and led.pending(1) == []
+
+
+def test_dead_launchers_running_attempt_is_interrupted_with_one_line(tmp_path):
+  path = _ledger(tmp_path, [L.Attempt(index=0, seed=5, owner={"id": "x", "host": "h1", "pid": 999999})])
+  (path.parent / "run_0_5").mkdir()
+  (path.parent / "run_0_5" / L.CLAIM).write_text("")   # a claim file nobody holds: its owner died
+  led = L.Ledger(path)
+  assert led.claimed(1) == {}
+  (msg,) = led.settle()
+  assert "pid 999999 on h1" in msg and "interrupted" in msg and "\n" not in msg
+  assert led.latest(0).status == L.INTERRUPTED and led.pending(1) == [0]
+
+
+def test_a_live_claim_is_respected_and_taken_over_once_its_owner_dies(tmp_path):
+  path = _ledger(tmp_path, [L.Attempt(index=0, seed=5, owner={"id": "other", "host": "h", "pid": 1})])
+  work = path.parent / "run_0_5"; work.mkdir()
+  holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from tooling.ledger import Claim; "
+                             f"c = Claim({str(work)!r}); print('held', flush=True); sys.stdin.read()"],
+                            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == "held"
+    led = L.Ledger(path)
+    assert list(led.claimed(1)) == [0] and led.settle() == []
+  finally:
+    holder.kill(); holder.wait()
+  led = L.Ledger(path)
+  assert led.claimed(1) == {} and led.settle() and led.latest(0).status == L.INTERRUPTED
+
+
+def test_a_dead_launchers_finished_log_is_recorded_done_not_redone(tmp_path):
+  path = _ledger(tmp_path, [L.Attempt(index=0, seed=7, owner={"id": "x", "host": "h", "pid": 999999})])
+  led = L.Ledger(path)
+  log = _finished_log(led, led.latest(0), status="aborted")
+  (msg,) = led.settle()
+  att = led.latest(0)
+  assert "recorded as done" in msg and att.status == L.DONE and att.converged is False
+  assert att.sha256 == L.sha256(log) and att.result.endswith("results/sys1/resnet/result_0.txt")
+  assert led.pending(1) == [] and led.check_result(att)[0] == "copy"   # its copy is what is left to do
+
+
+def test_result_file_missing_or_changed_is_reported(tmp_path):
+  path = _ledger(tmp_path, [L.Attempt(index=0, seed=3)])
+  led = L.Ledger(path)
+  att = led.latest(0)
+  log = _finished_log(led, att)
+  res = tmp_path / "results" / "sys1" / "resnet" / "result_0.txt"; res.parent.mkdir(parents=True)
+  res.write_bytes(log.read_bytes())
+  att.status, att.result, att.sha256 = L.DONE, str(res), L.sha256(log)
+  assert led.check_result(att) == ("ok", "")
+  res.write_bytes(log.read_bytes() + b"\n")
+  kind, msg = led.check_result(att)
+  assert kind == "changed" and "CHANGED" in msg and str(res) in msg
+  res.unlink()
+  assert led.check_result(att)[0] == "copy"            # the run's own log is intact: run copies it again
+  log.unlink()
+  kind, msg = led.check_result(att)
+  assert kind == "missing" and "MISSING" in msg and "not redone" in msg
+
+
+def test_paths_are_stored_relative_and_old_container_paths_are_rebased(tmp_path):
+  res = tmp_path / "results" / "sys1" / "resnet" / "result_0.txt"
+  path = _ledger(tmp_path, [L.Attempt(index=0, seed=3, status=L.DONE, result=str(res),
+                                      output=str(tmp_path / "runs" / "sys1" / "resnet" / "run_0_3" / "output.log"))])
+  raw = json.loads(path.read_text())["attempts"][0]
+  assert raw["result"] == "results/sys1/resnet/result_0.txt" and raw["output"] == "runs/sys1/resnet/run_0_3/output.log"
+  assert L.Ledger(path).latest(0).result == str(res)
+  # a ledger written by an older tinyperf inside a compose service: absolute /results/... paths
+  raw.update(result="/results/results/sys1/resnet/result_0.txt", output="/results/runs/sys1/resnet/run_0_3/output.log")
+  path.write_text(json.dumps({"format": "tinyperf-ledger-v1", "attempts": [raw]}))
+  att = L.Ledger(path).latest(0)
+  assert att.result == str(res) and att.output == str(tmp_path / "runs/sys1/resnet/run_0_3/output.log")
+
+
+def test_an_exhausted_seed_space_is_a_clear_error_not_a_hang():
+  with pytest.raises(UserError, match="SEED_BITS=0 allows 1 seed"):
+    _unique_seed({0}, 0)
+  assert _unique_seed({0, 1, 2}, 2) == 3
+
+
+def test_a_dangling_symlink_result_is_refused_before_the_run(tmp_path):
+  (tmp_path / "result_0.txt").symlink_to(tmp_path / "nowhere")
+  with pytest.raises(UserError, match="never overwritten"):
+    refuse_unknown_results(tmp_path, tmp_path / "ledger.json", [0])
