@@ -204,7 +204,7 @@ def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
     try:
       v = int(e.value)
       if isinstance(e.value, bool) or (isinstance(e.value, float) and not e.value.is_integer()): raise ValueError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # a list, a string, NaN, Infinity
       fr.findings.append(Finding(FAIL, "seed", f"seed {e.value!r} is not an integer value", fr.name, e.line))
       continue
     if v not in fr.seeds: fr.seeds.append(v)
@@ -306,6 +306,46 @@ def _seed_package_check(dr: DirReport) -> None:
                                  f"seeds", dr.rel))
 
 
+# Keys logged before training starts that are not hyperparameters: per-run facts, phase markers, and the submission_*
+# keys, which _cross_checks compares on its own.
+NOT_HPARAMS = {"seed", "cache_clear", "init_start", "init_stop", "run_start", "weights_initialization",
+               "submission_org", "submission_platform", "submission_division", "submission_status",
+               "submission_benchmark"}
+TRAINING_STARTED = ("epoch_start", "block_start", "eval_start", "eval_accuracy", "run_stop")
+
+
+def hyperparameters(log: MLLog) -> dict[str, object]:
+  """key -> first value of every event logged before the first epoch/block/eval (what a run was configured with).
+  Keys logged later (BERT's train_samples: samples to converge) are results, not settings."""
+  out = {}
+  for e in log.events:
+    if e.key in TRAINING_STARTED: break
+    if e.key not in NOT_HPARAMS and e.value is not None and e.key not in out: out[e.key] = e.value
+  return out
+
+
+def _same(a, b) -> bool: return a == b or json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # NaN == NaN
+
+
+def _hparam_check(bd: BenchDir, dr: DirReport) -> None:
+  """One set, one configuration: olympic scoring averages runs of the same settings, never a mix."""
+  if len(bd.logs) < 2: return
+  hp = [(log.path.name, hyperparameters(log)) for log in bd.logs]
+  for key in dict.fromkeys(k for _, h in hp for k in h):
+    base = next((name, h[key]) for name, h in hp if key in h)
+    for name, h in hp:
+      if key not in h:
+        msg = f"{key} is logged by {base[0]} ({base[1]!r}) but not by {name}"
+      elif not _same(h[key], base[1]):
+        msg = f"{key} is {base[1]!r} in {base[0]} but {h[key]!r} in {name}"
+      else: continue
+      dr.findings.append(Finding(FAIL, "hyperparameters", f"runs of one set disagree on a hyperparameter: {msg}. Every "
+                                 f"run of results/<system>/<benchmark> must use the same settings (olympic scoring "
+                                 f"averages them); rerun the odd run(s) with the set's settings or move them to their "
+                                 f"own set", dr.rel))
+      break   # one finding per key names the first disagreement
+
+
 def _olympic(dr: DirReport) -> None:
   n, bad = len(dr.files), [f for f in dr.files if not f.compliant]
   dr.noncompliant = len(bad)
@@ -369,7 +409,7 @@ def _check_systems(t: Target, rulesets: list[str], report: Report) -> None:
     for f in COUNT_FIELDS:
       if f in data:
         try: int(data[f])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
           report.findings.append(Finding(FAIL, "system-desc", f"{f} is {data[f]!r}, not an integer string; "
                                          f"result_summarizer crashes on it", name))
     sub = data.get("submitter")
@@ -477,6 +517,7 @@ def check_path(path: str | Path, ruleset: str | None = None, werror: bool = Fals
     dr.files = [analyse_file(log, by_path[log.path], bd.ruleset, runs) for log in bd.logs]
     _naming_check(bd, dr)
     _seed_package_check(dr)
+    _hparam_check(bd, dr)
     _cross_checks(t, bd, dr)
     _olympic(dr)
     # the score uses the checker's verdicts without --werror, as result_summarizer does

@@ -13,11 +13,13 @@ this follows its rules, not a cleaner reading of them:
 from __future__ import annotations
 import argparse
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tooling.errors import UserError
 from tooling.mllog_reader import MLLog
+from tooling.safe_read import MAX_JSON_BYTES, read_text
 from tooling import mlperf_tools
 from tooling.submission_tree import BenchDir, discover
 
@@ -48,12 +50,17 @@ def olympic_mean(minutes: list[float], dropped: int, max_dropped: int = 1) -> fl
 
 def read_scaling(bench_dir: Path) -> float:
   p = Path(bench_dir) / "scaling.json"
-  if not p.is_file(): return 1.0
+  if not p.exists() and not p.is_symlink(): return 1.0
+  text = read_text(p, MAX_JSON_BYTES, "scaling.json")
   try:
-    return float(json.loads(p.read_text())["scaling_factor"])
+    v = json.loads(text)["scaling_factor"]
   except (ValueError, KeyError, TypeError) as e:
-    raise UserError(f"{p}: not a scaling.json with a numeric scaling_factor ({e}); package_checker writes "
-                    f'{{"scaling_factor": <float>}}.') from None
+    v = e
+  # bool is an int and float() takes "NaN", "inf" and "1e9": only a finite positive JSON number scales a score
+  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+    raise UserError(f"{p}: not a scaling.json with a finite positive numeric scaling_factor (got {v!r}); "
+                    f'package_checker writes {{"scaling_factor": <float>}}. Delete it and rerun the check.')
+  return float(v)
 
 
 @dataclass
