@@ -35,9 +35,9 @@ def os_error(path: str | os.PathLike, e: OSError, what: str = "read") -> UserErr
   if e.errno == errno.ELOOP:
     return UserError(f"{path}: a symbolic link loop (it never reaches a file); remove or fix the link.")
   if e.errno in (errno.EACCES, errno.EPERM):
-    where = e.filename if e.filename and str(e.filename) != str(path) else path
-    return UserError(f"{where}: permission denied, so {path} cannot be {what}; fix its permissions (chmod) or run as "
-                     f"its owner.")
+    via = f" (at {e.filename})" if e.filename and str(e.filename) != str(path) else ""
+    return UserError(f"{path}: permission denied{via}: it cannot be {what}. Fix the permissions of it and of the "
+                     f"directories above it (chmod: read, and search for directories), or run as their owner.")
   if e.errno == errno.ENOENT and os.path.islink(path):
     return UserError(f"{path}: a dangling symbolic link (-> {os.readlink(path)}); restore its target or remove it.")
   return UserError(f"{path}: cannot be {what} ({e.strerror or e}).")
