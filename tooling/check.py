@@ -20,8 +20,8 @@ from pathlib import Path
 
 from tooling import mlperf_tools
 from tooling.mllog_reader import MLLog
-from tooling.score import max_dropped_runs, read_scaling, score_bench_dir, time_to_train_minutes
-from tooling.submission_tree import RESULT_GLOB, RESULT_NAME, BenchDir, Target, discover
+from tooling.score import max_dropped_runs, score_bench_dir, time_to_train_minutes
+from tooling.submission_tree import RESULT_GLOB, RESULT_NAME, BenchDir, Target, discover, read_scaling
 
 FAIL, WARN, INFO = "fail", "warn", "info"
 INIT_LIMIT_MIN = {"closed": 30, "open": 240}   # the rules' init allowance; the checker enforces it strictly (<)

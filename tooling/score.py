@@ -13,13 +13,10 @@ this follows its rules, not a cleaner reading of them:
 from __future__ import annotations
 import argparse
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tooling.errors import UserError
 from tooling.mllog_reader import MLLog
-from tooling.safe_read import MAX_JSON_BYTES, read_text
 from tooling import mlperf_tools
 from tooling.submission_tree import BenchDir, discover
 
@@ -46,21 +43,6 @@ def olympic_mean(minutes: list[float], dropped: int, max_dropped: int = 1) -> fl
   s = sorted(minutes)
   keep = s[max_dropped:len(s) - (max_dropped - dropped)]
   return sum(keep) / len(keep) if keep else None
-
-
-def read_scaling(bench_dir: Path) -> float:
-  p = Path(bench_dir) / "scaling.json"
-  if not p.exists() and not p.is_symlink(): return 1.0
-  text = read_text(p, MAX_JSON_BYTES, "scaling.json")
-  try:
-    v = json.loads(text)["scaling_factor"]
-  except (ValueError, KeyError, TypeError) as e:
-    v = e
-  # bool is an int and float() takes "NaN", "inf" and "1e9": only a finite positive JSON number scales a score
-  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-    raise UserError(f"{p}: not a scaling.json with a finite positive numeric scaling_factor (got {v!r}); "
-                    f'package_checker writes {{"scaling_factor": <float>}}. Delete it and rerun the check.')
-  return float(v)
 
 
 @dataclass
@@ -112,7 +94,7 @@ def score_bench_dir(bd: BenchDir, compliance: dict[Path, mlperf_tools.Compliance
     else:
       out.runs.append(RunScore(log.path.name, m, True, True)); minutes.append(m); continue
     out.dropped += 1
-  out.scaling_factor = read_scaling(bd.path)
+  out.scaling_factor = bd.scaling
   limit = max_dropped_runs(bd.benchmark)
   if out.dropped > limit:
     out.reason = (f"no score: {out.dropped} of {len(logs)} runs dropped (non-compliant or not finished); olympic "

@@ -3,6 +3,7 @@ or a submitter directory <org>/{systems,benchmarks,results}. Reads every log and
 (UserError, exit 2) before any checker runs."""
 from __future__ import annotations
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ class BenchDir:
   benchmark: str = ""                # from the logs' submission_benchmark
   division: str = ""                 # from the first log's submission_division
   ruleset: str = ""
+  scaling: float = 1.0               # scaling.json's scaling_factor (1.0 without one), read before any checker runs
 
   @property
   def rel(self) -> str: return f"results/{self.system}/{self.name}"
@@ -60,6 +62,21 @@ def read_systems_json(path: Path) -> dict:
   if not isinstance(data, dict):
     raise UserError(f"{path}: systems JSON must be an object of fields, got {type(data).__name__}.")
   return data
+
+
+def read_scaling(bench_dir: Path) -> float:
+  p = Path(bench_dir) / "scaling.json"
+  if not p.exists() and not p.is_symlink(): return 1.0
+  text = read_text(p, MAX_JSON_BYTES, "scaling.json")
+  try:
+    v = json.loads(text)["scaling_factor"]
+  except (ValueError, KeyError, TypeError) as e:
+    v = e
+  # bool is an int and float() takes "NaN", "inf" and "1e9": only a finite positive JSON number scales a score
+  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+    raise UserError(f"{p}: not a scaling.json with a finite positive numeric scaling_factor (got {v!r}); "
+                    f'package_checker writes {{"scaling_factor": <float>}}. Delete it and rerun the check.')
+  return float(v)
 
 
 def _is_log_candidate(p: Path) -> bool:
@@ -104,6 +121,7 @@ def _read_bench_dir(d: Path, system: str) -> BenchDir:
   if not logs:
     raise UserError(f"{d}: no result logs (result_<i>.txt) in this directory, only {', '.join(p.name for p in entries)}.")
   bd = BenchDir(d, system, d.name, logs, other)
+  bd.scaling = read_scaling(d)
   first = logs[0]
   for log in logs[1:]:
     if log.benchmark != first.benchmark:

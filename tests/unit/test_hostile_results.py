@@ -15,11 +15,12 @@ import pytest
 
 from conftest import REPO
 from mllog_builder import make_package, write_log
-from tooling.check import check_path
+from tooling.check import DirReport, _hparam_check, check_path
 from tooling.cli import main as cli
 from tooling.mllog_reader import read_log
 from tooling.report import throughput_series
 from tooling.safe_read import MAX_LOG_BYTES
+from tooling.submission_tree import discover
 
 BENCH = ("results", "tinybox_green", "resnet")
 
@@ -153,8 +154,8 @@ def test_huge_console_log_beside_the_results_is_not_read(tmp_path):
   org = make_package(tmp_path, "resnet")
   big = org.joinpath(*BENCH, "console.log")
   with open(big, "wb") as f: f.truncate(4 * MAX_LOG_BYTES)
-  report = check_path(org.joinpath(*BENCH))
-  assert any(f.message.startswith("console.log: unknown entry") for d in report.dirs for f in d.findings)
+  (bd,) = discover(org.joinpath(*BENCH)).bench_dirs
+  assert [p.name for p in bd.other_files] == ["console.log"] and len(bd.logs) == 5   # `check` warns: unknown entry
 
 
 def test_symlink_loop_is_named_a_loop(capsys, tmp_path):
@@ -227,17 +228,24 @@ def test_runs_of_one_set_with_different_batch_sizes_are_rejected(tmp_path):
   assert "global_batch_size is 1536 in result_0.txt but 768 in result_3.txt" in hp[0].message
 
 
+def hparam_findings(bench_dir: Path) -> list[str]:
+  """check's hyperparameter rule alone (the end-to-end test above runs the checkers)."""
+  (bd,) = discover(bench_dir).bench_dirs
+  dr = DirReport(str(bd.path), bd.rel, bd.system, bd.benchmark, bd.ruleset, bd.division)
+  _hparam_check(bd, dr)
+  return [f.message for f in dr.findings]
+
+
 def test_a_hyperparameter_missing_from_one_run_is_a_disagreement(tmp_path):
   org = make_package(tmp_path, "bert", n=10)
   p = org.joinpath("results", "tinybox_green", "bert", "result_7.txt")
   p.write_text("".join(l for l in p.read_text().splitlines(keepends=True) if '"key": "opt_lamb_beta_2"' not in l))
-  report = check_path(p.parent)
-  hp = [f.message for f in report.dirs[0].findings if f.check == "hyperparameters"]
-  assert hp and "opt_lamb_beta_2 is logged by result_0.txt (0.999) but not by result_7.txt" in hp[0]
+  (msg,) = hparam_findings(p.parent)
+  assert "opt_lamb_beta_2 is logged by result_0.txt (0.999) but not by result_7.txt" in msg
 
 
 def test_identical_settings_and_per_run_values_do_not_trip_the_hyperparameter_check(tmp_path):
   # seeds, times and BERT's train_samples (samples to converge, logged at the end) differ per run by nature
   org = make_package(tmp_path, "bert", n=10, runs=[{"evals": 3 + i % 3} for i in range(10)])
-  report = check_path(org)
-  assert not [f for f in report.dirs[0].findings if f.check == "hyperparameters"]
+  assert hparam_findings(org.joinpath("results", "tinybox_green", "bert")) == []
+  assert len({str(read_log(p).value("train_samples")) for p in org.rglob("result_*.txt")}) == 3
