@@ -12,6 +12,7 @@ Python API: check_path(path, ruleset=None, werror=False) -> Report (report.accep
 from __future__ import annotations
 import argparse
 import json
+import os
 import shutil
 import tempfile
 from collections import defaultdict
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from tooling import mlperf_tools
 from tooling.mllog_reader import MLLog
+from tooling.safe_read import MAX_LOG_BYTES
 from tooling.score import max_dropped_runs, score_bench_dir, time_to_train_minutes
 from tooling.submission_tree import RESULT_GLOB, RESULT_NAME, BenchDir, Target, discover, read_scaling
 
@@ -433,6 +435,12 @@ def _check_systems(t: Target, rulesets: list[str], report: Report) -> None:
         report.findings.append(Finding(FAIL, "system-desc", f"system_desc_checker {r}: {x}", name))
 
 
+def _oversized(d: str, names: list[str]) -> list[str]:
+  """Files over the log cap stay out of package_checker's scratch copy: discover() already read every log, so they are
+  stray files (a 100 GB console dump), which our unknown-entry finding reports without copying them."""
+  return [n for n in names if os.path.isfile(os.path.join(d, n)) and os.path.getsize(os.path.join(d, n)) > MAX_LOG_BYTES]
+
+
 def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset: str, werror: bool,
                      report: Report) -> None:
   org = t.org or "submitter"
@@ -451,7 +459,7 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
         target.write_text(json.dumps({"division": bd.division or "closed", "system_name": bd.system,
                                       "status": "Available on-premise"}))
         stubbed.append(bd.system)
-      shutil.copytree(bd.path, root / "results" / bd.system / bd.name)
+      shutil.copytree(bd.path, root / "results" / bd.system / bd.name, ignore=_oversized)
       params = bd.path.parent / "package_checker_params"
       if params.is_file(): shutil.copy2(params, root / "results" / bd.system / params.name)
     res = mlperf_tools.package_check(Path(tmp), org, ruleset, werror)

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 from mllog_builder import make_package, write_log
-from tooling.check import DirReport, _hparam_check, check_path
+from tooling.check import DirReport, _hparam_check, _oversized, check_path
 from tooling.cli import main as cli
 from tooling.mllog_reader import read_log
 from tooling.report import throughput_series
@@ -156,6 +156,7 @@ def test_huge_console_log_beside_the_results_is_not_read(tmp_path):
   with open(big, "wb") as f: f.truncate(4 * MAX_LOG_BYTES)
   (bd,) = discover(org.joinpath(*BENCH)).bench_dirs
   assert [p.name for p in bd.other_files] == ["console.log"] and len(bd.logs) == 5   # `check` warns: unknown entry
+  assert _oversized(str(big.parent), ["console.log", "result_0.txt"]) == ["console.log"]   # not copied for package_checker
 
 
 def test_symlink_loop_is_named_a_loop(capsys, tmp_path):
