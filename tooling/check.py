@@ -202,6 +202,7 @@ def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
     fr.findings.append(Finding(FAIL if closed else WARN, "seed", "no seed logged; the seed checker rejects a closed "
                                "package with a run that logs none (compliance_checker does not notice)", fr.name))
     return
+  line_of = {}
   for e in seeds:
     try:
       v = int(e.value)
@@ -209,14 +210,13 @@ def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
     except (TypeError, ValueError, OverflowError):   # a list, a string, NaN, Infinity
       fr.findings.append(Finding(FAIL, "seed", f"seed {e.value!r} is not an integer value", fr.name, e.line))
       continue
-    if v not in fr.seeds: fr.seeds.append(v)
+    if v not in fr.seeds: fr.seeds.append(v); line_of[v] = e.line
   for v in fr.seeds:
     if 0 <= v < 2 ** RANDOM_BITS:
-      e = next(x for x in seeds if x.value == v or str(x.value) == str(v))
       fr.findings.append(Finding(WARN, "seed-width", f"seed {v} fits in {RANDOM_BITS} bits (0..32767, bash $RANDOM's "
                                  f"range): {runs} runs with such seeds share one with probability "
                                  f"{_collision_probability(runs, RANDOM_BITS):.2%}, and a repeated seed fails the seed "
-                                 f"checker. Draw {SEED_BITS}-bit seeds (SEED_BITS={SEED_BITS})", fr.name, e.line))
+                                 f"checker. Draw {SEED_BITS}-bit seeds (SEED_BITS={SEED_BITS})", fr.name, line_of[v]))
 
 
 def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, runs: int | None = None) -> FileReport:

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO
 from mllog_builder import make_package, write_log
+from run_builder import make_runs
 from tooling.check import DirReport, _hparam_check, _oversized, check_path
 from tooling.cli import main as cli
 from tooling.mllog_reader import read_log
@@ -71,6 +72,17 @@ def test_nan_run_stop_in_a_set_is_bad_input_not_score_nan(capsys, tmp_path):
   for verb in ("check", "score"): bad_input(capsys, verb, org, f"{p}:", "time_ms nan")
 
 
+def test_package_refuses_a_nan_run_stop_instead_of_packing_it(capsys, tmp_path):
+  R = make_runs(tmp_path, "resnet")
+  p = R / "results" / "tinybox_green" / "resnet" / "result_2.txt"
+  set_event(p, "run_stop", "time_ms", "NaN")
+  code = cli(["package", "--org", "tinycorp", "--out", str(tmp_path / "out"), "--results", str(R),
+              "--systems", str(tmp_path / "systems")])
+  err = capsys.readouterr().err
+  assert code == 2 and f"{p}:" in err and "time_ms nan" in err and "Traceback" not in err
+  assert not (tmp_path / "out").exists()
+
+
 def test_integral_float_time_ms_is_accepted(tmp_path):
   p = write_log(tmp_path / "result_0.txt", "resnet")
   set_event(p, "run_stop", "time_ms", "1.7000072e12")
@@ -93,6 +105,13 @@ def test_seed_infinity_is_a_failed_run_not_a_traceback(tmp_path):
   set_event(p, "seed", "value", "Infinity")
   report = check_path(p)
   assert not report.accepted and any("seed inf is not an integer" in f.message for f in report.files[0].findings)
+
+
+def test_seed_logged_as_a_padded_string(tmp_path):
+  p = write_log(tmp_path / "result_0.txt", "resnet")
+  set_event(p, "seed", "value", '" 42"')          # int() takes it; matching it back to its line once raised StopIteration
+  (fr,) = check_path(p).files
+  assert fr.seeds == [42] and any(f.check == "seed-width" for f in fr.findings)
 
 
 def test_report_ignores_non_numeric_epoch_numbers(tmp_path):
