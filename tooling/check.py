@@ -438,7 +438,8 @@ def _check_systems(t: Target, rulesets: list[str], report: Report) -> None:
 def _oversized(d: str, names: list[str]) -> list[str]:
   """Files over the log cap stay out of package_checker's scratch copy: discover() already read every log, so they are
   stray files (a 100 GB console dump), which our unknown-entry finding reports without copying them."""
-  return [n for n in names if os.path.isfile(os.path.join(d, n)) and os.path.getsize(os.path.join(d, n)) > MAX_LOG_BYTES]
+  paths = [(n, os.path.join(d, n)) for n in names]
+  return [n for n, p in paths if os.path.isfile(p) and os.path.getsize(p) > MAX_LOG_BYTES]
 
 
 def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset: str, werror: bool,

@@ -90,7 +90,7 @@ def throughput_series(log: MLLog, benchmark: str) -> list[tuple[float, float]]:
   if benchmark == "resnet":
     n = log.value("train_samples")
     if not _num(n) or n <= 0: return []
-    starts = {e.metadata.get("epoch_num"): e.time_ms for e in log.all("epoch_start") if _num(e.metadata.get("epoch_num"))}
+    starts = {e.metadata["epoch_num"]: e.time_ms for e in log.all("epoch_start") if _num(e.metadata.get("epoch_num"))}
     out = []
     for e in log.all("epoch_stop"):
       k = e.metadata.get("epoch_num")

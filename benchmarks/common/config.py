@@ -67,11 +67,14 @@ COMMON = {
   "BEAM_UOPS_MAX": Knob(int, "reject BEAM candidates with more uops", required=False, range="[1,)"),
   "BEAM_UPCAST_MAX": Knob(int, "BEAM upcast limit", required=False, range="[1,)"),
   "BEAM_LOCAL_MAX": Knob(int, "BEAM local-size limit", required=False, range="[1,)"),
-  "BEAM_MIN_PROGRESS": Knob(float, "stop searching when a step improves less than this many us", required=False, range="[0,)"),
+  "BEAM_MIN_PROGRESS": Knob(float, "stop searching when a step improves less than this many us", required=False,
+                            range="[0,)"),
   "BEAM_PADTO": Knob(int, "add PADTO actions to the search when non-zero", required=False, range="[0,)"),
   "HCQDEV_WAIT_TIMEOUT_MS": Knob(int, "HCQ signal wait timeout", required=False, range="[1,)"),
   "NUM_WORKERS": Knob(int, "data-loader worker processes (0 = one per available core)", range="[0,)"),
-  "SEED_BITS": Knob(int, "width of the random seed drawn per run (31 avoids $RANDOM-sized collisions)", required=False, range="[16,32]"),
+  # 16..32: narrower seeds collide ($RANDOM is 15 bits), and tinygrad keeps its seed as a uint32
+  "SEED_BITS": Knob(int, "width of the random seed drawn per run (31 avoids $RANDOM-sized collisions)", required=False,
+                    range="[16,32]"),
 }
 
 RESNET = {
@@ -86,7 +89,8 @@ RESNET = {
   "LABEL_SMOOTHING": Knob(float, "label smoothing (0 or 0.1 in closed)", range="[0,1)"),
   "LOSS_SCALER": Knob(float, "static loss scale (256 for fp16)", range="(0,)"),
   "TARGET": Knob(float, "top-1 accuracy that stops the run", range="(0,1]"),
-  "EVAL_START_EPOCH": Knob(int, "eval offset: evals after epochs where (epoch - offset) % EVAL_FREQ == 0", range="[0,)"),
+  "EVAL_START_EPOCH": Knob(int, "eval offset: evals after epochs where (epoch - offset) % EVAL_FREQ == 0",
+                           range="[0,)"),
   "EVAL_FREQ": Knob(int, "eval every N epochs", range="[1,)"),
   "EVAL_EVERY_EPOCH_FROM": Knob(int, "from this epoch on, eval after every epoch", range="[0,)"),
   "SYNCBN": Knob(int, "1 = BatchNorm statistics synced across devices, 0 = per device", range="[0,1]"),
@@ -98,7 +102,8 @@ RESNET = {
   "FEED_IMG_S_PER_GPU": Knob(float, "train img/s one GPU consumes at the speed expected on this platform (the "
                                     "loader must feed GPUS times this; source in the config's comment)", range="(0,)"),
   "LOADER_IMG_S_PER_CORE": Knob(float, "train img/s one CPU core of the loader delivers (benchmarks.resnet."
-                                       "bench_decode); sets the cores the platform needs (benchmarks/common/feeding.py)", range="(0,)"),
+                                       "bench_decode); sets the cores the platform needs (benchmarks/common/feeding.py)",
+                                 range="(0,)"),
 }
 
 BERT = {
@@ -116,7 +121,8 @@ BERT = {
   "CLIP_NORM": Knob(float, "global gradient-norm clip", range="(0,)"),
   "TARGET": Knob(float, "masked-LM accuracy that stops the run", range="(0,1]"),
   "EVAL_SAMPLES": Knob(int, "eval set size (10000 for closed)", range="[1,)"),
-  "EVAL_STEP_FREQ": Knob(int, "eval every N steps; 0 = the MLPerf formula floor(0.05*(230.23*BS+3e6), 25000)/BS", range="[0,)"),
+  "EVAL_STEP_FREQ": Knob(int, "eval every N steps; 0 = the MLPerf formula floor(0.05*(230.23*BS+3e6), 25000)/BS",
+                         range="[0,)"),
   "MAX_SEQ_LEN": Knob(int, "sequence length (512 for closed)", range="[1,)"),
   "MAX_PREDICTIONS": Knob(int, "masked positions per sequence (76 for closed)", range="[1,)"),
   "BERT_LAYERS": Knob(int, "encoder layers (24 = BERT-large)", range="[1,)"),
@@ -256,7 +262,8 @@ _warned: set[str] = set()
 def misspelt_knobs(environ, schema: dict) -> dict[str, str]:
   """Environment variables that look like a typo of a knob: {name: knob}. Upper-case names that are no benchmark's
   knob and are close to one (difflib ratio >= 0.85, none of tinygrad's own variables is); a name without an underscore
-  only against knobs of its length (a swapped letter), so tinygrad's device switches (GPU=1 next to GPUS) never match."""
+  only against knobs of its length (a swapped letter), so tinygrad's device switches (GPU=1 beside GPUS) never
+  match."""
   out = {}
   for name in environ:
     if name in ALL_KNOBS or not name.isupper(): continue
@@ -293,8 +300,8 @@ def _check_consistency(path: Path, benchmark: str, k: dict):
       raise ConfigError(f"{path}: MAX_PREDICTIONS={k['MAX_PREDICTIONS']} exceeds MAX_SEQ_LEN={k['MAX_SEQ_LEN']}; a "
                         f"sequence cannot mask more positions than it has.")
     if k["INIT_BERT_LAYERS"] > k["BERT_LAYERS"]:
-      raise ConfigError(f"{path}: INIT_BERT_LAYERS={k['INIT_BERT_LAYERS']} exceeds BERT_LAYERS={k['BERT_LAYERS']}; INIT "
-                        f"compiles a subset of the model's layers.")
+      raise ConfigError(f"{path}: INIT_BERT_LAYERS={k['INIT_BERT_LAYERS']} exceeds BERT_LAYERS={k['BERT_LAYERS']}; "
+                        f"INIT compiles a subset of the model's layers.")
 
 
 def available_platforms(benchmark: str) -> list[str]:

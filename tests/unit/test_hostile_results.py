@@ -109,7 +109,7 @@ def test_seed_infinity_is_a_failed_run_not_a_traceback(tmp_path):
 
 def test_seed_logged_as_a_padded_string(tmp_path):
   p = write_log(tmp_path / "result_0.txt", "resnet")
-  set_event(p, "seed", "value", '" 42"')          # int() takes it; matching it back to its line once raised StopIteration
+  set_event(p, "seed", "value", '" 42"')   # int() takes it; finding its line again once raised StopIteration
   (fr,) = check_path(p).files
   assert fr.seeds == [42] and any(f.check == "seed-width" for f in fr.findings)
 
@@ -175,7 +175,7 @@ def test_huge_console_log_beside_the_results_is_not_read(tmp_path):
   with open(big, "wb") as f: f.truncate(4 * MAX_LOG_BYTES)
   (bd,) = discover(org.joinpath(*BENCH)).bench_dirs
   assert [p.name for p in bd.other_files] == ["console.log"] and len(bd.logs) == 5   # `check` warns: unknown entry
-  assert _oversized(str(big.parent), ["console.log", "result_0.txt"]) == ["console.log"]   # not copied for package_checker
+  assert _oversized(str(big.parent), ["console.log", "result_0.txt"]) == ["console.log"]   # kept from package_checker
 
 
 def test_symlink_loop_is_named_a_loop(capsys, tmp_path):
@@ -218,7 +218,7 @@ def _unprivileged() -> list[str]:
 
 @pytest.mark.parametrize("target", ["bench", "org"])
 def test_unsearchable_directory_is_bad_input(target):
-  """As a user that lacks the permission (root ignores modes, so the child drops to nobody when the tests run as root)."""
+  """As a user that lacks the permission (root ignores modes: as root, the child runs as nobody)."""
   base = Path(tempfile.mkdtemp(prefix="tinyperf-perm-"))
   try:
     base.chmod(0o755)
