@@ -49,7 +49,7 @@ from tooling import mlperf_tools, render
 from tooling.compose import render_compose
 from tooling.errors import UserError, write_atomic
 from tooling.mllog_reader import read_log
-from tooling.safe_read import MAX_LOG_BYTES, MiB, iter_lines, read_bytes, require_regular
+from tooling.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines, read_bytes, require_regular
 from tooling.submission_tree import read_systems_json
 
 MAX_FILE_BYTES = 50 * MiB              # repo_checker's limit (its "50MB" is 50 MiB)
@@ -290,7 +290,7 @@ def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path]
     src = sources[sel.system]
     read_systems_json(src)   # parses, or a UserError naming the line
     dst = org_dir / "systems" / src.name
-    if not dst.exists(): _write(dst, src.read_bytes())
+    if not dst.exists(): _write(dst, read_bytes(src, MAX_JSON_BYTES, "systems JSON"))
     bench = org_dir / "results" / sel.system / sel.benchmark
     for r in sel.runs: _write(bench / r.packaged, read_bytes(r.source, MAX_LOG_BYTES, "result log"))
     cfg = sel.cfg
@@ -388,7 +388,8 @@ def write_tarball(org_dir: Path, dest: Path, mtime: int) -> None:
 def read_passphrase(path: Path | None, confirm: bool) -> bytes:
   """From the first line of a file (what `-pass file:` reads), or typed twice at a prompt. Never echoed or logged."""
   if path is not None:
-    try: data = Path(path).read_bytes()
+    try:   # a pipe is fine (--passphrase-file <(pass show x)); the read is bounded so /dev/zero is not
+      with open(path, "rb") as f: data = f.read(4 * MAX_PASSPHRASE)
     except OSError as e:
       raise UserError(f"{path}: cannot read the passphrase file ({e.strerror or e}).") from None
     pw = data.split(b"\n", 1)[0].rstrip(b"\r")

@@ -287,3 +287,12 @@ def test_sha1_or_tarball_that_is_a_device_is_not_read(capsys, tmp_path, which):
   victim.unlink(); victim.symlink_to("/dev/zero")
   code, out, err = verify(capsys, tb)
   assert code == 2 and "character device" in err and "Traceback" not in err and str(victim) in err
+
+
+def test_passphrase_file_is_read_bounded_and_may_be_a_pipe(tmp_path):
+  zero = tmp_path / "pw"; zero.symlink_to("/dev/zero")
+  with pytest.raises(UserError, match="longer than 1024 bytes"): package.read_passphrase(zero, False)
+  r, w = os.pipe()                                   # what --passphrase-file <(pass show x) hands over
+  os.write(w, b"from a pipe\n"); os.close(w)
+  try: assert package.read_passphrase(Path(f"/dev/fd/{r}"), False) == b"from a pipe"
+  finally: os.close(r)
