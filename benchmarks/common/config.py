@@ -286,8 +286,6 @@ def _check_consistency(path: Path, benchmark: str, k: dict):
     if k[bs] % k["GPUS"]:
       raise ConfigError(f"{path}: {bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
   if benchmark == "resnet":
-    for key in ("FEED_IMG_S_PER_GPU", "LOADER_IMG_S_PER_CORE"):
-      if k[key] <= 0: raise ConfigError(f"{path}: {key}={k[key]} must be positive (img/s).")
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []
     if len(layers) != 4 or min(layers) < 1:
