@@ -65,13 +65,14 @@ def read_systems_json(path: Path) -> dict:
 
 
 def read_scaling(bench_dir: Path) -> float:
+  """results/<system>/<benchmark>/scaling.json's factor (1.0 without the file), which multiplies the score."""
   p = Path(bench_dir) / "scaling.json"
   if not p.exists() and not p.is_symlink(): return 1.0
   text = read_text(p, MAX_JSON_BYTES, "scaling.json")
   try:
     v = json.loads(text)["scaling_factor"]
-  except (ValueError, KeyError, TypeError) as e:
-    v = e
+  except (ValueError, KeyError, TypeError):
+    v = None
   # bool is an int and float() takes "NaN", "inf" and "1e9": only a finite positive JSON number scales a score
   if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
     raise UserError(f"{p}: not a scaling.json with a finite positive numeric scaling_factor (got {v!r}); "
@@ -83,13 +84,17 @@ def _is_log_candidate(p: Path) -> bool:
   return p.suffix in LOG_SUFFIXES   # result_<i>.txt and misnamed logs (result0.txt, bert_green_<seed>.log)
 
 
-def _lstat_kind(p: Path) -> str:
-  """What an entry is, its links followed; UserError for what no reader may open (FIFOs, devices, sockets, loops)."""
+def _entry_kind(p: Path) -> str:
+  """What an entry is, a link to a file followed; UserError for what no reader may open (FIFOs, devices, sockets,
+  loops) and for a link to a directory (copying it for package_checker would follow it, in a loop if it points up)."""
   try:
     st = p.stat()
   except OSError as e:
     raise os_error(p, e) from None
   kind = kind_of(st.st_mode)
+  if kind == "directory" and p.is_symlink():
+    raise UserError(f"{p}: a symbolic link to a directory in a results directory; replace it with the directory's "
+                    f"files (a submission holds no links).")
   if kind not in ("regular file", "directory"):
     raise UserError(f"{p}: a {kind} in a results directory, which holds only regular files (result_<i>.txt, "
                     f"scaling.json, ...) and directories; remove it.")
@@ -99,7 +104,7 @@ def _lstat_kind(p: Path) -> str:
 def _check_tree_entries(d: Path) -> None:
   """Every entry below an auxiliary directory (power/) is a file or directory: package_checker copies them."""
   for p in list_dir(d):
-    if _lstat_kind(p) == "directory": _check_tree_entries(p)
+    if _entry_kind(p) == "directory": _check_tree_entries(p)
 
 
 def _read_bench_dir(d: Path, system: str) -> BenchDir:
@@ -109,7 +114,7 @@ def _read_bench_dir(d: Path, system: str) -> BenchDir:
                     f"files. Remove it or add the logs.")
   logs, other = [], []
   for p in entries:
-    if _lstat_kind(p) == "directory":
+    if _entry_kind(p) == "directory":
       _check_tree_entries(p)
       if p.name not in AUX_DIRS: other.append(p)
       continue

@@ -209,6 +209,13 @@ def test_fifo_under_power_dir_is_refused_before_package_checker_copies_it(capsys
   bad_input(capsys, "check", org, "power/node_0.txt", "FIFO")
 
 
+def test_directory_link_loop_under_power_is_refused_before_it_is_copied(capsys, tmp_path):
+  org = make_package(tmp_path, "resnet")
+  (org.joinpath(*BENCH, "power")).mkdir()
+  org.joinpath(*BENCH, "power", "up").symlink_to("..")      # copytree would follow it forever
+  bad_input(capsys, "check", org, "power/up", "a symbolic link to a directory")
+
+
 def _unprivileged() -> list[str]:
   """Root ignores permission bits: as root, run the child as nobody (util-linux setpriv)."""
   if os.geteuid() != 0: return []
