@@ -12,6 +12,7 @@ Python API: check_path(path, ruleset=None, werror=False) -> Report (report.accep
 from __future__ import annotations
 import argparse
 import json
+import os
 import shutil
 import tempfile
 from collections import defaultdict
@@ -20,8 +21,9 @@ from pathlib import Path
 
 from tooling import mlperf_tools
 from tooling.mllog_reader import MLLog
-from tooling.score import max_dropped_runs, read_scaling, score_bench_dir, time_to_train_minutes
-from tooling.submission_tree import RESULT_GLOB, RESULT_NAME, BenchDir, Target, discover
+from tooling.safe_read import MAX_LOG_BYTES
+from tooling.score import max_dropped_runs, score_bench_dir, time_to_train_minutes
+from tooling.submission_tree import RESULT_GLOB, RESULT_NAME, BenchDir, Target, discover, read_scaling
 
 FAIL, WARN, INFO = "fail", "warn", "info"
 INIT_LIMIT_MIN = {"closed": 30, "open": 240}   # the rules' init allowance; the checker enforces it strictly (<)
@@ -200,21 +202,21 @@ def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
     fr.findings.append(Finding(FAIL if closed else WARN, "seed", "no seed logged; the seed checker rejects a closed "
                                "package with a run that logs none (compliance_checker does not notice)", fr.name))
     return
+  line_of = {}
   for e in seeds:
     try:
       v = int(e.value)
       if isinstance(e.value, bool) or (isinstance(e.value, float) and not e.value.is_integer()): raise ValueError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):   # a list, a string, NaN, Infinity
       fr.findings.append(Finding(FAIL, "seed", f"seed {e.value!r} is not an integer value", fr.name, e.line))
       continue
-    if v not in fr.seeds: fr.seeds.append(v)
+    if v not in fr.seeds: fr.seeds.append(v); line_of[v] = e.line
   for v in fr.seeds:
     if 0 <= v < 2 ** RANDOM_BITS:
-      e = next(x for x in seeds if x.value == v or str(x.value) == str(v))
       fr.findings.append(Finding(WARN, "seed-width", f"seed {v} fits in {RANDOM_BITS} bits (0..32767, bash $RANDOM's "
                                  f"range): {runs} runs with such seeds share one with probability "
                                  f"{_collision_probability(runs, RANDOM_BITS):.2%}, and a repeated seed fails the seed "
-                                 f"checker. Draw {SEED_BITS}-bit seeds (SEED_BITS={SEED_BITS})", fr.name, e.line))
+                                 f"checker. Draw {SEED_BITS}-bit seeds (SEED_BITS={SEED_BITS})", fr.name, line_of[v]))
 
 
 def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, runs: int | None = None) -> FileReport:
@@ -304,6 +306,46 @@ def _seed_package_check(dr: DirReport) -> None:
                                  f"seeds", dr.rel))
 
 
+# Keys logged before training starts that are not hyperparameters: per-run facts, phase markers, and the submission_*
+# keys, which _cross_checks compares on its own.
+NOT_HPARAMS = {"seed", "cache_clear", "init_start", "init_stop", "run_start", "weights_initialization",
+               "submission_org", "submission_platform", "submission_division", "submission_status",
+               "submission_benchmark"}
+TRAINING_STARTED = ("epoch_start", "block_start", "eval_start", "eval_accuracy", "run_stop")
+
+
+def hyperparameters(log: MLLog) -> dict[str, object]:
+  """key -> first value of every event logged before the first epoch/block/eval (what a run was configured with).
+  Keys logged later (BERT's train_samples: samples to converge) are results, not settings."""
+  out = {}
+  for e in log.events:
+    if e.key in TRAINING_STARTED: break
+    if e.key not in NOT_HPARAMS and e.value is not None and e.key not in out: out[e.key] = e.value
+  return out
+
+
+def _same(a, b) -> bool: return a == b or json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # NaN == NaN
+
+
+def _hparam_check(bd: BenchDir, dr: DirReport) -> None:
+  """One set, one configuration: olympic scoring averages runs of the same settings, never a mix."""
+  if len(bd.logs) < 2: return
+  hp = [(log.path.name, hyperparameters(log)) for log in bd.logs]
+  for key in dict.fromkeys(k for _, h in hp for k in h):
+    base = next((name, h[key]) for name, h in hp if key in h)
+    for name, h in hp:
+      if key not in h:
+        msg = f"{key} is logged by {base[0]} ({base[1]!r}) but not by {name}"
+      elif not _same(h[key], base[1]):
+        msg = f"{key} is {base[1]!r} in {base[0]} but {h[key]!r} in {name}"
+      else: continue
+      dr.findings.append(Finding(FAIL, "hyperparameters", f"runs of one set disagree on a hyperparameter: {msg}. Every "
+                                 f"run of results/<system>/<benchmark> must use the same settings (olympic scoring "
+                                 f"averages them); rerun the odd run(s) with the set's settings or move them to their "
+                                 f"own set", dr.rel))
+      break   # one finding per key names the first disagreement
+
+
 def _olympic(dr: DirReport) -> None:
   n, bad = len(dr.files), [f for f in dr.files if not f.compliant]
   dr.noncompliant = len(bad)
@@ -367,7 +409,7 @@ def _check_systems(t: Target, rulesets: list[str], report: Report) -> None:
     for f in COUNT_FIELDS:
       if f in data:
         try: int(data[f])
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
           report.findings.append(Finding(FAIL, "system-desc", f"{f} is {data[f]!r}, not an integer string; "
                                          f"result_summarizer crashes on it", name))
     sub = data.get("submitter")
@@ -391,6 +433,13 @@ def _check_systems(t: Target, rulesets: list[str], report: Report) -> None:
         report.findings.append(Finding(FAIL, "system-desc", f"system_desc_checker {r}: {x}", name))
 
 
+def _oversized(d: str, names: list[str]) -> list[str]:
+  """Files over the log cap stay out of package_checker's scratch copy: discover() already read every log, so they are
+  stray files (a 100 GB console dump), which our unknown-entry finding reports without copying them."""
+  paths = [(n, os.path.join(d, n)) for n in names]
+  return [n for n, p in paths if os.path.isfile(p) and os.path.getsize(p) > MAX_LOG_BYTES]
+
+
 def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset: str, werror: bool,
                      report: Report) -> None:
   org = t.org or "submitter"
@@ -409,7 +458,7 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
         target.write_text(json.dumps({"division": bd.division or "closed", "system_name": bd.system,
                                       "status": "Available on-premise"}))
         stubbed.append(bd.system)
-      shutil.copytree(bd.path, root / "results" / bd.system / bd.name)
+      shutil.copytree(bd.path, root / "results" / bd.system / bd.name, ignore=_oversized)
       params = bd.path.parent / "package_checker_params"
       if params.is_file(): shutil.copy2(params, root / "results" / bd.system / params.name)
     res = mlperf_tools.package_check(Path(tmp), org, ruleset, werror)
@@ -473,6 +522,7 @@ def check_path(path: str | Path, ruleset: str | None = None, werror: bool = Fals
     dr.files = [analyse_file(log, by_path[log.path], bd.ruleset, runs) for log in bd.logs]
     _naming_check(bd, dr)
     _seed_package_check(dr)
+    _hparam_check(bd, dr)
     _cross_checks(t, bd, dr)
     _olympic(dr)
     # the score uses the checker's verdicts without --werror, as result_summarizer does

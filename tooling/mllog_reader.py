@@ -6,13 +6,19 @@ checker would crash on or silently mis-read (binary data, non-UTF-8 text, trunca
 """
 from __future__ import annotations
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tooling.errors import UserError
+from tooling.safe_read import MAX_LOG_BYTES, read_bytes
 
 TOKEN = ":::MLLOG "
 REQUIRED_FIELDS = ("time_ms", "key", "value", "metadata")
+# what the scoring and the checkers read as text: any other JSON type (a list, a number) would be compared, hashed or
+# looked up as if it were a name, so it makes the file malformed
+STRING_KEYS = ("submission_benchmark", "submission_division", "submission_org", "submission_platform",
+               "submission_status")
 
 
 @dataclass(frozen=True)
@@ -20,7 +26,7 @@ class Event:
   key: str
   value: object
   metadata: dict
-  time_ms: float
+  time_ms: int  # a finite integer: read_log refuses anything else
   line: int    # 1-based line in the file
   index: int   # 0-based position among the MLLOG lines: what the compliance checker calls "line N"
   text: str    # the line as the checker sees it: from the last `:::MLLOG ` on, whitespace trimmed
@@ -60,15 +66,18 @@ def _split_lines(text: str) -> list[str]:
   return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
+def _time_ms(v) -> int | None:
+  """A JSON time_ms as int; None for bool, NaN, Infinity, strings, fractions (json.loads takes NaN and Infinity)."""
+  if isinstance(v, bool): return None
+  if isinstance(v, int): return v
+  if isinstance(v, float) and math.isfinite(v) and v.is_integer(): return int(v)
+  return None
+
+
 def read_log(path: str | Path, require_benchmark: bool = True) -> MLLog:
   """Parse one result log; UserError (naming file and line) on anything the checkers cannot read reliably."""
   path = Path(path)
-  if not path.exists(): raise UserError(f"{path}: no such file.")
-  if not path.is_file(): raise UserError(f"{path}: not a regular file.")
-  try:
-    data = path.read_bytes()
-  except OSError as e:
-    raise UserError(f"{path}: cannot read ({e.strerror}).") from None
+  data = read_bytes(path, MAX_LOG_BYTES, "result log")
   if b"\x00" in data:
     line = data[:data.index(b"\x00")].count(b"\n") + 1
     raise UserError(f"{path}:{line}: binary data (NUL byte), not an MLPerf result log. Point check at the text log "
@@ -94,12 +103,16 @@ def read_log(path: str | Path, require_benchmark: bool = True) -> MLLog:
       missing = [k for k in REQUIRED_FIELDS if not isinstance(obj, dict) or k not in obj]
       raise UserError(f"{path}:{lineno}: `:::MLLOG` event lacks {', '.join(missing)}; every event needs "
                       f"{', '.join(REQUIRED_FIELDS)} (mllog writes them all).")
-    try:
-      time_ms = float(obj["time_ms"])
-    except (TypeError, ValueError):
-      raise UserError(f"{path}:{lineno}: `:::MLLOG` event has time_ms {obj['time_ms']!r}, not a number.") from None
+    time_ms = _time_ms(obj["time_ms"])
+    if time_ms is None:
+      raise UserError(f"{path}:{lineno}: `:::MLLOG` event has time_ms {obj['time_ms']!r}, not a finite integer number "
+                      f"of milliseconds (mllog writes int(time.time() * 1000)); the file is malformed, so it gives no "
+                      f"time to train. Rerun or restore the original log.")
     if not isinstance(obj["key"], str):
       raise UserError(f"{path}:{lineno}: `:::MLLOG` event key {obj['key']!r} is not a string.")
+    if obj["key"] in STRING_KEYS and not isinstance(obj["value"], str):
+      raise UserError(f"{path}:{lineno}: `:::MLLOG` {obj['key']} is {obj['value']!r}, not a string; the file is "
+                      f"malformed (mllog logs it as a plain string, e.g. \"closed\"). Fix the line that logs it.")
     meta = obj["metadata"] if isinstance(obj["metadata"], dict) else {}
     log.events.append(Event(obj["key"], obj["value"], meta, time_ms, lineno, len(log.events), TOKEN + body))
   if require_benchmark:

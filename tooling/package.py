@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -48,9 +49,16 @@ from tooling import mlperf_tools, render
 from tooling.compose import render_compose
 from tooling.errors import UserError, write_atomic
 from tooling.mllog_reader import read_log
+from tooling.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines, read_bytes, require_regular
 from tooling.submission_tree import read_systems_json
 
-MAX_FILE_BYTES = 50 * 1024 * 1024     # repo_checker's limit (its "50MB" is 50 MiB)
+MAX_FILE_BYTES = 50 * MiB              # repo_checker's limit (its "50MB" is 50 MiB)
+# --verify's bounds on an archive (docs/package.md): a resnet + bert package of one system is 201 members and 1.8 MB
+# unpacked, so a package of every platform and benchmark stays far below them
+MAX_MEMBERS = 10_000
+MAX_MEMBER_BYTES = MAX_FILE_BYTES      # what the repository rules allow one file
+MAX_UNPACKED_BYTES = 256 * MiB
+MAX_SHA1_BYTES = 4096                  # one `sha1sum` line
 ENC_MAGIC = b"Salted__"               # what `openssl enc` with a password writes first
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_PASSPHRASE = 1024
@@ -183,9 +191,9 @@ def code_provenance() -> str:
 
 def run_provenance(a: L.Attempt) -> list[str]:
   """The `provenance:` lines the run printed (INIT and RUN each print one), from its raw output."""
-  if not a.output or not Path(a.output).is_file(): return []
+  if not isinstance(a.output, str) or not a.output or not Path(a.output).is_file(): return []
   lines = []
-  for raw in Path(a.output).read_bytes().replace(b"\r", b"\n").splitlines():
+  for raw in iter_lines(a.output):
     text = raw.decode("utf-8", "replace").strip()
     if text.startswith("provenance: ") and text not in lines: lines.append(text)
   return lines
@@ -282,9 +290,9 @@ def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path]
     src = sources[sel.system]
     read_systems_json(src)   # parses, or a UserError naming the line
     dst = org_dir / "systems" / src.name
-    if not dst.exists(): _write(dst, src.read_bytes())
+    if not dst.exists(): _write(dst, read_bytes(src, MAX_JSON_BYTES, "systems JSON"))
     bench = org_dir / "results" / sel.system / sel.benchmark
-    for r in sel.runs: _write(bench / r.packaged, r.source.read_bytes())
+    for r in sel.runs: _write(bench / r.packaged, read_bytes(r.source, MAX_LOG_BYTES, "result log"))
     cfg = sel.cfg
     impl = org_dir / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
     for rel in code_files(cfg.benchmark):
@@ -380,7 +388,8 @@ def write_tarball(org_dir: Path, dest: Path, mtime: int) -> None:
 def read_passphrase(path: Path | None, confirm: bool) -> bytes:
   """From the first line of a file (what `-pass file:` reads), or typed twice at a prompt. Never echoed or logged."""
   if path is not None:
-    try: data = Path(path).read_bytes()
+    try:   # a pipe is fine (--passphrase-file <(pass show x)); the read is bounded so /dev/zero is not
+      with open(path, "rb") as f: data = f.read(4 * MAX_PASSPHRASE)
     except OSError as e:
       raise UserError(f"{path}: cannot read the passphrase file ({e.strerror or e}).") from None
     pw = data.split(b"\n", 1)[0].rstrip(b"\r")
@@ -551,28 +560,56 @@ def _kind(m: tarfile.TarInfo) -> str:
   return f"type {m.type!r}"
 
 
+def shown(name: str) -> str:
+  """A member name as printed: control and format characters escaped, so a name cannot rewrite the listing."""
+  return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def _bad_char(name: str) -> str | None:
+  return next((c for c in name if unicodedata.category(c).startswith("C")), None)   # Cc, Cf (bidi), Cs, Co, Cn
+
+
 def safe_members(tar: tarfile.TarFile) -> tuple[list[Member], list[str]]:
-  """Every member checked before anything is written: regular files and directories with relative names that stay
-  inside the destination; no links, devices, FIFOs, duplicates, or files used as directories."""
-  members, problems, seen = [], [], {}
-  for m in tar.getmembers():
+  """Every member checked before anything is written: regular files and directories with printable relative names that
+  stay inside the destination; no links, devices, FIFOs, duplicates, or files used as directories; at most MAX_MEMBERS
+  members, MAX_MEMBER_BYTES each and MAX_UNPACKED_BYTES in all. Reading stops at the first bound exceeded: skipping a
+  member means decompressing it, so a tar bomb is refused from its headers, before its data is inflated."""
+  members, problems, seen, total = [], [], {}, 0
+  for i, m in enumerate(tar):   # streaming, not getmembers(): a 300,000-member archive stops at MAX_MEMBERS + 1
+    if i >= MAX_MEMBERS:
+      problems.append(f"more than {MAX_MEMBERS} members (a real submission has a few hundred); stopped reading")
+      break
+    total += max(m.size, 0)
+    if m.size > MAX_MEMBER_BYTES:
+      problems.append(f"{m.name!r}: {m.size} bytes, over the {MAX_MEMBER_BYTES // MiB} MiB a file of a "
+                      f"submission may have; stopped reading")
+      break
+    if total > MAX_UNPACKED_BYTES:
+      problems.append(f"over {MAX_UNPACKED_BYTES // MiB} MiB unpacked by member {m.name!r} (a real submission "
+                      f"is a few MB); stopped reading")
+      break
     name = m.name
-    shown = repr(name)
     kind = _kind(m)
+    bad = _bad_char(name)
+    if bad is not None:
+      problems.append(f"{name!r}: the name holds the control character {bad!r}; names in a submission are "
+                      f"printable")
+      continue
+    label = repr(name)
     if kind not in ("dir", "file"):
       target = f" -> {m.linkname!r}" if m.issym() or m.islnk() else ""
-      problems.append(f"{shown}: a {kind}{target}; a submission holds only files and directories")
+      problems.append(f"{label}: a {kind}{target}; a submission holds only files and directories")
       continue
     if not name or name.startswith("/") or re.match(r"^[A-Za-z]:", name) or "\\" in name or "\x00" in name:
-      problems.append(f"{shown}: an absolute or non-POSIX path")
+      problems.append(f"{label}: an absolute or non-POSIX path")
       continue
     parts = [p for p in PurePosixPath(name).parts if p != "."]
     if not parts or ".." in parts:
-      problems.append(f"{shown}: " + ("'..' leads out of the destination" if ".." in parts else "an empty name"))
+      problems.append(f"{label}: " + ("'..' leads out of the destination" if ".." in parts else "an empty name"))
       continue
     norm = "/".join(parts)
     if norm in seen:
-      problems.append(f"{shown}: a second member with this name (it would replace the first)")
+      problems.append(f"{label}: a second member with this name (it would replace the first)")
       continue
     seen[norm] = kind
     members.append(Member(norm, kind, m.size if kind == "file" else 0, bool(m.mode & 0o111), m))
@@ -606,15 +643,16 @@ def extract(tar: tarfile.TarFile, members: list[Member], dest: Path) -> None:
 
 def verify(args: argparse.Namespace) -> int:
   tarball: Path = args.verify
-  if not tarball.is_file():
+  if not tarball.exists() and not tarball.is_symlink():
     raise UserError(f"{tarball}: no such file; give the mlperf_submission_<ORG>.tar.gz to verify.")
+  require_regular(tarball, "submission tarball")
   default_sha = tarball.with_name(tarball.name[:-len(".tar.gz")] + ".sha1") if tarball.name.endswith(".tar.gz") \
     else tarball.with_name(tarball.name + ".sha1")
   sha_file = args.sha1 or default_sha
-  if not sha_file.is_file():
+  if not sha_file.exists() and not sha_file.is_symlink():
     raise UserError(f"{sha_file}: no sha1 file next to the tarball (pack_submission.sh writes "
                     f"mlperf_submission_<ORG>.sha1); give it with --sha1 FILE.")
-  want = sha_file.read_text(encoding="utf-8", errors="replace")
+  want = read_bytes(sha_file, MAX_SHA1_BYTES, "sha1 file").decode("utf-8", "replace")
   got = sha1_line(tarball)
   m = re.fullmatch(r"([0-9a-f]{40})  (.+)\n?", want)
   if not m:
@@ -659,7 +697,7 @@ def verify(args: argparse.Namespace) -> int:
       files = [x for x in members if x.kind == "file"]
       print(f"{len(files)} files, {len(members) - len(files)} directories, {sum(x.size for x in files)} bytes:")
       for x in members:
-        print(f"  {'d' if x.kind == 'dir' else 'f'} {x.size:>10}  {x.name}{'/' if x.kind == 'dir' else ''}")
+        print(f"  {'d' if x.kind == 'dir' else 'f'} {x.size:>10}  {shown(x.name)}{'/' if x.kind == 'dir' else ''}")
       tops = sorted({x.name.split('/')[0] for x in members})
       if problems:
         print(f"refused: {len(problems)} unsafe member(s); nothing was unpacked:", file=sys.stderr)

@@ -16,6 +16,7 @@ gap between the two lines is time the device spent waiting. The timestamps are t
 """
 from __future__ import annotations
 import argparse
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +25,11 @@ from benchmarks.common.config import available_platforms, load_config
 from tooling import ledger as L
 from tooling.errors import UserError, write_atomic
 from tooling.mllog_reader import MLLog
+from tooling.safe_read import iter_lines
 from tooling.submission_tree import BenchDir, discover
 
 MLPERF_TARGET = {"resnet": 0.759, "bert": 0.720}
-TQDM = re.compile(r"epoch (\d+)/(\d+):.*?\|\s*(\d+)/(\d+) \[[^\]]*?\b(\w+)_s=([\d.]+)")
+TQDM = re.compile(r"epoch (\d+)/(\d+):.*?\|\s*(\d+)/(\d+) \[[^\]]*?\b(\w+)_s=(\d+(?:\.\d*)?)")
 
 
 @dataclass
@@ -74,26 +76,31 @@ def accuracy_series(log: MLLog) -> list[tuple[float, float]]:
   out = []
   for e in log.all("eval_accuracy"):
     x = e.metadata.get("epoch_num", e.metadata.get("samples_count"))
-    if isinstance(x, (int, float)) and isinstance(e.value, (int, float)): out.append((float(x), float(e.value)))
+    if _num(x) and _num(e.value): out.append((float(x), float(e.value)))
   return out
+
+
+def _num(x) -> bool:
+  """A plottable JSON number: not a bool, a list, a string, NaN or Infinity (a log's values are untrusted)."""
+  return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def throughput_series(log: MLLog, benchmark: str) -> list[tuple[float, float]]:
   """(epoch, samples/s) per epoch from epoch_start/epoch_stop for ResNet; (samples, samples/s) between evals for BERT."""
   if benchmark == "resnet":
     n = log.value("train_samples")
-    if not isinstance(n, (int, float)) or n <= 0: return []
-    starts = {e.metadata.get("epoch_num"): e.time_ms for e in log.all("epoch_start")}
+    if not _num(n) or n <= 0: return []
+    starts = {e.metadata["epoch_num"]: e.time_ms for e in log.all("epoch_start") if _num(e.metadata.get("epoch_num"))}
     out = []
     for e in log.all("epoch_stop"):
       k = e.metadata.get("epoch_num")
-      if k in starts and e.time_ms > starts[k]: out.append((float(k), n / ((e.time_ms - starts[k]) / 1000)))
+      if _num(k) and k in starts and e.time_ms > starts[k]: out.append((float(k), n / ((e.time_ms - starts[k]) / 1000)))
     return out
   start = log.first("run_start")
   prev_x, prev_t, out = 0.0, start.time_ms if start else None, []
   for e in log.all("eval_accuracy"):
     x = e.metadata.get("epoch_num")
-    if not isinstance(x, (int, float)) or prev_t is None: continue
+    if not _num(x) or prev_t is None: continue
     if x > prev_x and e.time_ms > prev_t: out.append((float(x), (x - prev_x) / ((e.time_ms - prev_t) / 1000)))
     prev_x, prev_t = float(x), e.time_ms
   return out
@@ -102,7 +109,7 @@ def throughput_series(log: MLLog, benchmark: str) -> list[tuple[float, float]]:
 def read_output(path: Path) -> tuple[list[str], list[tuple[float, float]], str]:
   """From a run's raw console output: its provenance lines and tqdm's rate postfix at (epoch - 1 + step/steps)."""
   prov, rate, unit = [], [], ""
-  for raw in path.read_bytes().replace(b"\r", b"\n").splitlines():
+  for raw in iter_lines(path):
     line = raw.decode("utf-8", "replace").strip()
     if line.startswith("provenance: "):
       if line not in prov: prov.append(line)

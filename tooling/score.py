@@ -16,7 +16,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tooling.errors import UserError
 from tooling.mllog_reader import MLLog
 from tooling import mlperf_tools
 from tooling.submission_tree import BenchDir, discover
@@ -44,16 +43,6 @@ def olympic_mean(minutes: list[float], dropped: int, max_dropped: int = 1) -> fl
   s = sorted(minutes)
   keep = s[max_dropped:len(s) - (max_dropped - dropped)]
   return sum(keep) / len(keep) if keep else None
-
-
-def read_scaling(bench_dir: Path) -> float:
-  p = Path(bench_dir) / "scaling.json"
-  if not p.is_file(): return 1.0
-  try:
-    return float(json.loads(p.read_text())["scaling_factor"])
-  except (ValueError, KeyError, TypeError) as e:
-    raise UserError(f"{p}: not a scaling.json with a numeric scaling_factor ({e}); package_checker writes "
-                    f'{{"scaling_factor": <float>}}.') from None
 
 
 @dataclass
@@ -104,7 +93,7 @@ def score_bench_dir(bd: BenchDir, compliance: dict[Path, mlperf_tools.Compliance
     else:
       out.runs.append(RunScore(log.path.name, m, True, True)); minutes.append(m); continue
     out.dropped += 1
-  out.scaling_factor = read_scaling(bd.path)
+  out.scaling_factor = bd.scaling
   limit = max_dropped_runs(bd.benchmark)
   if out.dropped > limit:
     out.reason = (f"no score: {out.dropped} of {len(logs)} runs dropped (non-compliant or not finished); olympic "

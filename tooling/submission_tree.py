@@ -3,6 +3,7 @@ or a submitter directory <org>/{systems,benchmarks,results}. Reads every log and
 (UserError, exit 2) before any checker runs."""
 from __future__ import annotations
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from benchmarks.common.config import RULESETS
 from tooling.errors import UserError
 from tooling.mllog_reader import TOKEN, MLLog, read_log
 from tooling import mlperf_tools
+from tooling.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, kind_of, list_dir, os_error, read_bytes, read_text
 
 RESULT_NAME = re.compile(r"^result_(0|[1-9][0-9]*)\.txt$")   # what a package needs: result_0.txt ... result_<N-1>.txt
 RESULT_GLOB = re.compile(r"^result_.*\.txt$")                 # what package_checker and result_summarizer read
@@ -29,6 +31,7 @@ class BenchDir:
   benchmark: str = ""                # from the logs' submission_benchmark
   division: str = ""                 # from the first log's submission_division
   ruleset: str = ""
+  scaling: float = 1.0               # scaling.json's scaling_factor (1.0 without one), read before any checker runs
 
   @property
   def rel(self) -> str: return f"results/{self.system}/{self.name}"
@@ -50,10 +53,7 @@ class Target:
 
 
 def read_systems_json(path: Path) -> dict:
-  try:
-    text = path.read_text(encoding="utf-8")
-  except UnicodeDecodeError:
-    raise UserError(f"{path}: not UTF-8 text; a systems JSON must be a UTF-8 JSON object.") from None
+  text = read_text(path, MAX_JSON_BYTES, "systems JSON")
   try:
     data = json.loads(text)
   except json.JSONDecodeError as e:
@@ -64,27 +64,69 @@ def read_systems_json(path: Path) -> dict:
   return data
 
 
+def read_scaling(bench_dir: Path) -> float:
+  """results/<system>/<benchmark>/scaling.json's factor (1.0 without the file), which multiplies the score."""
+  p = Path(bench_dir) / "scaling.json"
+  if not p.exists() and not p.is_symlink(): return 1.0
+  text = read_text(p, MAX_JSON_BYTES, "scaling.json")
+  try:
+    v = json.loads(text)["scaling_factor"]
+  except (ValueError, KeyError, TypeError):
+    v = None
+  # bool is an int and float() takes "NaN", "inf" and "1e9": only a finite positive JSON number scales a score
+  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+    raise UserError(f"{p}: not a scaling.json with a finite positive numeric scaling_factor (got {v!r}); "
+                    f'package_checker writes {{"scaling_factor": <float>}}. Delete it and rerun the check.')
+  return float(v)
+
+
 def _is_log_candidate(p: Path) -> bool:
   return p.suffix in LOG_SUFFIXES   # result_<i>.txt and misnamed logs (result0.txt, bert_green_<seed>.log)
 
 
+def _entry_kind(p: Path) -> str:
+  """What an entry is, a link to a file followed; UserError for what no reader may open (FIFOs, devices, sockets,
+  loops) and for a link to a directory (copying it for package_checker would follow it, in a loop if it points up)."""
+  try:
+    st = p.stat()
+  except OSError as e:
+    raise os_error(p, e) from None
+  kind = kind_of(st.st_mode)
+  if kind == "directory" and p.is_symlink():
+    raise UserError(f"{p}: a symbolic link to a directory in a results directory; replace it with the directory's "
+                    f"files (a submission holds no links).")
+  if kind not in ("regular file", "directory"):
+    raise UserError(f"{p}: a {kind} in a results directory, which holds only regular files (result_<i>.txt, "
+                    f"scaling.json, ...) and directories; remove it.")
+  return kind
+
+
+def _check_tree_entries(d: Path) -> None:
+  """Every entry below an auxiliary directory (power/) is a file or directory: package_checker copies them."""
+  for p in list_dir(d):
+    if _entry_kind(p) == "directory": _check_tree_entries(p)
+
+
 def _read_bench_dir(d: Path, system: str) -> BenchDir:
-  entries = sorted(d.iterdir())
+  entries = list_dir(d)
   if not entries:
     raise UserError(f"{d}: empty directory; a results/<system>/<benchmark> directory holds the runs' result_<i>.txt "
                     f"files. Remove it or add the logs.")
   logs, other = [], []
   for p in entries:
-    if p.is_dir():
+    if _entry_kind(p) == "directory":
+      _check_tree_entries(p)
       if p.name not in AUX_DIRS: other.append(p)
       continue
     if p.name in AUX_FILES: continue
-    if RESULT_GLOB.match(p.name) or (_is_log_candidate(p) and TOKEN.encode() in p.read_bytes()):
+    if RESULT_GLOB.match(p.name) or (_is_log_candidate(p) and p.stat().st_size <= MAX_LOG_BYTES
+                                     and TOKEN.encode() in read_bytes(p, MAX_LOG_BYTES)):
       logs.append(read_log(p))     # strict: a broken result log is bad input, not an unknown file
     else: other.append(p)          # console logs, notes: package_checker warns about them, so do we
   if not logs:
     raise UserError(f"{d}: no result logs (result_<i>.txt) in this directory, only {', '.join(p.name for p in entries)}.")
   bd = BenchDir(d, system, d.name, logs, other)
+  bd.scaling = read_scaling(d)
   first = logs[0]
   for log in logs[1:]:
     if log.benchmark != first.benchmark:
@@ -112,6 +154,12 @@ def choose_ruleset(benchmark: str, division: str, override: str | None, where: s
   return ok[-1]
 
 
+def _stat_error(path: Path) -> OSError:
+  try: path.stat()
+  except OSError as e: return e
+  return OSError(f"{path}: not found")
+
+
 def _find_org_dir(results_dir: Path) -> Path | None:
   # results/<system>/<benchmark> inside <org>/: the org is three levels up, next to systems/
   if results_dir.parent.parent.name == "results":
@@ -131,6 +179,15 @@ def _load_systems(target: Target, stems: set[str] | None = None) -> None:
 
 def discover(path: str | Path, ruleset: str | None = None) -> Target:
   path = Path(path)
+  try:
+    return _discover(path, ruleset)
+  except OSError as e:   # a directory that cannot be listed or searched, a file that vanished: bad input, named
+    raise os_error(e.filename or path, e) from None
+
+
+def _discover(path: Path, ruleset: str | None) -> Target:
+  if not path.exists() and path.is_symlink():
+    raise os_error(path, _stat_error(path))
   if not path.exists():
     raise UserError(f"{path}: no such file or directory. Give a result log, a results/<system>/<benchmark> directory "
                     f"or a submitter directory (<org>/{{systems,benchmarks,results}}).")
@@ -140,18 +197,19 @@ def discover(path: str | Path, ruleset: str | None = None) -> Target:
     t.file_ruleset = choose_ruleset(log.benchmark, log.division or "", ruleset, str(path))
     return t
   if not path.is_dir():
-    raise UserError(f"{path}: neither a regular file nor a directory.")
-  if not any(path.iterdir()):
+    raise UserError(f"{path}: a {kind_of(path.stat().st_mode)}, neither a regular file nor a directory; give a result "
+                    f"log or a directory.")
+  if not list_dir(path):
     raise UserError(f"{path}: empty directory; nothing to check.")
   if (path / "results").is_dir():
     t = Target("submission", path, org_dir=path)
-    for sysdir in sorted(p for p in (path / "results").iterdir() if p.is_dir()):
-      for bdir in sorted(p for p in sysdir.iterdir() if p.is_dir()):
+    for sysdir in (p for p in list_dir(path / "results") if p.is_dir()):
+      for bdir in (p for p in list_dir(sysdir) if p.is_dir()):
         t.bench_dirs.append(_read_bench_dir(bdir, sysdir.name))
     if not t.bench_dirs:
       raise UserError(f"{path}/results: no results/<system>/<benchmark> directories; nothing to check.")
     _load_systems(t)
-  elif any(p.is_file() for p in path.iterdir()):
+  elif any(not p.is_dir() for p in list_dir(path)):
     t = Target("results", path, org_dir=_find_org_dir(path))
     t.bench_dirs.append(_read_bench_dir(path, path.parent.name))
     if t.org_dir: _load_systems(t, {path.parent.name})

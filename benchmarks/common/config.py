@@ -10,7 +10,9 @@ scripts and docs are generated from, or checked against, the same values the tra
 """
 from __future__ import annotations
 import difflib
+import math
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,7 @@ class Knob:
   doc: str
   required: bool = True
   choices: tuple = ()
+  range: str = ""   # numeric knobs: the allowed interval, e.g. "[1,)" (>= 1) or "(0,1]"; NaN and infinities never pass
 
 
 # Facts about the submission (lower-case, never overridden by the environment).
@@ -56,71 +59,77 @@ META = {
 # Knobs shared by both benchmarks: device, precision and the tinygrad kernel search.
 COMMON = {
   "DEV": Knob(str, "tinygrad device backend", choices=("NV", "AMD", "CUDA", "CPU", "NULL")),
-  "GPUS": Knob(int, "devices the batch is sharded over"),
+  "GPUS": Knob(int, "devices the batch is sharded over", range="[1,)"),
   "DEFAULT_FLOAT": Knob(str, "compute dtype (HALF = fp16 with fp32 master weights)", choices=("HALF", "FLOAT")),
-  "TRAIN_BEAM": Knob(int, "BEAM width for train kernels (0 = no search)"),
-  "EVAL_BEAM": Knob(int, "BEAM width for eval kernels"),
-  "IGNORE_JIT_FIRST_BEAM": Knob(int, "run the first, uncaptured JIT call without BEAM", required=False),
-  "BEAM_UOPS_MAX": Knob(int, "reject BEAM candidates with more uops", required=False),
-  "BEAM_UPCAST_MAX": Knob(int, "BEAM upcast limit", required=False),
-  "BEAM_LOCAL_MAX": Knob(int, "BEAM local-size limit", required=False),
-  "BEAM_MIN_PROGRESS": Knob(float, "stop searching when a step improves less than this many us", required=False),
-  "BEAM_PADTO": Knob(int, "add PADTO actions to the search when non-zero", required=False),
-  "HCQDEV_WAIT_TIMEOUT_MS": Knob(int, "HCQ signal wait timeout", required=False),
-  "NUM_WORKERS": Knob(int, "data-loader worker processes (0 = one per available core)"),
-  "SEED_BITS": Knob(int, "width of the random seed drawn per run (31 avoids $RANDOM-sized collisions)", required=False),
+  "TRAIN_BEAM": Knob(int, "BEAM width for train kernels (0 = no search)", range="[0,)"),
+  "EVAL_BEAM": Knob(int, "BEAM width for eval kernels", range="[0,)"),
+  "IGNORE_JIT_FIRST_BEAM": Knob(int, "run the first, uncaptured JIT call without BEAM", required=False, range="[0,1]"),
+  "BEAM_UOPS_MAX": Knob(int, "reject BEAM candidates with more uops", required=False, range="[1,)"),
+  "BEAM_UPCAST_MAX": Knob(int, "BEAM upcast limit", required=False, range="[1,)"),
+  "BEAM_LOCAL_MAX": Knob(int, "BEAM local-size limit", required=False, range="[1,)"),
+  "BEAM_MIN_PROGRESS": Knob(float, "stop searching when a step improves less than this many us", required=False,
+                            range="[0,)"),
+  "BEAM_PADTO": Knob(int, "add PADTO actions to the search when non-zero", required=False, range="[0,)"),
+  "HCQDEV_WAIT_TIMEOUT_MS": Knob(int, "HCQ signal wait timeout", required=False, range="[1,)"),
+  "NUM_WORKERS": Knob(int, "data-loader worker processes (0 = one per available core)", range="[0,)"),
+  # 16..32: narrower seeds collide ($RANDOM is 15 bits), and tinygrad keeps its seed as a uint32
+  "SEED_BITS": Knob(int, "width of the random seed drawn per run (31 avoids $RANDOM-sized collisions)", required=False,
+                    range="[16,32]"),
 }
 
 RESNET = {
-  "BS": Knob(int, "global train batch size"),
-  "EVAL_BS": Knob(int, "global eval batch size"),
-  "LR": Knob(float, "LARS peak learning rate"),
-  "WARMUP_EPOCHS": Knob(int, "linear warm-up length in epochs"),
-  "EPOCHS": Knob(int, "schedule length in epochs (training stops earlier at the target)"),
-  "END_LR": Knob(float, "final learning rate of the polynomial decay"),
-  "DECAY": Knob(float, "LARS weight decay (1e-4 * 2^N for closed)"),
-  "MOMENTUM": Knob(float, "LARS and SGD momentum"),
-  "LABEL_SMOOTHING": Knob(float, "label smoothing (0 or 0.1 in closed)"),
-  "LOSS_SCALER": Knob(float, "static loss scale (256 for fp16)"),
-  "TARGET": Knob(float, "top-1 accuracy that stops the run"),
-  "EVAL_START_EPOCH": Knob(int, "eval offset: evals after epochs where (epoch - offset) % EVAL_FREQ == 0"),
-  "EVAL_FREQ": Knob(int, "eval every N epochs"),
-  "EVAL_EVERY_EPOCH_FROM": Knob(int, "from this epoch on, eval after every epoch"),
-  "SYNCBN": Knob(int, "1 = BatchNorm statistics synced across devices, 0 = per device"),
-  "IMAGE_SIZE": Knob(int, "train/eval crop size (224 for closed)"),
-  "NUM_CLASSES": Knob(int, "classifier width (1000 for closed)"),
-  "RESNET_WIDTH": Knob(int, "stem/first-stage width (64 = ResNet-50)"),
+  "BS": Knob(int, "global train batch size", range="[1,)"),
+  "EVAL_BS": Knob(int, "global eval batch size", range="[1,)"),
+  "LR": Knob(float, "LARS peak learning rate", range="(0,)"),
+  "WARMUP_EPOCHS": Knob(int, "linear warm-up length in epochs", range="[0,)"),
+  "EPOCHS": Knob(int, "schedule length in epochs (training stops earlier at the target)", range="[1,)"),
+  "END_LR": Knob(float, "final learning rate of the polynomial decay", range="[0,)"),
+  "DECAY": Knob(float, "LARS weight decay (1e-4 * 2^N for closed)", range="[0,)"),
+  "MOMENTUM": Knob(float, "LARS and SGD momentum", range="[0,1)"),
+  "LABEL_SMOOTHING": Knob(float, "label smoothing (0 or 0.1 in closed)", range="[0,1)"),
+  "LOSS_SCALER": Knob(float, "static loss scale (256 for fp16)", range="(0,)"),
+  "TARGET": Knob(float, "top-1 accuracy that stops the run", range="(0,1]"),
+  "EVAL_START_EPOCH": Knob(int, "eval offset: evals after epochs where (epoch - offset) % EVAL_FREQ == 0",
+                           range="[0,)"),
+  "EVAL_FREQ": Knob(int, "eval every N epochs", range="[1,)"),
+  "EVAL_EVERY_EPOCH_FROM": Knob(int, "from this epoch on, eval after every epoch", range="[0,)"),
+  "SYNCBN": Knob(int, "1 = BatchNorm statistics synced across devices, 0 = per device", range="[0,1]"),
+  "IMAGE_SIZE": Knob(int, "train/eval crop size (224 for closed)", range="[1,)"),
+  "NUM_CLASSES": Knob(int, "classifier width (1000 for closed)", range="[2,)"),
+  "RESNET_WIDTH": Knob(int, "stem/first-stage width (64 = ResNet-50)", range="[1,)"),
   "RESNET_LAYERS": Knob(str, "bottleneck blocks per stage, comma separated (3,4,6,3 = ResNet-50)"),
-  "SHM_RING_BATCHES": Knob(int, "batches held in the shared-memory ring per loader"),
+  "SHM_RING_BATCHES": Knob(int, "batches held in the shared-memory ring per loader", range="[2,)"),
   "FEED_IMG_S_PER_GPU": Knob(float, "train img/s one GPU consumes at the speed expected on this platform (the "
-                                    "loader must feed GPUS times this; source in the config's comment)"),
+                                    "loader must feed GPUS times this; source in the config's comment)", range="(0,)"),
   "LOADER_IMG_S_PER_CORE": Knob(float, "train img/s one CPU core of the loader delivers (benchmarks.resnet."
-                                       "bench_decode); sets the cores the platform needs (benchmarks/common/feeding.py)"),
+                                       "bench_decode); sets the cores the platform needs (benchmarks/common/feeding.py)",
+                                 range="(0,)"),
 }
 
 BERT = {
-  "BS": Knob(int, "global train batch size"),
-  "EVAL_BS": Knob(int, "global eval batch size"),
-  "LR": Knob(float, "LAMB peak learning rate"),
-  "BETA1": Knob(float, "LAMB beta1"),
-  "BETA2": Knob(float, "LAMB beta2"),
-  "EPSILON": Knob(float, "LAMB epsilon"),
-  "DECAY": Knob(float, "LAMB weight decay (LayerNorm and biases excluded)"),
-  "POLY_POWER": Knob(float, "LR decay power"),
-  "WARMUP_STEPS": Knob(int, "linear warm-up steps"),
-  "TRAIN_STEPS": Knob(int, "schedule length in steps"),
-  "LOSS_SCALER": Knob(float, "static loss scale (2048 for fp16)"),
-  "CLIP_NORM": Knob(float, "global gradient-norm clip"),
-  "TARGET": Knob(float, "masked-LM accuracy that stops the run"),
-  "EVAL_SAMPLES": Knob(int, "eval set size (10000 for closed)"),
-  "EVAL_STEP_FREQ": Knob(int, "eval every N steps; 0 = the MLPerf formula floor(0.05*(230.23*BS+3e6), 25000)/BS"),
-  "MAX_SEQ_LEN": Knob(int, "sequence length (512 for closed)"),
-  "MAX_PREDICTIONS": Knob(int, "masked positions per sequence (76 for closed)"),
-  "BERT_LAYERS": Knob(int, "encoder layers (24 = BERT-large)"),
-  "BERT_HIDDEN": Knob(int, "hidden size (1024 = BERT-large)"),
-  "BERT_HEADS": Knob(int, "attention heads (16 = BERT-large)"),
-  "BERT_INTERMEDIATE": Knob(int, "feed-forward width (4096 = BERT-large)"),
-  "INIT_BERT_LAYERS": Knob(int, "encoder layers the INIT phase compiles (kernels repeat per layer)"),
+  "BS": Knob(int, "global train batch size", range="[1,)"),
+  "EVAL_BS": Knob(int, "global eval batch size", range="[1,)"),
+  "LR": Knob(float, "LAMB peak learning rate", range="(0,)"),
+  "BETA1": Knob(float, "LAMB beta1", range="[0,1)"),
+  "BETA2": Knob(float, "LAMB beta2", range="[0,1)"),
+  "EPSILON": Knob(float, "LAMB epsilon", range="(0,)"),
+  "DECAY": Knob(float, "LAMB weight decay (LayerNorm and biases excluded)", range="[0,)"),
+  "POLY_POWER": Knob(float, "LR decay power", range="(0,)"),
+  "WARMUP_STEPS": Knob(int, "linear warm-up steps", range="[0,)"),
+  "TRAIN_STEPS": Knob(int, "schedule length in steps", range="[1,)"),
+  "LOSS_SCALER": Knob(float, "static loss scale (2048 for fp16)", range="(0,)"),
+  "CLIP_NORM": Knob(float, "global gradient-norm clip", range="(0,)"),
+  "TARGET": Knob(float, "masked-LM accuracy that stops the run", range="(0,1]"),
+  "EVAL_SAMPLES": Knob(int, "eval set size (10000 for closed)", range="[1,)"),
+  "EVAL_STEP_FREQ": Knob(int, "eval every N steps; 0 = the MLPerf formula floor(0.05*(230.23*BS+3e6), 25000)/BS",
+                         range="[0,)"),
+  "MAX_SEQ_LEN": Knob(int, "sequence length (512 for closed)", range="[1,)"),
+  "MAX_PREDICTIONS": Knob(int, "masked positions per sequence (76 for closed)", range="[1,)"),
+  "BERT_LAYERS": Knob(int, "encoder layers (24 = BERT-large)", range="[1,)"),
+  "BERT_HIDDEN": Knob(int, "hidden size (1024 = BERT-large)", range="[1,)"),
+  "BERT_HEADS": Knob(int, "attention heads (16 = BERT-large)", range="[1,)"),
+  "BERT_INTERMEDIATE": Knob(int, "feed-forward width (4096 = BERT-large)", range="[1,)"),
+  "INIT_BERT_LAYERS": Knob(int, "encoder layers the INIT phase compiles (kernels repeat per layer)", range="[1,)"),
   "INIT_CHECKPOINT": Knob(int, "1 = RUN starts from the MLPerf phase-1 checkpoint (DATA/bert-large.safetensors, made by "
                               "prep checkpoint), 0 = from random init (toy runs)", choices=(0, 1)),
   "SUM_DTYPE": Knob(str, "reduction accumulation dtype", required=False, choices=("HALF", "FLOAT")),
@@ -129,7 +138,7 @@ BERT = {
                            "(benchmarks/bert/model.py Embedding)", required=False, choices=(0, 1)),
   "DROPOUT": Knob(float, "hidden and attention dropout probability (default BERT_DROPOUT, BERT-large's and the closed "
                          "reference's; a closed RUN refuses any other value; `tinyperf bench --dropout 0` measures its cost)",
-                  required=False),
+                  required=False, range="[0,1)"),
 }
 
 SCHEMA = {"resnet": {**COMMON, **RESNET}, "bert": {**COMMON, **BERT}}
@@ -185,7 +194,19 @@ def _coerce(value, knob: Knob, key: str, where: str):
     raise ConfigError(f"{where}: {key} must be {t.__name__} ({knob.doc}), got {value!r}. Fix the value and rerun.")
   if knob.choices and value not in knob.choices:
     raise ConfigError(f"{where}: {key} is {value!r}; allowed: {', '.join(map(str, knob.choices))}.")
+  if t in (int, float) and not _in_range(value, knob.range):
+    raise ConfigError(f"{where}: {key}={value!r} is out of range: it must be in {knob.range or '(-inf, inf)'} "
+                      f"({knob.doc}). Fix the value and rerun; nothing was run or written.")
   return value
+
+
+def _in_range(v: float, rng: str) -> bool:
+  if not math.isfinite(v): return False
+  if not rng: return True
+  lo, hi = (x.strip() for x in rng[1:-1].split(","))
+  if lo and (v < float(lo) or (rng[0] == "(" and v == float(lo))): return False
+  if hi and (v > float(hi) or (rng[-1] == ")" and v == float(hi))): return False
+  return True
 
 
 def load_config(benchmark: str, platform: str, environ: dict | None = None, path: Path | None = None) -> PlatformConfig:
@@ -222,7 +243,9 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
     raise ConfigError(f"{path}: platform is {meta['platform']!r} but the directory is {path.parent.name!r}.")
   if meta["division"] == "closed" and meta["ruleset"] != RULESETS[benchmark]:
     raise ConfigError(f"{path}: ruleset {meta['ruleset']} does not accept closed {benchmark}; use {RULESETS[benchmark]}.")
-  environ = os.environ if environ is None else environ
+  if environ is None:
+    environ = os.environ
+    _warn_misspelt(environ, schema)
   overridden = {}
   for key, knob in schema.items():
     if key in environ and environ[key] != "":
@@ -233,17 +256,51 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
   return PlatformConfig(benchmark, meta["platform"], path, meta, knobs, overridden)
 
 
+ALL_KNOBS = set().union(*SCHEMA.values())
+_warned: set[str] = set()
+
+
+def misspelt_knobs(environ, schema: dict) -> dict[str, str]:
+  """Environment variables that look like a typo of a knob: {name: knob}. Upper-case names that are no benchmark's
+  knob and are close to one (difflib ratio >= 0.85, none of tinygrad's own variables is); a name without an underscore
+  only against knobs of its length (a swapped letter), so tinygrad's device switches (GPU=1 beside GPUS) never
+  match."""
+  out = {}
+  for name in environ:
+    if name in ALL_KNOBS or not name.isupper(): continue
+    cands = [k for k in schema if "_" in name or len(k) == len(name)]
+    close = difflib.get_close_matches(name, cands, n=1, cutoff=0.85)
+    if close: out[name] = close[0]
+  return out
+
+
+def _warn_misspelt(environ, schema: dict) -> None:
+  for name, knob in misspelt_knobs(environ, schema).items():
+    if name in _warned: continue
+    _warned.add(name)
+    print(f"warning: environment variable {name} is not a knob and is ignored; did you mean {knob}? "
+          f"(knobs: benchmarks/common/config.py)", file=sys.stderr)
+
+
 def _check_consistency(path: Path, benchmark: str, k: dict):
   for bs in ("BS", "EVAL_BS"):
     if k[bs] % k["GPUS"]:
       raise ConfigError(f"{path}: {bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
   if benchmark == "resnet":
-    for key in ("FEED_IMG_S_PER_GPU", "LOADER_IMG_S_PER_CORE"):
-      if k[key] <= 0: raise ConfigError(f"{path}: {key}={k[key]} must be positive (img/s).")
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []
     if len(layers) != 4 or min(layers) < 1:
       raise ConfigError(f"{path}: RESNET_LAYERS={k['RESNET_LAYERS']!r} must be four positive integers, e.g. 3,4,6,3.")
+  if benchmark == "bert":
+    if k["BERT_HIDDEN"] % k["BERT_HEADS"]:
+      raise ConfigError(f"{path}: BERT_HIDDEN={k['BERT_HIDDEN']} is not divisible by BERT_HEADS={k['BERT_HEADS']}; "
+                        f"every attention head gets hidden/heads features.")
+    if k["MAX_PREDICTIONS"] > k["MAX_SEQ_LEN"]:
+      raise ConfigError(f"{path}: MAX_PREDICTIONS={k['MAX_PREDICTIONS']} exceeds MAX_SEQ_LEN={k['MAX_SEQ_LEN']}; a "
+                        f"sequence cannot mask more positions than it has.")
+    if k["INIT_BERT_LAYERS"] > k["BERT_LAYERS"]:
+      raise ConfigError(f"{path}: INIT_BERT_LAYERS={k['INIT_BERT_LAYERS']} exceeds BERT_LAYERS={k['BERT_LAYERS']}; "
+                        f"INIT compiles a subset of the model's layers.")
 
 
 def available_platforms(benchmark: str) -> list[str]:

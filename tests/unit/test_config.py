@@ -1,5 +1,7 @@
 """Platform configs: validation, env overrides, and the files rendered from them."""
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -108,3 +110,86 @@ def test_rendered_scripts_are_executable_bash():
         f = config_path(b, p).parent / name
         assert subprocess.run(["bash", "-n", str(f)]).returncode == 0, f
         assert f.stat().st_mode & 0o111, f"{f} is not executable"
+
+
+# --- attacks on the knobs: every out-of-range value is refused at load, before anything runs or is written ----------
+
+@pytest.mark.parametrize("bm,env,knob", [
+  ("resnet", {"BS": "-1"}, "BS"), ("resnet", {"BS": "0"}, "BS"), ("resnet", {"EVAL_BS": "-64"}, "EVAL_BS"),
+  ("resnet", {"GPUS": "0"}, "GPUS"), ("resnet", {"SEED_BITS": "-1"}, "SEED_BITS"),
+  ("resnet", {"SEED_BITS": "0"}, "SEED_BITS"), ("resnet", {"SEED_BITS": "64"}, "SEED_BITS"),
+  ("resnet", {"LR": "nan"}, "LR"), ("resnet", {"LR": "inf"}, "LR"), ("resnet", {"LR": "0"}, "LR"),
+  ("resnet", {"MOMENTUM": "1"}, "MOMENTUM"), ("resnet", {"TARGET": "1.5"}, "TARGET"),
+  ("resnet", {"EPOCHS": "0"}, "EPOCHS"), ("resnet", {"EVAL_FREQ": "0"}, "EVAL_FREQ"),
+  ("resnet", {"NUM_WORKERS": "-2"}, "NUM_WORKERS"), ("resnet", {"TRAIN_BEAM": "-1"}, "TRAIN_BEAM"),
+  ("resnet", {"SHM_RING_BATCHES": "1"}, "SHM_RING_BATCHES"),
+  ("bert", {"BS": "0"}, "BS"), ("bert", {"DROPOUT": "1"}, "DROPOUT"), ("bert", {"BETA2": "-0.1"}, "BETA2"),
+  ("bert", {"EPSILON": "0"}, "EPSILON"), ("bert", {"TRAIN_STEPS": "0"}, "TRAIN_STEPS"),
+  ("bert", {"CLIP_NORM": "-inf"}, "CLIP_NORM"),
+])
+def test_out_of_range_knob_is_refused(bm, env, knob):
+  with pytest.raises(ConfigError, match=f"{knob}=.* is out of range: it must be in ") as e:
+    load_config(bm, "tinybox_green", environ=env)
+  assert f"environment variable {knob}" in str(e.value)
+
+
+@pytest.mark.parametrize("mutate,msg", [
+  (lambda r: r.update(GPUS=0), "GPUS=0 is out of range"),              # once a ZeroDivisionError in BS % GPUS
+  (lambda r: r.update(LR=float("nan")), "LR=nan is out of range"),
+  (lambda r: r.update(IMAGE_SIZE=-224), "IMAGE_SIZE=-224 is out of range"),
+])
+def test_out_of_range_in_the_file_names_it(tmp_path, mutate, msg):
+  path = _write(tmp_path, mutate)
+  with pytest.raises(ConfigError, match=msg) as e: load_config("resnet", "tinybox_green", environ={}, path=path)
+  assert str(path) in str(e.value)
+
+
+def test_every_numeric_knob_has_a_range():
+  for bm, schema in SCHEMA.items():
+    for key, knob in schema.items():
+      if knob.type in (int, float): assert knob.range or knob.choices, f"{bm} {key} has no range"
+
+
+@pytest.mark.parametrize("env,msg", [({"BERT_HEADS": "3"}, "not divisible by BERT_HEADS=3"),
+                                     ({"MAX_PREDICTIONS": "600"}, "exceeds MAX_SEQ_LEN"),
+                                     ({"INIT_BERT_LAYERS": "30"}, "exceeds BERT_LAYERS")])
+def test_bert_shapes_must_agree(env, msg):
+  with pytest.raises(ConfigError, match=msg): load_config("bert", "tinybox_green", environ=env)
+
+
+def test_out_of_range_knob_stops_run_before_anything_is_written(capsys, tmp_path, monkeypatch):
+  from tooling.cli import main as cli
+  monkeypatch.setenv("BS", "0")
+  code = cli(["run", "resnet", "--platform", "cpu_smoke", "--data", str(tmp_path / "data"), "--results",
+              str(tmp_path / "out"), "--no-container"])
+  err = capsys.readouterr().err
+  assert code == 2 and "BS=0 is out of range" in err and "Traceback" not in err
+  assert not (tmp_path / "out").exists()
+
+
+def test_misspelt_knob_in_the_environment_warns(monkeypatch, capsys):
+  import benchmarks.common.config as C
+  monkeypatch.setattr(C, "_warned", set())
+  monkeypatch.setenv("TRAIN_BAEM", "2")
+  monkeypatch.setenv("EVAL_BSS", "64")
+  load_config("resnet", "tinybox_green")
+  err = capsys.readouterr().err
+  assert "TRAIN_BAEM is not a knob and is ignored; did you mean TRAIN_BEAM?" in err
+  assert "EVAL_BSS is not a knob and is ignored; did you mean EVAL_BS?" in err
+
+
+def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
+  import benchmarks.common.config as C
+  monkeypatch.setattr(C, "_warned", set())
+  ordinary = ["PATH", "HOME", "BEAM", "DEBUG", "JIT", "GPU", "CUDA", "NV", "AMD", "CUDA_VISIBLE_DEVICES",
+              "HIP_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PYTHONPATH", "NCCL_DEBUG", "SLURM_JOB_ID", "BEAM_DEBUG",
+              "BEAM_TIMEOUT_SEC", "CACHEDB", "CACHELEVEL", "SEED", "DATADIR", "LRU", "WARMUP_STEPS", "EVAL_STEP_FREQ"]
+  for name in ordinary: monkeypatch.setenv(name, os.environ.get(name, "1"))
+  for bm in BENCHMARKS: load_config(bm, "tinybox_green")
+  assert "did you mean" not in capsys.readouterr().err
+  # and none of tinygrad's own variables looks like a knob
+  import re, tinygrad
+  src = "\n".join(p.read_text() for p in Path(tinygrad.__file__).parent.rglob("*.py"))
+  names = set(re.findall(r'(?:getenv|ContextVar)\("([A-Z][A-Z0-9_]+)"', src))
+  assert len(names) > 50
+  for bm in BENCHMARKS: assert not C.misspelt_knobs(names, SCHEMA[bm]), bm

@@ -110,7 +110,8 @@ def test_every_resnet_config_states_its_budget():
 def test_bad_budget_values(tmp_path):
   raw = yaml.safe_load(config_path("resnet", "tinybox_green").read_text())
   d = tmp_path / "tinybox_green"; d.mkdir()
-  for key, val, msg in (("FEED_IMG_S_PER_GPU", 0, "must be positive"), ("LOADER_IMG_S_PER_CORE", "fast", "must be float")):
+  for key, val, msg in (("FEED_IMG_S_PER_GPU", 0, "out of range: it must be in \\(0,\\)"),
+                        ("LOADER_IMG_S_PER_CORE", "fast", "must be float")):
     (d / "config.yaml").write_text(yaml.safe_dump({**raw, key: val}))
     with pytest.raises(ConfigError, match=f"{key}.*{msg}|{msg}"):
       load_config("resnet", "tinybox_green", environ={}, path=d / "config.yaml")

@@ -1,10 +1,12 @@
 """`tinyperf package --verify`, the repository rules and the openssl round trip, without building a package: tarballs
 (benign and malicious) are made here with tarfile, and the sha1 files the way `sha1sum` writes them."""
 from __future__ import annotations
+import gzip
 import io
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -196,3 +198,101 @@ def test_repo_rules_and_the_real_repo_checker(tmp_path):
     path = org / "benchmarks" / p
     path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
   assert package.repo_rules(org) == [] and mlperf_tools.repo_check(tmp_path, "tinycorp", "4.0.0").passed
+
+
+# --- bounds: a tar bomb is refused from its headers, before its data is inflated or anything is written -------------
+
+ZEROS = 16 * package.MiB
+
+
+def bomb(path: Path, members: list[tuple[str, int]], tail: list[tarfile.TarInfo] = ()) -> Path:
+  """A gzip tar of members holding `size` zero bytes each, written as concatenated gzip members (which gzip readers
+  join): a GiB of zeros costs ~1 MiB on disk and milliseconds to make. `tail`: members after them (never reached)."""
+  chunk = gzip.compress(bytes(ZEROS), compresslevel=9)
+  with open(path, "wb") as f:
+    for name, size in members:
+      ti = tarfile.TarInfo(name); ti.size = size; ti.mode = 0o644
+      f.write(gzip.compress(ti.tobuf()))
+      full, rest = divmod(size, ZEROS)
+      f.write(chunk * full)
+      if rest or size % 512: f.write(gzip.compress(bytes(rest + (-size % 512))))
+    f.write(gzip.compress(b"".join(t.tobuf() for t in tail) + bytes(1024)))
+  path.with_name(NAME.replace(".tar.gz", ".sha1")).write_text(sha1sum_line(path))
+  return path
+
+
+def refused_untouched(capsys, tmp_path, tb, *needles):
+  t = time.monotonic()
+  code, out, err = verify(capsys, tb, "--into", tmp_path / "dest")
+  assert code == 1 and "nothing was unpacked" in err and "Traceback" not in err, (out, err)
+  for n in needles: assert n in err, err
+  assert not (tmp_path / "dest").exists()
+  return time.monotonic() - t, out, err
+
+
+def test_one_gib_of_zeros_in_a_one_mib_tarball(capsys, tmp_path):
+  tb = bomb(tmp_path / NAME, [("tinycorp/systems/x.json", 2), ("tinycorp/zeros", 1 << 30)])
+  assert tb.stat().st_size < 2 * package.MiB
+  took, _, err = refused_untouched(capsys, tmp_path, tb, "'tinycorp/zeros': 1073741824 bytes, over the 50 MiB")
+  assert took < 10
+
+
+def test_many_members_under_the_file_cap_add_up_over_the_total_cap(capsys, tmp_path):
+  n = package.MAX_UNPACKED_BYTES // package.MAX_MEMBER_BYTES + 1
+  link = info("tinycorp/late-link", tarfile.SYMTYPE, linkname="/etc/passwd")
+  tb = bomb(tmp_path / NAME, [(f"tinycorp/z{i}", package.MAX_MEMBER_BYTES) for i in range(n)], tail=[link])
+  _, _, err = refused_untouched(capsys, tmp_path, tb, f"over {package.MAX_UNPACKED_BYTES >> 20} MiB unpacked by "
+                                f"member 'tinycorp/z{n - 1}'")
+  assert "late-link" not in err          # reading stopped at the bound: the rest was never inflated
+
+
+def test_too_many_members_stops_reading(capsys, tmp_path):
+  n = package.MAX_MEMBERS + 2_000         # 300,000 once took 83 s and 235 MB; reading now stops at the bound
+  tb = tmp_path / NAME
+  link = info("tinycorp/late-link", tarfile.SYMTYPE, linkname="/etc/passwd")
+  # empty files tinycorp/000000 ... : one ustar header, its name digits and checksum patched (tobuf() is too slow)
+  head = bytearray(tarfile.TarInfo("tinycorp/000000").tobuf(tarfile.USTAR_FORMAT))
+  base = int(head[148:154], 8)
+  def header(i: int) -> bytes:
+    d = b"%06d" % i
+    head[9:15] = d
+    head[148:156] = b"%06o\0 " % (base + sum(d) - 6 * ord("0"))
+    return bytes(head)
+  with open(tb, "wb") as f:
+    f.write(gzip.compress(b"".join(header(i) for i in range(n)) + link.tobuf() + bytes(1024), compresslevel=1))
+  (tmp_path / NAME.replace(".tar.gz", ".sha1")).write_text(sha1sum_line(tb))
+  took, _, err = refused_untouched(capsys, tmp_path, tb, f"more than {package.MAX_MEMBERS} members")
+  assert "late-link" not in err and "tinycorp/" not in err   # stopped at the bound; the members themselves are fine
+  assert took < 30
+
+
+@pytest.mark.parametrize("name", ["tinycorp/a\rb", "tinycorp/ok\nFAKE  tinycorp/x", "tinycorp/\x1b[2Jclear",
+                                  "tinycorp/\u202etxt.exe", "tinycorp/del\x7f"])
+def test_member_names_with_control_characters_are_refused_and_shown_escaped(capsys, tmp_path, name):
+  tb = make_tar(tmp_path / NAME, GOOD + [(name, b"x")])
+  _, out, err = refused_untouched(capsys, tmp_path, tb, "control character")
+  assert not any(c in out + err for c in "\r\x1b\u202e\x7f") and not any(l.startswith("FAKE") for l in err.splitlines())
+  assert repr(name) in err
+
+
+def test_listing_escapes_what_it_prints():
+  assert package.shown("tinycorp/a\rb\x1b") == "tinycorp/a\\rb\\x1b"
+  assert package.shown("tinycorp/ü.txt") == "tinycorp/ü.txt"
+
+
+@pytest.mark.parametrize("which", ["sha1", "tarball"])
+def test_sha1_or_tarball_that_is_a_device_is_not_read(capsys, tmp_path, which):
+  tb = make_tar(tmp_path / NAME, GOOD)
+  victim = tmp_path / (NAME.replace(".tar.gz", ".sha1") if which == "sha1" else NAME)
+  victim.unlink(); victim.symlink_to("/dev/zero")
+  code, out, err = verify(capsys, tb)
+  assert code == 2 and "character device" in err and "Traceback" not in err and str(victim) in err
+
+
+def test_passphrase_file_is_read_bounded_and_may_be_a_pipe(tmp_path):
+  zero = tmp_path / "pw"; zero.symlink_to("/dev/zero")
+  with pytest.raises(UserError, match="longer than 1024 bytes"): package.read_passphrase(zero, False)
+  r, w = os.pipe()                                   # what --passphrase-file <(pass show x) hands over
+  os.write(w, b"from a pipe\n"); os.close(w)
+  try: assert package.read_passphrase(Path(f"/dev/fd/{r}"), False) == b"from a pipe"
+  finally: os.close(r)
