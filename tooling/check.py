@@ -100,7 +100,6 @@ class Report:
   @property
   def exit_code(self) -> int: return 0 if self.accepted else 1
 
-  def all_files(self) -> list[FileReport]: return self.files + [f for d in self.dirs for f in d.files]
 
   def failures(self) -> list[Finding]:
     """The failures that decide the verdict. In a directory, failed runs count through its olympic finding (one

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import resource
-import stat
 import subprocess
 import sys
 import threading
@@ -229,11 +228,3 @@ def chown_tree(path: Path, uid: int, gid: int):
   for p in [path, *path.rglob("*")]:
     try: os.chown(p, uid, gid, follow_symlinks=False)
     except FileNotFoundError: pass
-
-
-def is_writable_dir(path: Path) -> bool:
-  try:
-    st = path.stat()
-    return stat.S_ISDIR(st.st_mode) and os.access(path, os.W_OK | os.X_OK)
-  except OSError:
-    return False

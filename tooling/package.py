@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import gzip
-import hashlib
 import os
 import re
 import shutil
@@ -44,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
+from benchmarks.common.io import file_digest
 from tooling import ledger as L
 from tooling import mlperf_tools, render
 from tooling.compose import render_compose
@@ -436,11 +436,7 @@ def openssl_enc(decrypt: bool, src: Path, dst: Path, passphrase: bytes) -> None:
     raise UserError(f"openssl enc failed on {src}: {msg or f'exit {p.returncode}'}")
 
 
-def sha1_of(path: Path) -> str:
-  h = hashlib.sha1()
-  with open(path, "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
-  return h.hexdigest()
+def sha1_of(path: Path) -> str: return file_digest(path, "sha1")
 
 
 def sha1_line(path: Path) -> str:
