@@ -128,7 +128,8 @@ def evaluate(tr: Trainer, manifest, seed: int, epoch: int) -> tuple[float, float
   with Context(BEAM=k["EVAL_BEAM"]):
     val = manifest["val"]
     for x, y, n_real in batches(val.files, val.labels, k["EVAL_BS"], train=False, seed=seed, epoch=epoch,
-                                image_size=k["IMAGE_SIZE"], num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"]):
+                                image_size=k["IMAGE_SIZE"], num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"],
+                                shards=len(tr.devices)):
       l, c, n = tr.eval_step(*to_device(x, y, tr.devices))
       loss_sum += runtime.host_scalar(l)
       correct, seen = correct + int(runtime.host_scalar(c)), seen + int(runtime.host_scalar(n))
@@ -145,7 +146,7 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
   from benchmarks.resnet.steps import to_device
   k = tr.k
   with batches(train.files, train.labels, k["BS"], train=True, seed=seed, epoch=e, image_size=k["IMAGE_SIZE"],
-               num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"]) as it, \
+               num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"], shards=len(tr.devices)) as it, \
        tqdm(total=spe, desc=f"epoch {e+1}/{k['EPOCHS']}", unit="step", disable=bool(benchmark), dynamic_ncols=True) as bar, \
        Context(BEAM=k["TRAIN_BEAM"]):
     for i, (x, y, _) in enumerate(it):
