@@ -80,7 +80,7 @@ RESNET = {
   "DECAY": Knob(float, "LARS weight decay (1e-4 * 2^N for closed)"),
   "MOMENTUM": Knob(float, "LARS and SGD momentum"),
   "LABEL_SMOOTHING": Knob(float, "label smoothing (0 or 0.1 in closed)"),
-  "LOSS_SCALER": Knob(float, "static loss scale (256 for fp16)"),
+  "LOSS_SCALER": Knob(float, "static loss scale (128 for fp16: the v4.0 reviewed runs)"),
   "TARGET": Knob(float, "top-1 accuracy that stops the run"),
   "EVAL_START_EPOCH": Knob(int, "eval offset: evals after epochs where (epoch - offset) % EVAL_FREQ == 0"),
   "EVAL_FREQ": Knob(int, "eval every N epochs"),

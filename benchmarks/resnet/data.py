@@ -208,26 +208,42 @@ def _check_files_exist(path: Path, sp: Split):
 
 # ------------------------------------------------------------------------------------------------------ preprocessing
 
-def random_resized_crop_params(width: int, height: int, rng: np.random.Generator, scale=(0.08, 1.0),
-                               ratio=(3 / 4, 4 / 3)) -> tuple[int, int, int, int]:
-  """torchvision's RandomResizedCrop sampling: up to 10 tries of an area fraction U(scale) and a log-uniform aspect ratio;
-  if none fits, the largest centered crop whose aspect ratio is within `ratio`. Returns (left, top, w, h)."""
+# The train crop of the MLCommons reference (image_classification/tensorflow2/imagenet_preprocessing.py,
+# _decode_crop_and_flip): tf.image.sample_distorted_bounding_box(min_object_covered=0.1, aspect_ratio_range=[0.75, 1.33],
+# area_range=[0.05, 1.0], max_attempts=100, use_image_if_no_bounding_boxes=True), the whole image when no try fits.
+# The closed rules ask for the reference's preprocessing steps (training_rules.adoc, "Preprocessing During the Run").
+CROP_AREA = (0.05, 1.0)
+CROP_RATIO = (0.75, 1.33)
+CROP_MIN_COVERED = 0.1
+CROP_TRIES = 100
+
+
+def random_resized_crop_params(width: int, height: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
+  """The reference's crop box, sampled as TF's sample_distorted_bounding_box samples it: per try an aspect ratio
+  U(CROP_RATIO), then a height drawn uniformly among the integers whose crop area lies in CROP_AREA of the image (width
+  = round(height * ratio)); a try counts when the crop fits and covers >= CROP_MIN_COVERED of the bounding box, which
+  is the whole image (the manifest carries no boxes), so effectively an area fraction >= 0.1; the offset is uniform.
+  After CROP_TRIES failures, the whole image. Returns (left, top, w, h)."""
   area = width * height
-  lo, hi = math.log(ratio[0]), math.log(ratio[1])
-  for _ in range(10):
-    target = area * rng.uniform(scale[0], scale[1])
-    aspect = math.exp(rng.uniform(lo, hi))
-    w = int(round(math.sqrt(target * aspect)))
-    h = int(round(math.sqrt(target / aspect)))
-    if 0 < w <= width and 0 < h <= height:
-      top = int(rng.integers(0, height - h + 1))
-      left = int(rng.integers(0, width - w + 1))
-      return left, top, w, h
-  in_ratio = width / height
-  if in_ratio < ratio[0]: w, h = width, int(round(width / ratio[0]))
-  elif in_ratio > ratio[1]: w, h = int(round(height * ratio[1])), height
-  else: w, h = width, height
-  return (width - w) // 2, (height - h) // 2, w, h
+  min_area, max_area = CROP_AREA[0] * area, CROP_AREA[1] * area
+  for _ in range(CROP_TRIES):
+    ratio = rng.uniform(*CROP_RATIO)
+    h, max_h = round(math.sqrt(min_area / ratio)), round(math.sqrt(max_area / ratio))
+    if round(max_h * ratio) > width:  # the tallest crop whose rounded width still fits
+      max_h = int((width + 0.5 - 1e-7) / ratio)
+      if round(max_h * ratio) > width: max_h -= 1
+    max_h = min(max_h, height)
+    h = min(h, max_h)
+    h += int(rng.integers(0, max_h - h + 1))
+    w = round(h * ratio)
+    if w * h < min_area: h += 1; w = round(h * ratio)
+    if w * h > max_area: h -= 1; w = round(h * ratio)
+    if not (min_area <= w * h <= max_area and 0 < w <= width and 0 < h <= height): continue
+    if w * h < CROP_MIN_COVERED * area: continue
+    top = int(rng.integers(0, height - h)) if h < height else 0
+    left = int(rng.integers(0, width - w)) if w < width else 0
+    return left, top, w, h
+  return 0, 0, width, height
 
 
 def _open_scaled(im: Image.Image, crop_w: float, crop_h: float, out_size: int, draft: bool) -> tuple[Image.Image, float]:
@@ -246,8 +262,8 @@ def _open_scaled(im: Image.Image, crop_w: float, crop_h: float, out_size: int, d
 
 
 def decode_train(path: str, image_size: int, rng: np.random.Generator, draft: bool = USE_DRAFT) -> np.ndarray:
-  """Train augmentation for one image: RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3) to image_size, bilinear, then a
-  horizontal flip with p=0.5. Random draws: the crop first, then the flip. Returns uint8 [image_size, image_size, 3]."""
+  """Train augmentation for one image: the reference's random crop (random_resized_crop_params) resized to image_size,
+  bilinear, then a horizontal flip with p=0.5. Random draws: the crop first, then the flip. Returns uint8 [image_size, image_size, 3]."""
   with Image.open(path) as im:
     width, height = im.size
     left, top, w, h = random_resized_crop_params(width, height, rng)
