@@ -25,13 +25,14 @@ _ids = itertools.count()
 RESNET_HPARAMS = [
   (C.GLOBAL_BATCH_SIZE, 1536), (C.TRAIN_SAMPLES, 1281167), (C.EVAL_SAMPLES, 50000), (C.GRADIENT_ACCUMULATION_STEPS, 1),
   (C.OPT_NAME, C.LARS), (C.LARS_OPT_BASE_LEARNING_RATE, 7.2), (C.LARS_OPT_END_LR, 0.0001),
-  (C.LARS_OPT_LR_DECAY_POLY_POWER, 2), (C.LARS_OPT_LR_DECAY_STEPS, 30895), (C.LARS_EPSILON, 0.0),
+  (C.LARS_OPT_LR_DECAY_POLY_POWER, 2), (C.LARS_OPT_LR_DECAY_STEPS, 37), (C.LARS_EPSILON, 0.0),
   (C.LARS_OPT_LEARNING_RATE_WARMUP_EPOCHS, 2), (C.LARS_OPT_MOMENTUM, 0.9), (C.LARS_OPT_WEIGHT_DECAY, 0.0002),
 ]
 BERT_HPARAMS = [
   (C.GLOBAL_BATCH_SIZE, 256), (C.GRADIENT_ACCUMULATION_STEPS, 1), (C.OPT_BASE_LR, 0.00035), (C.OPT_LAMB_EPSILON, 1e-6),
   (C.OPT_LR_TRAINING_STEPS, 12000), (C.OPT_LR_WARMUP_STEPS, 0), (C.NUM_WARMUP_STEPS, 0), (C.START_WARMUP_STEP, 0),
   (C.OPT_LAMB_BETA_1, 0.9), (C.OPT_LAMB_BETA_2, 0.999), (C.OPT_LAMB_WEIGHT_DECAY, 0.01), (C.EVAL_SAMPLES, 10000),
+  (C.TRAIN_SAMPLES, 256 * 12000),
 ]
 BERT_EVAL_INTERVAL = 150016   # samples between evals (586 steps of 256)
 
@@ -113,7 +114,6 @@ def write_log(path: str | Path, benchmark: str = "resnet", *, seed: int | str | 
         ev(C.EVAL_STOP, samples, metadata={C.EPOCH_NUM: samples}, at=t - 100, kind="end")
         ev(C.EVAL_ACCURACY, acc, metadata={C.EPOCH_NUM: samples}, at=t - 50)
       ev(C.EPOCH_STOP, evals * BERT_EVAL_INTERVAL, metadata={C.EPOCH_NUM: evals * BERT_EVAL_INTERVAL}, at=run_end - 10)
-      ev(C.TRAIN_SAMPLES, evals * BERT_EVAL_INTERVAL)
     if run_stop: ev(C.RUN_STOP, metadata={C.STATUS: status}, at=run_end, kind="end")
   finally:
     w.close()

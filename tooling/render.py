@@ -201,8 +201,9 @@ def render_readme(cfg: PlatformConfig) -> str:
       "Publication/Attribution": "ILSVRC2012: O. Russakovsky et al., *ImageNet Large Scale Visual Recognition "
                                  "Challenge*, IJCV 2015.",
       "Data preprocessing": "`tinyperf prep imagenet` only extracts and verifies the JPEGs (class-per-directory layout "
-                            "with a manifest); everything else happens on the clock. Train: random-resized crop (scale "
-                            "0.08-1, ratio 3/4-4/3) to IMAGE_SIZE, bilinear, horizontal flip. Eval: resize the short "
+                            "with a manifest); everything else happens on the clock. Train: the reference's random crop "
+                            "(area 0.05-1 covering >= 10 % of the image, ratio 0.75-1.33, 100 tries, else the whole "
+                            "image) resized to IMAGE_SIZE, bilinear, horizontal flip. Eval: resize the short "
                             "side to IMAGE_SIZE*256/224 (256 for 224), center crop. Per-channel mean subtracted on "
                             "device (no std division, as the reference).",
       "Training and test data separation": "ILSVRC2012's own split: the 1,281,167 training images train, the 50,000 "

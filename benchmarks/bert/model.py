@@ -20,11 +20,12 @@ State-dict names mirror the TF checkpoint's variable names ("bert/encoder/layer_
 "bert.encoder.layer.3.attention.self.query.weight"), see benchmarks/bert/convert.py. Linear weights are stored
 (out, in) like torch; TF kernels are (in, out) and are transposed by the converter.
 
-Reference bugs fixed here (tinygrad_mlperf_spec.md 7.14), each commented at the code:
+Upstream (tinycorp) bugs fixed here (tinygrad_mlperf_spec.md 7.14) by following the MLCommons reference
+(language_model/tensorflow/bert/run_pretraining.py), each commented at the code:
   - MLM loss masks by masked_lm_weights > 0 (upstream passed the weights as ignore_index, i.e. masked labels != weight,
     which also drops any real label equal to 1) and averages over real predictions;
-  - NSP loss is the 2-way softmax cross entropy of the (B, 2) logits against the (B,) labels (upstream: BCE broadcast
-    of the (B, 1) label over both logits);
+  - NSP loss is the 2-way softmax cross entropy of the (B, 2) logits against the (B,) labels, the reference's
+    get_next_sentence_output (upstream: BCE broadcast of the (B, 1) label over both logits);
   - NSP accuracy compares (B,) to (B,) (upstream compared (B,) with (B, 1): a B x B broadcast);
   - eval MLM accuracy is total correct / total real predictions over exactly EVAL_SAMPLES samples (eval_sums here,
     aggregation in benchmarks/bert/steps.py), not the mean of per-batch means over a wrapped-around iterator.
@@ -358,7 +359,9 @@ def nsp_loss_sum(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
   """Next-sentence 2-way softmax cross entropy summed over valid samples, and their count.
 
   logits (B, 2) float32, labels (B, 1) or (B,) int32 in {0, 1}; -1 marks a padding sample (eval) -> (sum, count).
-  Fix of the reference: softmax CE over the two classes (upstream: BCE of both logits against the broadcast label)."""
+  The MLCommons reference's loss (language_model/tensorflow/bert/run_pretraining.py, get_next_sentence_output:
+  log_softmax of the (B, 2) logits, one-hot labels, mean of -sum(one_hot * log_probs)). tinycorp's code differs: BCE of
+  both logits against the broadcast label."""
   y = labels.reshape(-1)                                                                     # (B,)
   logp = logits.float().log_softmax(-1)                                                      # (B, 2)
   nll = -(y == 1).where(logp[:, 1], logp[:, 0])                                              # (B,)

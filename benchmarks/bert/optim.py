@@ -11,11 +11,14 @@ tests/unit/test_bert_optim.py checks three steps against a numpy implementation 
 
 Groups (state-dict key contains "bias" or "LayerNorm" -> no decay, as the reference's exclusion list):
   decay group: LAMB(weight_decay=DECAY), trust ratio on;
-  no-decay group: by default LAMB with adam=True, i.e. weight decay 0 *and no trust ratio*. This follows the two
-  implementations MLPerf lists as compliant for BERT: apex FusedLAMB applies the trust ratio only to tensors with non-zero
-  weight decay (use_nvlamb=False, its default), and the TF reference excludes the same variables from layer adaptation
-  as from weight decay. Upstream tinygrad used LAMB(adam=False, weight_decay=0) for this group, i.e. it also scaled
-  LayerNorm and bias updates by |w|/|u|; adapt_no_decay=True reproduces that.
+  no-decay group: by default LAMB with adam=True, i.e. weight decay 0 *and no trust ratio*. This is the MLCommons
+  reference: mlcommons/training language_model/tensorflow/bert/optimization.py builds
+  LAMBOptimizer(weight_decay_rate=0.01, exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]) and passes no
+  exclude_from_layer_adaptation, which its LAMBOptimizer (lamb_optimizer_v1) then sets to exclude_from_weight_decay:
+  those variables get ratio 1.0 (_do_layer_adaptation). The other compliant implementation of the rules' optimizer
+  appendix agrees: apex FusedLAMB applies the trust ratio only to tensors with non-zero weight decay (use_nvlamb=False,
+  its default). tinycorp's code differs: LAMB(adam=False, weight_decay=0) for this group also scales LayerNorm and
+  bias updates by |w|/|u|; adapt_no_decay=True reproduces that, for comparison only (docs/bert_train.md).
 fused=False always: with FUSE_OPTIM=1 tinygrad concatenates all tensors before _step, which would turn the per-tensor
 trust ratio into one global ratio.
 

@@ -87,7 +87,7 @@ RESNET = {
   "DECAY": Knob(float, "LARS weight decay (1e-4 * 2^N for closed)", range="[0,)"),
   "MOMENTUM": Knob(float, "LARS and SGD momentum", range="[0,1)"),
   "LABEL_SMOOTHING": Knob(float, "label smoothing (0 or 0.1 in closed)", range="[0,1)"),
-  "LOSS_SCALER": Knob(float, "static loss scale (256 for fp16)", range="(0,)"),
+  "LOSS_SCALER": Knob(float, "static loss scale (128 for fp16: the v4.0 reviewed runs)", range="(0,)"),
   "TARGET": Knob(float, "top-1 accuracy that stops the run", range="(0,1]"),
   "EVAL_START_EPOCH": Knob(int, "eval offset: evals after epochs where (epoch - offset) % EVAL_FREQ == 0",
                            range="[0,)"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from mlperf_logging import mllog
@@ -45,6 +46,18 @@ def mlog() -> mllog.MLLogger:
 def event(key, value=None, metadata=None): mlog().event(key=key, value=value, metadata=metadata, stack_offset=2)
 def start(key, value=None, metadata=None): mlog().start(key=key, value=value, metadata=metadata, stack_offset=2)
 def end(key, value=None, metadata=None): mlog().end(key=key, value=value, metadata=metadata, stack_offset=2)
+
+
+@contextmanager
+def abort_on_failure():
+  """Wraps a RUN phase from run_start up to its own run_stop. Any exception that escapes (a non-finite loss, a dead
+  loader worker, bad input found after the clock started, Ctrl-C) first logs run_stop with status aborted, so every
+  started RUN's log ends with its one run_stop (EXACTLY_ONE in the checker), then propagates: the entrypoint exits
+  non-zero (runtime.run_entrypoint: 1 for a training failure, 2 for bad input)."""
+  try: yield
+  except BaseException:
+    end(C.RUN_STOP, metadata={C.STATUS: C.ABORTED})
+    raise
 
 
 def log_submission_info(cfg: PlatformConfig):

@@ -77,6 +77,9 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   except InputError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
+  except FloatingPointError as e:  # a non-finite loss: the run failed (its log already ends with run_stop aborted)
+    print(f"\n{'!' * 100}\nRUN ABORTED, training failed: {e}\n{'!' * 100}", file=sys.stderr, flush=True)
+    return 1
 
 
 def host_scalar(t) -> float:

@@ -6,7 +6,7 @@ devices. docs/data.md describes the on-disk layout, the manifest format and the 
   m = load_manifest("/data/imagenet")
   with batches(m["train"].files, m["train"].labels, 256, train=True, seed=SEED, epoch=e, image_size=224,
                num_workers=0, ring_batches=16) as it:
-    for x, y, n_real in it:   # x: uint8 [B,H,W,3] (a view into the ring), y: int32 [B] (-1 = padding)
+    for x, y, n_real in it:   # x: uint8 [B,H,W,3] (a view into the ring), y: int32 [B] (-1 = padding, 1st batch)
       ...                     # it.last_wait_s: seconds this batch kept the caller waiting
 
 Determinism: the epoch order comes from (seed, epoch) and each image's augmentation from (seed, epoch, file index), so
@@ -208,26 +208,42 @@ def _check_files_exist(path: Path, sp: Split):
 
 # ------------------------------------------------------------------------------------------------------ preprocessing
 
-def random_resized_crop_params(width: int, height: int, rng: np.random.Generator, scale=(0.08, 1.0),
-                               ratio=(3 / 4, 4 / 3)) -> tuple[int, int, int, int]:
-  """torchvision's RandomResizedCrop sampling: up to 10 tries of an area fraction U(scale) and a log-uniform aspect ratio;
-  if none fits, the largest centered crop whose aspect ratio is within `ratio`. Returns (left, top, w, h)."""
+# The train crop of the MLCommons reference (image_classification/tensorflow2/imagenet_preprocessing.py,
+# _decode_crop_and_flip): tf.image.sample_distorted_bounding_box(min_object_covered=0.1, aspect_ratio_range=[0.75, 1.33],
+# area_range=[0.05, 1.0], max_attempts=100, use_image_if_no_bounding_boxes=True), the whole image when no try fits.
+# The closed rules ask for the reference's preprocessing steps (training_rules.adoc, "Preprocessing During the Run").
+CROP_AREA = (0.05, 1.0)
+CROP_RATIO = (0.75, 1.33)
+CROP_MIN_COVERED = 0.1
+CROP_TRIES = 100
+
+
+def random_resized_crop_params(width: int, height: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
+  """The reference's crop box, sampled as TF's sample_distorted_bounding_box samples it: per try an aspect ratio
+  U(CROP_RATIO), then a height drawn uniformly among the integers whose crop area lies in CROP_AREA of the image (width
+  = round(height * ratio)); a try counts when the crop fits and covers >= CROP_MIN_COVERED of the bounding box, which
+  is the whole image (the manifest carries no boxes), so effectively an area fraction >= 0.1; the offset is uniform.
+  After CROP_TRIES failures, the whole image. Returns (left, top, w, h)."""
   area = width * height
-  lo, hi = math.log(ratio[0]), math.log(ratio[1])
-  for _ in range(10):
-    target = area * rng.uniform(scale[0], scale[1])
-    aspect = math.exp(rng.uniform(lo, hi))
-    w = int(round(math.sqrt(target * aspect)))
-    h = int(round(math.sqrt(target / aspect)))
-    if 0 < w <= width and 0 < h <= height:
-      top = int(rng.integers(0, height - h + 1))
-      left = int(rng.integers(0, width - w + 1))
-      return left, top, w, h
-  in_ratio = width / height
-  if in_ratio < ratio[0]: w, h = width, int(round(width / ratio[0]))
-  elif in_ratio > ratio[1]: w, h = int(round(height * ratio[1])), height
-  else: w, h = width, height
-  return (width - w) // 2, (height - h) // 2, w, h
+  min_area, max_area = CROP_AREA[0] * area, CROP_AREA[1] * area
+  for _ in range(CROP_TRIES):
+    ratio = rng.uniform(*CROP_RATIO)
+    h, max_h = round(math.sqrt(min_area / ratio)), round(math.sqrt(max_area / ratio))
+    if round(max_h * ratio) > width:  # the tallest crop whose rounded width still fits
+      max_h = int((width + 0.5 - 1e-7) / ratio)
+      if round(max_h * ratio) > width: max_h -= 1
+    max_h = min(max_h, height)
+    h = min(h, max_h)
+    h += int(rng.integers(0, max_h - h + 1))
+    w = round(h * ratio)
+    if w * h < min_area: h += 1; w = round(h * ratio)
+    if w * h > max_area: h -= 1; w = round(h * ratio)
+    if not (min_area <= w * h <= max_area and 0 < w <= width and 0 < h <= height): continue
+    if w * h < CROP_MIN_COVERED * area: continue
+    top = int(rng.integers(0, height - h)) if h < height else 0
+    left = int(rng.integers(0, width - w)) if w < width else 0
+    return left, top, w, h
+  return 0, 0, width, height
 
 
 def _open_scaled(im: Image.Image, crop_w: float, crop_h: float, out_size: int, draft: bool) -> tuple[Image.Image, float]:
@@ -246,8 +262,8 @@ def _open_scaled(im: Image.Image, crop_w: float, crop_h: float, out_size: int, d
 
 
 def decode_train(path: str, image_size: int, rng: np.random.Generator, draft: bool = USE_DRAFT) -> np.ndarray:
-  """Train augmentation for one image: RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3) to image_size, bilinear, then a
-  horizontal flip with p=0.5. Random draws: the crop first, then the flip. Returns uint8 [image_size, image_size, 3]."""
+  """Train augmentation for one image: the reference's random crop (random_resized_crop_params) resized to image_size,
+  bilinear, then a horizontal flip with p=0.5. Random draws: the crop first, then the flip. Returns uint8 [image_size, image_size, 3]."""
   with Image.open(path) as im:
     width, height = im.size
     left, top, w, h = random_resized_crop_params(width, height, rng)
@@ -390,25 +406,41 @@ class _Resources:
       self.shm = None
 
 
+def real_rows(n_real: int, batch_size: int, shards: int = 1) -> np.ndarray:
+  """Rows of a batch that hold its n_real real samples, in epoch order: dealt evenly over the `shards` contiguous
+  row blocks the batch is split into across devices (the first n_real % shards blocks get one more), each block's
+  real rows first. A batch with n_real >= shards thus gives every device real images: with unsynced BatchNorm, a
+  device fed padding only would update its running statistics from mean-pixel images alone."""
+  per = batch_size // shards
+  q, r = divmod(n_real, shards)
+  return np.concatenate([s * per + np.arange(q + (s < r)) for s in range(shards)]).astype(np.int64)
+
+
 class BatchLoader:
   """Iterator over (x uint8 [B,H,W,3], y int32 [B], n_real). Create it with batches(); see that docstring."""
 
   def __init__(self, split_files, labels, batch_size: int, train: bool, seed: int, epoch: int, image_size: int,
-               num_workers: int, ring_batches: int, keep: int = 1, draft: bool = USE_DRAFT, start_method: str = "spawn"):
+               num_workers: int, ring_batches: int, keep: int = 1, draft: bool = USE_DRAFT, start_method: str = "spawn",
+               shards: int = 1):
     files = [str(f) for f in split_files]
     labels = np.asarray(labels, dtype=np.int64).reshape(-1)
     if not files: raise DataError("batches(): the file list is empty; check the split in the manifest.")
     if len(files) != len(labels):
       raise DataError(f"batches(): {len(files)} files but {len(labels)} labels; pass the lists of one manifest split.")
     for name, v in (("batch_size", batch_size), ("image_size", image_size), ("ring_batches", ring_batches),
-                    ("keep", keep)):
+                    ("keep", keep), ("shards", shards)):
       if not isinstance(v, (int, np.integer)) or v < 1: raise DataError(f"batches(): {name} must be a positive integer, got {v!r}.")
+    if batch_size % shards:
+      raise DataError(f"batches(): batch_size={batch_size} does not split into shards={shards} equal device shards; "
+                      f"make the batch size (BS, EVAL_BS) a multiple of GPUS in the platform config.")
     if ring_batches < keep:
       raise DataError(f"batches(): ring_batches={ring_batches} must be >= keep={keep} (batches the caller holds at once).")
     if seed < 0 or epoch < 0: raise DataError(f"batches(): seed and epoch must be >= 0, got {seed}, {epoch}.")
     self.batch_size, self.image_size, self.train, self.keep = int(batch_size), int(image_size), bool(train), int(keep)
     self.n = len(files)
     self.n_batches = -(-self.n // self.batch_size)
+    self.shards = int(shards)
+    self.first_real = self.n - (self.n_batches - 1) * self.batch_size  # real samples in batch 0, the padded one
     self.num_workers = int(num_workers) if num_workers and num_workers > 0 else default_num_workers()
     self.ring_batches = min(int(ring_batches), self.n_batches)
     self._files, self._labels = files, labels
@@ -444,18 +476,24 @@ class BatchLoader:
       self.close()
       raise
 
+  def _span(self, seq: int) -> tuple[int, int]:
+    """(position in the epoch order, real samples) of batch seq: batch 0 holds the remainder, the others are full."""
+    if seq == 0: return 0, self.first_real
+    return self.first_real + (seq - 1) * self.batch_size, self.batch_size
+
   def _dispatch(self, seq: int):
-    slot, start = seq % self.ring_batches, seq * self.batch_size
-    n_real = min(self.batch_size, self.n - start)
+    slot, (start, n_real) = seq % self.ring_batches, self._span(seq)
     idx = self._order[start:start + n_real]
-    self._y[slot, :n_real] = self._labels[idx]
-    if n_real < self.batch_size:  # the last batch: pad with mean-pixel images, label -1
-      self._y[slot, n_real:] = -1
-      self._ring[slot, n_real:] = np.asarray(MEAN_PIXEL, dtype=np.uint8)
+    rows = real_rows(n_real, self.batch_size, self.shards)
+    self._y[slot, rows] = self._labels[idx]
+    if n_real < self.batch_size:  # the first batch: the rest is mean-pixel images, label -1
+      pad = np.setdiff1d(np.arange(self.batch_size), rows)
+      self._y[slot, pad] = -1
+      self._ring[slot, pad] = np.asarray(MEAN_PIXEL, dtype=np.uint8)
     self._remaining[seq] = n_real
     for lo in range(0, n_real, self._chunk):
-      self._res.tasks.put((seq, slot, [(row, int(idx[row]), self._files[idx[row]])
-                                       for row in range(lo, min(lo + self._chunk, n_real))]))
+      self._res.tasks.put((seq, slot, [(int(rows[k]), int(idx[k]), self._files[idx[k]])
+                                       for k in range(lo, min(lo + self._chunk, n_real))]))
 
   def __iter__(self): return self
   def __len__(self): return self.n_batches
@@ -481,8 +519,7 @@ class BatchLoader:
     self.wait_s.append(wait)
     del self._remaining[seq]
     self._next_seq += 1
-    slot = seq % self.ring_batches
-    n_real = min(self.batch_size, self.n - seq * self.batch_size)
+    slot, n_real = seq % self.ring_batches, self._span(seq)[1]
     x, y = self._ring[slot], self._y[slot].copy()
     if self._next_seq == self.n_batches: self.close()  # all decoded: stop workers, unlink (the view stays valid)
     return x, y, n_real
@@ -523,12 +560,16 @@ class BatchLoader:
 
 
 def batches(split_files, labels, batch_size: int, train: bool, seed: int, epoch: int, image_size: int,
-            num_workers: int, ring_batches: int, *, keep: int = 1, draft: bool = USE_DRAFT) -> BatchLoader:
+            num_workers: int, ring_batches: int, *, keep: int = 1, draft: bool = USE_DRAFT, shards: int = 1) -> BatchLoader:
   """Iterate one epoch of a split as (x, y, n_real) batches, decoded by worker processes into a shared-memory ring.
 
   x: uint8 [batch_size, image_size, image_size, 3] NHWC, a view into the ring: valid until `keep` more batches have
      been requested (copy it, or move it to the device, before that); y: int32 [batch_size] labels, -1 for padding;
-  n_real: real samples in the batch. Every batch is full: the last one is padded at the END with mean-pixel images.
+  n_real: real samples in the batch. Every batch is full: the FIRST batch of the epoch holds the remainder
+  (N mod batch_size real samples) and is filled up with mean-pixel images, label -1, as upstream pads (spec 1.8).
+  shards: the devices the caller splits each batch over (axis 0, equal blocks); the first batch's real samples are
+  dealt evenly over them (real_rows), so with N mod batch_size >= shards no device ever gets a padding-only shard,
+  and the batches right before an eval are always full. Find a batch's real rows with y >= 0.
   train=True: order shuffled from (seed, epoch); RandomResizedCrop + flip drawn from (seed, epoch, file index).
   train=False: file order; resize short side to image_size*256/224, center crop.
   num_workers <= 0: one worker per available core. ring_batches: batches decoded ahead (capped at the epoch's batches).
@@ -536,4 +577,4 @@ def batches(split_files, labels, batch_size: int, train: bool, seed: int, epoch:
   Raises DataError for an unreadable image (naming it), a dead worker, or a /dev/shm too small for the ring.
   Use it as a context manager, or call close(), when stopping early; garbage collection also cleans up."""
   return BatchLoader(split_files, labels, batch_size, train, seed, epoch, image_size, num_workers, ring_batches,
-                     keep=keep, draft=draft)
+                     keep=keep, draft=draft, shards=shards)

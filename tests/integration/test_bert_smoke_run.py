@@ -3,9 +3,9 @@
 lowered masked-LM target); the log is accepted by `tinyperf check` (the real MLCommons compliance checker, ruleset
 5.0.0, division open), and the same event sequence with division closed and a closed-level accuracy passes
 closed_bert.yaml (all ten LAMB keys EXACTLY_ONE, eval_accuracy with epoch_num = samples, train_samples once). A second
-RUN that cannot reach its target ends with run_stop aborted and exit 1. Seed 7 is fixed: the CPU run is deterministic
-(seeded data order, init and dropout), so the run reaches 0.06 at the same step every time (about 4 min of training
-on 2 cores)."""
+RUN that cannot reach its target, and a third whose loss turns non-finite, end with run_stop aborted and exit 1. Seed 7
+is fixed: the CPU run is deterministic (seeded data order, init and dropout), so the run reaches 0.06 at the same step
+every time (about 4 min of training on 2 cores)."""
 from __future__ import annotations
 import json
 import os
@@ -52,7 +52,8 @@ def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp
   acc = [e for e in ev if e["key"] == "eval_accuracy"]
   assert acc[-1]["value"] >= 0.06 and all(a["value"] < 0.06 for a in acc[:-1])
   assert [a["metadata"]["epoch_num"] for a in acc] == [800 * (i + 1) for i in range(len(acc))]  # samples seen
-  assert ev[keys.index("train_samples")]["value"] == acc[-1]["metadata"]["epoch_num"]
+  assert ev[keys.index("train_samples")]["value"] == 16 * 300  # BS * TRAIN_STEPS, logged with the hyperparameters
+  assert keys.index("train_samples") < keys.index("block_start")
   assert ev[keys.index("eval_samples")]["value"] == 256
   report = check_path(log)
   assert report.accepted, report.to_dict()
@@ -82,4 +83,13 @@ def test_cpu_smoke_run_that_misses_the_target_aborts_loudly(smoke_data, tmp_path
   ev = mllog(log)
   assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"
   assert [e["metadata"]["epoch_num"] for e in ev if e["key"] == "eval_accuracy"] == [32, 64]
-  assert [e["value"] for e in ev if e["key"] == "train_samples"] == [64]
+  assert [e["value"] for e in ev if e["key"] == "train_samples"] == [64]  # BS 16 * TRAIN_STEPS 4
+
+
+def test_cpu_smoke_run_with_a_non_finite_loss_ends_with_run_stop_aborted(smoke_data, tmp_path):
+  results, log = tmp_path / "results", tmp_path / "nan.txt"
+  r = train("run", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1", LR="nan")
+  assert r.returncode == 1 and "RUN ABORTED" in r.stderr and "loss is nan" in r.stderr and "Traceback" not in r.stderr
+  ev = mllog(log)
+  assert [e["key"] for e in ev].count("run_stop") == 1
+  assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"

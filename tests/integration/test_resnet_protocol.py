@@ -60,11 +60,26 @@ def test_closed_structure_log_passes_the_closed_400_checker(data, tmp_path):
   assert report.files[0].division == "closed" and report.files[0].init_margin_minutes > 0
 
 
+def test_non_finite_loss_ends_the_run_with_run_stop_aborted(data, tmp_path):
+  """LABEL_SMOOTHING=nan makes the first step's loss NaN: the RUN (no INIT needed) must end its log with one run_stop
+  status=aborted and exit 1 with a message, not a traceback."""
+  log = tmp_path / "nan.txt"
+  r = _run(["-m", "benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "3",
+            "--data", str(data), "--results", str(tmp_path / "r"), "--log", str(log)], env={"LABEL_SMOOTHING": "nan"})
+  assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+  assert "RUN ABORTED" in r.stderr and "loss is nan at epoch 1 step 0" in r.stderr and "Traceback" not in r.stderr
+  events = _mllog(log)
+  assert [e["key"] for e in events].count("run_stop") == 1
+  assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "aborted"
+
+
 def test_missing_data_is_exit_2_without_traceback(tmp_path):
   r = _run(["-m", "benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "1",
             "--data", str(tmp_path / "nope"), "--results", str(tmp_path / "r")])
   assert r.returncode == 2 and "Traceback" not in r.stderr
   assert "nope" in r.stderr and "tinyperf prep" in r.stderr
+  log = tmp_path / "r" / "result_resnet_1.txt"  # bad input found after run_start: the run still ends with run_stop
+  assert [(e["key"], e["metadata"].get("status")) for e in _mllog(log)][-1] == ("run_stop", "aborted")
 
 
 def test_host_launcher_runs_checks_and_resumes(data, tmp_path):

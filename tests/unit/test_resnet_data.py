@@ -138,14 +138,16 @@ def test_random_resized_crop_params_bounds_and_fallback():
     W, H = int(rng.integers(20, 700)), int(rng.integers(20, 700))
     l, t, w, h = D.random_resized_crop_params(W, H, rng)
     assert 0 <= l and 0 <= t and l + w <= W and t + h <= H and w > 0 and h > 0
-  # a sampled crop (not the fallback) keeps area and aspect in range, up to rounding
+  # the reference's box (sample_distorted_bounding_box, no boxes): area fraction 0.1-1 (min_object_covered 0.1 of the
+  # whole image, above area_range's 0.05), aspect 0.75-1.33 up to rounding; heights spread over the whole range
   rng = np.random.default_rng(1)
-  for _ in range(500):
-    l, t, w, h = D.random_resized_crop_params(600, 500, rng)
-    assert 0.08 * 0.9 <= w * h / 3e5 <= 1.0 and 3 / 4 * 0.9 <= w / h <= 4 / 3 * 1.1
-  # a 1000x10 strip: no try fits, torchvision's fallback is the widest centered crop with aspect 4/3
-  assert D.random_resized_crop_params(1000, 10, np.random.default_rng(2)) == ((1000 - 13) // 2, 0, 13, 10)
-  assert D.random_resized_crop_params(10, 1000, np.random.default_rng(2)) == (0, (1000 - 13) // 2, 10, 13)
+  boxes = [D.random_resized_crop_params(600, 500, rng) for _ in range(2000)]
+  fracs = np.array([w * h / 3e5 for _, _, w, h in boxes])
+  assert fracs.min() >= 0.1 and fracs.max() <= 1.0 and fracs.min() < 0.12 and fracs.max() > 0.9
+  assert all(0.75 * 0.97 <= w / h <= 1.33 * 1.03 for _, _, w, h in boxes)
+  # a 1000x10 strip: no try fits, the reference then uses the whole image
+  assert D.random_resized_crop_params(1000, 10, np.random.default_rng(2)) == (0, 0, 1000, 10)
+  assert D.random_resized_crop_params(10, 1000, np.random.default_rng(2)) == (0, 0, 10, 1000)
 
 
 def _framed(w, h, box, path):
@@ -220,7 +222,7 @@ def test_loader_deterministic_across_worker_counts(syn):
   # and equal to decoding each image in-process from its (seed, epoch, index)
   order = D.epoch_order(len(sp), True, 11, 1)
   for row in (0, 7):
-    i = order[8 + row]
+    i = order[4 + row]  # batch 0 holds the 36 % 8 = 4 real samples of the padded batch
     np.testing.assert_array_equal(one[1][0][row], D.decode_train(sp.files[i], SIZE, D.image_rng(11, 1, int(i))))
     assert one[1][1][row] == sp.labels[i]
   other_seed = collect(sp, 8, True, seed=12, epoch=1)
@@ -235,23 +237,35 @@ def test_train_epoch_visits_every_image_once(syn):
   out = collect(sp, 8, True, seed=5)
   order = D.epoch_order(len(sp), True, 5, 0)
   assert sorted(order.tolist()) == list(range(36)) and order.tolist() != list(range(36))
-  ys = np.concatenate([y[:n] for _, y, n in out])
+  ys = np.concatenate([y[y >= 0] for _, y, n in out])
   np.testing.assert_array_equal(ys, sp.labels[order])
+  assert [n for _, _, n in out] == [4, 8, 8, 8, 8] and all((y >= 0).sum() == n for _, y, n in out)
 
 
-def test_last_batch_padded_at_the_end(syn):
+def test_first_batch_padded(syn):
   sp = D.load_manifest(syn)["val"]
   out = collect(sp, 5, False, workers=2)
-  assert [n for _, _, n in out] == [5, 5, 2]
+  assert [n for _, _, n in out] == [2, 5, 5]
   assert all(x.shape == (5, SIZE, SIZE, 3) and x.dtype == np.uint8 and y.dtype == np.int32 for x, y, _ in out)
-  x, y, n = out[-1]
+  x, y, n = out[0]
   assert (y[2:] == -1).all() and (y[:2] >= 0).all()
   assert (x[2:] == np.array(D.MEAN_PIXEL, np.uint8)).all()
   assert not (x[:2] == np.array(D.MEAN_PIXEL, np.uint8)).all()
-  np.testing.assert_array_equal(np.concatenate([y[:n] for _, y, n in out]), sp.labels)  # val keeps file order
-  for i in (0, 6, 11):  # eval preprocessing is exactly decode_eval
-    np.testing.assert_array_equal(out[i // 5][0][i % 5], D.decode_eval(sp.files[i], SIZE))
+  assert all((y >= 0).all() for _, y, _ in out[1:])
+  np.testing.assert_array_equal(np.concatenate([y[y >= 0] for _, y, n in out]), sp.labels)  # val keeps file order
+  for i, (b, row) in ((0, (0, 0)), (6, (1, 4)), (11, (2, 4))):  # eval preprocessing is exactly decode_eval
+    np.testing.assert_array_equal(out[b][0][row], D.decode_eval(sp.files[i], SIZE))
   no_leftovers()
+
+
+def test_real_rows_deal_the_first_batch_over_shards():
+  np.testing.assert_array_equal(D.real_rows(5, 5), np.arange(5))
+  np.testing.assert_array_equal(D.real_rows(2, 5), [0, 1])
+  np.testing.assert_array_equal(D.real_rows(4, 12, 3), [0, 1, 4, 8])  # shards [0,4) [4,8) [8,12): 2, 1, 1 real
+  rows = D.real_rows(143, 1536, 6)  # ImageNet at BS 1536 on 6 GPUs: 1393 padding images
+  assert np.bincount(rows // 256, minlength=6).tolist() == [24, 24, 24, 24, 24, 23]
+  with pytest.raises(D.DataError, match="shards=6"):
+    D.batches(["a"], [0], 8, True, 0, 0, SIZE, 1, 1, shards=6)
 
 
 def test_batches_are_views_valid_for_keep(syn):

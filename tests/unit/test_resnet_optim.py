@@ -88,12 +88,12 @@ def test_lars_and_sgd_steps_match_numpy_reference():
 
 
 def test_lars_hparams():
-  hp = lars_hparams(KNOBS, steps_per_epoch=835)
+  hp = lars_hparams(KNOBS)
   from mlperf_logging.mllog import constants as c
   assert set(hp) == {c.LARS_OPT_BASE_LEARNING_RATE, c.LARS_OPT_END_LR, c.LARS_OPT_LR_DECAY_POLY_POWER,
                      c.LARS_OPT_LR_DECAY_STEPS, c.LARS_EPSILON, c.LARS_OPT_LEARNING_RATE_WARMUP_EPOCHS,
                      c.LARS_OPT_MOMENTUM, c.LARS_OPT_WEIGHT_DECAY}
   assert hp == {"lars_opt_base_learning_rate": 2.0, "lars_opt_end_learning_rate": 1e-4,
-                "lars_opt_learning_rate_decay_poly_power": 2, "lars_opt_learning_rate_decay_steps": 35 * 835 + 1,
+                "lars_opt_learning_rate_decay_poly_power": 2, "lars_opt_learning_rate_decay_steps": 37,
                 "lars_epsilon": 0.0, "lars_opt_learning_rate_warmup_epochs": 2, "lars_opt_momentum": 0.9,
                 "lars_opt_weight_decay": 2e-4}
