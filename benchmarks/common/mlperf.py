@@ -100,7 +100,3 @@ def evict_files(paths: list[Path]) -> int:
         pass
   return n
 
-
-def draw_seed(bits: int = 31) -> int:
-  """A run seed from the OS entropy pool. 31 bits: $RANDOM's 15 bits collide across 10 runs about 0.14 % of the time."""
-  return int.from_bytes(os.urandom(8), "little") % (1 << bits)
