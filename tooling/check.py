@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tooling import mlperf_tools
+from tooling.errors import ToolError
 from tooling.mllog_reader import MLLog
 from tooling.safe_read import MAX_LOG_BYTES
 from tooling.score import max_dropped_runs, score_bench_dir, time_to_train_minutes
@@ -460,7 +461,15 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
       shutil.copytree(bd.path, root / "results" / bd.system / bd.name, ignore=_oversized)
       params = bd.path.parent / "package_checker_params"
       if params.is_file(): shutil.copy2(params, root / "results" / bd.system / params.name)
-    res = mlperf_tools.package_check(Path(tmp), org, ruleset, werror)
+    try:
+      res = mlperf_tools.package_check(Path(tmp), org, ruleset, werror)
+    except ToolError as e:
+      # a crash is no verdict, but a set our own rules already reject stays rejected whatever the tool does: the
+      # RCP checker crashes on a set whose runs disagree on the batch size, which _hparam_check has reported
+      if not any(f.level == FAIL for _, d in dirs for f in d.findings): raise
+      report.findings.append(Finding(INFO, "package-checker", f"not judged: {str(e).split('. That is')[0]} (the "
+                                     f"failures above already reject it)", f"package_checker {ruleset}"))
+      return
     for bd, dr in dirs:
       copy = root / "results" / bd.system / bd.name
       if (copy / "scaling.json").is_file(): dr.rcp_scaling_factor = read_scaling(copy)
