@@ -9,7 +9,7 @@
 #      train step on fake data seeded with that search (`tinyperf bench --beam-cache`), which searches what is
 #      missing and times the searched step; the grown cache comes back as $JOB/resnet_beam.db.
 # The ImageNet figures the schedule overrides stand for: 37 epochs of 5005 steps; here EPOCHS epochs of
-# TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, target TARGET on CLASSES classes.
+# TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, the closed target on CLASSES classes.
 # Start it detached (`setsid nohup scripts/e2e_h200.sh >/dev/null 2>&1 &`): a device command may run 10 min.
 # Everything lands in $JOB (default /tmp/e2ejob); `scripts/e2e_h200.sh poll` prints where it stands and
 # `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into DIR/e2e.tgz.
@@ -49,10 +49,12 @@ event "prep exit $? ($(du -sh "$DATA" | cut -f1))"
 python3 scripts/loader_rate.py "$DATA" >"$JOB/loader.log" 2>&1
 event "loader alone exit $?"
 
-# shortened open-division schedule; the real model, batch, precision and loader
+# shortened schedule; the real model, batch, precision and loader. The log still says closed (division is no knob) and
+# the closed checker wants the last eval_accuracy >= 0.759, so TARGET stays; evals only from EVAL_START_EPOCH on
+# (EVAL_FREQ 100) so that the run trains that many epochs before it can stop.
 ( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" TRAIN_BEAM=0 EVAL_BEAM=0 NUM_CLASSES="$CLASSES" \
-    EPOCHS=${EPOCHS:-6} WARMUP_EPOCHS=${WARMUP_EPOCHS:-1} TARGET=${TARGET:-0.25} EVAL_START_EPOCH=${EVAL_START_EPOCH:-4} \
-    EVAL_FREQ=1 EVAL_EVERY_EPOCH_FROM=${EVAL_START_EPOCH:-4} PYTHONUNBUFFERED=1
+    EPOCHS=${EPOCHS:-6} WARMUP_EPOCHS=${WARMUP_EPOCHS:-1} EVAL_START_EPOCH=${EVAL_START_EPOCH:-4} EVAL_FREQ=100 \
+    EVAL_EVERY_EPOCH_FROM=${EVAL_START_EPOCH:-4} PYTHONUNBUFFERED=1
   benchmarks/resnet/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
 event "run_and_time exit $?"
 tinyperf check "$JOB"/results/result_resnet_*.txt 2>&1 | stamp "$JOB/check.log"
