@@ -158,9 +158,9 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
       bar.update(1)
       bar.set_postfix(loss=f"{loss:.3f}", img_s=f"{k['BS']/timer.steps[-1]:.0f}", wait_ms=f"{it.last_wait_s*1e3:.0f}",
                       mem_gb=f"{GlobalCounters.mem_used/1e9:.1f}")
-      if benchmark and timer.done(benchmark): return True
+      if benchmark and timer.done(benchmark): break
   print(runtime.epoch_summary(e + 1, timer, first, k["BS"], runtime.now() - t_epoch, "img"), flush=True)
-  return False
+  return bool(benchmark and timer.done(benchmark))
 
 
 def print_feeding_budget(cfg: PlatformConfig, host: int | None = None):
