@@ -3,14 +3,21 @@
 #   1. synthetic ImageNet at full resolution (`tinyperf prep synthetic-imagenet --size 400`, all cores)
 #   2. the loader alone: img/s of one train epoch with 1, 2, 4 and all cores (no GPU), against the step's needs
 #   3. the 1xH200 platform's run_and_time.sh (INIT, RUN, evals, run_stop) with a shortened schedule set by knob
-#      overrides (below: an open-division smoke of the real model, shapes and loader; BEAM off), then `tinyperf check`
-#      on its log. The RUN log prints one line per epoch (step 0 vs the rest, data wait, img/s with the loader).
-#   4. while the lease lasts (BEAM_SEED_DB=FILE, e.g. ../shared/beam-seeds/resnet_1xH200_beam1_336.db): the BEAM=1
+#      overrides (below: the real model, shapes and loader on a short schedule, BEAM off; the log still says closed),
+#      then `tinyperf check` on its log. The RUN log prints one line per epoch (step 0 vs the rest, data wait, img/s
+#      with the loader).
+#   4. while the lease lasts (BEAM_SEED_DB=FILE, e.g. docs/perf/2026-12-01_resnet_beam_343.db, complete): the BEAM=1
 #      train step on fake data seeded with that search (`tinyperf bench --beam-cache`), which searches what is
 #      missing and times the searched step; the grown cache comes back as $JOB/resnet_beam.db.
 # The ImageNet figures the schedule overrides stand for: 37 epochs of 5005 steps; here EPOCHS epochs of
 # TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, the closed target on CLASSES classes.
-# Start it detached (`setsid nohup scripts/e2e_h200.sh >/dev/null 2>&1 &`): a device command may run 10 min.
+# Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from
+# carried wheels with `pip install --target DIR` and put DIR on PYTHONPATH), run from a checkout (git sha: git, or
+# TINYPERF_GIT_SHA). Start it detached (`setsid nohup scripts/e2e_h200.sh >/dev/null 2>&1 &`): a device command may
+# run 10 min.
+# Poll back to back (`sleep 300; scripts/e2e_h200.sh poll`): a leased machine goes back 30 s after a call returns, and
+# $JOB with it (2026-12-01: the first run's logs were lost that way). Collect before the lease's 30 minutes are up.
+# The whole plan took 11.5 min of the machine there (prep 15 s, loader 23 s, run_and_time.sh 345 s, BEAM=1 bench 290 s).
 # Everything lands in $JOB (default /tmp/e2ejob); `scripts/e2e_h200.sh poll` prints where it stands and
 # `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into DIR/e2e.tgz.
 set -u -o pipefail

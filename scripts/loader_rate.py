@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The ResNet train loader alone, as train_epoch drives it (IMAGE_SIZE 224 crops, 256 a batch), with 1, 2, 4 and all
-cores, timed after the first batch (worker start-up apart): `python3 scripts/loader_rate.py DATA_DIR [--batches 16]`. One JSON line per worker count (img/s), to set
-against the train step's img/s: does the loader keep up, and with how many cores."""
+cores: `python3 scripts/loader_rate.py DATA_DIR [--batches 16]`. Timed after the first batch (the workers' start-up
+apart); one JSON line per worker count (img/s), to set against the train step's img/s: does the loader keep up, and
+with how many cores."""
 from __future__ import annotations
 import argparse
 import json
@@ -21,7 +22,8 @@ def main():
   args = p.parse_args()
   tr = load_manifest(args.data)["train"]
   for w in sorted({1, 2, 4, len(os.sched_getaffinity(0))}):
-    with batches(tr.files, tr.labels, 256, train=True, seed=1, epoch=w, image_size=224, num_workers=w, ring_batches=16) as it:
+    with batches(tr.files, tr.labels, 256, train=True, seed=1, epoch=w, image_size=224, num_workers=w,
+                 ring_batches=16) as it:
       t0, n = time.perf_counter(), 0
       for i, (_, _, k) in enumerate(it):
         if i == 0: t1 = time.perf_counter()  # workers started (spawn) and the first batch decoded
