@@ -134,6 +134,20 @@ class StepTimer:
 def now() -> float: return time.perf_counter()
 
 
+def epoch_summary(epoch: int, timer: StepTimer, first: int, items_per_step: int, wall_s: float, unit: str) -> str:
+  """One line per training epoch from timer's steps first.. (this epoch's): the first steps apart, since a RUN's first
+  steps rebuild the JIT (and may compile), then the median of the rest, the data wait, and the epoch's wall time, which
+  counts the loader too (what the clock sees)."""
+  steps, waits = timer.steps[first:], timer.waits[first:]
+  if not steps: return f"epoch {epoch}: no steps"
+  rest = sorted(steps[1:]) or steps
+  med = rest[len(rest) // 2]
+  head = ", ".join(f"{t*1e3:.1f}" for t in steps[:3])
+  return (f"epoch {epoch}: {len(steps)} steps in {wall_s:.1f} s ({len(steps)*items_per_step/wall_s:.1f} {unit}/s with "
+          f"the loader); first steps {head} ms; median of steps 1.. {med*1e3:.1f} ms ({items_per_step/med:.1f} {unit}/s); "
+          f"data wait median {statistics.median(waits)*1e3:.1f} ms, max {max(waits)*1e3:.1f} ms")
+
+
 def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: int, steps_to_train: int, unit: str,
                        init_s: float):
   """One machine-readable line for `tinyperf bench` (which runs this entrypoint as a process and parses it)."""

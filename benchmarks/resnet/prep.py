@@ -444,11 +444,28 @@ def _synthetic_source(classes, train_per_class, val_per_class, size, seed) -> di
           "train_per_class": train_per_class, "val_per_class": val_per_class, "size": size, "seed": seed}
 
 
+_SYNTHETIC_CHUNK = 32  # images per worker task: small enough to spread a few classes over many cores
+
+
+def _synthetic_chunk(task: tuple) -> int:
+  """Write images i0..i1-1 of one (split, class) folder; each image's bytes depend on (seed, split, class, index)
+  alone, so any number of workers writes the same set."""
+  d, si, s, k, classes, i0, i1, first_serial, size, seed, quality = task
+  Path(d).mkdir(parents=True, exist_ok=True)
+  for i in range(i0, i1):
+    name = f"n{k:08d}_{i:05d}.JPEG" if s == "train" else f"ILSVRC2012_val_{first_serial + i:08d}.JPEG"
+    buf = io.BytesIO()
+    synthetic_image(k, classes, size, np.random.default_rng([seed, si, k, i])).save(buf, "JPEG", quality=quality)
+    (Path(d) / name).write_bytes(buf.getvalue())
+  return i1 - i0
+
+
 def synthetic_imagenet(out: Path, classes: int = 4, train_per_class: int = 256, val_per_class: int = 64, size: int = 64,
-                       seed: int = 0, quality: int = 90) -> Path:
-  """Real JPEGs in the ImageNet layout and manifest format; identical bytes for identical arguments and Pillow."""
+                       seed: int = 0, quality: int = 90, workers: int = 1) -> Path:
+  """Real JPEGs in the ImageNet layout and manifest format; identical bytes for identical arguments and Pillow, whatever
+  the number of workers (0 = one per core: full-size images take ~50 ms each to draw and encode)."""
   for name, v, lo in (("classes", classes, 1), ("train-per-class", train_per_class, 1), ("val-per-class", val_per_class, 0),
-                      ("size", size, 8), ("seed", seed, 0)):
+                      ("size", size, 8), ("seed", seed, 0), ("workers", workers, 0)):
     if v < lo: raise DataError(f"synthetic-imagenet: --{name} must be >= {lo}, got {v}.")
   source = _synthetic_source(classes, train_per_class, val_per_class, size, seed)
   if manifest_path(out).exists():
@@ -464,20 +481,17 @@ def synthetic_imagenet(out: Path, classes: int = 4, train_per_class: int = 256, 
   wnids = [f"n{k:08d}" for k in range(classes)]
   splits = ("train", "val") if val_per_class else ("train",)
   counts = {"train": train_per_class, "val": val_per_class}
+  # val files are numbered across classes (ILSVRC2012_val_<serial>), so each class task is given its first serial
+  tasks = [(str(staging / s / wnid), si, s, k, classes, i0, min(i0 + _SYNTHETIC_CHUNK, counts[s]), 1 + k * counts[s],
+            size, seed, quality)
+           for si, s in enumerate(splits) for k, wnid in enumerate(wnids) for i0 in range(0, counts[s], _SYNTHETIC_CHUNK)]
+  workers = min(workers if workers > 0 else max(1, len(os.sched_getaffinity(0))), len(tasks))
   with _progress(total=classes * (train_per_class + val_per_class), unit="img", desc="synthetic") as bar:
-    for si, s in enumerate(splits):
-      serial = 0
-      for k, wnid in enumerate(wnids):
-        d = staging / s / wnid
-        d.mkdir(parents=True)
-        for i in range(counts[s]):
-          rng = np.random.default_rng([seed, si, k, i])
-          serial += 1
-          name = f"{wnid}_{i:05d}.JPEG" if s == "train" else f"ILSVRC2012_val_{serial:08d}.JPEG"
-          buf = io.BytesIO()
-          synthetic_image(k, classes, size, rng).save(buf, "JPEG", quality=quality)
-          (d / name).write_bytes(buf.getvalue())
-          bar.update(1)
+    if workers == 1:
+      for t in tasks: bar.update(_synthetic_chunk(t))
+    else:
+      with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+        for n in ex.map(_synthetic_chunk, tasks): bar.update(n)
   _install(out, staging, splits)
   path = write_manifest(out, build_manifest(out, "synthetic", wnids, splits, source))
   print(f"wrote {path}: {classes} classes, {classes * train_per_class} train / {classes * val_per_class} val images",
@@ -523,11 +537,14 @@ def add_arguments(p: argparse.ArgumentParser):
   sy.add_argument("--size", type=int, default=64, help="nominal image side in pixels; each image's width and height "
                   "vary within 0.75-1.3x of it (default 64)")
   sy.add_argument("--seed", type=int, default=0, help="random seed; same seed, same bytes (default 0)")
+  sy.add_argument("--workers", type=int, default=0, help="processes drawing images (default: one per core; the bytes "
+                  "do not depend on it)")
 
 
 def run(args) -> int:
   if args.cmd == "synthetic-imagenet":
-    synthetic_imagenet(args.out, args.classes, args.train_per_class, args.val_per_class, args.size, args.seed)
+    synthetic_imagenet(args.out, args.classes, args.train_per_class, args.val_per_class, args.size, args.seed,
+                       workers=args.workers)
     return 0
   if args.verify is not None:
     return verify(args.verify, args.workers)

@@ -147,6 +147,7 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
   from benchmarks.resnet.data import batches
   from benchmarks.resnet.steps import to_device
   k = tr.k
+  first, t_epoch = len(timer.steps), runtime.now()
   with batches(train.files, train.labels, k["BS"], train=True, seed=seed, epoch=e, image_size=k["IMAGE_SIZE"],
                num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"], shards=len(tr.devices)) as it, \
        tqdm(total=spe, desc=f"epoch {e+1}/{k['EPOCHS']}", unit="step", disable=bool(benchmark), dynamic_ncols=True) as bar, \
@@ -160,8 +161,9 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
       bar.update(1)
       bar.set_postfix(loss=f"{loss:.3f}", img_s=f"{k['BS']/timer.steps[-1]:.0f}", wait_ms=f"{it.last_wait_s*1e3:.0f}",
                       mem_gb=f"{GlobalCounters.mem_used/1e9:.1f}")
-      if benchmark and timer.done(benchmark): return True
-  return False
+      if benchmark and timer.done(benchmark): break
+  print(runtime.epoch_summary(e + 1, timer, first, k["BS"], runtime.now() - t_epoch, "img"), flush=True)
+  return bool(benchmark and timer.done(benchmark))
 
 
 def print_feeding_budget(cfg: PlatformConfig, host: int | None = None):

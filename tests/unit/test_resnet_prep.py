@@ -229,6 +229,17 @@ def test_synthetic_deterministic_and_layout(tmp_path, capsys):
   assert run_prep("synthetic-imagenet", "--out", tmp_path / "d", "--classes", 0) == 2
 
 
+def test_synthetic_bytes_do_not_depend_on_the_worker_count(tmp_path):
+  # full-size sets are drawn on all cores (the H200 hosts: 7040 images at 400 px in 13 s); chunks of 32 images per task
+  # split a class across workers, and the val files' serials run across classes
+  kw = dict(classes=2, train_per_class=P._SYNTHETIC_CHUNK + 3, val_per_class=P._SYNTHETIC_CHUNK + 1, size=16, seed=4)
+  P.synthetic_imagenet(tmp_path / "one", workers=1, **kw)
+  P.synthetic_imagenet(tmp_path / "two", workers=2, **kw)
+  assert _tree(tmp_path / "one") == _tree(tmp_path / "two")
+  assert "val/n00000001/ILSVRC2012_val_00000034.JPEG" in _tree(tmp_path / "two")
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "x", "--workers", -1) == 2
+
+
 def test_synthetic_is_learnable_from_random_crops(tmp_path):
   """Nearest class mean on the mean colour of 32x32 random-resized crops separates the classes: a model can learn."""
   out = tmp_path / "s"

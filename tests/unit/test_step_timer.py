@@ -1,5 +1,5 @@
 """StepTimer: what a BENCHMARK run reports. The JIT's two compiling steps must not decide the median."""
-from benchmarks.common.runtime import JIT_WARMUP_STEPS, StepTimer
+from benchmarks.common.runtime import JIT_WARMUP_STEPS, StepTimer, epoch_summary
 
 
 def timer_with(steps):
@@ -28,3 +28,13 @@ def test_benchmark_n_means_n_steps_after_the_warmup():
 def test_a_run_stopped_within_the_warmup_still_reports_what_it_has():
   t = timer_with([5.0])
   assert t.timed() == [5.0] and t.median() == 5.0
+
+
+def test_epoch_summary_sets_a_runs_first_steps_apart():
+  # RUN's first epoch on the H200 (2026-12-01): two steps rebuild the JIT, the rest replay; the wall time counts all
+  t = timer_with([7.0, 9.0])  # an earlier epoch's steps are not this epoch's
+  for s, w in ((74.3, 0.5), (22.1, 0.0), (1.08, 0.0), (1.07, 0.8), (1.09, 0.0)): t.add(s, w)
+  line = epoch_summary(2, t, 2, 256, 100.0, "img")
+  assert line.startswith("epoch 2: 5 steps in 100.0 s (12.8 img/s with the loader)")
+  assert "first steps 74300.0, 22100.0, 1080.0 ms" in line
+  assert "median of steps 1.. 1090.0 ms" in line and "max 800.0 ms" in line
