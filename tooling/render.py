@@ -37,11 +37,6 @@ def _prerequisites(cfg: PlatformConfig) -> list[str]:
   return list(cfg.get("host_prerequisites", []) or [])
 
 
-def _knob_comment(cfg: PlatformConfig) -> str:
-  width = max(len(k) for k in cfg.knobs)
-  return "\n".join(f"#   {k.ljust(width)} = {v}" for k, v in cfg.knobs.items())
-
-
 def _entry(cfg: PlatformConfig, phase: str, extra: str = "") -> str:
   return (f'python3 -m benchmarks.{cfg.benchmark}.train --platform {cfg.platform} --phase {phase} \\\n'
           f'  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR"{extra}')
@@ -53,8 +48,8 @@ def _prelude(cfg: PlatformConfig, what: str, root: str = REPO_ROOT) -> str:
   return f"""#!/usr/bin/env bash
 {HEADER}
 # {TITLES[cfg.benchmark]} on {cfg.platform}: {what}
-# Knobs from config.yaml (any one can be overridden by an environment variable of the same name):
-{_knob_comment(cfg)}
+# Every knob comes from config.yaml beside this script (the entrypoint reads it); an environment variable of the same
+# name overrides one knob for one run (BS=512 ./run_and_time.sh) and is printed at the top of the log.
 set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}" = "${{!v}}" ]; then printf -v "$v" '%s' "$PWD/${{!v}}"; fi; done

@@ -97,8 +97,8 @@ def test_render_detects_drift(tmp_path, monkeypatch):
   files = render.rendered_files()
   path, text = next((p, t) for p, t in files.items() if p.name == "run_and_time.sh")
   assert "--platform" in text and "set -euo pipefail" in text
-  # a script whose knob comment disagrees with the config is reported stale
-  monkeypatch.setattr(render, "rendered_files", lambda: {path: text.replace("BS ", "BS_CHANGED ", 1)})
+  # a script that disagrees with what its config renders (here: another platform) is reported stale
+  monkeypatch.setattr(render, "rendered_files", lambda: {path: text.replace("--platform ", "--platform x", 1)})
   assert render.stale_files() == [path]
 
 

@@ -1,38 +1,8 @@
 #!/usr/bin/env bash
 # Generated from config.yaml by `tinyperf render`: edit the config, not this file.
 # BERT-large pretraining (Wikipedia) on cpu_smoke: one timed run, INIT then RUN, appending to one result log.
-# Knobs from config.yaml (any one can be overridden by an environment variable of the same name):
-#   DEV               = CPU
-#   GPUS              = 1
-#   DEFAULT_FLOAT     = FLOAT
-#   TRAIN_BEAM        = 0
-#   EVAL_BEAM         = 0
-#   NUM_WORKERS       = 1
-#   SEED_BITS         = 31
-#   BS                = 16
-#   EVAL_BS           = 16
-#   LR                = 0.02
-#   BETA1             = 0.9
-#   BETA2             = 0.999
-#   EPSILON           = 1e-06
-#   DECAY             = 0.01
-#   POLY_POWER        = 1.0
-#   WARMUP_STEPS      = 20
-#   TRAIN_STEPS       = 300
-#   LOSS_SCALER       = 1.0
-#   CLIP_NORM         = 1.0
-#   TARGET            = 0.06
-#   EVAL_SAMPLES      = 256
-#   EVAL_STEP_FREQ    = 50
-#   MAX_SEQ_LEN       = 64
-#   MAX_PREDICTIONS   = 10
-#   BERT_LAYERS       = 2
-#   BERT_HIDDEN       = 64
-#   BERT_HEADS        = 2
-#   BERT_INTERMEDIATE = 256
-#   INIT_BERT_LAYERS  = 2
-#   INIT_CHECKPOINT   = 0
-#   USE_ATOMICS       = 1
+# Every knob comes from config.yaml beside this script (the entrypoint reads it); an environment variable of the same
+# name overrides one knob for one run (BS=512 ./run_and_time.sh) and is printed at the top of the log.
 set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done

@@ -1,42 +1,8 @@
 #!/usr/bin/env bash
 # Generated from config.yaml by `tinyperf render`: edit the config, not this file.
 # BERT-large pretraining (Wikipedia) on tinybox_8xMI300X: one timed run, INIT then RUN, appending to one result log.
-# Knobs from config.yaml (any one can be overridden by an environment variable of the same name):
-#   DEV                   = AMD
-#   GPUS                  = 8
-#   DEFAULT_FLOAT         = HALF
-#   TRAIN_BEAM            = 3
-#   EVAL_BEAM             = 3
-#   IGNORE_JIT_FIRST_BEAM = 1
-#   BEAM_UOPS_MAX         = 6000
-#   BEAM_UPCAST_MAX       = 256
-#   BEAM_LOCAL_MAX        = 1024
-#   BEAM_MIN_PROGRESS     = 5.0
-#   NUM_WORKERS           = 0
-#   SEED_BITS             = 31
-#   BS                    = 1024
-#   EVAL_BS               = 1024
-#   LR                    = 0.0011
-#   BETA1                 = 0.60466
-#   BETA2                 = 0.85437
-#   EPSILON               = 1e-06
-#   DECAY                 = 0.1
-#   POLY_POWER            = 1.0
-#   WARMUP_STEPS          = 1
-#   TRAIN_STEPS           = 3900
-#   LOSS_SCALER           = 2048.0
-#   CLIP_NORM             = 1.0
-#   TARGET                = 0.72
-#   EVAL_SAMPLES          = 10000
-#   EVAL_STEP_FREQ        = 0
-#   MAX_SEQ_LEN           = 512
-#   MAX_PREDICTIONS       = 76
-#   BERT_LAYERS           = 24
-#   BERT_HIDDEN           = 1024
-#   BERT_HEADS            = 16
-#   BERT_INTERMEDIATE     = 4096
-#   INIT_BERT_LAYERS      = 2
-#   INIT_CHECKPOINT       = 1
+# Every knob comes from config.yaml beside this script (the entrypoint reads it); an environment variable of the same
+# name overrides one knob for one run (BS=512 ./run_and_time.sh) and is printed at the top of the log.
 set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done

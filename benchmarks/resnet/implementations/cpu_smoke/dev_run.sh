@@ -1,36 +1,8 @@
 #!/usr/bin/env bash
 # Generated from config.yaml by `tinyperf render`: edit the config, not this file.
 # ResNet-50 v1.5 (ImageNet) on cpu_smoke: RUN phase only, for development (no INIT, so BEAM searches inside the run).
-# Knobs from config.yaml (any one can be overridden by an environment variable of the same name):
-#   DEV                   = CPU
-#   GPUS                  = 1
-#   DEFAULT_FLOAT         = FLOAT
-#   TRAIN_BEAM            = 0
-#   EVAL_BEAM             = 0
-#   NUM_WORKERS           = 1
-#   SEED_BITS             = 31
-#   BS                    = 64
-#   EVAL_BS               = 64
-#   LR                    = 2.0
-#   WARMUP_EPOCHS         = 1
-#   EPOCHS                = 8
-#   END_LR                = 0.0001
-#   DECAY                 = 0.0002
-#   MOMENTUM              = 0.9
-#   LABEL_SMOOTHING       = 0.1
-#   LOSS_SCALER           = 1.0
-#   TARGET                = 0.9
-#   EVAL_START_EPOCH      = 0
-#   EVAL_FREQ             = 1
-#   EVAL_EVERY_EPOCH_FROM = 1
-#   SYNCBN                = 0
-#   IMAGE_SIZE            = 32
-#   NUM_CLASSES           = 4
-#   RESNET_WIDTH          = 8
-#   RESNET_LAYERS         = 1,1,1,1
-#   SHM_RING_BATCHES      = 4
-#   FEED_IMG_S_PER_GPU    = 530.0
-#   LOADER_IMG_S_PER_CORE = 3190.0
+# Every knob comes from config.yaml beside this script (the entrypoint reads it); an environment variable of the same
+# name overrides one knob for one run (BS=512 ./run_and_time.sh) and is printed at the top of the log.
 set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done

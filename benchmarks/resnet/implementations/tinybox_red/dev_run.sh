@@ -1,42 +1,8 @@
 #!/usr/bin/env bash
 # Generated from config.yaml by `tinyperf render`: edit the config, not this file.
 # ResNet-50 v1.5 (ImageNet) on tinybox_red: RUN phase only, for development (no INIT, so BEAM searches inside the run).
-# Knobs from config.yaml (any one can be overridden by an environment variable of the same name):
-#   DEV                   = AMD
-#   GPUS                  = 6
-#   DEFAULT_FLOAT         = HALF
-#   TRAIN_BEAM            = 4
-#   EVAL_BEAM             = 0
-#   IGNORE_JIT_FIRST_BEAM = 1
-#   BEAM_UOPS_MAX         = 2000
-#   BEAM_UPCAST_MAX       = 96
-#   BEAM_LOCAL_MAX        = 1024
-#   BEAM_MIN_PROGRESS     = 5.0
-#   BEAM_PADTO            = 0
-#   NUM_WORKERS           = 0
-#   SEED_BITS             = 31
-#   BS                    = 1536
-#   EVAL_BS               = 192
-#   LR                    = 7.2
-#   WARMUP_EPOCHS         = 2
-#   EPOCHS                = 37
-#   END_LR                = 0.0001
-#   DECAY                 = 0.0002
-#   MOMENTUM              = 0.9
-#   LABEL_SMOOTHING       = 0.1
-#   LOSS_SCALER           = 128.0
-#   TARGET                = 0.759
-#   EVAL_START_EPOCH      = 3
-#   EVAL_FREQ             = 4
-#   EVAL_EVERY_EPOCH_FROM = 33
-#   SYNCBN                = 0
-#   IMAGE_SIZE            = 224
-#   NUM_CLASSES           = 1000
-#   RESNET_WIDTH          = 64
-#   RESNET_LAYERS         = 3,4,6,3
-#   SHM_RING_BATCHES      = 32
-#   FEED_IMG_S_PER_GPU    = 730.0
-#   LOADER_IMG_S_PER_CORE = 315.0
+# Every knob comes from config.yaml beside this script (the entrypoint reads it); an environment variable of the same
+# name overrides one knob for one run (BS=512 ./run_and_time.sh) and is printed at the top of the log.
 set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
