@@ -70,6 +70,7 @@ class Attempt:
   slurm: dict = field(default_factory=dict)  # run as a Slurm array task: job (<array job>_<index>), node, runtime
   owner: dict = field(default_factory=dict)  # the launcher that claimed it: id, host, pid
   sha256: str | None = None         # of the run's MLPerf log, i.e. of result_<i>.txt (checked by run and status)
+  overrides: dict = field(default_factory=dict)  # knobs the environment overrode for this run: {knob: [config, env]}
 
 
 _ME: dict = {}

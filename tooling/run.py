@@ -343,7 +343,8 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
     work.mkdir(parents=True)
     claim = L.Claim(work)
     att = L.Attempt(index=i, seed=seed, backend="container" if backend or in_image else "host",
-                    output=str(work / "output.log"), slurm=slurm.task_info(), owner=L.launcher())
+                    output=str(work / "output.log"), slurm=slurm.task_info(), owner=L.launcher(),
+                    overrides={k: list(v) for k, v in cfg.overridden.items()})
     if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
     elif in_image:  # a compose service: `tinyperf run --no-container` inside a tinyperf image
       att.image = os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{in_image} (image ID not visible inside the container)"

@@ -196,3 +196,12 @@ def test_a_dangling_symlink_at_a_result_is_refused_before_the_run(data, tmp_path
   r = _run(data, out)
   assert r.returncode == 2 and "never overwritten" in r.stderr and "Traceback" not in r.stderr
   assert not (_work(out) / "ledger.json").exists() or _attempts(out) == []
+
+
+def test_the_overrides_a_run_used_are_in_the_ledger(data, tmp_path):
+  """A set whose runs differ in a knob is caught by `check` (hyperparameters); the ledger says which run was changed."""
+  out = tmp_path / "R"
+  p = _run(data, out, EVAL_BS="32")
+  assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+  (a,) = _attempts(out)
+  assert a["overrides"] == {"EVAL_BS": [64, 32]}
