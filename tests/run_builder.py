@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from benchmarks.common.runtime import metrics_path
 from mllog_builder import T0_MS, systems_json, write_log
 from tooling import ledger as L
 
@@ -18,20 +19,23 @@ GIT_SHA = "0123456789abcdef0123456789abcdef01234567"
 def default_seed(i: int) -> int: return (1_000_000_007 + 7919 * 104_729 * i) % 2 ** 31
 
 
-def console_output(benchmark: str, seed: int, epochs: int = 4, steps: int = 10, img_s: float = 20000.0) -> str:
-  """Raw output of INIT + RUN: provenance lines and tqdm bars redrawn with carriage returns."""
+def console_output(benchmark: str, seed: int) -> str:
+  """Raw output of INIT + RUN as report reads it: the provenance lines (progress bars and the rest are for people)."""
   prov = (f"provenance: tinyperf=0.1.0, git_sha={GIT_SHA}, tinygrad=0.14.0, mlperf_logging=4.1.68, python=3.11.7, "
           f"image_digest=none (not in a tinyperf image)")
-  out = [prov, "init phase done", prov]
-  if benchmark == "resnet":
-    for e in range(1, epochs + 1):
-      bar = []
-      for s in range(1, steps + 1):
-        v = img_s * (0.5 if s == 1 else 1.0) * (1 + 0.01 * ((seed + s) % 5))
-        bar.append(f"epoch {e}/{epochs}: {100 * s // steps:3d}%|#####     | {s}/{steps} [00:0{s % 10}<00:01, 12.1step/s, "
-                   f"loss=3.210, img_s={v:.0f}, wait_ms=1, mem_gb=20.1]")
-      out.append("\r".join(bar))
-      out.append(f"epoch {e}: eval loss 1.0000, top-1 0.{e}000 (target 0.759)")
+  return "\n".join([prov, "init took 95.0 s", prov, "epoch 1: eval loss 1.0000, top-1 0.1000 (target 0.759)"]) + "\n"
+
+
+def metrics_output(benchmark: str, seed: int, epochs: int = 4, steps: int = 10, rate: float = 20000.0) -> str:
+  """A RUN's metrics file (benchmarks.common.runtime.metric): one step record per train step, an eval per epoch."""
+  out = []
+  for e in range(1, epochs + 1):
+    for s in range(steps):
+      v = rate * (0.5 if s == 0 else 1.0) * (1 + 0.01 * ((seed + s) % 5))
+      rec = (dict(epoch=e, step=s, steps=steps, unit="img") if benchmark == "resnet" else
+             dict(step=(e - 1) * steps + s + 1, samples=((e - 1) * steps + s + 1) * 96, unit="seq"))
+      out.append(json.dumps({"kind": "step", "loss": 3.2, "step_s": 0.1, "wait_s": 0.001, "rate": v, **rec}))
+    out.append(json.dumps({"kind": "eval", "epoch": e, "accuracy": e / 10}))
   return "\n".join(out) + "\n"
 
 
@@ -60,7 +64,9 @@ def make_runs(root: str | Path, benchmark: str = "resnet", *, system: str = "tin
     work.mkdir(parents=True, exist_ok=True)
     att = L.Attempt(index=i, seed=seed, status=status, started=1_700_000_000.0 + spec.get("started", k) * 10_000,
                     output=str(work / "output.log"))
-    if outputs: (work / "output.log").write_text(console_output(benchmark, seed))
+    if outputs:
+      (work / "output.log").write_text(console_output(benchmark, seed))
+      metrics_path(work / L.RUN_LOG).write_text(metrics_output(benchmark, seed))
     if status == L.DONE:
       kw = dict(common)
       kw.setdefault("platform", system)

@@ -10,18 +10,21 @@ directory. Per system x benchmark it writes, into --out (default RESULTS/report)
 Throughput comes from the result log's timestamps: samples per second per epoch from epoch_start/epoch_stop (ResNet,
 times train_samples) or between consecutive evals (BERT, whose eval metadata counts samples). Those timestamps are in
 every result file, including packaged and published ones, and they measure what the clock measures: data loading, host
-work and stalls included. When the run's raw console output is still there (the ledger's `output`), tqdm's img_s values
-are drawn over it as a thin line: a per-step rate that excludes data waits and is sampled only when tqdm redraws, so the
-gap between the two lines is time the device spent waiting. The timestamps are the reference; img_s is a diagnostic.
+work and stalls included. When the run's metrics file is still there (<log>.metrics.jsonl beside the run's MLPerf log,
+one JSON line per train step), each step's rate is drawn over it as a thin line: a per-step rate that excludes data
+waits, so the gap between the two lines is time the device spent waiting. The timestamps are the reference; the step
+rate is a diagnostic. Provenance comes from the run's console output (output.log), where it still is.
 """
 from __future__ import annotations
 import argparse
+import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.common.config import available_platforms, load_config
+from benchmarks.common.runtime import metrics_path
 from tooling import ledger as L
 from tooling.errors import UserError, write_atomic
 from tooling.mllog_reader import MLLog
@@ -29,7 +32,6 @@ from tooling.safe_read import iter_lines
 from tooling.submission_tree import BenchDir, discover
 
 MLPERF_TARGET = {"resnet": 0.759, "bert": 0.720}
-TQDM = re.compile(r"epoch (\d+)/(\d+):.*?\|\s*(\d+)/(\d+) \[[^\]]*?\b(\w+)_s=(\d+(?:\.\d*)?)")
 
 
 @dataclass
@@ -44,7 +46,7 @@ class RunData:
   first_failure: str
   accuracy: list[tuple[float, float]] = field(default_factory=list)
   throughput: list[tuple[float, float]] = field(default_factory=list)      # from MLLOG timestamps
-  step_rate: list[tuple[float, float]] = field(default_factory=list)       # tqdm's <unit>_s from the raw output
+  step_rate: list[tuple[float, float]] = field(default_factory=list)       # per train step, from the metrics file
   step_unit: str = ""
   provenance: list[str] = field(default_factory=list)
   output: str | None = None
@@ -106,23 +108,30 @@ def throughput_series(log: MLLog, benchmark: str) -> list[tuple[float, float]]:
   return out
 
 
-def read_output(path: Path) -> tuple[list[str], list[tuple[float, float]], str]:
-  """From a run's raw console output: its provenance lines and tqdm's rate postfix at (epoch - 1 + step/steps)."""
-  prov, rate, unit = [], [], ""
+def read_provenance(path: Path) -> list[str]:
+  """A run's console output (output.log): the provenance lines its INIT and RUN printed."""
+  prov = []
   for raw in iter_lines(path):
     line = raw.decode("utf-8", "replace").strip()
-    if line.startswith("provenance: "):
-      if line not in prov: prov.append(line)
-      continue
-    m = TQDM.search(line)
-    if m:
-      e, _, s, total, u, v = m.groups()
-      if int(total) > 0:
-        rate.append((int(e) - 1 + int(s) / int(total), float(v)))
-        unit = u
-  # tqdm redraws a step when its postfix changes (the first draw still shows the previous step's rate): keep the last
-  last = dict(rate)
-  return prov, sorted(last.items()), unit
+    if line.startswith("provenance: ") and line not in prov: prov.append(line)
+  return prov
+
+
+def read_step_rate(path: Path) -> tuple[list[tuple[float, float]], str]:
+  """A run's metrics file: (x, items/s) per train step and the unit. x is the epoch position (epoch - 1 + steps done /
+  steps per epoch) for ResNet, the samples seen for BERT: the x axes of the throughput plot."""
+  rate, unit = [], ""
+  for raw in iter_lines(path):
+    try: rec = json.loads(raw)
+    except ValueError: continue          # a line cut by a kill: the rest still counts
+    if not isinstance(rec, dict) or rec.get("kind") != "step" or not _num(rec.get("rate")): continue
+    if _num(rec.get("epoch")) and _num(rec.get("step")) and _num(rec.get("steps")) and rec["steps"] > 0:
+      x = rec["epoch"] - 1 + (rec["step"] + 1) / rec["steps"]
+    elif _num(rec.get("samples")): x = float(rec["samples"])
+    else: continue
+    rate.append((float(x), float(rec["rate"])))
+    unit = str(rec.get("unit", unit))
+  return rate, unit
 
 
 def _ledger_for(bd: BenchDir) -> tuple[Path | None, dict[int, L.Attempt]]:
@@ -180,7 +189,9 @@ def collect(path: Path) -> list[BenchData]:
       out_path = _output_path(att, ledger) if att and ledger else None
       if out_path:
         rd.output = str(out_path)
-        rd.provenance, rd.step_rate, rd.step_unit = read_output(out_path)
+        rd.provenance = read_provenance(out_path)
+        metrics = metrics_path(out_path.parent / L.RUN_LOG)
+        if metrics.is_file(): rd.step_rate, rd.step_unit = read_step_rate(metrics)
       runs.append(rd)
     findings = [f"{f.level.upper()} {f.where() + ': ' if f.where() else ''}{f.message}"
                 for f in report.failures() + [x for x in dr.findings + report.findings if x.level == WARN]]
@@ -260,12 +271,13 @@ def plot_throughput(b: BenchData) -> bytes:
     if r.throughput:
       xs, ys = zip(*r.throughput)
       ax.plot(xs, ys, marker="o", ms=3.5, lw=1.6, color=c, label=f"{r.name}: result-log timestamps")
-    if r.step_rate and b.benchmark == "resnet":
+    if r.step_rate:
       xs, ys = zip(*r.step_rate)
-      ax.plot([x + 0.5 for x in xs], ys, lw=0.7, alpha=0.45, color=c)   # epoch e spans (e-0.5, e+0.5] on this axis
+      shift = 0.5 if b.benchmark == "resnet" else 0.0   # ResNet: epoch e spans (e-0.5, e+0.5] on this axis
+      ax.plot([x + shift for x in xs], ys, lw=0.7, alpha=0.45, color=c)
       any_rate = True
   if any_rate:
-    ax.plot([], [], lw=0.7, alpha=0.6, color="gray", label="thin: tqdm step rate from the raw output (no data waits)")
+    ax.plot([], [], lw=0.7, alpha=0.6, color="gray", label="thin: each train step's rate, metrics file (no data waits)")
   ax.set_xlabel(_x_label(b.benchmark))
   ax.set_ylabel("training samples per second")
   ax.set_title(f"{b.benchmark} on {b.system}: throughput over the run")
@@ -294,7 +306,7 @@ def markdown(results: Path, data: list[BenchData], images: dict[tuple[str, str],
   lines = [f"# tinyperf report: `{results}`", "",
            "Scores follow result_summarizer's rules (`tinyperf score`); verdicts are the full `tinyperf check` (the "
            "real MLCommons checkers plus the checks they miss). Throughput comes from the result logs' timestamps "
-           "(per epoch for ResNet, between evals for BERT); tqdm's step rate from the raw output, where it survives, "
+           "(per epoch for ResNet, between evals for BERT); each train step's rate from the run's metrics file, where it survives, "
            "is drawn thin for comparison (it leaves out data waits). The olympic column follows result_summarizer, which drops "
            "only runs the compliance checker rejects; the verdict column is stricter (e.g. a run whose run_stop status "
            "is not success).", ""]

@@ -215,6 +215,8 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
     timer.add(runtime.now() - t0 - wait, wait)
     if not math.isfinite(loss): raise FloatingPointError(f"loss is {loss} at step {step}")
     step += 1
+    runtime.metric("step", step=step, samples=step * gbs, loss=loss, grad_norm=norm, step_s=timer.steps[-1], wait_s=wait,
+                   rate=gbs / timer.steps[-1], unit="seq")
     if step % 10 == 0 or step <= 3 or benchmark:
       print(f"step {step}/{total}: loss {loss:.4f}, grad norm {norm:.3f}, lr {tr.scheduler.lr_at(step - 1):.3g}, "
             f"{timer.steps[-1]*1e3:.0f} ms, data {wait*1e3:.0f} ms", flush=True)
@@ -228,6 +230,7 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
     t_eval = time.perf_counter()
     totals = evaluate(tr, eval_path, vocab_md5)
     mlperf.event(C.EVAL_ACCURACY, totals.mlm_accuracy, metadata={C.EPOCH_NUM: samples})
+    runtime.metric("eval", step=step, samples=samples, accuracy=totals.mlm_accuracy, mlm_loss=totals.mlm_loss)
     mlperf.end(C.EVAL_STOP, samples, metadata={C.EPOCH_NUM: samples})
     print(f"eval at step {step} ({samples} samples): masked-LM accuracy {totals.mlm_accuracy:.4f} (target {k['TARGET']}), "
           f"MLM loss {totals.mlm_loss:.4f}, NSP accuracy {totals.nsp_accuracy:.4f}, NSP loss {totals.nsp_loss:.4f}; "

@@ -71,7 +71,9 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
     # from an earlier measurement: `tinyperf bench --beam-cache`), which no submission run does
     keep = bool(args.benchmark_steps and os.environ.get("CACHEDB"))
     prepare_cache_db(args.results, args.seed, fresh=args.phase == "init" and not keep)
-    mlperf.open_result_log(args.log or args.results / f"result_{benchmark}_{args.seed}.txt")
+    log = args.log or args.results / f"result_{benchmark}_{args.seed}.txt"
+    mlperf.open_result_log(log)
+    if args.phase == "run": open_metrics(log)
     print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance().items()), flush=True)
     return phases[args.phase](cfg, args)
   except InputError as e:
@@ -80,6 +82,28 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   except FloatingPointError as e:  # a non-finite loss: the run failed (its log already ends with run_stop aborted)
     print(f"\n{'!' * 100}\nRUN ABORTED, training failed: {e}\n{'!' * 100}", file=sys.stderr, flush=True)
     return 1
+
+
+def metrics_path(log: Path) -> Path:
+  """Where a run's training metrics go: beside its MLPerf log, <log stem>.metrics.jsonl."""
+  return log.with_name(f"{log.stem}.metrics.jsonl")
+
+
+_metrics = None
+
+
+def open_metrics(log: Path):
+  """RUN's metrics file (appended: a resumed run continues it). `tinyperf report` reads it; the console's progress bars
+  and lines are for people."""
+  global _metrics
+  _metrics = open(metrics_path(log), "a", buffering=1)
+
+
+def metric(kind: str, **fields):
+  """One JSON line: kind "step" (step, loss, step_s, wait_s, rate, unit and epoch/steps or samples) or "eval"."""
+  if _metrics is None: return
+  import json
+  _metrics.write(json.dumps({"kind": kind, "time": round(time.time(), 3), **fields}) + "\n")
 
 
 def host_scalar(t) -> float:

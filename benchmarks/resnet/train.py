@@ -158,6 +158,8 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
       loss = runtime.host_scalar(loss)  # syncs: the step time includes the device
       timer.add(runtime.now() - t0, it.last_wait_s)
       if not math.isfinite(loss): raise FloatingPointError(f"loss is {loss} at epoch {e+1} step {i}")
+      runtime.metric("step", epoch=e + 1, step=i, steps=spe, loss=loss, step_s=timer.steps[-1], wait_s=it.last_wait_s,
+                     rate=k["BS"] / timer.steps[-1], unit="img")
       bar.update(1)
       bar.set_postfix(loss=f"{loss:.3f}", img_s=f"{k['BS']/timer.steps[-1]:.0f}", wait_ms=f"{it.last_wait_s*1e3:.0f}",
                       mem_gb=f"{GlobalCounters.mem_used/1e9:.1f}")
@@ -220,6 +222,7 @@ def run_training(cfg: PlatformConfig, args) -> str | None:
     mlperf.event(C.EVAL_ACCURACY, top1, metadata={C.EPOCH_NUM: epoch})
     mlperf.end(C.EVAL_STOP, epoch, metadata={C.EPOCH_NUM: epoch})
     print(f"epoch {epoch}: eval loss {eval_loss:.4f}, top-1 {top1:.4f} (target {k['TARGET']})", flush=True)
+    runtime.metric("eval", epoch=epoch, loss=eval_loss, accuracy=top1)
     if args.ckpt:
       path = save_state(args.results / "ckpt" / f"resnet_{args.seed}_e{epoch}.safetensors", tr.model, tr.optimizer, tr.scheduler)
       print(f"saved training state to {path}", flush=True)

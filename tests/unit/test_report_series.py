@@ -1,9 +1,9 @@
 """`tinyperf report`'s readers: throughput from result-log timestamps, accuracy series, and the raw console output
-(provenance lines, tqdm img_s) - no checkers, no plots."""
+(provenance lines) and the metrics file (per-step rates) - no checkers, no plots."""
 from __future__ import annotations
 
 from mllog_builder import write_log
-from run_builder import GIT_SHA, console_output
+from run_builder import GIT_SHA, console_output, metrics_output
 from tooling import report
 from tooling.mllog_reader import read_log
 
@@ -19,10 +19,17 @@ def test_throughput_and_output_parsing(tmp_path):
   assert len(btp) == 4 and btp[0][0] == 150016.0 and all(v > 0 for _, v in btp)
   assert [x for x, _ in report.accuracy_series(blog)] == [150016.0 * i for i in range(1, 5)]
   out = tmp_path / "output.log"
-  out.write_text(console_output("resnet", 7, epochs=2, steps=4))
-  prov, rate, unit = report.read_output(out)
-  assert len(prov) == 1 and GIT_SHA in prov[0] and unit == "img"
-  assert [x for x, _ in rate] == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+  out.write_text(console_output("resnet", 7))
+  prov = report.read_provenance(out)
+  assert len(prov) == 1 and GIT_SHA in prov[0]
+  metrics = tmp_path / "mlperf.metrics.jsonl"
+  metrics.write_text(metrics_output("resnet", 7, epochs=2, steps=4) + '{"kind": "step", "rat')   # cut by a kill
+  rate, unit = report.read_step_rate(metrics)
+  assert unit == "img" and [x for x, _ in rate] == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
+  assert rate[0][1] < rate[1][1]                     # the first step of an epoch at half rate, as written
+  metrics.write_text(metrics_output("bert", 7, epochs=2, steps=3))
+  rate, unit = report.read_step_rate(metrics)
+  assert unit == "seq" and [x for x, _ in rate] == [96.0 * i for i in range(1, 7)]
 
 
 def test_default_out_of_a_run_directory_that_records_its_system(tmp_path):
