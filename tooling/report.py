@@ -161,7 +161,7 @@ def _target(system: str, benchmark: str, division: str) -> tuple[float, str]:
 
 
 def collect(path: Path) -> list[BenchData]:
-  from tooling.check import FAIL, WARN, check_path
+  from tooling.check import WARN, check_path
   from tooling.score import score_bench_dir
   t = discover(path)
   if t.kind == "file":

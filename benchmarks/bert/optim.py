@@ -32,7 +32,7 @@ stepped after the optimizer inside the jitted step: step 0 trains with LR 0 (ref
 from __future__ import annotations
 from typing import Mapping
 
-from tinygrad import Tensor, dtypes
+from tinygrad import Tensor
 from tinygrad.nn.optim import LAMB, OptimizerGroup
 from tinygrad.nn.state import get_state_dict
 

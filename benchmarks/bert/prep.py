@@ -231,7 +231,7 @@ def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "f
 def run_verify(out: Path, vocab_path: Path | None, max_seq_len: int | None, max_predictions: int | None,
                quiet: bool = False) -> list[str]:
   from tqdm import tqdm
-  from benchmarks.bert.shard import ShardError, read_header, verify_shard
+  from benchmarks.bert.shard import read_header, verify_shard
   from benchmarks.common.io import file_digest
   shards = sorted((out / "train").glob("part-*.shard")) + ([out / "eval.shard"] if (out / "eval.shard").exists() else [])
   if not shards:

@@ -7,10 +7,8 @@ import pytest
 from PIL import Image
 
 from mllog_builder import write_log
-from run_builder import GIT_SHA, console_output, default_seed, make_runs
-from tooling import report
+from run_builder import GIT_SHA, default_seed, make_runs
 from tooling.cli import main as cli
-from tooling.mllog_reader import read_log
 
 pytestmark = pytest.mark.integration
 KINDS = ("accuracy", "time_to_train", "throughput")

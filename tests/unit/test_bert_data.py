@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import random
 import shutil
 from pathlib import Path

@@ -61,7 +61,7 @@ def set_event(path: Path, key: str, field: str, raw: str, nth: int = 0) -> None:
 def test_time_ms_not_a_finite_integer_is_a_malformed_file(capsys, tmp_path, key, raw, verb):
   p = write_log(tmp_path / "result_0.txt", "resnet")
   set_event(p, key, "time_ms", raw)
-  err = bad_input(capsys, verb, p, f"{p}:", "not a finite integer")
+  bad_input(capsys, verb, p, f"{p}:", "not a finite integer")
   assert "score" not in capsys.readouterr().out
 
 

@@ -1,10 +1,8 @@
 """The run ledger under attack: stale attempts, dead launchers, moved results roots, changed or deleted result files,
 an exhausted seed space. Real files and real POSIX locks (a second process holds a claim)."""
 import json
-import os
 import subprocess
 import sys
-import time
 
 import pytest
 

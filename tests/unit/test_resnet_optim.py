@@ -1,10 +1,10 @@
 """LARS/SGD grouping, one optimizer step against a numpy implementation of the MLPerf LARS formula, MLLOG hparams."""
 import numpy as np
 import pytest
-from tinygrad import Tensor, Context, dtypes
+from tinygrad import Tensor, Context
 from tinygrad.nn.state import get_state_dict
 
-from benchmarks.resnet.model import ResNet, Conv2d, Linear, BatchNorm2d, make_model
+from benchmarks.resnet.model import ResNet, Conv2d, BatchNorm2d, make_model
 from benchmarks.resnet.optim import split_parameters, build_optimizer, make_optimizer, lars_hparams, TRUST_COEFFICIENT
 from tests.unit.test_resnet_model import modules
 

@@ -5,7 +5,6 @@ on a one-node cluster."""
 from __future__ import annotations
 import json
 import os
-import re
 import subprocess
 import sys
 import time
