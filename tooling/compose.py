@@ -230,6 +230,12 @@ def prepare(services: list[str], cwd: Path | None = None, environ: dict | None =
   out = {"TINYPERF_UID": values.get("TINYPERF_UID") or str(os.getuid()),
          "TINYPERF_GID": values.get("TINYPERF_GID") or str(os.getgid())}
   for var, default in DIRS.items(): out[var] = str((cwd / (values.get(var) or default)).resolve())
+  # the cache sits in the results directory unless placed elsewhere (compose 1.29 cannot nest ${} defaults)
+  # (one .env wrote: a derived CACHE_DIR follows a new RESULTS_DIR)
+  saved = read_env_file(env_path)
+  if not values.get("CACHE_DIR") or (values["CACHE_DIR"] == saved.get("CACHE_DIR") and saved.get("RESULTS_DIR") and
+                                     saved["CACHE_DIR"] == str(Path(saved["RESULTS_DIR"]) / "cache")):
+    out["CACHE_DIR"] = str(Path(out["RESULTS_DIR"]) / "cache")
   gid = C.host_render_gid()
   if gid is not None and any(_vendor(known[s]) == "amd" for s in services): out["RENDER_GID"] = str(gid)
   uid, ugid = int(out["TINYPERF_UID"]), int(out["TINYPERF_GID"])
