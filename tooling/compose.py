@@ -50,10 +50,10 @@ HEADER = """\
 # Generated from the platform configs by `tinyperf render`: edit benchmarks/*/implementations/*/config.yaml or
 # tooling/compose.py, not this file (`tinyperf render --check` fails on drift). docs/containers.md has the sequence:
 #
-#   tinyperf build --vendor nv --allow-unpinned   # images tinyperf:<vendor>; prep/check/package use tinyperf:cpu
+#   tinyperf images pin; tinyperf build --vendor nv   # images tinyperf:<vendor>; prep/check/package use tinyperf:cpu
 #   tinyperf compose resnet-green                 # host dirs owned by you, .env (your UID, the dirs), image, GPU runtime
 #   docker compose run --rm resnet-green          # v1: docker-compose run --rm resnet-green
-#   docker compose run --rm check                 # RESULTS_DIR/results/<system>/<bm>/result_<i>.txt, checked
+#   docker compose run --rm check                 # every RESULTS_DIR/results/<system>/<bm>/result_<i>.txt
 #
 # Each benchmark service runs `tinyperf run <bm> --platform <p> --no-container` inside its image: NEXP seeded INIT+RUN
 # runs (default 5 resnet / 10 bert), each checked, in a resumable ledger under RESULTS_DIR/runs and results under
