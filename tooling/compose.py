@@ -296,7 +296,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
   warnings: list[str] = []
   out = prepare(args.service, warnings=warnings)
-  check_engine(args.service, out)
+  check_engine(args.service, read_env_file(compose_dir() / ENV_FILE))   # all of .env: it may name the images too
   where = compose_dir() / ENV_FILE
   print(f"{where}: TINYPERF_UID={out['TINYPERF_UID']} TINYPERF_GID={out['TINYPERF_GID']} RESULTS_DIR={out['RESULTS_DIR']}")
   for w in warnings: print(f"WARNING {w}")

@@ -377,3 +377,15 @@ def test_compose_entry_step_names_the_host_dir(tmp_path):
   r = subprocess.run([sys.executable, "-m", "tooling.compose", "--enter", f"{tmp_path}=RESULTS_DIR", "--", "echo", "ran"],
                      cwd=REPO, capture_output=True, text=True, env=env)
   assert r.returncode == 0 and r.stdout == "ran\n" and not list(tmp_path.iterdir())   # the probe is gone
+
+
+def test_tinyperf_compose_cli_without_a_daemon(tmp_path):
+  """The host step as typed, from the directory of compose.yaml: directories and .env first, then the engine checks
+  (here: no daemon, exit 2 with the fix, no traceback)."""
+  (tmp_path / "compose.yaml").write_text(CO.COMPOSE.read_text())
+  r = tinyperf("compose", "resnet-cpu", "check", cwd=tmp_path, env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
+  assert r.returncode == 2 and "cannot reach the Docker daemon" in r.stderr and "Traceback" not in r.stderr, r.stderr
+  env = CO.read_env_file(tmp_path / ".env")
+  assert env["RESULTS_DIR"] == str(tmp_path / "out") and (tmp_path / "out/cache").is_dir()
+  r = tinyperf("compose", "resnet-nope", cwd=tmp_path)
+  assert r.returncode == 2 and "no compose service resnet-nope" in r.stderr
