@@ -303,9 +303,9 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
 
   t_all = time.time()
   try:
-    # the checkout belongs to root: git's ownership check needs an exception in the upload-pack the clone spawns
-    as_user("git", "clone", "-q", "--upload-pack", "git -c safe.directory=* upload-pack", str(REPO), str(clone),
-            cwd=home)
+    # the checkout belongs to root: git's ownership check needs an exception, in the clone and its upload-pack
+    as_user("git", "-c", "safe.directory=*", "clone", "-q", "--upload-pack", "git -c safe.directory=* upload-pack",
+            str(REPO), str(clone), cwd=home)
     assert not (clone / "out").exists() and not (clone / ".env").exists()
     # tinyperf on the host: this interpreter, running the clone's code (python -m from the clone's root)
     tp = ["python", "-m", "tooling.cli"]
