@@ -309,13 +309,13 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     assert not (clone / "out").exists() and not (clone / ".env").exists()
     # tinyperf on the host, running the clone's code (python -m from the clone's root): this interpreter, or when the
     # user cannot execute it (e.g. under /root) the system's same-version Python with this venv's packages
-    tp = ["python", "-m", "tooling.cli"]
+    tp, tp_env = ["python", "-m", "tooling.cli"], {}
     if subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(Path(sys.executable).resolve())]).returncode:
       system_py = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
       if not system_py.is_file(): _unavailable(f"user {user} cannot run {sys.executable} and there is no {system_py}")
       import site
-      tp[0], env["PYTHONPATH"] = str(system_py), site.getsitepackages()[0]
-    r = as_user(*tp, "compose", "prep-synthetic", "resnet-cpu", "check")
+      tp[0], tp_env = str(system_py), {"PYTHONPATH": site.getsitepackages()[0]}   # for tinyperf only: not compose
+    r = as_user(*tp, "compose", "prep-synthetic", "resnet-cpu", "check", extra=tp_env)
     assert f"TINYPERF_UID={USER_UID}" in r.stdout and "ready: docker compose run --rm resnet-cpu" in r.stdout
     assert "SYNTHETIC_DIR" not in r.stdout   # prep-synthetic creates the directory resnet-cpu reads: no warning
     dc = ["docker-compose"]
