@@ -23,6 +23,8 @@ VERBS = {
   "render": ("tooling.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
              "the configs and images.lock.json"),
   "build": ("tooling.build", "build a vendor's image (nv, amd, cpu) with live progress, provenance and the base digest used"),
+  "compose": ("tooling.compose", "prepare docker compose services: host directories owned by you, .env (your UID/GID, "
+              "the directories), image present, GPU runtime; then `docker compose run --rm SERVICE`"),
   "images": ("tooling.images", "show the pinned base images, or pin their digests from the registry"),
   "package": ("tooling.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
               "(optionally encrypted) tarball + sha1; --verify checks and safely unpacks one"),

@@ -84,6 +84,10 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       kind, problem = led.check_result(att)
       r["state"] = "done" if kind == "ok" else "broken"
       r["detail"] = f"seed {att.seed}, {'converged' if att.converged else 'did NOT converge'}; check: {att.note}"
+      if att.backend == "container":   # which image made it: a closed result must name its pinned base
+        digest = (att.provenance or {}).get("TINYPERF_BASE_DIGEST")
+        r["image"] = att.image
+        r["detail"] += f"; image {att.image}" + (f", base {digest}" if digest else "")
       if kind == "copy": r["problem"] = f"NOT COPIED YET: {problem} by rerunning its `tinyperf run` command"
       elif kind != "ok": r["problem"] = problem
       if kind != "ok": r["detail"] += f"; {r['problem']}"

@@ -139,33 +139,6 @@ def test_compose_config_is_valid_for_compose_v1(engine, tmp_path):
   assert r.returncode == 0 and "privileged" not in r.stdout
 
 
-def _owned_dir(path: Path) -> Path:
-  path.mkdir(parents=True, exist_ok=True)
-  if os.geteuid() == 0: os.chown(path, 1000, 1000)   # compose runs as TINYPERF_UID (default 1000, the image's user)
-  return path
-
-
-def test_compose_run_resnet_cpu(engine, cpu_image, smoke_data, tmp_path):
-  out, cache = _owned_dir(tmp_path / "out"), _owned_dir(tmp_path / "cache")
-  env = {**os.environ, "IMAGENET_DIR": str(smoke_data), "RESULTS_DIR": str(out), "CACHE_DIR": str(cache), "NEXP": "1",
-         "TINYPERF_IMAGE_CPU": cpu_image, "COMPOSE_PROJECT_NAME": f"tinyperftest{os.getpid()}"}
-  t0 = time.time()
-  r = subprocess.run(["docker-compose", "-f", str(REPO / "compose.yaml"), "run", "--rm", "-T", "resnet-cpu"],
-                     capture_output=True, text=True, env=env, timeout=1800)
-  TIMINGS["docker-compose run resnet-cpu (1 run)"] = time.time() - t0
-  assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-  assert "preflight: 6 passed, 0 failed" in r.stdout and "all 1 runs finished" in r.stdout   # 6: resnet adds cores
-  result = out / "results" / "cpu_smoke" / "resnet" / "result_0.txt"
-  assert result.is_file() and list(cache.glob("cpu_smoke_resnet_0_*.db")), "the kernel cache lives on its volume"
-  assert "posix_fadvise" in result.read_text()   # a container cannot drop the host's page cache: recorded as such
-  chk = tinyperf("check", str(result))   # one run's log (a directory also needs all 5 of a package)
-  assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
-  # the service runs `tinyperf run --no-container` in the image: the system it records is detected in there
-  sysjson = json.loads((out / "systems" / "cpu_smoke.json").read_text())
-  assert sysjson["other_software_stack"]["base_image_digest"] == _image_env(engine, cpu_image)["TINYPERF_BASE_DIGEST"]
-  assert sysjson["submitter"] == json.loads((REPO / "systems/cpu_smoke.json").read_text())["submitter"]   # image has it
-
-
 def _image_env(engine, image: str) -> dict:
   return dict(e.split("=", 1) for e in engine.images.get(image).attrs["Config"]["Env"])
 
@@ -295,3 +268,114 @@ def test_bad_input_with_a_live_engine(engine, cpu_image, smoke_data, tmp_path):
   assert r.returncode == 2 and "preflight failed" in r.stderr and "FAILED data" in r.stderr, r.stdout + r.stderr
   assert not (tmp_path / "c/runs/cpu_smoke/resnet/ledger.json").exists() or \
     json.loads((tmp_path / "c/runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"] == []
+
+
+USER_NAME, USER_UID = "tinyperf-ci", 1437   # a UID other than the image's 1000: ownership must come from the user
+
+
+def _ensure_user() -> str:
+  if os.geteuid() != 0: _unavailable("the fresh-clone compose test creates a user (useradd): run it as root")
+  if subprocess.run(["id", USER_NAME], capture_output=True).returncode != 0:
+    subprocess.run(["useradd", "--uid", str(USER_UID), "--create-home", "--groups", "docker", USER_NAME], check=True)
+  return USER_NAME
+
+
+def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path):
+  """docs/containers.md's sequence, as a non-root user in the docker group, on a fresh clone, through docker-compose
+  1.29: tinyperf compose, prep-synthetic, resnet-cpu (docker kill mid-run, then the same command resumes), check. The
+  build step reuses the CPU image the other tests build (TINYPERF_IMAGE_CPU)."""
+  user = _ensure_user()
+  home = Path(subprocess.run(["runuser", "-u", user, "--", "sh", "-c", "echo $HOME"], capture_output=True, text=True,
+                             check=True).stdout.strip())
+  clone = home / f"clone-{os.getpid()}"
+  project = f"tinyperfclone{os.getpid()}"
+  env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
+         "DOCKER_HOST": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), "TINYPERF_IMAGE_CPU": cpu_image,
+         "COMPOSE_PROJECT_NAME": project}
+
+  def as_user(*cmd, timeout=900, check=True, cwd=clone, extra=None):
+    t0 = time.time()
+    r = subprocess.run(["runuser", "-u", user, "--", "env", "-i", *[f"{k}={v}" for k, v in {**env, **(extra or {})}.items()],
+                        *cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    r.seconds = time.time() - t0
+    if check: assert r.returncode == 0, f"{' '.join(cmd)} -> {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+  t_all = time.time()
+  try:
+    # the checkout belongs to root: git's ownership check needs an exception, in the clone and its upload-pack
+    as_user("git", "-c", "safe.directory=*", "clone", "-q", "--upload-pack", "git -c safe.directory=* upload-pack",
+            str(REPO), str(clone), cwd=home)
+    assert not (clone / "out").exists() and not (clone / ".env").exists()
+    # tinyperf on the host, running the clone's code (python -m from the clone's root): this interpreter, or when the
+    # user cannot execute it (e.g. under /root) the system's same-version Python with this venv's packages
+    tp, tp_env = ["python", "-m", "tooling.cli"], {}
+    if subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(Path(sys.executable).resolve())]).returncode:
+      system_py = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+      if not system_py.is_file(): _unavailable(f"user {user} cannot run {sys.executable} and there is no {system_py}")
+      import site
+      tp[0], tp_env = str(system_py), {"PYTHONPATH": site.getsitepackages()[0]}   # for tinyperf only: not compose
+    r = as_user(*tp, "compose", "prep-synthetic", "resnet-cpu", "check", extra=tp_env)
+    assert f"TINYPERF_UID={USER_UID}" in r.stdout and "ready: docker compose run --rm resnet-cpu" in r.stdout
+    assert "SYNTHETIC_DIR" not in r.stdout   # prep-synthetic creates the directory resnet-cpu reads: no warning
+    dc = ["docker-compose"]
+    # the smallest set cpu_smoke accepts (docs: plain `docker compose run --rm prep-synthetic` makes the default one)
+    as_user(*dc, "run", "--rm", "-T", "prep-synthetic", "--out", "/data", "--classes", "4", "--train-per-class", "160",
+            "--val-per-class", "40", "--size", "48", timeout=600)
+    # run: NEXP=2; run 1's container is killed during its INIT; the same command then keeps run 0 and redoes run 1
+    log = open(tmp_path / "first.log", "w")
+    first = subprocess.Popen(["runuser", "-u", user, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()], "NEXP=2",
+                              *dc, "run", "--rm", "-T", "resnet-cpu"], cwd=clone, stdout=log, stderr=subprocess.STDOUT)
+    runs = clone / "out/runs/cpu_smoke/resnet"
+    try:
+      out1 = _wait_for(lambda: list(runs.glob("run_1_*/output.log")), 1500, "run 1's output")[0]
+      _wait_for(lambda: b"init train step" in out1.read_bytes(), 600, "run 1's INIT phase")
+      (c,) = engine.containers.list(filters={"label": [f"com.docker.compose.project={project}",
+                                                       "com.docker.compose.service=resnet-cpu"]})
+      TIMINGS["compose: prep + run 0 + start of run 1"] = time.time() - t_all
+      subprocess.run(["docker", "kill", c.id], check=True, capture_output=True)
+      rc = first.wait(timeout=300)
+    finally:
+      if first.poll() is None: first.kill()
+      log.close()
+    assert rc != 0, (tmp_path / "first.log").read_text()[-3000:]
+    r0 = clone / "out/results/cpu_smoke/resnet/result_0.txt"
+    before = (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns)
+    t1 = time.time()
+    r = as_user(*dc, "run", "--rm", "-T", "resnet-cpu", extra={"NEXP": "2"}, timeout=1500)
+    TIMINGS["compose: resume run 1"] = time.time() - t1
+    assert "2 runs, 1 already finished, running [1]" in r.stdout, r.stdout[-3000:]
+    assert "preflight: 6 passed, 0 failed" in r.stdout   # 6: resnet adds cores
+    assert (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns) == before   # the finished run is kept
+    ledger = json.loads((runs / "ledger.json").read_text())["attempts"]
+    assert [(a["index"], a["status"]) for a in ledger] == [(0, "done"), (1, "interrupted"), (1, "done")], ledger
+    assert {a["backend"] for a in ledger} == {"container"} and all(a["cache_drop"] for a in ledger), ledger
+    digest = _image_env(engine, cpu_image)["TINYPERF_BASE_DIGEST"]
+    assert all(a["provenance"]["TINYPERF_BASE_DIGEST"] == digest for a in ledger), ledger
+    # status on the host: host paths (never the container's /results), the image and its base digest
+    st = as_user(*tp, "status", "--results", "out", extra=tp_env)
+    assert f"-> {clone}/out/results/cpu_smoke/resnet/result_0.txt" in st.stdout and "/results/results" not in st.stdout
+    assert f"base {digest}" in st.stdout, st.stdout
+    # check: the default command checks every RESULTS_DIR/results/<system>/<bm> (a resnet package needs 5 runs, so 2
+    # are a verdict, not bad input); one log at a time is accepted
+    r = as_user(*dc, "run", "--rm", "-T", "check", check=False, timeout=600)
+    assert r.returncode == 1 and "2 result_<i>.txt files; a resnet package needs exactly 5" in r.stdout, \
+      r.stdout[-3000:] + r.stderr[-3000:]
+    for i in (0, 1):
+      r = as_user(*dc, "run", "--rm", "-T", "check", f"/results/results/cpu_smoke/resnet/result_{i}.txt", timeout=600)
+      assert "result log: ACCEPTED" in r.stdout, r.stdout[-3000:]
+    assert list((clone / "out/cache").glob("cpu_smoke_resnet_*.db")), "the kernel cache lives on its volume"
+    assert "posix_fadvise" in r0.read_text()   # a container cannot drop the host's page cache: recorded as such
+    # the service runs `tinyperf run --no-container` in the image: the system it records is detected in there
+    sysjson = json.loads((clone / "out/systems/cpu_smoke.json").read_text())
+    assert sysjson["other_software_stack"]["base_image_digest"] == _image_env(engine, cpu_image)["TINYPERF_BASE_DIGEST"]
+    assert sysjson["submitter"] == json.loads((REPO / "systems/cpu_smoke.json").read_text())["submitter"]   # image has it
+    # everything on the host belongs to the user who typed the commands
+    foreign = [p for p in [clone / "out", *(clone / "out").rglob("*"), clone / "data/synthetic", clone / ".env"]
+               if p.lstat().st_uid != USER_UID]
+    assert not foreign, f"not owned by uid {USER_UID}: {foreign[:5]}"
+    TIMINGS["compose: fresh clone sequence"] = time.time() - t_all
+  finally:
+    subprocess.run(["docker-compose", "-p", project, "down", "--remove-orphans"], cwd=clone if clone.exists() else home,
+                   capture_output=True, env={**os.environ, "COMPOSE_PROJECT_NAME": project})
+    shutil.rmtree(clone, ignore_errors=True)

@@ -53,7 +53,8 @@ def _compose():
 def test_compose_has_every_benchmark_platform_and_tool_service():
   s = _compose()
   for name in ("resnet-green", "resnet-red", "resnet-mi300x", "resnet-h200", "resnet-cpu", "bert-green", "bert-red",
-               "bert-mi300x", "bert-h200", "bert-cpu", "prep-imagenet", "prep-wiki", "prep-bert-ckpt", "check", "package"):
+               "bert-mi300x", "bert-h200", "bert-cpu", "prep-imagenet", "prep-synthetic", "prep-wiki", "prep-bert-ckpt",
+               "check", "package"):
     assert name in s, name
   for b in BENCHMARKS:
     for p in available_platforms(b):
@@ -65,7 +66,13 @@ def test_compose_has_every_benchmark_platform_and_tool_service():
       gpu = cfg["vendor"] in ("nv", "amd")
       assert svc["ulimits"] == ({"memlock": -1, "stack": 67108864} if gpu else {"stack": 67108864}) and svc["init"] is True
       data, res, cache = svc["volumes"]
-      assert data.endswith(":/data:ro") and res.endswith(":/results") and cache.endswith(":/cache")
+      # long syntax: a missing bind source is refused, never created by the daemon as root
+      assert all(v["type"] == "bind" for v in svc["volumes"]) and data["read_only"] is True and data["target"] == "/data"
+      assert (res["source"], res["target"], cache["target"]) == ("${RESULTS_DIR:-./out}", "/results", "/cache")
+      assert "read_only" not in res and "read_only" not in cache
+      assert svc["entrypoint"] == ["python", "-m", "tooling.compose", "--enter", "/results=RESULTS_DIR", "/cache=CACHE_DIR",
+                                   "--"]
+      assert svc["pull_policy"] == "never" and svc["build"]["args"]["VENDOR"] == cfg["vendor"]
       shm = int(svc["shm_size"].rstrip("g")) * 2**30
       assert shm >= PF.shm_bytes_needed(cfg) * 1.25
       if cfg["vendor"] == "nv":
@@ -320,3 +327,72 @@ def test_no_gpu_runtime_is_a_clear_error():
     with pytest.raises(UserError, match="no AMD GPU device nodes"):
       C.check_gpu_runtime(Info(), "amd")
   C.check_gpu_runtime(Info(), "cpu")
+
+
+# ------------------------------------------------------------------------------------ `tinyperf compose`, entry step
+
+def test_compose_tool_services_default_commands():
+  s = _compose()
+  assert s["check"]["command"] == ["/results"] and s["check"]["volumes"][0]["read_only"] is True
+  assert s["package"]["command"][:2] == ["--results", "/results"] and "--org" in s["package"]["command"]
+  assert s["prep-synthetic"]["entrypoint"][-3:] == ["tinyperf", "prep", "synthetic-imagenet"]
+  assert s["resnet-cpu"]["volumes"][0]["source"] == s["prep-synthetic"]["volumes"][0]["source"]
+  for name, svc in s.items():
+    assert svc["image"].startswith("${TINYPERF_IMAGE_") and svc["build"]["context"] == CO.MISSING_IMAGE, name
+  df = (REPO / CO.MISSING_IMAGE / "Dockerfile").read_text()
+  assert "FROM scratch" in df and "tinyperf build --vendor ${VENDOR}" in df
+  assert CO.MISSING_IMAGE in (REPO / ".dockerignore").read_text().split()   # keeps the image's build cache
+
+
+def test_compose_prepare_writes_env_and_owned_dirs(tmp_path):
+  (tmp_path / ".env").write_text("# mine\nFOO=bar\nRESULTS_DIR=res\n")
+  warnings = []
+  out = CO.prepare(["prep-synthetic", "resnet-cpu", "check"], cwd=tmp_path, environ={}, warnings=warnings)
+  env = CO.read_env_file(tmp_path / ".env")
+  assert env["FOO"] == "bar" and "# mine" in (tmp_path / ".env").read_text()   # the user's lines stay
+  assert env["RESULTS_DIR"] == str(tmp_path / "res") == out["RESULTS_DIR"]       # relative: to the compose directory
+  assert env["TINYPERF_UID"] == str(os.getuid()) and env["TINYPERF_GID"] == str(os.getgid())
+  for d in ("res", "res/cache", "data/synthetic"):
+    assert (tmp_path / d).is_dir() and (tmp_path / d).stat().st_uid == os.getuid(), d
+  assert not warnings                                   # prep-synthetic created the data dir resnet-cpu reads
+  CO.prepare(["resnet-green"], cwd=tmp_path, environ={"RESULTS_DIR": str(tmp_path / "r2")}, warnings=warnings)
+  env = CO.read_env_file(tmp_path / ".env")   # exported values win, as in compose; the cache follows the results
+  assert (env["RESULTS_DIR"], env["CACHE_DIR"]) == (str(tmp_path / "r2"), str(tmp_path / "r2/cache"))
+  assert len(warnings) == 1 and "IMAGENET_DIR=" in warnings[0] and "prep-imagenet" in warnings[0]
+  with pytest.raises(UserError, match="no compose service resnet-nope; the services are: "):
+    CO.prepare(["resnet-nope"], cwd=tmp_path, environ={})
+
+
+def test_compose_prepare_refuses_a_dir_the_container_user_cannot_write(tmp_path):
+  res = tmp_path / "res"; res.mkdir(); res.chmod(0o755)
+  owner = res.stat().st_uid
+  with pytest.raises(UserError) as e:
+    CO.prepare(["resnet-cpu"], cwd=tmp_path, environ={"RESULTS_DIR": str(res), "TINYPERF_UID": str(owner + 4321),
+                                                      "TINYPERF_GID": str(owner + 4321)})
+  msg = str(e.value)
+  assert f"RESULTS_DIR={res} is owned by uid {owner}" in msg and f"TINYPERF_UID={owner + 4321}" in msg
+  assert f"sudo chown -R {owner + 4321}:{owner + 4321} {res}" in msg and "/results" not in msg
+
+
+def test_compose_entry_step_names_the_host_dir(tmp_path):
+  env = {**os.environ, "TINYPERF_HOST_RESULTS_DIR": "/srv/out", "TINYPERF_COMPOSE_SERVICE": "resnet-cpu"}
+  r = subprocess.run([sys.executable, "-m", "tooling.compose", "--enter", f"{tmp_path}/missing=RESULTS_DIR", "--",
+                      "echo", "ran"], cwd=REPO, capture_output=True, text=True, env=env)
+  assert r.returncode == 2 and "ran" not in r.stdout
+  assert "RESULTS_DIR (/srv/out on the host) is not writable by TINYPERF_UID=" in r.stderr
+  assert "`tinyperf compose resnet-cpu`" in r.stderr and "sudo chown -R" in r.stderr and "Traceback" not in r.stderr
+  r = subprocess.run([sys.executable, "-m", "tooling.compose", "--enter", f"{tmp_path}=RESULTS_DIR", "--", "echo", "ran"],
+                     cwd=REPO, capture_output=True, text=True, env=env)
+  assert r.returncode == 0 and r.stdout == "ran\n" and not list(tmp_path.iterdir())   # the probe is gone
+
+
+def test_tinyperf_compose_cli_without_a_daemon(tmp_path):
+  """The host step as typed, from the directory of compose.yaml: directories and .env first, then the engine checks
+  (here: no daemon, exit 2 with the fix, no traceback)."""
+  (tmp_path / "compose.yaml").write_text(CO.COMPOSE.read_text())
+  r = tinyperf("compose", "resnet-cpu", "check", cwd=tmp_path, env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
+  assert r.returncode == 2 and "cannot reach the Docker daemon" in r.stderr and "Traceback" not in r.stderr, r.stderr
+  env = CO.read_env_file(tmp_path / ".env")
+  assert env["RESULTS_DIR"] == str(tmp_path / "out") and (tmp_path / "out/cache").is_dir()
+  r = tinyperf("compose", "resnet-nope", cwd=tmp_path)
+  assert r.returncode == 2 and "no compose service resnet-nope" in r.stderr
