@@ -433,7 +433,22 @@ def main(args) -> int:
   if others: return 1   # finished here, but the set is not complete yet
   print(f"all {nexp} runs finished: {results_dir}" if args.only_index is None else
         f"run {args.only_index} finished: {results_dir}", flush=True)
+  missed = missed_target(ledger_path, nexp, args.only_index)
+  if missed and cfg["division"] == "closed":
+    # finished runs count and are never redone (that would be cherry-picking), but a closed set with a run that missed
+    # the target is not a clean result: say so in the exit status, not only in the log
+    print(f"{len(missed)} closed run(s) did NOT reach the target: {', '.join(f'run {a.index} (seed {a.seed})' for a in missed)}. "
+          f"They count (olympic scoring drops one; a second leaves the set without a score) and are not redone; "
+          f"`tinyperf check {results_dir}` gives the verdict.", file=sys.stderr)
+    return 1
   return 0
+
+
+def missed_target(ledger_path: Path, nexp: int, only_index: int | None = None) -> list[L.Attempt]:
+  """The finished runs of the set (or run only_index) that ended without reaching the target."""
+  with L.Ledger.locked(ledger_path) as led:
+    return [a for i in range(nexp) if only_index in (None, i) and (a := led.latest(i)) and a.status == L.DONE
+            and a.converged is False]
 
 
 def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path: Path, results_dir: Path,

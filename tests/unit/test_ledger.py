@@ -11,7 +11,7 @@ from tests.conftest import REPO
 from mllog_builder import write_log
 from tooling import ledger as L
 from tooling.errors import UserError
-from tooling.run import _unique_seed, refuse_unknown_results
+from tooling.run import _unique_seed, missed_target, refuse_unknown_results
 
 
 def _ledger(root, attempts):
@@ -113,3 +113,13 @@ def test_a_dangling_symlink_result_is_refused_before_the_run(tmp_path):
   (tmp_path / "result_0.txt").symlink_to(tmp_path / "nowhere")
   with pytest.raises(UserError, match="never overwritten"):
     refuse_unknown_results(tmp_path, tmp_path / "ledger.json", [0])
+
+
+def test_finished_runs_that_missed_the_target_are_named(tmp_path):
+  """`run` exits 1 for a closed set with such a run (they count and are never redone, but the result is not clean)."""
+  path = _ledger(tmp_path, [L.Attempt(index=0, seed=1, status=L.DONE, converged=True),
+                            L.Attempt(index=1, seed=2, status=L.DONE, converged=False),
+                            L.Attempt(index=2, seed=3, status=L.FAILED, converged=False),
+                            L.Attempt(index=2, seed=4, status=L.DONE, converged=True)])
+  assert [a.seed for a in missed_target(path, 3)] == [2]
+  assert missed_target(path, 3, only_index=0) == [] and [a.index for a in missed_target(path, 3, only_index=1)] == [1]
