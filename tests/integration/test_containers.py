@@ -215,9 +215,9 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
   text = (res / "results/cpu_smoke/resnet/result_1.txt").read_text()
   assert f'"value": {ledger[2]["seed"]}' in text
   # provenance reaches the run's console output; the cache volume was used by INIT and RUN
-  out1 = Path(ledger[2]["output"]).read_text()
+  out1 = (res / ledger[2]["output"]).read_text()   # stored relative to --results (host paths on read)
   assert "provenance: " in out1 and ledger[2]["provenance"]["TINYPERF_GIT_SHA"] in out1
-  assert list(Path(ledger[2]["output"]).parent.glob("cache/tinygrad.db*"))
+  assert list((res / ledger[2]["output"]).parent.glob("cache/tinygrad.db*"))
   for i in (0, 1):
     chk = tinyperf("check", str(res / f"results/cpu_smoke/resnet/result_{i}.txt"))
     assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
