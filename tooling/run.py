@@ -362,6 +362,8 @@ def main(args) -> int:
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
   from tooling import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
+  # the machine's record names the same submitter as the logs (package and check compare them); an overrides file wins
+  if args.org: overrides.setdefault("submitter", args.org)
   if args.only_index is not None and not 0 <= args.only_index < nexp:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
   if args.backend == "slurm": return slurm.submit(cfg, args, nexp)  # each array task comes back here with --only-index

@@ -205,3 +205,13 @@ def test_the_overrides_a_run_used_are_in_the_ledger(data, tmp_path):
   assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
   (a,) = _attempts(out)
   assert a["overrides"] == {"EVAL_BS": [64, 32]}
+
+
+def test_org_reaches_the_logs_and_the_system_record(data, tmp_path):
+  """`run --org demo` records demo as the systems JSON's submitter, as the logs' submission_org (the real entrypoint:
+  test_report_smoke), so package --org demo and check warn about nothing."""
+  out = tmp_path / "R"
+  p = subprocess.run(_cmd(data, out, extra=("--org", "demo")), cwd=REPO, capture_output=True, text=True, timeout=300,
+                     env=_env())
+  assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+  assert json.loads((out / "systems" / f"{PLATFORM}.json").read_text())["submitter"] == "demo"
