@@ -73,7 +73,8 @@ def test_five_runs_and_the_system_they_ran_on(smoke):
   assert f"system description: wrote {smoke.system}" in smoke.out
   sysjson = json.loads(smoke.system.read_text())
   repo = json.loads((REPO / "systems/cpu_smoke.json").read_text())
-  assert (sysjson["submitter"], sysjson["status"], sysjson["division"]) == (repo["submitter"], repo["status"], "open")
+  assert (sysjson["status"], sysjson["division"]) == (repo["status"], "open")
+  assert sysjson["submitter"] == ORG        # smoke.sh's --org names the submitter of the logs and of the machine record
   assert int(sysjson["host_processors_per_node"]) * int(sysjson["host_processor_vcpu_count"]) == os.cpu_count()
   assert sysjson["other_software_stack"]["python"] == platform.python_version()
   assert sysjson["accelerators_per_node"] == "0" and sysjson["sw_notes"] == "not run in a tinyperf image"
