@@ -1,6 +1,6 @@
 """A stand-in for `python -m benchmarks.<bm>.train` that writes a valid MLPerf log in a second, for tests of the run
 loop (claims, kills, resume, disk full, concurrency): select it with TINYPERF_TEST_TRAIN_MODULE=tests.stand_in_train
-(tooling/run.py train_module). It takes the entrypoint's arguments; INIT prints and exits, RUN writes a whole resnet log
+(tooling/run.py train_module). It takes the entrypoint's arguments (--phase all: both); INIT prints, RUN writes a whole resnet log
 with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config.
 
 What a test can ask of it (environment):
@@ -28,11 +28,13 @@ def main() -> int:
   args = p.parse_args()
   from benchmarks.common.config import load_config
   cfg = load_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform)
-  print(f"stand-in {args.phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with {os.environ.get('TINYPERF_CACHE_DROPPED')}",
-        flush=True)
-  if args.phase == "init":
+  def say(phase): print(f"stand-in {phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with "
+                        f"{os.environ.get('TINYPERF_CACHE_DROPPED')}", flush=True)
+  if args.phase in ("init", "all"):
+    say("init")
     for _ in range(int(os.environ.get("STAND_IN_SPAM", "0")) // 100): print("x" * 99, flush=True)
-    return 0
+    if args.phase == "init": return 0
+  say("run")
   if os.environ.get("STAND_IN_CHILD"):
     child = subprocess.Popen(["sleep", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     Path(os.environ["STAND_IN_CHILD"]).write_text(str(child.pid))

@@ -1,11 +1,11 @@
-"""What a `tinyperf run` container runs: preflight, then one INIT + RUN, exactly as the host backend runs them.
+"""What a `tinyperf run` container runs: preflight, then one INIT + RUN process, exactly as the host backend runs it.
 
   python -m tooling.inside --benchmark B --platform P --seed S --data /data --work /work --cache /cache
 
 The console output goes to stdout (the launcher streams it to the host while the run goes on); the MLPerf log is
-/work/mlperf.txt; /work/exit_codes.json records each phase's exit code for the ledger; the kernel cache (BEAM results
-from INIT that RUN reuses) is /cache/tinygrad.db on its own mounted volume. Exit code: RUN's (0 converged, 1 not),
-INIT's when INIT failed, 2 when preflight failed (nothing was run)."""
+/work/mlperf.txt; /work/exit_codes.json records the exit codes for the ledger (tooling.run.host_run's); the kernel cache
+(INIT's BEAM results and compiled kernels) is /cache/tinygrad.db on its own mounted volume. Exit code: the training
+process's (0 converged, 1 not), the stopped INIT's when its time limit ended it, 2 when preflight failed (nothing ran)."""
 from __future__ import annotations
 import argparse
 import json

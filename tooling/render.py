@@ -58,15 +58,15 @@ cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint
 RESULTS_DIR="${{RESULTS_DIR:-results/{cfg['system']}/{cfg.benchmark}}}"
 # 31-bit seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${{SEED:-$(python3 -c 'import os; print(int.from_bytes(os.urandom(4), "little") >> 1)')}}"
-# INIT fills this kernel/BEAM cache and RUN reuses it; one file per run so runs never share a search
+# INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${{CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}}"
 """
 
 
 def render_run_and_time(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
-  return _prelude(cfg, "one timed run, INIT then RUN, appending to one result log.", root) + f"""
-{_entry(cfg, "init")}
-{_entry(cfg, "run")}
+  return _prelude(cfg, "one timed run: INIT then RUN in one process (RUN replays the steps INIT compiled), one result log.",
+                  root) + f"""
+{_entry(cfg, "all")}
 """
 
 

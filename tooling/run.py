@@ -115,10 +115,11 @@ def raw_stdout(chunk: bytes): sys.stdout.buffer.write(chunk); sys.stdout.buffer.
 
 
 def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None,
-                   console=raw_stdout) -> tuple[int, bool]:
-  """Run one phase, teeing its output to out_file (if any) and to console (all of it by default; a tooling.console
+                   console=raw_stdout, limit_until: bytes | None = None) -> tuple[int, bool]:
+  """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tooling.console
   Console shows milestones) as it arrives (a crash keeps what was printed). With time_limit, its whole process group
-  (BEAM's workers too) is killed after that many seconds.
+  (BEAM's workers too) is killed after that many seconds, unless limit_until appeared in its output before (the limit
+  then no longer applies: INIT's limit ends at init_stop).
   Returns (exit code, whether the time limit stopped it): -SIGKILL alone could also be the OOM killer."""
   proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
   dog = _watchdog(proc.pid)
@@ -130,10 +131,14 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
     except ProcessLookupError: pass
   timer = threading.Timer(time_limit, stop) if time_limit else None
   if timer: timer.start()
+  seen = b""   # the end of the previous chunk: the marker may straddle two reads
   try:
     for chunk in iter(lambda: proc.stdout.read1(65536), b""):
       if out_file is not None: out_file.write(chunk); out_file.flush()
       console(chunk)
+      if timer and limit_until:
+        if limit_until in seen + chunk: timer.cancel()
+        seen = chunk[-len(limit_until):]
     return proc.wait(), stopped.is_set()
   except BaseException:
     # Ctrl-C or launcher failure: stop the whole process group of the phase, then re-raise
@@ -159,39 +164,39 @@ def train_module(benchmark: str) -> str:
   return os.environ.get(TRAIN_MODULE_ENV) or f"benchmarks.{benchmark}.train"
 
 
-PHASES = {"init": "INIT (untimed: JIT warm-up and BEAM search on fake data)", "run": "RUN (timed: training on the data)"}
+# the MLLOG line that ends INIT (mllog prints `"key": "init_stop"`): the INIT time limit stops applying there
+INIT_STOP_MARK = b'"key": "init_stop"'
 
 
 def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None,
              init_limit_s: float | None = None, console=None, cache_drop: str | None = None) -> tuple[dict, Path]:
-  """INIT then RUN with this Python, the way run_and_time.sh does it, appending to one MLPerf log in `work`. The host
-  backend calls it directly; in a container, tooling/inside.py does (with the kernel cache on its own volume).
-  init_limit_s: stop INIT after this long (default: CLOSED_INIT_STOP_S in the closed division, none in open).
-  console: a tooling.console.Console (phase lines, milestones, the tail of a failed phase); None: all output raw.
+  """INIT then RUN in one process with this Python (`--phase all`, RUN replays what INIT compiled), the way
+  run_and_time.sh does it, writing one MLPerf log in `work`. The host backend calls it directly; in a container,
+  tooling/inside.py does (with the kernel cache on its own volume).
+  init_limit_s: stop the process if INIT has not ended (init_stop) after this long (default: CLOSED_INIT_STOP_S in the
+  closed division, none in open). Returns ({"run": exit code}, log), or {"init": exit code} when INIT was stopped.
+  console: a tooling.console.Console (milestones, the tail of a failed run); None: all output raw.
   cache_drop: how the launcher dropped the page cache (INIT logs it instead of dropping it again)."""
   from benchmarks.common.config import ROOT
   log = work / L.RUN_LOG
   env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / "cache" / "tinygrad.db")}
   if cache_drop: env["TINYPERF_CACHE_DROPPED"] = cache_drop
-  codes = {}
   if init_limit_s is None and cfg["division"] == "closed": init_limit_s = CLOSED_INIT_STOP_S
-  for phase in ("init", "run"):
-    cmd = [sys.executable, "-m", train_module(cfg.benchmark), "--platform", cfg.platform, "--phase", phase,
-           "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
-    if console: console.say(PHASES[phase])
-    codes[phase], stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s if phase == "init" else None,
-                                           console=console or raw_stdout)
-    failed = codes[phase] not in (0, 1) or (phase == "init" and codes[phase] != 0)
-    if failed and console and not stopped:
-      console.failed(f"{phase.upper()} exited {codes[phase]}", getattr(out_file, "name", "its output.log"))
-    if stopped:
-      msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow 30 min from init_start "
-             f"to init_stop, so this run could not pass. Narrow the BEAM search (the BEAM_* knobs of {cfg.path}) or "
-             f"look for a stalled compile in the output above; RUN was not started.\n{'!' * 100}\n")
-      sys.stderr.write(msg)
-      if out_file is not None: out_file.write(msg.encode()); out_file.flush()
-    if failed: break
-  return codes, log
+  cmd = [sys.executable, "-m", train_module(cfg.benchmark), "--platform", cfg.platform, "--phase", "all",
+         "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
+  if console: console.say("INIT (untimed: JIT warm-up and BEAM search on fake data), then RUN in the same process")
+  code, stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s, console=console or raw_stdout,
+                                 limit_until=INIT_STOP_MARK)
+  if code not in (0, 1) and console and not stopped:
+    console.failed(f"INIT+RUN exited {code}", getattr(out_file, "name", "its output.log"))
+  if stopped:
+    msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow 30 min from init_start "
+           f"to init_stop, so this run could not pass. Narrow the BEAM search (the BEAM_* knobs of {cfg.path}) or "
+           f"look for a stalled compile in the output above; RUN was not started.\n{'!' * 100}\n")
+    sys.stderr.write(msg)
+    if out_file is not None: out_file.write(msg.encode()); out_file.flush()
+    return {"init": code}, log
+  return {"run": code}, log
 
 
 def check_log(log: Path) -> tuple[bool | None, str]:

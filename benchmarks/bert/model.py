@@ -408,19 +408,35 @@ def place_model(model, devices: Sequence[str]) -> None:
     t.realize()
 
 
-def load_weights(model, weights: Mapping[str, Tensor | np.ndarray], source: str = "checkpoint") -> None:
-  """Replace every model tensor by the same-named entry of `weights` (float32, exact shapes). Raises ValueError
-  listing missing, unexpected or mis-shaped names; nothing is changed then. Call before place_model."""
+def _matching(model, weights: Mapping[str, Tensor | np.ndarray], source: str) -> dict[str, Tensor]:
+  """model state dict, after checking that `weights` has exactly its names and shapes (ValueError listing the
+  missing, unexpected and mis-shaped names otherwise)."""
   sd = get_state_dict(model)
   missing, extra = sorted(sd.keys() - weights.keys()), sorted(weights.keys() - sd.keys())
   bad = [f"{k}: {tuple(weights[k].shape)} in {source}, model wants {sd[k].shape}" for k in sd
          if k in weights and tuple(weights[k].shape) != sd[k].shape]
   if missing or extra or bad:
     raise ValueError(f"{source} does not match the model: missing {missing}, unexpected {extra}, shape mismatches {bad}")
-  for k, t in sd.items():
-    w = weights[k]
-    src = w if isinstance(w, Tensor) else Tensor(np.ascontiguousarray(w, dtype=np.float32))
-    t.replace(src.to(t.device).cast(dtypes.float32).contiguous()).realize()
+  return sd
+
+
+def _host_tensor(w) -> Tensor:
+  return w if isinstance(w, Tensor) else Tensor(np.ascontiguousarray(w, dtype=np.float32))
+
+
+def load_weights(model, weights: Mapping[str, Tensor | np.ndarray], source: str = "checkpoint") -> None:
+  """Replace every model tensor by the same-named entry of `weights` (float32, exact shapes). Raises ValueError
+  listing missing, unexpected or mis-shaped names; nothing is changed then. Call before place_model."""
+  for k, t in _matching(model, weights, source).items():
+    t.replace(_host_tensor(weights[k]).to(t.device).cast(dtypes.float32).contiguous()).realize()
+
+
+def assign_weights(model, weights: Mapping[str, Tensor | np.ndarray], source: str = "checkpoint") -> None:
+  """load_weights into a placed model whose steps are already captured: each value is written into the existing
+  buffer (replicated like it), so the JIT keeps replaying. Same checks, nothing changed on a mismatch."""
+  for k, t in _matching(model, weights, source).items():
+    first = t.device if isinstance(t.device, str) else t.device[0]   # cast on the model's device, not the host's
+    t.assign(_host_tensor(weights[k]).to(first).cast(dtypes.float32).shard_like(t)).realize()
 
 
 def count_parameters(model) -> int:

@@ -1,11 +1,14 @@
-"""BERT training entrypoint: `python -m benchmarks.bert.train --platform P --phase init|run --seed S --data D --results R`.
+"""BERT training entrypoint: `python -m benchmarks.bert.train --platform P --phase all|init|run --seed S --data D --results R`.
 
 INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, JIT + BEAM search of the
-train and eval steps on fake data of the real shapes with an INIT_BERT_LAYERS-layer model (kernels repeat per layer),
-init_stop. RUN (timed): run_start, seed, hyperparameters, initial weights, then blocks of training steps, each
-followed by an eval on exactly EVAL_SAMPLES samples, until the masked-LM accuracy reaches TARGET; run_stop (status
-aborted when the target is missed or anything fails after run_start). Both phases append to one MLPerf log and share the kernel cache file CACHEDB. Every knob comes from the
-platform config (benchmarks/bert/implementations/<platform>/config.yaml), env vars override single knobs.
+train and eval steps on fake data of the real shapes, the initial state put back, init_stop. RUN (timed): run_start,
+seed, hyperparameters, initial weights (the phase-1 checkpoint is read on the clock), then blocks of training steps,
+each followed by an eval on exactly EVAL_SAMPLES samples, until the masked-LM accuracy reaches TARGET; run_stop (status
+aborted when the target is missed or anything fails after run_start). `--phase all` (what run_and_time.sh runs) does
+both in one process with the full model, so RUN replays the kernels INIT captured; `init` alone compiles an
+INIT_BERT_LAYERS-layer model (kernels repeat per layer) and `run` alone builds and compiles its own (development,
+`tinyperf bench`); they share only the kernel cache file CACHEDB. Every knob comes from the platform config
+(benchmarks/bert/implementations/<platform>/config.yaml), env vars override single knobs.
 Exit codes: 0 success (RUN: target reached), 1 target not reached or a training failure, 2 bad input.
 
 Data directory D (python -m benchmarks.bert.prep): D/train/part-*.shard, D/eval.shard and, when the config's
@@ -29,7 +32,8 @@ CHECKPOINT_NAME = "bert-large.safetensors"
 def parse_args(argv=None):
   p = argparse.ArgumentParser(prog="python -m benchmarks.bert.train", description=__doc__.splitlines()[0])
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/bert/implementations")
-  p.add_argument("--phase", required=True, choices=("init", "run"))
+  p.add_argument("--phase", required=True, choices=("all", "init", "run"),
+                 help="all: INIT then RUN in one process (RUN replays what INIT compiled); init or run alone")
   p.add_argument("--seed", type=int, required=True, help="run seed (31-bit; the launcher draws it)")
   p.add_argument("--data", type=Path, help="prepared data directory (train/, eval.shard, bert-large.safetensors); "
                  "INIT never reads it (only drops it from the page cache)")
@@ -121,19 +125,31 @@ def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True) -> runtime.StepT
 
 
 def init_phase(cfg: PlatformConfig, args) -> int:
+  init(cfg, args, full_depth=bool(args.benchmark_steps))
+  return 0
+
+
+def init(cfg: PlatformConfig, args, full_depth: bool) -> Trainer:
+  """INIT; returns the trainer with its steps captured and its state back at the seed's initial values.
+  full_depth False: an INIT_BERT_LAYERS-layer model (enough to search every kernel; a RUN process compiles its own)."""
   from mlperf_logging.mllog import constants as C
+  from benchmarks.common.checkpoint import restore_state, snapshot_state
   mlperf.log_submission_info(cfg)
   method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache([args.data] if args.data else [])
   print(f"page cache dropped with {method}", flush=True)
   mlperf.event(C.CACHE_CLEAR, True, metadata={"method": method})
   mlperf.start(C.INIT_START)
   t0 = runtime.now()
-  # the real shapes except depth: every encoder layer runs the same kernels, so INIT_BERT_LAYERS layers find them all.
-  # A BENCHMARK run times the whole model instead (its step time is what the projection and `tinyperf bench` report).
-  tr = Trainer(cfg, args.seed, layers=None if args.benchmark_steps else cfg["INIT_BERT_LAYERS"])
+  # the real shapes; without full_depth only INIT_BERT_LAYERS layers: every encoder layer runs the same kernels. A
+  # BENCHMARK run times the whole model (its step time is what the projection and `tinyperf bench` report), and so
+  # does INIT for a RUN in this process (it replays the captured full-depth step).
+  tr = Trainer(cfg, args.seed, layers=None if full_depth else cfg["INIT_BERT_LAYERS"])
+  initial = snapshot_state(tr.model, tr.optimizer, tr.state)
   n = runtime.JIT_WARMUP_STEPS + (args.benchmark_steps or 1)  # captured on the 2nd call, replayed from the 3rd
   # a BENCHMARK run stops after its train steps: warming up the eval step would only lengthen it
   timer = run_fake_steps(tr, n, with_eval=not args.benchmark_steps)
+  restore_state(initial, tr.model, tr.optimizer, tr.state)   # the fake steps trained: RUN starts from the seed's init
+  del initial
   mlperf.event(C.INIT_STOP)
   init_s = runtime.now() - t0
   print(f"init took {init_s:.1f} s", flush=True)
@@ -141,7 +157,7 @@ def init_phase(cfg: PlatformConfig, args) -> int:
     print(timer.summary(cfg["BS"], cfg["TRAIN_STEPS"], "seq"), flush=True)
     runtime.print_bench_record(cfg, timer, items_per_step=cfg["BS"], steps_to_train=cfg["TRAIN_STEPS"], unit="seq",
                                init_s=init_s)
-  return 0
+  return tr
 
 
 def initial_weights(cfg: PlatformConfig, args):
@@ -246,19 +262,31 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
   return False, step * gbs
 
 
-def run_phase(cfg: PlatformConfig, args) -> int:
-  from mlperf_logging.mllog import constants as C
+def all_phases(cfg: PlatformConfig, args) -> int:
+  """INIT then RUN in one process: RUN's steps are replays of what INIT captured on the full model."""
+  check_dropout(cfg)   # before INIT: a closed run with the wrong model must not spend its INIT first
+  return run_phase(cfg, args, init(cfg, args, full_depth=True))
+
+
+def check_dropout(cfg: PlatformConfig):
   if cfg["division"] == "closed" and bert_dropout(cfg.knobs) != BERT_DROPOUT:   # the model is fixed in closed; no key logs it
     raise ConfigError(f"{cfg.path}: DROPOUT={cfg['DROPOUT']} changes BERT-large's dropout ({BERT_DROPOUT}), which the closed division "
                       f"fixes and no MLPerf log key records. Unset DROPOUT for a closed run (it is meant for `tinyperf "
                       f"bench --dropout`), or make the platform config's division open.")
+
+
+def run_phase(cfg: PlatformConfig, args, tr: Trainer | None = None) -> int:
+  from mlperf_logging.mllog import constants as C
+  check_dropout(cfg)
   # The clock starts before any dataset access, and before the initial checkpoint is read. MLPerf lets model creation
   # and initialisation stay outside the timed run only inside the init allowance (init_start..init_stop); our RUN is a
   # separate process that starts after init_stop, so anything it does before run_start would be work outside both
-  # windows. Loading the phase-1 checkpoint (and building the model) therefore happens on the clock, as upstream does.
+  # windows. Loading the phase-1 checkpoint (and, in a RUN process of its own, building the model) therefore happens on
+  # the clock, as upstream does.
   mlperf.start(C.RUN_START)
+  print(runtime.RUN_STARTED, flush=True)
   with mlperf.abort_on_failure():  # from here on, a failure still ends the log with run_stop aborted
-    reached, samples = run_training(cfg, args)
+    reached, samples = run_training(cfg, args, tr)
   if args.benchmark_steps: return 0  # a BENCHMARK run: no run_stop
   mlperf.end(C.RUN_STOP, metadata={C.STATUS: C.SUCCESS if reached else C.ABORTED})
   if not reached:
@@ -269,15 +297,19 @@ def run_phase(cfg: PlatformConfig, args) -> int:
   return 0
 
 
-def run_training(cfg: PlatformConfig, args) -> tuple[bool, int]:
-  """Everything of RUN between run_start and run_stop: (target reached, samples trained on)."""
+def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> tuple[bool, int]:
+  """Everything of RUN between run_start and run_stop: (target reached, samples trained on).
+  tr: INIT's trainer when both phases run in this process (the checkpoint is written into its weights), else RUN
+  builds its own (and its JIT captures anew)."""
   from mlperf_logging.mllog import constants as C
+  from benchmarks.bert.model import assign_weights
   mlperf.event(C.SEED, args.seed)
   paths, eval_path, vocab_md5 = open_data(cfg, args.data)
   log_hparams(cfg)
   weights = initial_weights(cfg, args)
   try:
-    tr = Trainer(cfg, args.seed, weights=weights)
+    if tr is None: tr = Trainer(cfg, args.seed, weights=weights)
+    elif weights is not None: assign_weights(tr.model, weights, source="initial checkpoint")
   except ValueError as e:
     raise InputError(str(e)) from None
   del weights
@@ -289,7 +321,7 @@ def run_training(cfg: PlatformConfig, args) -> tuple[bool, int]:
 
 
 def main(argv=None) -> int:
-  return runtime.run_entrypoint("bert", parse_args(argv), {"init": init_phase, "run": run_phase})
+  return runtime.run_entrypoint("bert", parse_args(argv), {"all": all_phases, "init": init_phase, "run": run_phase})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-"""MLPerf logging and the two-process protocol shared by both benchmarks.
+"""MLPerf logging and the INIT/RUN protocol shared by both benchmarks.
 
-Every official run is two processes that append to one result file:
-  INIT: submission info -> page-cache drop -> cache_clear -> init_start -> JIT + BEAM on fake data -> init_stop
-  RUN : run_start -> seed -> hyperparameters -> epochs/blocks + evals on real data -> run_stop
+Every official run is one process (`--phase all`) writing one result file:
+  INIT: submission info -> page-cache drop -> cache_clear -> init_start -> model from the seed -> JIT capture + BEAM on
+        fake data -> the initial state put back -> init_stop
+  RUN : run_start -> seed -> hyperparameters -> epochs/blocks + evals on real data (replays of INIT's kernels) -> run_stop
 The closed rules give INIT 30 minutes (open: 4 h) and require the cache flush before the timed region; the clock
 (run_start) starts before any dataset access.
 """

@@ -23,7 +23,8 @@ def apply_tinygrad_env(cfg: PlatformConfig, phase: str, keep_dev: bool = False):
   for k in TINYGRAD_ENV:
     if k == "DEV" and keep_dev and os.environ.get("DEV"): continue
     if k in cfg.knobs: os.environ[k] = cfg.env()[k]
-  # the timed RUN compiles with no worker pool (as upstream): BEAM work belongs to INIT
+  # a RUN process of its own compiles with no worker pool (as upstream): BEAM work belongs to INIT. With both phases
+  # in one process (phase "all") INIT searches with the pool and RUN replays what it captured.
   if phase == "run": os.environ.setdefault("PARALLEL", "0")
 
 
@@ -70,10 +71,10 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
     # INIT starts its cache empty; a BENCHMARK run given an explicit CACHEDB keeps it (a BEAM search carried over
     # from an earlier measurement: `tinyperf bench --beam-cache`), which no submission run does
     keep = bool(args.benchmark_steps and os.environ.get("CACHEDB"))
-    prepare_cache_db(args.results, args.seed, fresh=args.phase == "init" and not keep)
+    prepare_cache_db(args.results, args.seed, fresh=args.phase in ("init", "all") and not keep)
     log = args.log or args.results / f"result_{benchmark}_{args.seed}.txt"
     mlperf.open_result_log(log)
-    if args.phase == "run": open_metrics(log)
+    if args.phase in ("run", "all"): open_metrics(log)
     print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance().items()), flush=True)
     return phases[args.phase](cfg, args)
   except InputError as e:
@@ -82,6 +83,10 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   except FloatingPointError as e:  # a non-finite loss: the run failed (its log already ends with run_stop aborted)
     print(f"\n{'!' * 100}\nRUN ABORTED, training failed: {e}\n{'!' * 100}", file=sys.stderr, flush=True)
     return 1
+
+
+# printed right after run_start: the launcher's console shows it as the start of the timed phase
+RUN_STARTED = "RUN (timed): run_start logged, training on the data"
 
 
 def metrics_path(log: Path) -> Path:

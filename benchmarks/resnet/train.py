@@ -1,10 +1,13 @@
-"""ResNet-50 training entrypoint: `python -m benchmarks.resnet.train --platform P --phase init|run --seed S --data D --results R`.
+"""ResNet-50 training entrypoint: `python -m benchmarks.resnet.train --platform P --phase all|init|run --seed S --data D --results R`.
 
-INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, JIT + BEAM search on fake
-data of the real shapes, init_stop. RUN (timed): run_start, seed, hyperparameters, epochs with evals on real data,
-run_stop (status aborted when the target is missed or anything fails after run_start: mlperf.abort_on_failure). Both phases append to one MLPerf log and share the kernel cache file CACHEDB. Every knob comes from the
-platform config (benchmarks/resnet/implementations/<platform>/config.yaml), env vars override single knobs.
-Exit codes: 0 success (RUN: target reached), 1 target not reached or a training failure, 2 bad input.
+INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, model and optimizer from
+the seed, JIT capture + BEAM search on fake data of the real shapes, the initial state put back, init_stop. RUN (timed):
+run_start, seed, hyperparameters, epochs with evals on real data, run_stop (status aborted when the target is missed or
+anything fails after run_start: mlperf.abort_on_failure). `--phase all` (what run_and_time.sh runs) does both in one
+process, so RUN replays the kernels INIT captured from its first step; `init` and `run` alone are separate processes
+sharing only the kernel cache file CACHEDB (`tinyperf bench`, development), and RUN then compiles again on the clock.
+Every knob comes from the platform config (benchmarks/resnet/implementations/<platform>/config.yaml), env vars override
+single knobs. Exit codes: 0 success (RUN: target reached), 1 target not reached or a training failure, 2 bad input.
 """
 from __future__ import annotations
 import argparse
@@ -21,7 +24,8 @@ from benchmarks.common import mlperf, runtime
 def parse_args(argv=None):
   p = argparse.ArgumentParser(prog="python -m benchmarks.resnet.train", description=__doc__.splitlines()[0])
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/resnet/implementations")
-  p.add_argument("--phase", required=True, choices=("init", "run"))
+  p.add_argument("--phase", required=True, choices=("all", "init", "run"),
+                 help="all: INIT then RUN in one process (RUN replays what INIT compiled); init or run alone")
   p.add_argument("--config", type=Path, help="config file to use instead of the platform's (development and tests)")
   p.add_argument("--seed", type=int, required=True, help="run seed (31-bit; the launcher draws it)")
   p.add_argument("--data", type=Path, help="prepared ImageNet directory (with manifest.json); INIT without it assumes "
@@ -58,7 +62,7 @@ class Trainer:
     from benchmarks.resnet.model import make_model
     from benchmarks.resnet.optim import make_optimizer
     from benchmarks.resnet.steps import make_steps
-    self.cfg, self.k = cfg, cfg.knobs
+    self.cfg, self.k, self.spe = cfg, cfg.knobs, spe
     self.devices = runtime.devices(cfg)
     self.model = make_model(self.k, self.devices, seed)
     self.optimizer, self.scheduler = make_optimizer(self.model, self.k, spe)
@@ -95,7 +99,14 @@ IMAGENET_TRAIN = 1_281_167
 
 
 def init_phase(cfg: PlatformConfig, args) -> int:
+  init(cfg, args)
+  return 0
+
+
+def init(cfg: PlatformConfig, args) -> Trainer:
+  """INIT; returns the trainer with its steps captured and its state back at the seed's initial values."""
   from mlperf_logging.mllog import constants as C
+  from benchmarks.common.checkpoint import restore_state, snapshot_state
   from benchmarks.resnet.data import load_manifest
   mlperf.log_submission_info(cfg)
   # the train-set size fixes the LR schedule's constants, which are compiled into the step kernels that INIT searches:
@@ -108,9 +119,12 @@ def init_phase(cfg: PlatformConfig, args) -> int:
   spe = steps_per_epoch(num_train, cfg["BS"])
   t0 = runtime.now()
   tr = Trainer(cfg, args.seed, spe)
+  initial = snapshot_state(tr.model, tr.optimizer, tr.scheduler)
   n = runtime.JIT_WARMUP_STEPS + (args.benchmark_steps or 1)  # captured on the 2nd call, replayed from the 3rd
   # a BENCHMARK run stops after its train steps: warming up the eval step would only lengthen it
   timer = run_fake_steps(tr, n, with_eval=not args.benchmark_steps)
+  restore_state(initial, tr.model, tr.optimizer, tr.scheduler)   # the fake steps trained: RUN starts from the seed's init
+  del initial
   mlperf.event(C.INIT_STOP)
   init_s = runtime.now() - t0
   print(f"init took {init_s:.1f} s", flush=True)
@@ -118,7 +132,7 @@ def init_phase(cfg: PlatformConfig, args) -> int:
     print(timer.summary(cfg["BS"], spe * cfg["EPOCHS"], "img"), flush=True)
     runtime.print_bench_record(cfg, timer, items_per_step=cfg["BS"], steps_to_train=spe * cfg["EPOCHS"], unit="img",
                                init_s=init_s)
-  return 0
+  return tr
 
 
 def evaluate(tr: Trainer, manifest, seed: int, epoch: int) -> tuple[float, float]:
@@ -178,21 +192,28 @@ def print_feeding_budget(cfg: PlatformConfig, host: int | None = None):
   return b
 
 
-def run_phase(cfg: PlatformConfig, args) -> int:
+def all_phases(cfg: PlatformConfig, args) -> int:
+  """INIT then RUN in one process: RUN's steps are replays of what INIT captured."""
+  return run_phase(cfg, args, init(cfg, args))
+
+
+def run_phase(cfg: PlatformConfig, args, tr: Trainer | None = None) -> int:
   from mlperf_logging.mllog import constants as C
   k = cfg.knobs
   print_feeding_budget(cfg)  # before the clock: host facts only
   mlperf.start(C.RUN_START)  # the clock starts before any dataset access
+  print(runtime.RUN_STARTED, flush=True)
   with mlperf.abort_on_failure():  # from here on, a failure still ends the log with run_stop aborted
-    status = run_training(cfg, args)
+    status = run_training(cfg, args, tr)
   if status is None: return 0  # a BENCHMARK run: no run_stop
   mlperf.end(C.RUN_STOP, metadata={C.STATUS: status})
   if status != C.SUCCESS: print(f"target {k['TARGET']} not reached in {k['EPOCHS']} epochs", file=sys.stderr)
   return 0 if status == C.SUCCESS else 1
 
 
-def run_training(cfg: PlatformConfig, args) -> str | None:
-  """Everything of RUN between run_start and run_stop; returns the run_stop status (None for a BENCHMARK run)."""
+def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> str | None:
+  """Everything of RUN between run_start and run_stop; returns the run_stop status (None for a BENCHMARK run).
+  tr: INIT's trainer when both phases run in this process, else RUN builds its own (and its JIT captures anew)."""
   from mlperf_logging.mllog import constants as C
   from benchmarks.resnet.data import load_manifest
   from benchmarks.common.checkpoint import save_state, load_state
@@ -202,7 +223,9 @@ def run_training(cfg: PlatformConfig, args) -> str | None:
   manifest = load_manifest(args.data)
   spe = steps_per_epoch(len(manifest["train"]), k["BS"])
   log_hparams(cfg, manifest)
-  tr = Trainer(cfg, args.seed, spe)
+  if tr is None: tr = Trainer(cfg, args.seed, spe)
+  elif tr.spe != spe:   # the schedule's constants are compiled into the captured step
+    raise RuntimeError(f"INIT compiled the schedule for {tr.spe} steps per epoch, the data has {spe}")
   start_epoch = 0
   if args.resume:
     load_state(args.resume, tr.model, tr.optimizer, tr.scheduler)
@@ -231,7 +254,7 @@ def run_training(cfg: PlatformConfig, args) -> str | None:
 
 
 def main(argv=None) -> int:
-  return runtime.run_entrypoint("resnet", parse_args(argv), {"init": init_phase, "run": run_phase})
+  return runtime.run_entrypoint("resnet", parse_args(argv), {"all": all_phases, "init": init_phase, "run": run_phase})
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A closed INIT that cannot meet the 30-minute init limit is stopped, loudly, and RUN is never started."""
+"""A closed INIT that cannot meet the 30-minute init limit is stopped, loudly; the limit ends at init_stop."""
 from __future__ import annotations
 import io
 import time
@@ -6,22 +6,41 @@ import time
 from benchmarks.common.config import load_config
 from tooling import run
 
+INIT_STOP_LINE = ':::MLLOG {"namespace": "", "event_type": "INTERVAL_END", "key": "init_stop", "value": null}'
+
+
+def _with_process(monkeypatch, script: str):
+  """host_run's real process handling, with `sh -c script` standing in for the training process."""
+  real = run.stream_process
+  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None, **kw: real(["sh", "-c", script], env,
+                                                                                                   out, cwd, time_limit, **kw))
+
 
 def test_init_over_its_limit_is_stopped_and_run_never_starts(monkeypatch, tmp_path, capsys):
-  real = run.stream_process   # the real process handling; the phase itself is a stand-in that would run for a minute
-  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None, **kw: real(["sleep", "60"], env, out,
-                                                                                                   cwd, time_limit, **kw))
+  _with_process(monkeypatch, "echo init train step 0; sleep 60")
   out = io.BytesIO()
   t0 = time.time()
   codes, _ = run.host_run(load_config("resnet", "1xH200", environ={}), 7, tmp_path, tmp_path, out, init_limit_s=2)
   assert 2 <= time.time() - t0 < 30
-  assert codes["init"] < 0 and "run" not in codes                 # killed; RUN was not started
+  assert codes["init"] < 0 and "run" not in codes                 # killed during INIT
   assert "INIT stopped after" in capsys.readouterr().err and b"INIT stopped after" in out.getvalue()
+
+
+def test_the_limit_ends_at_init_stop(monkeypatch, tmp_path, capsys):
+  # the marker split over two writes, then a RUN longer than the INIT limit: it runs to its end
+  half = len(INIT_STOP_LINE) // 2
+  _with_process(monkeypatch, f"printf '%s' '{INIT_STOP_LINE[:half]}'; sleep 0.3; echo '{INIT_STOP_LINE[half:]}'; sleep 4; "
+                             "echo trained; exit 1")
+  out = io.BytesIO()
+  codes, _ = run.host_run(load_config("resnet", "1xH200", environ={}), 7, tmp_path, tmp_path, out, init_limit_s=2)
+  assert codes == {"run": 1} and out.getvalue().endswith(b"trained\n")
+  assert "INIT stopped" not in capsys.readouterr().err
 
 
 def test_closed_division_gets_the_limit_and_open_does_not(monkeypatch, tmp_path):
   seen = []
-  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None, **kw: seen.append(time_limit) or (0, False))
+  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None, **kw:
+                      seen.append((cmd[cmd.index("--phase") + 1], time_limit, kw.get("limit_until"))) or (0, False))
   run.host_run(load_config("resnet", "1xH200", environ={}), 1, tmp_path, tmp_path, None)
   run.host_run(load_config("resnet", "cpu_smoke", environ={}), 1, tmp_path, tmp_path, None)
-  assert seen == [run.CLOSED_INIT_STOP_S, None, None, None]       # closed INIT, closed RUN, open INIT, open RUN
+  assert seen == [("all", run.CLOSED_INIT_STOP_S, run.INIT_STOP_MARK), ("all", None, run.INIT_STOP_MARK)]

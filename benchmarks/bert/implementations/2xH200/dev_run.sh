@@ -11,7 +11,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypo
 RESULTS_DIR="${RESULTS_DIR:-results/2xH200/bert}"
 # 31-bit seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${SEED:-$(python3 -c 'import os; print(int.from_bytes(os.urandom(4), "little") >> 1)')}"
-# INIT fills this kernel/BEAM cache and RUN reuses it; one file per run so runs never share a search
+# INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 
 python3 -m benchmarks.bert.train --platform 2xH200 --phase run \

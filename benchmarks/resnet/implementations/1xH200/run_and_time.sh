@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Generated from config.yaml by `tinyperf render`: edit the config, not this file.
-# ResNet-50 v1.5 (ImageNet) on 1xH200: one timed run, INIT then RUN, appending to one result log.
+# ResNet-50 v1.5 (ImageNet) on 1xH200: one timed run: INIT then RUN in one process (RUN replays the steps INIT compiled), one result log.
 # Every knob comes from config.yaml beside this script (the entrypoint reads it); an environment variable of the same
 # name overrides one knob for one run (BS=512 ./run_and_time.sh) and is printed at the top of the log.
 set -euo pipefail
@@ -11,10 +11,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypo
 RESULTS_DIR="${RESULTS_DIR:-results/1xH200/resnet}"
 # 31-bit seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${SEED:-$(python3 -c 'import os; print(int.from_bytes(os.urandom(4), "little") >> 1)')}"
-# INIT fills this kernel/BEAM cache and RUN reuses it; one file per run so runs never share a search
+# INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 
-python3 -m benchmarks.resnet.train --platform 1xH200 --phase init \
-  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR"
-python3 -m benchmarks.resnet.train --platform 1xH200 --phase run \
+python3 -m benchmarks.resnet.train --platform 1xH200 --phase all \
   --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR"
