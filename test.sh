@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Run the test suite: `./test.sh` (everything), `./test.sh unit` (seconds), `./test.sh integration`.
+# Run the test suite: `./test.sh` (everything), `./test.sh unit` (minutes), `./test.sh integration`.
 # Installs what it needs on a fresh machine: a virtualenv from the hash-locked requirements and, as root, clang (tinygrad's
-# CPU backend compiles with it). Extra arguments go to pytest.
+# CPU backend compiles with it). Extra arguments go to pytest. Tests run in TEST_WORKERS pytest-xdist workers (default: the
+# cores, at most 4; tests that share an engine or a fresh clone stay on one worker: tests/conftest.py XDIST_GROUPS);
+# TEST_WORKERS=0 runs them in this process (pdb, -s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source ./scripts/env.sh            # venv + locked deps + clang
@@ -12,8 +14,10 @@ case "$layer" in
   all) sel=() ;;
   *) sel=(); set -- "$layer" "$@" ;;   # a path or pytest option
 esac
+workers="${TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+par=(); [ "$workers" -gt 0 ] && par=(-n "$workers" --dist loadgroup)
 set +e
-python -m pytest "${sel[@]}" "$@"
+python -m pytest "${par[@]}" "${sel[@]}" "$@"
 rc=$?
 set -e
 # pytest exits 5 when nothing was collected: an empty selection must fail loudly, not pass

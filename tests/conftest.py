@@ -30,12 +30,23 @@ def reference(tmp_path):
   return get
 
 
+# Files whose tests must share one pytest-xdist worker (test.sh runs `--dist loadgroup`): the engine tests build the CPU
+# image that the Slurm docker-runtime test then uses; the user-path tests share one fresh clone and its venv (session
+# fixtures are per worker).
+XDIST_GROUPS = {"engines": ("test_containers.py", "test_slurm.py"),
+                "clone": ("test_report_smoke.py", "test_implementation_flows.py", "test_bert_smoke_run.py")}
+
+
 def pytest_collection_modifyitems(config, items):
   """Everything under tests/integration/ is in the slow layer, whether or not its file says so: a test file that forgot
   its `pytestmark` once put a multi-minute NULL-device BERT run into `./test.sh unit`."""
   slow = REPO / "tests" / "integration"
   for item in items:
-    if slow in Path(item.fspath).parents: item.add_marker(pytest.mark.integration)
+    path = Path(item.fspath)
+    if slow not in path.parents: continue
+    item.add_marker(pytest.mark.integration)
+    group = next((g for g, files in XDIST_GROUPS.items() if path.name in files), None)
+    if group: item.add_marker(pytest.mark.xdist_group(group))
 
 
 def user_env(**extra) -> dict:

@@ -9,14 +9,46 @@ import json
 import pytest
 
 from tests.conftest import readme_flow, sh
+from tooling.check import check_path
 
 pytestmark = pytest.mark.integration
 
 
-def test_resnet_cpu_smoke_readme(fresh_clone):
-  impl, log, env = readme_flow(fresh_clone, "resnet")
+def _mllog(path):
+  return [json.loads(l.split(":::MLLOG ", 1)[1]) for l in path.read_text().splitlines() if ":::MLLOG " in l]
+
+
+def test_resnet_cpu_smoke_readme(fresh_clone, tmp_path):
+  impl, log, env = readme_flow(fresh_clone, "resnet", seed=123456789)
   p = sh(["tinyperf", "check", log.relative_to(fresh_clone.parent).as_posix()], cwd=fresh_clone.parent, env=env)
   assert p.returncode == 0 and "compliant" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+  # INIT and RUN in one process: RUN replays what INIT captured, so its first step is no compile (a minute before)
+  out = (log.parent / log.name.replace(".txt", ".metrics.jsonl")).read_text().splitlines()
+  first = json.loads(out[0])
+  assert first["kind"] == "step" and first["step"] == 0 and first["step_s"] < 5, first
+  # protocol order: the cache is cleared before init starts, the clock starts after init, the seed is logged
+  events = _mllog(log)
+  keys = [e["key"] for e in events]
+  assert keys.index("cache_clear") < keys.index("init_start") < keys.index("init_stop") < keys.index("run_start")
+  assert next(e["value"] for e in events if e["key"] == "seed") == 123456789
+  assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "success"
+  accs = [e for e in events if e["key"] == "eval_accuracy"]
+  assert accs and accs[-1]["value"] >= 0.759 and all(e["metadata"]["epoch_num"] >= 1 for e in accs)
+  # the same sequence logged as a closed on-premise run: the closed 4.0.0 ResNet rules accept it (LARS keys, epochs,
+  # evals, run_stop; top-1 passes 0.759). The entrypoint logs nothing differently by division.
+  closed = tmp_path / "closed" / "result_0.txt"
+  closed.parent.mkdir()
+  lines = []
+  for l in log.read_text().splitlines():
+    if ":::MLLOG " in l:
+      e = json.loads(l.split(":::MLLOG ", 1)[1])
+      e["value"] = {"submission_division": "closed", "submission_status": "onprem"}.get(e["key"], e["value"])
+      l = ":::MLLOG " + json.dumps(e)
+    lines.append(l)
+  closed.write_text("\n".join(lines) + "\n")
+  report = check_path(closed, ruleset="4.0.0")
+  assert report.accepted, report.render()
+  assert report.files[0].division == "closed" and report.files[0].init_margin_minutes > 0
 
 
 def test_bert_cpu_smoke_readme(bert_readme_run, fresh_clone):
