@@ -7,8 +7,8 @@ import pytest
 from tinygrad import Tensor, Context, dtypes
 
 from benchmarks.bert.convert import convert_arrays
-from benchmarks.bert.model import (BertConfig, BertForPretraining, bert_parameter_formula, count_parameters, eval_sums,
-                                   load_weights, mlm_loss_sum, nsp_loss_sum, place_model, pretraining_loss)
+from benchmarks.bert.model import (BertConfig, BertForPretraining, assign_weights, bert_parameter_formula, count_parameters,
+                                   eval_sums, load_weights, mlm_loss_sum, nsp_loss_sum, place_model, pretraining_loss)
 from bert_numpy_ref import fixed_batch, forward, tf_weights
 
 
@@ -58,6 +58,27 @@ def _tiny_model(w, heads=2, dropout=0.1):
   load_weights(model, ours)
   place_model(model, ["CPU"])
   return model
+
+
+def test_checkpoint_assigned_after_capture_reaches_the_jitted_step():
+  """`--phase all` reads the phase-1 checkpoint after run_start into a model whose steps INIT already captured:
+  assign_weights must write into the captured buffers, so the replayed JIT computes with the checkpoint's weights."""
+  from tinygrad import TinyJit
+  w = tf_weights()
+  ours = convert_arrays(w)
+  c = _tiny_model(w).config
+  model = BertForPretraining(c, rng=np.random.default_rng(0))    # random init, as INIT builds it
+  place_model(model, ["CPU"])
+  batch = fixed_batch()
+  fwd = TinyJit(lambda *x: model(*x)[1].realize())               # NSP logits
+  with Context(TRAINING=0):
+    before = [fwd(*(Tensor(a) for a in batch)).numpy() for _ in range(3)][-1]   # eager, capture, replay
+    with pytest.raises(ValueError, match="missing"): assign_weights(model, {k: v for k, v in list(ours.items())[1:]})
+    assign_weights(model, ours)
+    after = fwd(*(Tensor(a) for a in batch)).numpy()
+  _, ref_nsp = forward(w, *batch, heads=2)
+  np.testing.assert_allclose(after, ref_nsp, rtol=2e-4, atol=2e-4)
+  assert not np.allclose(before, ref_nsp, atol=1e-3)
 
 
 def test_forward_matches_numpy_reference_and_padding_is_masked():
