@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One benchmark end to end on one H200 in one device lease (issue 20; figures: docs/PERFORMANCE.md "End to end").
+# One benchmark end to end on one H200 in one device lease (issue 20; figures: docs/PERFORMANCE.md, row 4).
 # E2E=resnet (the default):
 #   1. synthetic ImageNet at full resolution (`tinyperf prep synthetic-imagenet --size 400`, all cores)
 #   2. the loader alone: img/s of one train epoch with 1, 2, 4 and all cores (no GPU), against the step's needs

@@ -154,7 +154,7 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
 
 # Closed rules allow 30 minutes from init_start to init_stop. An INIT still going 35 minutes after its process started
 # (init_start comes seconds in, after imports and the page-cache drop) cannot pass, and a BEAM search can stall far
-# longer than that (docs/PERFORMANCE.md: a compile timeout tinygrad 0.14 loses), so a closed INIT is stopped there
+# longer than that (docs/decisions.md, INIT limit: a compile timeout tinygrad 0.14 loses), so a closed INIT is stopped there
 # instead of holding the GPUs for a RUN whose log the checker would reject.
 CLOSED_INIT_STOP_S = 35 * 60
 

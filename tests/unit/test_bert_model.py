@@ -184,7 +184,7 @@ def test_atomic_embedding_gradient_is_the_one_hot_gradient(ndev, H):
   """USE_ATOMICS' scatter-add backward against numpy's np.add.at and tinygrad's autodiff of the one-hot form, with
   repeated ids (atomics collide), ids outside the table (looked up as zero rows, so no gradient), and on two devices
   the batch split between them (partials summed by the all-reduce: both replicas hold the full gradient). On the
-  default device: CPU here, the GPU's backend with DEV=CUDA (run so on the H200, docs/PERFORMANCE.md)."""
+  default device: CPU here, the GPU's backend with DEV=CUDA (run so on the H200, docs/decisions.md, Atomics)."""
   from tinygrad import Device
   devices = tuple(Device.canonicalize(f"{Device.DEFAULT}:{i}") for i in range(ndev)) if ndev > 1 else Device.DEFAULT
   from benchmarks.bert.model import Embedding, _onehot_lookup
