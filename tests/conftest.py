@@ -37,6 +37,7 @@ XDIST_GROUPS = {"engines": ("test_containers.py", "test_slurm.py"),
                 "clone": ("test_report_smoke.py", "test_implementation_flows.py", "test_bert_smoke_run.py")}
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
   """Everything under tests/integration/ is in the slow layer, whether or not its file says so: a test file that forgot
   its `pytestmark` once put a multi-minute NULL-device BERT run into `./test.sh unit`."""
