@@ -19,7 +19,7 @@ import pytest
 from benchmarks.bert.tokenizer import installed_test_vocab
 from benchmarks.common.config import load_config
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clone")]   # one worker: these tests share one fresh clone and its venv (session fixtures are per worker)
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 7
 

@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("engines")]   # one worker: the Slurm docker-runtime test uses the CPU image the container tests build
 BASE = os.environ.get("TINYPERF_TEST_BASE_IMAGE", "")
 TAG = "tinyperf-test:{}"
 TIMINGS: dict[str, float] = {}

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import readme_flow, sh
 from tooling.check import check_path
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clone")]   # one worker: these tests share one fresh clone and its venv (session fixtures are per worker)
 
 
 def _mllog(path):

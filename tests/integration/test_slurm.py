@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import REPO
 from tooling import ledger as L, slurm as S, status as ST
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("engines")]   # one worker: the Slurm docker-runtime test uses the CPU image the container tests build
 TIMINGS: dict[str, float] = {}
 
 
