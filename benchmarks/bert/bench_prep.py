@@ -80,7 +80,8 @@ def main(argv=None) -> int:
       # one worker per side, as `prep pretrain --workers 1` runs (one tokenizer, so its memo carries from part to part),
       # the sides alternating part by part (fast first on even parts, reference first on odd ones) so that a burst of
       # load on this shared machine hits both
-      from benchmarks.bert.prep import discover_parts, load_checked_vocab, shard_path
+      from benchmarks.bert.prep import discover_parts, shard_path
+      from benchmarks.bert.tokenizer import load_checked_vocab
       from benchmarks.bert.pretraining import make_part_shard
       from benchmarks.bert.tokenizer import make_tokenizer
       toks = {}

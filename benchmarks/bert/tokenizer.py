@@ -65,6 +65,31 @@ def load_vocab(path: str | os.PathLike) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------------------------------- char classes
 
+def load_checked_vocab(vocab_path: Path, config_path: Path | None, config_required: bool = False):
+  """vocab.txt -> (vocab dict, md5); checks vocab size against bert_config.json's vocab_size when present."""
+  import json
+  import sys
+  from benchmarks.common.io import file_digest
+  vocab = load_vocab(vocab_path)
+  if config_path is not None and config_path.is_file():
+    try:
+      cfg = json.loads(config_path.read_text(encoding="utf-8"))
+      size = int(cfg["vocab_size"])
+    except (ValueError, KeyError, TypeError) as e:
+      raise InputError(f"{config_path}: not a BERT config with an integer vocab_size ({e!r}). Replace it with the "
+                      f"MLCommons bert_config.json.") from None
+    if size != len(vocab):
+      raise InputError(f"{vocab_path} has {len(vocab)} tokens but {config_path} says vocab_size {size}: the vocab and "
+                      f"the model config belong to different models. Use the matching pair (prep download fetches "
+                      f"both) and rerun.")
+  elif config_required:
+    raise InputError(f"{config_path}: BERT config not found (needed to check the vocab). Run prep download.")
+  elif config_path is not None:
+    print(f"prep: WARNING: {config_path} not found; vocab size {len(vocab)} not checked against the model config.",
+          file=sys.stderr)
+  return vocab, file_digest(vocab_path, "md5")
+
+
 def is_whitespace(ch: str) -> bool:
   return ch in " \t\n\r" or unicodedata.category(ch) == "Zs"
 
