@@ -96,11 +96,13 @@ def main(args) -> int:
   client = container.connect(timeout=3600)
   digest, _ = base_digest(client, ref)
   git_sha = git_revision()
-  buildargs = {"BASE_IMAGE": ref, "BASE_DIGEST": digest, "TINYPERF_VERSION": project_version(),
-               "TINYPERF_GIT_SHA": git_sha, "TINYGRAD_VERSION": I.tinygrad_version(),
-               "SELFCHECK_GPU_LIBS": "require" if vendor_base else "skip"}
-  labels = {"io.tinyperf.base.pinned": "true" if pinned_ref else "false",
-            "io.tinyperf.gpu_libs_checked": "true" if vendor_base and vendor != "cpu" else "false"}
+  gpu_libs_checked = vendor_base and vendor != "cpu"
+  # the labels io.tinyperf.base.pinned and io.tinyperf.gpu_libs_checked come from build args too (the Dockerfile's one
+  # LABEL step): the SDK's labels= would add a step per label, each a full filesystem copy on a vfs engine
+  buildargs = {"BASE_IMAGE": ref, "BASE_DIGEST": digest, "BASE_PINNED": "true" if pinned_ref else "false",
+               "TINYPERF_VERSION": project_version(), "TINYPERF_GIT_SHA": git_sha, "TINYGRAD_VERSION": I.tinygrad_version(),
+               "SELFCHECK_GPU_LIBS": "require" if vendor_base else "skip",
+               "GPU_LIBS_CHECKED": "true" if gpu_libs_checked else "false"}
   if not vendor_base and vendor != "cpu":
     print(f"NOTE: {ref} is not the {vendor} vendor image ({entry['repository']}); the image's GPU-library check will be "
           f"SKIPPED and this image cannot run the {vendor.upper()} backend.", flush=True)
@@ -116,12 +118,12 @@ def main(args) -> int:
     shutil.copyfile(args.extra_ca, ca_copy)
   print(f"building {tag} from {dockerfile.name} on {ref} ({digest}), git {git_sha}", flush=True)
   try:
-    res = container.build(client, ROOT, dockerfile.name, tag, buildargs, labels=labels, nocache=args.no_cache,
+    res = container.build(client, ROOT, dockerfile.name, tag, buildargs, nocache=args.no_cache,
                           echo=lambda line: print(line, flush=True))
   finally:
     if ca_copy: ca_copy.unlink(missing_ok=True)
   record = {"tag": tag, "image_id": res.image_id, "vendor": vendor, "dockerfile": dockerfile.name, "base_image": ref,
-            "base_digest": digest, "base_pinned": pinned_ref, "gpu_libs_checked": labels["io.tinyperf.gpu_libs_checked"] == "true",
+            "base_digest": digest, "base_pinned": pinned_ref, "gpu_libs_checked": gpu_libs_checked,
             "git_sha": git_sha, "tinyperf_version": buildargs["TINYPERF_VERSION"],
             "tinygrad_version": buildargs["TINYGRAD_VERSION"], "extra_ca": bool(ca_copy),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(res.seconds, 1)}

@@ -84,16 +84,18 @@ def render_dockerfile(vendor: str, lock: dict | None = None) -> str:
 # Build with `tinyperf build --vendor {vendor}` (streams progress, records provenance and the base digest it used), or:
 #   docker build -f Dockerfile.{vendor} --network host --build-arg BASE_IMAGE=<image> -t tinyperf:{vendor} .
 # Classic-builder syntax only (the docker SDK cannot use BuildKit). The steps are identical in every vendor's Dockerfile
-# up to ENV, so a second vendor built on the same base reuses the first one's layers.
+# up to ENV, so a second vendor built on the same base reuses the first one's layers. Few steps above the installed
+# environment: each one copies the whole root filesystem on a vfs engine (CI), so the vendor's part is 3 steps.
 ARG BASE_IMAGE={base_ref(entry)}
 FROM ${{BASE_IMAGE}}
 # one layer for the system packages and the locked Python environment (few layers: the CI engine stores each in full)
 COPY docker/ requirements.lock /opt/tinyperf/build/
 RUN sh /opt/tinyperf/build/install.sh system python
 COPY . /opt/tinyperf/src/
-# provenance (tinyperf build fills these): printed by every run into its log (benchmarks/common/runtime.py)
-ARG BASE_IMAGE BASE_DIGEST=unknown TINYPERF_VERSION=unknown TINYPERF_GIT_SHA=unknown TINYGRAD_VERSION=unknown SELFCHECK_GPU_LIBS=require
 RUN sh /opt/tinyperf/build/install.sh project
+USER tinyperf
+# provenance (tinyperf build fills these): printed by every run into its log (benchmarks/common/runtime.py)
+ARG BASE_IMAGE BASE_DIGEST=unknown BASE_PINNED=false TINYPERF_VERSION=unknown TINYPERF_GIT_SHA=unknown TINYGRAD_VERSION=unknown SELFCHECK_GPU_LIBS=require GPU_LIBS_CHECKED=false
 ENV PATH="/opt/tinyperf/venv/bin:${{PATH}}" \
     PYTHONUNBUFFERED=1 \
     XDG_CACHE_HOME=/tmp/tinyperf-cache \
@@ -110,11 +112,13 @@ LABEL org.opencontainers.image.title="tinyperf-{vendor}" \
       org.opencontainers.image.base.name="${{BASE_IMAGE}}" \
       org.opencontainers.image.base.digest="${{BASE_DIGEST}}" \
       io.tinyperf.vendor="{vendor}" \
-      io.tinyperf.tinygrad="${{TINYGRAD_VERSION}}"
-# fails the build when the image cannot do its job: Python, the locked packages, clang + tinygrad CPU, and the vendor's
-# GPU compiler libraries (skipped, loudly, only when the build was told the base is not the vendor image)
+      io.tinyperf.tinygrad="${{TINYGRAD_VERSION}}" \
+      io.tinyperf.base.pinned="${{BASE_PINNED}}" \
+      io.tinyperf.gpu_libs_checked="${{GPU_LIBS_CHECKED}}"
+# fails the build when the image cannot do its job, run as the user the image runs as: Python, the locked packages,
+# clang + tinygrad CPU, and the vendor's GPU compiler libraries (skipped, loudly, only when the build was told the base
+# is not the vendor image)
 RUN python -m benchmarks.common.selfcheck --vendor {vendor} --gpu-libs "${{SELFCHECK_GPU_LIBS}}"
-USER tinyperf
 """
 
 
