@@ -12,6 +12,7 @@ from pathlib import Path
 from benchmarks.common.runtime import metrics_path
 from mllog_builder import T0_MS, systems_json, write_log
 from tooling import ledger as L
+from tooling import results_tree as T
 
 GIT_SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -66,7 +67,7 @@ def make_runs(root: str | Path, benchmark: str = "resnet", *, system: str = "tin
                     output=str(work / "output.log"))
     if outputs:
       (work / "output.log").write_text(console_output(benchmark, seed))
-      metrics_path(work / L.RUN_LOG).write_text(metrics_output(benchmark, seed))
+      metrics_path(work / T.RUN_LOG).write_text(metrics_output(benchmark, seed))
     if status == L.DONE:
       kw = dict(common)
       kw.setdefault("platform", system)

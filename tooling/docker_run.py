@@ -24,6 +24,7 @@ from benchmarks.common.preflight import shm_size_for
 from tooling import container as C
 from tooling.errors import UserError
 from tooling.ledger import IMAGE_ENV
+from tooling import results_tree as T
 
 IMAGE_UID = 1000   # the image's `tinyperf` user (docker/install.sh)
 
@@ -160,7 +161,7 @@ class ContainerBackend:
   def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
     """One INIT + RUN in a fresh container; its output goes to out_file and console (a tooling.console.Console).
     Returns (exit codes, MLPerf log path, note for the ledger)."""
-    cache = work / "cache"; cache.mkdir(exist_ok=True)
+    cache = work / T.CACHE; cache.mkdir(exist_ok=True)
     self._own(work)
     cmd = ["python", "-m", "tooling.inside", "--benchmark", self.cfg.benchmark, "--platform", self.cfg.platform,
            "--seed", str(seed), "--data", "/data", "--work", "/work", "--cache", "/cache"]

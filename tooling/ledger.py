@@ -28,10 +28,10 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
 from tooling.errors import UserError, write_atomic
+from tooling import results_tree as T
 
 DONE, FAILED, INTERRUPTED, RUNNING = "done", "failed", "interrupted", "running"
 CLAIM = "claim.lock"      # in the run's work directory; its owner holds a POSIX lock on it
-RUN_LOG = "mlperf.txt"    # the MLPerf log a run writes in its work directory (copied to result_<i>.txt when done)
 # the image's environment that identifies it (Dockerfile.* ENV): recorded with every attempt that ran in an image
 IMAGE_ENV = ("TINYPERF_GIT_SHA", "TINYPERF_VERSION", "TINYGRAD_VERSION", "TINYPERF_BASE_IMAGE", "TINYPERF_BASE_DIGEST")
 _PATH_FIELDS = ("result", "output")
@@ -134,7 +134,7 @@ class Ledger:
     # an absolute path of another mount (a container's /results): rebase its results/<sys>/<bm>/... tail onto this root
     parts, sysbm = path.parts, (self.path.parent.parent.name, self.path.parent.name)
     for k in range(len(parts) - 3, -1, -1):
-      if parts[k] in ("results", "runs") and parts[k + 1:k + 3] == sysbm: return self.root.joinpath(*parts[k:])
+      if parts[k] in (T.RESULTS, T.RUNS) and parts[k + 1:k + 3] == sysbm: return self.root.joinpath(*parts[k:])
     return path
 
   def _on_write(self, p: str) -> str:
@@ -157,7 +157,7 @@ class Ledger:
       rows.append(d)
     write_atomic(self.path, json.dumps({"format": "tinyperf-ledger-v1", "attempts": rows}, indent=1), overwrite=True)
 
-  def work(self, att: Attempt) -> Path: return self.path.parent / f"run_{att.index}_{att.seed}"
+  def work(self, att: Attempt) -> Path: return T.work_dir(self.path.parent, att.index, att.seed)
 
   def latest(self, index: int) -> Attempt | None:
     """The attempt that decides run `index`: its finished one if any (a later stale attempt never hides it), else the
@@ -204,13 +204,13 @@ class Ledger:
       if att.status == DONE or (att.status == RUNNING and self.alive(att)): continue
       if att.status != RUNNING and att is not self.latest(att.index): continue   # an old failure stays as it was
       done = self.latest(att.index).status == DONE
-      converged = None if done else log_outcome(self.work(att) / RUN_LOG)
+      converged = None if done else log_outcome(self.work(att) / T.RUN_LOG)
       if converged is not None:
         i = att.index
         att.status, att.converged, att.finished = DONE, converged, att.finished or time.time()
-        att.sha256 = sha256(self.work(att) / RUN_LOG)
-        att.result = att.result or str(self.root / "results" / self.path.parent.parent.name / self.path.parent.name /
-                                        f"result_{i}.txt")
+        att.sha256 = sha256(self.work(att) / T.RUN_LOG)
+        att.result = att.result or str(T.result_dir(self.root, self.path.parent.parent.name, self.path.parent.name) /
+                                        T.result_name(i))
         att.note = f"{att.note + '; ' if att.note else ''}its log finished (run_stop) but {who(att)} did not record it"
         msgs.append(f"run {i} (seed {att.seed}): its MLPerf log finished but {who(att)} stopped before recording it; "
                     f"recorded as done, not redone")
@@ -224,7 +224,7 @@ class Ledger:
   def check_result(self, att: Attempt) -> tuple[str, str]:
     """A finished run's result file against the ledger's hash: ("ok"|"copy"|"missing"|"changed", what to say).
     "copy": the result file is absent but the run's own log is intact (its copy failed, e.g. on a full disk)."""
-    res, log = Path(att.result) if att.result else None, self.work(att) / RUN_LOG
+    res, log = Path(att.result) if att.result else None, self.work(att) / T.RUN_LOG
     log_ok = att.sha256 is not None and log.is_file() and sha256(log) == att.sha256
     if res is None or not os.path.lexists(res):
       if log_ok: return "copy", f"{res} is missing; the run's own log {log} is intact and is copied to it"

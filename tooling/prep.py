@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tooling.errors import UserError
+
 ROOT = Path(__file__).resolve().parents[1]
 # dataset -> (module that prepares it, one-line help). A dataset whose module has several steps takes the step as its
 # first option: `tinyperf prep wiki pretrain --data D` runs `python -m benchmarks.bert.prep pretrain --data D`.
@@ -44,3 +46,17 @@ def main(args) -> int:
     return proc.wait()
   except KeyboardInterrupt:  # the child got the same Ctrl-C: let it clean up and report
     return proc.wait() or 130
+
+
+def check_prepared(cfg, data: Path):
+  """Cheap host-side check that `data` is a prepared data set for cfg's benchmark (run and Slurm, before anything is
+  started); the preflight where the run runs verifies it in full."""
+  if not data.is_dir():
+    raise UserError(f"data directory {data} does not exist; prepare it with `tinyperf prep ...` and pass --data. "
+                    f"Nothing was run.")
+  marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
+  if not marker.is_file():
+    how = (f"tinyperf prep imagenet --out {data}` (or `tinyperf prep synthetic-imagenet --out {data}` for smoke runs)"
+           if cfg.benchmark == "resnet" else f"tinyperf prep wiki pretrain/eval --data {data}`")
+    raise UserError(f"{data} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
+                    f"verifying). Run `{how}. Nothing was run.")

@@ -26,6 +26,7 @@ from pathlib import Path
 from benchmarks.common.config import available_platforms, load_config
 from benchmarks.common.runtime import metrics_path
 from tooling import ledger as L
+from tooling import results_tree as T
 from tooling.errors import UserError, write_atomic
 from tooling.mllog_reader import MLLog
 from tooling.safe_read import iter_lines
@@ -138,7 +139,7 @@ def _ledger_for(bd: BenchDir) -> tuple[Path | None, dict[int, L.Attempt]]:
   """runs/<system>/<bm>/ledger.json beside results/ (a `tinyperf run` tree); {} for packaged or published trees."""
   results = bd.path.parent.parent
   if results.name != "results": return None, {}
-  path = results.parent / "runs" / bd.system / bd.name / "ledger.json"
+  path = T.ledger_path(results.parent, bd.system, bd.name)
   if not path.is_file(): return None, {}
   led = L.Ledger(path)
   done = {}
@@ -148,7 +149,7 @@ def _ledger_for(bd: BenchDir) -> tuple[Path | None, dict[int, L.Attempt]]:
 
 
 def _output_path(a: L.Attempt, ledger: Path) -> Path | None:
-  for p in (Path(a.output) if a.output else None, ledger.parent / f"run_{a.index}_{a.seed}" / "output.log"):
+  for p in (Path(a.output) if a.output else None, T.work_dir(ledger.parent, a.index, a.seed) / T.OUTPUT_LOG):
     if p is not None and p.is_file(): return p
   return None
 
@@ -190,7 +191,7 @@ def collect(path: Path) -> list[BenchData]:
       if out_path:
         rd.output = str(out_path)
         rd.provenance = read_provenance(out_path)
-        metrics = metrics_path(out_path.parent / L.RUN_LOG)
+        metrics = metrics_path(out_path.parent / T.RUN_LOG)
         if metrics.is_file(): rd.step_rate, rd.step_unit = read_step_rate(metrics)
       runs.append(rd)
     findings = [f"{f.level.upper()} {f.where() + ': ' if f.where() else ''}{f.message}"

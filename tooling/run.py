@@ -1,11 +1,8 @@
 """`tinyperf run BENCHMARK --platform P --nexp N`: N seeded INIT+RUN runs, each checked, recorded in a resumable ledger.
 
-Layout under --results R:
-  R/results/<system>/<bm>/result_<i>.txt   finished runs (the submission's results tree; never overwritten)
-  R/runs/<system>/<bm>/ledger.json         every attempt: seed, status, exit codes, cache-drop method
-  R/runs/<system>/<bm>/run_<i>_<seed>/     raw console output, the MLPerf log while it is written, the kernel cache
-  R/systems/<system>.json                  the machine the runs ran on (tooling/sysinfo.py: detected where the runs
-                                           run, over the repository's systems/<system>.json, under --system-overrides)
+It writes the tree under --results R that tooling/results_tree.py lays out: result_<i>.txt of finished runs, the ledger
+of every attempt, each attempt's work directory, and R/systems/<system>.json, the machine the runs ran on
+(tooling/sysinfo.py: detected where the runs run, over the repository's systems/<system>.json, under --system-overrides).
 The training entrypoint is started as a process (this module never imports tinygrad or training code): by default in
 the platform's image, one container per run (tooling/docker_run.py: preflight, host page-cache drop, INIT + RUN with the
 kernel cache on its own volume, output streamed to the host); with --no-container with this Python (host_run), which is
@@ -32,6 +29,8 @@ from pathlib import Path
 from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig
 from tooling.errors import UserError, write_atomic
 from tooling import ledger as L
+from tooling import results_tree as T
+from tooling.prep import check_prepared
 from tooling import slurm
 
 TRAIN_MODULE_ENV = "TINYPERF_TEST_TRAIN_MODULE"   # test-only, read in train_module() alone
@@ -75,10 +74,6 @@ def _org(name: str) -> str:
     raise argparse.ArgumentTypeError(f"{name!r}: the submitter name names a directory and the tarball; use letters, "
                                      f"digits and _ . + - (no spaces, no leading dot)")
   return name
-
-
-def run_dirs(results: Path, cfg: PlatformConfig) -> tuple[Path, Path]:
-  return (results / "results" / cfg["system"] / cfg.benchmark, results / "runs" / cfg["system"] / cfg.benchmark)
 
 
 def _unique_seed(taken: set[int], bits: int, where: str = "") -> int:
@@ -178,8 +173,8 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   console: a tooling.console.Console (milestones, the tail of a failed run); None: all output raw.
   cache_drop: how the launcher dropped the page cache (INIT logs it instead of dropping it again)."""
   from benchmarks.common.config import ROOT
-  log = work / L.RUN_LOG
-  env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / "cache" / "tinygrad.db")}
+  log = work / T.RUN_LOG
+  env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / T.CACHE / "tinygrad.db")}
   if cache_drop: env["TINYPERF_CACHE_DROPPED"] = cache_drop
   if init_limit_s is None and cfg["division"] == "closed": init_limit_s = CLOSED_INIT_STOP_S
   cmd = [sys.executable, "-m", train_module(cfg.benchmark), "--platform", cfg.platform, "--phase", "all",
@@ -212,30 +207,6 @@ def check_log(log: Path) -> tuple[bool | None, str]:
   return False, f"{fr.verdict}: {first.message if first else 'see tinyperf check ' + str(log)}"
 
 
-def _results_writable(results: Path):
-  """Create the output root (or fail with the fix) and prove a file can be written there, before anything runs."""
-  try:
-    results.mkdir(parents=True, exist_ok=True)
-    probe = results / f".tinyperf-write-test-{socket.gethostname()}-{os.getpid()}"  # unique across nodes too
-    probe.write_bytes(b""); probe.unlink()
-  except OSError as e:
-    raise UserError(f"results directory {results} is not writable ({e.strerror}); choose a writable --results "
-                    f"directory or fix its permissions. Nothing was run.") from None
-
-
-def _check_data(cfg: PlatformConfig, data: Path):
-  """Cheap host-side checks of the data directory; the container's preflight verifies the manifest in full."""
-  if not data.is_dir():
-    raise UserError(f"data directory {data} does not exist; prepare it with `tinyperf prep ...` and pass --data. "
-                    f"Nothing was run.")
-  marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
-  if not marker.is_file():
-    how = (f"tinyperf prep imagenet --out {data}` (or `tinyperf prep synthetic-imagenet --out {data}` for smoke runs)"
-           if cfg.benchmark == "resnet" else f"tinyperf prep wiki pretrain/eval --data {data}`")
-    raise UserError(f"{data} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
-                    f"verifying). Run `{how}. Nothing was run.")
-
-
 def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool):
   cmd = [sys.executable, "-m", "benchmarks.common.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
          "--data", str(data), "--work", str(work_root)]
@@ -247,14 +218,6 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
     failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
     raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + "\n  ".join(failed) +
                     "\nNothing was run or timed; fix the above and rerun the same command.")
-
-
-def refuse_unknown_results(results_dir: Path, ledger_path: Path, pending: list[int]):
-  """A result file the ledger does not know about is never overwritten: refuse loudly instead."""
-  for i in pending:
-    if os.path.lexists(results_dir / f"result_{i}.txt"):   # a dangling symlink too: the copy could not replace it
-      raise UserError(f"{results_dir / f'result_{i}.txt'} exists but the ledger {ledger_path} has no finished run {i}. "
-                      f"Results are never overwritten: move the file away, or restore the ledger, and rerun.")
 
 
 _STOPPED_BY = {signal.SIGTERM: "SIGTERM (scancel, a Slurm time limit, or kill)",
@@ -319,7 +282,7 @@ def verify_results(ledger_path: Path, fix: bool) -> list[str]:
       kind, msg = led.check_result(att)
       if kind == "copy" and fix and not led.held(att):   # its launcher may be copying it right now
         with _io(f"copying run {i}'s log to {att.result}", "the copy is retried, the run is not redone"):
-          write_atomic(Path(att.result), (led.work(att) / L.RUN_LOG).read_bytes())
+          write_atomic(Path(att.result), (led.work(att) / T.RUN_LOG).read_bytes())
         print(f"run {i} (seed {att.seed}): {msg}", file=sys.stderr)
       elif kind in ("missing", "changed"): problems.append(msg)
   for p in problems: print(f"ERROR: {p}", file=sys.stderr)
@@ -338,17 +301,17 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
       if settled: led.save()
       return None
     i = todo[0]
-    refuse_unknown_results(results_dir, ledger_path, [i])
+    T.refuse_unknown_results(results_dir, ledger_path, [i])
     taken = led.seeds()
     while True:   # the seed is drawn under the lock: Slurm tasks on other nodes draw theirs from the same ledger
       seed = _unique_seed(taken, cfg.get("SEED_BITS", 31), str(ledger_path))
-      work = ledger_path.parent / f"run_{i}_{seed}"
+      work = T.work_dir(ledger_path.parent, i, seed)
       if not work.exists(): break
       taken.add(seed)   # a run directory the ledger lost: never append to its log
     work.mkdir(parents=True)
     claim = L.Claim(work)
     att = L.Attempt(index=i, seed=seed, backend="container" if backend or in_image else "host",
-                    output=str(work / "output.log"), slurm=slurm.task_info(), owner=L.launcher(),
+                    output=str(work / T.OUTPUT_LOG), slurm=slurm.task_info(), owner=L.launcher(),
                     overrides={k: list(v) for k, v in cfg.overridden.items()})
     if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
     elif in_image:  # a compose service: `tinyperf run --no-container` inside a tinyperf image
@@ -373,9 +336,9 @@ def main(args) -> int:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
   if args.backend == "slurm": return slurm.submit(cfg, args, nexp)  # each array task comes back here with --only-index
   slurm.check_local_args(args)
-  _check_data(cfg, args.data)
-  _results_writable(args.results)
-  results_dir, work_root = run_dirs(Path(os.path.abspath(args.results)), cfg)   # the ledger stores paths under it
+  check_prepared(cfg, args.data)
+  T.ensure_writable(args.results)
+  results_dir, work_root = T.set_dirs(Path(os.path.abspath(args.results)), cfg)   # the ledger stores paths under it
   backend = None
   if not args.no_container:
     from tooling.docker_run import ContainerBackend
@@ -384,7 +347,7 @@ def main(args) -> int:
     results_dir.mkdir(parents=True, exist_ok=True); work_root.mkdir(parents=True, exist_ok=True)
   except OSError as e:
     raise UserError(f"cannot create {results_dir} ({e.strerror}); choose a writable --results directory.") from None
-  ledger_path = work_root / "ledger.json"
+  ledger_path = work_root / T.LEDGER
   if args.only_index is None: slurm.refuse_if_queued(work_root)  # a Slurm job of this result set would redo them too
   for line in reap_rings(): print(line, file=sys.stderr)
   with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
@@ -395,7 +358,7 @@ def main(args) -> int:
   verify_results(ledger_path, fix=True)
   if args.only_index is not None: pending = [i for i in pending if i == args.only_index]  # other tasks own the rest
   mine = [i for i in pending if i not in busy]
-  refuse_unknown_results(results_dir, ledger_path, mine)
+  T.refuse_unknown_results(results_dir, ledger_path, mine)
   if mine:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
     if backend: backend.preflight()
     else: _host_preflight(cfg, args.data, work_root, args.verbose)
@@ -466,7 +429,7 @@ def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path:
   console.prefix = f"run {i} of {args.nexp or default_nexp(cfg.benchmark)} (seed {seed}): "
   console.say(f"started; output in {att.output}")
   try:
-    with open(work / "output.log", "ab") as out_file:
+    with open(work / T.OUTPUT_LOG, "ab") as out_file:
       if backend:
         att.cache_drop = backend.drop_page_cache()
         L.update_attempt(ledger_path, att)
@@ -508,7 +471,7 @@ def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path:
   else:
     try: accepted, summary = check_log(log)
     except UserError as e: accepted, summary = False, f"the checker could not read it: {e}"
-  result = results_dir / f"result_{i}.txt"
+  result = results_dir / T.result_name(i)
   att.status, att.result, att.note, att.sha256 = L.DONE, str(result), summary, L.sha256(log)
   with _io(f"run {i} (seed {seed}) finished but recording it in {ledger_path} failed",
            "the next start records it from its finished log; it is not redone"):

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
 from tooling import ledger as L
+from tooling import results_tree as T
+from tooling.prep import check_prepared
 from tooling.errors import UserError, write_atomic
 
 RUNTIMES = ("docker", "pyxis", "none")
@@ -341,32 +343,30 @@ def submit(cfg: PlatformConfig, args, nexp: int) -> int:
 
 def _check_before_submitting(cfg: PlatformConfig, spec: dict):
   """Everything that can be checked from here, in the order a person would fix it; sets spec's partition."""
-  from tooling import run as R
   spec["partition"] = check_partition(spec["partition"])
   for p in (spec["results"], spec["data"]): _check_path_chars(p, spec["runtime"])
-  R._check_data(cfg, Path(spec["data"]))
+  check_prepared(cfg, Path(spec["data"]))
   check_shared(Path(spec["results"]), spec["partition"], spec["assume_shared"])  # before anything is created there
-  R._results_writable(Path(spec["results"]))
+  T.ensure_writable(Path(spec["results"]))
 
 
 def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
   """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
-  from tooling import run as R
   from tooling.build import git_revision
-  results_dir, work_root = R.run_dirs(Path(spec["results"]), cfg)
-  slurm_dir = work_root / "slurm"
+  results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
+  slurm_dir = T.slurm_dir(work_root)
   try:
     results_dir.mkdir(parents=True, exist_ok=True); slurm_dir.mkdir(parents=True, exist_ok=True)
   except OSError as e:
     raise UserError(f"cannot create {slurm_dir} ({e.strerror}); choose a writable --results directory.") from None
-  ledger_path, nexp = work_root / "ledger.json", spec["nexp"]
+  ledger_path, nexp = work_root / T.LEDGER, spec["nexp"]
   job_name = f"tinyperf-{cfg.benchmark}-{cfg.platform}"
   with L.file_lock(work_root / "slurm.lock"):  # two submitters of one result set never both submit a run
     rec = load_record(work_root)
     active = queued_indices(rec, queue(job_name)) if rec["jobs"] else {}
     with L.Ledger.locked(ledger_path) as led: unfinished = led.pending(nexp)
     todo = [i for i in unfinished if i not in active]
-    R.refuse_unknown_results(results_dir, ledger_path, todo)
+    T.refuse_unknown_results(results_dir, ledger_path, todo)
     if not todo:
       print(f"{cfg.benchmark} on {cfg.platform}: nothing to submit: {nexp - len(unfinished)} of {nexp} runs finished"
             + (f", runs {sorted(active)} queued or running ({', '.join(active.values())})" if active else ""))

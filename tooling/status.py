@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from tooling import ledger as L
+from tooling import results_tree as T
 from tooling import slurm
 from tooling.errors import UserError
 
@@ -69,7 +70,7 @@ def set_states(work: Path, tasks: dict | None) -> dict:
   """The state of every run of one result set. `tasks` is slurm.queue()'s answer, read before the ledger is (None when
   Slurm could not be asked)."""
   rec = slurm.load_record(work)
-  led = L.Ledger(work / "ledger.json")
+  led = L.Ledger(work / T.LEDGER)
   jobs = rec["jobs"]
   nexp = max([j["spec"]["nexp"] for j in jobs] + [a.index + 1 for a in led.attempts] + [0])
   runs = []

@@ -73,7 +73,7 @@ def test_two_launchers_on_one_results_finish_every_run_exactly_once(data, tmp_pa
   a = _start(data, out, nexp=3, STAND_IN_RUN_S="3")
   _wait_for(lambda: (_work(out) / "ledger.json").exists())   # A has claimed run 0
   b = _start(data, out, nexp=3, STAND_IN_RUN_S="3")
-  (ao, ae), (bo, be) = a.communicate(timeout=300), b.communicate(timeout=300)
+  (_, ae), (bo, be) = a.communicate(timeout=300), b.communicate(timeout=300)
   atts = _attempts(out)
   assert sorted(x["index"] for x in atts) == [0, 1, 2] and {x["status"] for x in atts} == {"done"}, atts
   assert len({x["seed"] for x in atts}) == 3

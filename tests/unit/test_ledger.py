@@ -11,7 +11,9 @@ from tests.conftest import REPO
 from mllog_builder import write_log
 from tooling import ledger as L
 from tooling.errors import UserError
-from tooling.run import _unique_seed, missed_target, refuse_unknown_results
+from tooling.results_tree import refuse_unknown_results
+from tooling import results_tree as T
+from tooling.run import _unique_seed, missed_target
 
 
 def _ledger(root, attempts):
@@ -22,8 +24,8 @@ def _ledger(root, attempts):
 
 def _finished_log(led: L.Ledger, att: L.Attempt, status="success"):
   work = led.work(att); work.mkdir(parents=True, exist_ok=True)
-  write_log(work / L.RUN_LOG, "resnet", seed=att.seed, status=status)
-  return work / L.RUN_LOG
+  write_log(work / T.RUN_LOG, "resnet", seed=att.seed, status=status)
+  return work / T.RUN_LOG
 
 
 def test_a_stale_later_attempt_never_hides_a_done_one(tmp_path):

@@ -1,0 +1,64 @@
+"""The directory tree `tinyperf run` writes under --results R. Every verb that reads or writes it builds its paths here:
+
+  R/results/<system>/<bm>/result_<i>.txt   finished runs: the submitter tree's results/ (never overwritten)
+  R/systems/<system>.json                  the machine the runs ran on (variants/ keeps earlier, different ones)
+  R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/ledger.py)
+  R/runs/<system>/<bm>/run_<i>_<seed>/     one attempt: output.log, the MLPerf log RUN_LOG while it is written, cache/
+  R/runs/<system>/<bm>/slurm/              the Slurm scripts, job record and task output (tooling/slurm.py)
+
+results/ and systems/ are named as in an MLCommons submitter directory <org>/, so R can be checked like one."""
+from __future__ import annotations
+import os
+import socket
+from pathlib import Path
+
+from tooling.errors import UserError
+
+RESULTS, SYSTEMS, RUNS = "results", "systems", "runs"
+LEDGER = "ledger.json"
+RUN_LOG = "mlperf.txt"     # the MLPerf log a run writes in its work directory (copied to result_<i>.txt when done)
+OUTPUT_LOG = "output.log"  # a run's whole console output, in its work directory
+CACHE = "cache"            # tinygrad's kernel cache of a run, in its work directory
+
+
+def result_name(index: int) -> str: return f"result_{index}.txt"
+def result_dir(root: Path, system: str, benchmark: str) -> Path: return root / RESULTS / system / benchmark
+def run_root(root: Path, system: str, benchmark: str) -> Path: return root / RUNS / system / benchmark
+def ledger_path(root: Path, system: str, benchmark: str) -> Path: return run_root(root, system, benchmark) / LEDGER
+def work_dir(run_root_dir: Path, index: int, seed: int) -> Path: return run_root_dir / f"run_{index}_{seed}"
+def slurm_dir(run_root_dir: Path) -> Path: return run_root_dir / "slurm"
+def systems_json(root: Path, system: str) -> Path: return root / SYSTEMS / f"{system}.json"
+def variants_dir(root: Path) -> Path: return root / SYSTEMS / "variants"
+def systems_lock(root: Path) -> Path: return root / RUNS / "systems.lock"
+
+
+def set_dirs(root: Path, cfg) -> tuple[Path, Path]:
+  """(results dir, run root) of one platform config's set: R/results/<system>/<bm>, R/runs/<system>/<bm>."""
+  return result_dir(root, cfg["system"], cfg.benchmark), run_root(root, cfg["system"], cfg.benchmark)
+
+
+def ledgers(root: Path) -> list[tuple[str, str, Path]]:
+  """(system, benchmark, ledger path) of every set under R, sorted."""
+  runs = root / RUNS
+  if not runs.is_dir(): return []
+  return sorted((p.parent.parent.name, p.parent.name, p) for p in runs.glob(f"*/*/{LEDGER}"))
+
+
+def ensure_writable(root: Path):
+  """Create the output root (or fail with the fix) and prove a file can be written there, before anything runs."""
+  try:
+    root.mkdir(parents=True, exist_ok=True)
+    probe = root / f".tinyperf-write-test-{socket.gethostname()}-{os.getpid()}"  # unique across nodes too
+    probe.write_bytes(b""); probe.unlink()
+  except OSError as e:
+    raise UserError(f"results directory {root} is not writable ({e.strerror}); choose a writable --results "
+                    f"directory or fix its permissions. Nothing was run.") from None
+
+
+def refuse_unknown_results(results_dir: Path, ledger: Path, pending: list[int]):
+  """A result file the ledger does not know about is never overwritten: refuse loudly instead."""
+  for i in pending:
+    f = results_dir / result_name(i)
+    if os.path.lexists(f):   # a dangling symlink too: the copy could not replace it
+      raise UserError(f"{f} exists but the ledger {ledger} has no finished run {i}. Results are never overwritten: move "
+                      f"the file away, or restore the ledger, and rerun.")
