@@ -1,7 +1,8 @@
 """A stand-in for `python -m benchmarks.<bm>.train` that writes a valid MLPerf log in a second, for tests of the run
 loop (claims, kills, resume, disk full, concurrency): select it with TINYPERF_TEST_TRAIN_MODULE=tests.stand_in_train
 (tooling/run.py train_module). It takes the entrypoint's arguments (--phase all: both); INIT prints, RUN writes a whole resnet log
-with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config.
+with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config. INIT creates
+the kernel cache file named by CACHEDB (empty), as tinygrad's first compile does, so a test can see where it went.
 
 What a test can ask of it (environment):
   STAND_IN_RUN_S=S      sleep S seconds in RUN before writing the log (time to kill the launcher)
@@ -32,6 +33,10 @@ def main() -> int:
                         f"{os.environ.get('TINYPERF_CACHE_DROPPED')}", flush=True)
   if args.phase in ("init", "all"):
     say("init")
+    if os.environ.get("CACHEDB"):
+      try:
+        Path(os.environ["CACHEDB"]).parent.mkdir(parents=True, exist_ok=True); Path(os.environ["CACHEDB"]).touch()
+      except OSError: pass   # a full disk: the output below is what fails
     for _ in range(int(os.environ.get("STAND_IN_SPAM", "0")) // 100): print("x" * 99, flush=True)
     if args.phase == "init": return 0
   say("run")

@@ -1,5 +1,8 @@
 """`tinyperf run --backend slurm` and `tinyperf status` against a real Slurm cluster (no mocks): cpu_smoke runs as an
 array job, a task killed with scancel, `--resume`, and bad input that a live cluster must refuse before submission.
+The array/scancel/resume test runs the stand-in trainer (tests/stand_in_train.py: a valid MLPerf log in seconds; sbatch
+hands the submitting shell's TINYPERF_TEST_TRAIN_MODULE to the tasks); the docker-runtime test is the one real toy-ResNet
+run through Slurm.
 
 Needs sbatch/squeue/sinfo talking to a cluster whose nodes see this machine's /tmp: `source scripts/ci_slurm.sh`
 (root, Debian) makes a one-node cluster on localhost. Without one every test here skips with the reason; CI sets
@@ -20,6 +23,7 @@ import pytest
 
 from tests.conftest import REPO
 from tooling import ledger as L, slurm as S, status as ST
+from tooling.run import TRAIN_MODULE_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("engines")]   # one worker: the Slurm docker-runtime test uses the CPU image the container tests build
 TIMINGS: dict[str, float] = {}
@@ -96,15 +100,18 @@ def _check_results(res: Path, n: int):
 
 
 def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
-  """Two cpu_smoke runs as one array job (bare Python on the node). While they are queued, resubmitting submits
-  nothing and a local run refuses. Task 1 is killed with scancel once its run has started: status says failed, run 0's
-  result is untouched, and `status --resume --wait` redoes run 1 alone (fresh seed); both pass `tinyperf check`."""
+  """Two cpu_smoke runs as one array job (bare Python on the node, the stand-in trainer, whose RUN sleeps 20 s). While
+  they are queued, resubmitting submits nothing and a local run refuses. Task 1 is killed with scancel once its run has
+  started: status says failed, run 0's result is untouched, and `status --resume --wait` redoes run 1 alone (fresh
+  seed); both pass `tinyperf check`."""
   res = tmp_path / "res"
   work = res / "runs/cpu_smoke/resnet"
   cmd = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", smoke_data, "--results", res,
          "--backend", "slurm", "--partition", partition, *_shared(tmp_path), "--no-container"]
+  # sbatch exports the submitting environment to the tasks: the stand-in, and time in its RUN to scancel it
+  stand_in = {TRAIN_MODULE_ENV: "tests.stand_in_train", "STAND_IN_RUN_S": "20"}
   t0 = time.time()
-  r = tinyperf(*cmd)
+  r = tinyperf(*cmd, env=stand_in)
   assert r.returncode == 0 and "submitted Slurm job" in r.stdout, r.stdout + r.stderr
   (job,) = json.loads((work / "slurm.json").read_text())["jobs"]
   jid, script = job["job_id"], Path(job["script"])
@@ -114,21 +121,21 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert "--no-container --only-index \"$SLURM_ARRAY_TASK_ID\"" in text
 
   # the same command again while both runs are queued or running: nothing new is submitted
-  r = tinyperf(*cmd)
+  r = tinyperf(*cmd, env=stand_in)
   assert r.returncode == 0 and "nothing to submit" in r.stdout and "queued or running" in r.stdout, r.stdout + r.stderr
   assert len(json.loads((work / "slurm.json").read_text())["jobs"]) == 1
   # a local run of the same result set would do them twice: refused
-  r = tinyperf(*cmd[:cmd.index("--backend")], "--no-container")
+  r = tinyperf(*cmd[:cmd.index("--backend")], "--no-container", env=stand_in)
   assert r.returncode == 2 and "queued or running in Slurm" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
-  # run 0 finishes; run 1 starts (its attempt is in the ledger and INIT has begun), then is cancelled
+  # run 0 finishes; run 1 starts (its attempt is in the ledger and its RUN has begun), then is cancelled
   def run1_started():
     st = _states(res)
     if st[0]["state"] != "done" or st[1]["state"] != "running": return None
     att = L.Ledger(work / "ledger.json").latest(1)
     if not att or att.slurm.get("job") != f"{jid}_1": return None
-    return att if Path(att.output).is_file() and b"init_start" in Path(att.output).read_bytes() else None
-  att1 = _wait_for(run1_started, 1500, "run 0 done and run 1 inside its INIT")
+    return att if Path(att.output).is_file() and b"stand-in run" in Path(att.output).read_bytes() else None
+  att1 = _wait_for(run1_started, 600, "run 0 done and run 1 inside its RUN")
   TIMINGS["run 0 + start of run 1"] = time.time() - t0
   assert att1.slurm["node"] and att1.slurm["runtime"] == "none"
   r0 = res / "results/cpu_smoke/resnet/result_0.txt"
@@ -149,7 +156,8 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert killed.status == L.INTERRUPTED and "SIGTERM" in killed.note or killed.status == L.RUNNING, killed
 
   t1 = time.time()
-  r = tinyperf("status", "--results", res, "--resume", "--wait", "--poll", "5", timeout=1500)
+  r = tinyperf("status", "--results", res, "--resume", "--wait", "--poll", "5", timeout=600,
+               env={**stand_in, "STAND_IN_RUN_S": "0"})   # the resubmitted task inherits this environment
   TIMINGS["resume run 1"] = time.time() - t1
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert "submitted Slurm job" in r.stdout and "runs [1] of 2" in r.stdout
@@ -162,7 +170,7 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert [a.slurm["job"] for a in led] == [f"{jid}_0", f"{jid}_1", f"{jobs[1]['job_id']}_1"]
   _check_results(res, 2)
   # everything done: nothing left to submit, and status says so with exit 0
-  r = tinyperf(*cmd)
+  r = tinyperf(*cmd, env=stand_in)
   assert r.returncode == 0 and "nothing to submit: 2 of 2 runs finished" in r.stdout, r.stdout + r.stderr
   r = tinyperf("status", "--results", res, "--json")
   assert r.returncode == 0 and [x["state"] for x in json.loads(r.stdout)["sets"][0]["runs"]] == ["done", "done"]
@@ -184,7 +192,8 @@ def _cpu_image() -> str | None:
 
 
 def test_array_job_docker_runtime(partition, smoke_data, tmp_path):
-  """The same two runs with each task running its run in the platform's image on the node's Docker engine."""
+  """The one real toy-ResNet run through Slurm: an array task running its run in the platform's image on the node's
+  Docker engine (the array of several tasks, scancel and resume are test_array_job_scancel_and_resume's)."""
   image = _cpu_image()
   if image is None:
     if os.environ.get("TINYPERF_REQUIRE_DOCKER") == "1":   # CI: the engine is up and test_containers.py left its image
@@ -194,17 +203,21 @@ def test_array_job_docker_runtime(partition, smoke_data, tmp_path):
                 "tinyperf-test:cpu); `tinyperf build --vendor cpu` makes one. The docker sbatch script is unit-tested.")
   res = tmp_path / "res"
   t0 = time.time()
-  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", smoke_data, "--results", res,
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", smoke_data, "--results", res,
                "--backend", "slurm", "--partition", partition, *_shared(tmp_path), "--container-runtime", "docker",
                "--image", image)
   assert r.returncode == 0 and "docker runtime" in r.stdout, r.stdout + r.stderr
   r = tinyperf("status", "--results", res, "--wait", "--poll", "5", timeout=1800)
-  TIMINGS["docker runtime, 2 runs"] = time.time() - t0
+  TIMINGS["docker runtime, 1 real run"] = time.time() - t0
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   led = L.Ledger(res / "runs/cpu_smoke/resnet/ledger.json").attempts
-  assert [(a.index, a.status, a.backend) for a in led] == [(0, L.DONE, "container"), (1, L.DONE, "container")]
+  assert [(a.index, a.status, a.backend) for a in led] == [(0, L.DONE, "container")]
   assert all(a.image.startswith(image) and a.slurm["runtime"] == "docker" and a.slurm["image"] == image for a in led)
-  _check_results(res, 2)
+  assert all(a.slurm["job"].endswith("_0") and a.slurm["node"] for a in led)
+  # a real run: INIT filled the kernel cache on the run's own volume, and the launcher's page-cache method is logged
+  assert list((res / led[0].output).parent.glob("cache/tinygrad.db*"))
+  assert f'"method": "{led[0].cache_drop}"' in (res / "results/cpu_smoke/resnet/result_0.txt").read_text()
+  _check_results(res, 1)
 
 
 def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
