@@ -168,7 +168,7 @@ DEVICE_NODES = {"nv": "/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN", "amd": "/
 def require_gpus(args):
   """bench measures GPUs: refuse in one line before anything starts (no page-cache drop, no tinygrad device probe,
   which would fall back to the CPU and fail deep in a compile) when this machine does not show them."""
-  from benchmarks.common.preflight import visible_gpus
+  from benchmarks.preflight import visible_gpus
   cfg = config(args)
   if cfg["vendor"] == "cpu": return   # cpu_smoke's toy models: the CPU step, for tests
   have, _ = visible_gpus(cfg["vendor"])

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
-from benchmarks.common.preflight import shm_size_for
+from benchmarks.preflight import shm_size_for
 from tooling.errors import UserError, write_atomic
 from tooling.mlperf_tools import required_result_count
 

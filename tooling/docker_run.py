@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.common.config import PlatformConfig
 from benchmarks.common.mlperf import evict_files
-from benchmarks.common.preflight import shm_size_for
+from benchmarks.preflight import shm_size_for
 from tooling import container as C
 from tooling.errors import UserError
 from tooling.ledger import IMAGE_ENV
@@ -113,7 +113,7 @@ class ContainerBackend:
   def preflight(self):
     """Preflight in a container exactly like the runs' (same image, devices, mounts, user): UserError if unfit."""
     self._own(self.work_root)
-    cmd = ["python", "-m", "benchmarks.common.preflight", "--benchmark", self.cfg.benchmark, "--platform",
+    cmd = ["python", "-m", "benchmarks.preflight", "--benchmark", self.cfg.benchmark, "--platform",
            self.cfg.platform, "--data", "/data", "--work", "/work"]
     spec = self._spec(self._name(f"preflight-{os.getpid()}"), cmd,
                       [(str(self.data), "/data", True), (str(self.work_root), "/work", False)], {}, "preflight", {})

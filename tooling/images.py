@@ -118,7 +118,7 @@ LABEL org.opencontainers.image.title="tinyperf-{vendor}" \
 # fails the build when the image cannot do its job, run as the user the image runs as: Python, the locked packages,
 # clang + tinygrad CPU, and the vendor's GPU compiler libraries (skipped, loudly, only when the build was told the base
 # is not the vendor image)
-RUN python -m benchmarks.common.selfcheck --vendor {vendor} --gpu-libs "${{SELFCHECK_GPU_LIBS}}"
+RUN python -m benchmarks.selfcheck --vendor {vendor} --gpu-libs "${{SELFCHECK_GPU_LIBS}}"
 """
 
 

@@ -29,7 +29,7 @@ def main(argv=None) -> int:
   from tooling.run import host_run
   cfg = load_config(args.benchmark, args.platform)
   codes_file = args.work / "exit_codes.json"
-  pre = subprocess.call([sys.executable, "-m", "benchmarks.common.preflight", "--benchmark", args.benchmark,
+  pre = subprocess.call([sys.executable, "-m", "benchmarks.preflight", "--benchmark", args.benchmark,
                          "--platform", args.platform, "--data", str(args.data), "--work", str(args.work)])
   if pre != 0:
     write_atomic(codes_file, json.dumps({"preflight": pre}), overwrite=True)

@@ -208,7 +208,7 @@ def check_log(log: Path) -> tuple[bool | None, str]:
 
 
 def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool):
-  cmd = [sys.executable, "-m", "benchmarks.common.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
+  cmd = [sys.executable, "-m", "benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
          "--data", str(data), "--work", str(work_root)]
   from benchmarks.common.config import ROOT
   r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)

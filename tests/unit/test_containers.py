@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from benchmarks.common.config import BENCHMARKS, available_platforms, load_config
-from benchmarks.common import preflight as PF
+from benchmarks import preflight as PF
 from tests.conftest import REPO
 from tooling import compose as CO, container as C, images as I
 from tooling.errors import UserError

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from benchmarks.common import feeding as F
-from benchmarks.common import preflight as PF
+from benchmarks import preflight as PF
 from benchmarks.common.config import ConfigError, available_platforms, config_path, load_config
 
 

@@ -1,4 +1,4 @@
-"""`python -m benchmarks.common.preflight --platform P --benchmark B --data D --work W`: is this container fit to run?
+"""`python -m benchmarks.preflight --platform P --benchmark B --data D --work W`: is this container fit to run?
 
 Runs inside the container the run will use (same image, devices, mounts), before anything is timed, so a mismatch fails
 in seconds with a clear message instead of minutes into INIT. Checks:
@@ -187,7 +187,7 @@ class Preflight:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog="python -m benchmarks.common.preflight", description=__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(prog="python -m benchmarks.preflight", description=__doc__.splitlines()[0])
   p.add_argument("--benchmark", required=True)
   p.add_argument("--platform", required=True)
   p.add_argument("--data", type=Path)

@@ -1,4 +1,4 @@
-"""`python -m benchmarks.common.selfcheck --vendor nv|amd|cpu [--gpu-libs require|skip]`: prove an image can do its job.
+"""`python -m benchmarks.selfcheck --vendor nv|amd|cpu [--gpu-libs require|skip]`: prove an image can do its job.
 
 Run as the last step of every image build (a failure fails the build) and usable in a running container. Checks:
   - Python >= 3.11, the locked packages import, tinyperf and tinygrad are the versions the image's labels claim;
@@ -105,7 +105,7 @@ GPU_LIBS = {"nv": ("NVRTC + nvJitLink", nv_libs), "amd": ("libamd_comgr", amd_li
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog="python -m benchmarks.common.selfcheck", description=__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(prog="python -m benchmarks.selfcheck", description=__doc__.splitlines()[0])
   p.add_argument("--vendor", required=True, choices=("nv", "amd", "cpu"))
   p.add_argument("--gpu-libs", default="require", choices=("require", "skip"),
                  help="skip only when the base image is not the vendor's (CI builds on a local Debian base)")
