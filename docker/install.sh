@@ -3,7 +3,7 @@
 # so the three images differ only in their base and their last lines). POSIX sh: the bases have no bash guarantee.
 #   install.sh system   apt: Python 3.11 + venv, clang (tinygrad's CPU backend), CA certificates; the non-root user
 #   install.sh python   /opt/tinyperf/venv with requirements.lock installed by hash (plus hash-pinned build tools)
-#   install.sh project  the tinyperf project itself (non-editable, no dependency resolution) and systems/*.json
+#   install.sh project  the tinyperf project itself, editable from /opt/tinyperf/src (no dependency resolution)
 # Works on Debian bookworm (python3.11 is the default there) and Ubuntu 22.04 (python3.11 from universe), the bases of
 # the CUDA 12.4 and ROCm 6.x images.
 set -eu
@@ -59,16 +59,18 @@ python)
   rm -rf "$BUILD/certs" "$BUILD/ca-bundle.pem"
   ;;
 project)
+  # editable, from the copied tree that stays in the image: benchmarks.common.config.ROOT is then /opt/tinyperf/src,
+  # where the verbs that read repository files find them (run: systems/*.json; package: the implementation, tooling,
+  # locks, Dockerfiles, compose.yaml it packs); bytecode compiled now, as the tree is read-only to the image's user
   cd /opt/tinyperf/src
   "$VENV/bin/pip" install --isolated --disable-pip-version-check --no-cache-dir --no-index --no-deps \
-    --no-build-isolation .
+    --no-build-isolation -e .
   "$VENV/bin/pip" check
+  "$VENV/bin/python" -m compileall -q /opt/tinyperf/src
   cd /
-  # the repository's systems/*.json (what `tinyperf run` layers detection over, and `tinyperf package` falls back to)
-  # beside the installed benchmarks/ and tooling/: where benchmarks.common.config.ROOT finds the repository's files
   root="$("$VENV/bin/python" -c 'from benchmarks.common.config import ROOT; print(ROOT)')"
-  if [ -d /opt/tinyperf/src/systems ]; then cp -r /opt/tinyperf/src/systems "$root/systems"; fi
-  rm -rf /opt/tinyperf/src "$BUILD"
+  [ "$root" = /opt/tinyperf/src ] || { echo "install.sh: tinyperf resolves its repository to $root" >&2; exit 1; }
+  rm -rf "$BUILD"
   ;;
 *) echo "install.sh: unknown stage $stage" >&2; exit 2 ;;
 esac

@@ -34,7 +34,7 @@ VERBS = {
 
 
 # Verbs that read repository files outside the Python packages, and one such file each. They are in a git checkout
-# (where `pip install -e .` leaves them) and, for run and sysinfo, in the images (docker/install.sh copies systems/); a
+# (where `pip install -e .` leaves them), also in the images (docker/install.sh installs /opt/tinyperf/src editable); a
 # plain `pip install .` leaves them behind, so those verbs refuse with the fix instead of failing on a missing file.
 REPO_FILES = {"render": "images.lock.json", "images": "images.lock.json", "build": "images.lock.json",
               "package": "images.lock.json", "sysinfo": "systems", "run": "systems"}

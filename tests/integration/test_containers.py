@@ -325,7 +325,7 @@ def _ensure_user() -> str:
 def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path):
   """docs/containers.md's sequence, as a non-root user in the docker group, on a fresh clone, through docker-compose
   1.29: tinyperf compose, prep-synthetic, resnet-cpu (docker kill mid-run, then the same command resumes and keeps the
-  finished run), check. The build step reuses the CPU image the other tests build (TINYPERF_IMAGE_CPU). The service's
+  finished run, then the default 5-run set is completed), check (accepted), package. The build step reuses the CPU image the other tests build (TINYPERF_IMAGE_CPU). The service's
   trainer is the stand-in (tests/stand_in_train.py, mounted from the clone): everything else is the service's own
   (preflight, system record, ledger, page cache, kernel-cache volume, ownership, check); the real run through an image
   is test_run_container_backend_kill_and_resume's."""
@@ -362,7 +362,7 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
       if not system_py.is_file(): _unavailable(f"user {user} cannot run {sys.executable} and there is no {system_py}")
       import site
       tp[0], tp_env = str(system_py), {"PYTHONPATH": site.getsitepackages()[0]}   # for tinyperf only: not compose
-    r = as_user(*tp, "compose", "prep-synthetic", "resnet-cpu", "check", extra=tp_env)
+    r = as_user(*tp, "compose", "prep-synthetic", "resnet-cpu", "check", "package", extra=tp_env)
     assert f"TINYPERF_UID={USER_UID}" in r.stdout and "ready: docker compose run --rm resnet-cpu" in r.stdout
     assert "SYNTHETIC_DIR" not in r.stdout   # prep-synthetic creates the directory resnet-cpu reads: no warning
     dc = ["docker-compose"]
@@ -417,6 +417,16 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     for i in (0, 1):
       r = as_user(*dc, "run", "--rm", "-T", "check", f"/results/results/cpu_smoke/resnet/result_{i}.txt", timeout=600)
       assert "result log: ACCEPTED" in r.stdout, r.stdout[-3000:]
+    # the README's plain command completes the default set (compose's NEXP: what the package checker requires), keeping
+    # the two finished runs; then the default check accepts it and `package` writes the tarball into RESULTS_DIR
+    r = as_user(*dc, "run", "--rm", "-T", *stand_in, "resnet-cpu", timeout=900)
+    assert "5 runs, 2 already finished, running [2, 3, 4]" in r.stdout, r.stdout[-3000:]
+    r = as_user(*dc, "run", "--rm", "-T", "check", check=False, timeout=600)
+    assert r.returncode == 0 and "ACCEPTED" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    r = as_user(*dc, "run", "--rm", "-T", "package", check=False, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    tarball = clone / "out/submission/mlperf_submission_tinycorp.tar.gz"
+    assert tarball.is_file() and tarball.with_suffix("").with_suffix(".sha1").is_file(), r.stdout[-3000:]
     assert list((clone / "out/cache").glob("cpu_smoke_resnet_*.db")), "the kernel cache lives on its volume"
     # a container cannot drop the host's page cache: the launcher evicts the data set instead, records that method and
     # tells the trainer (whose INIT logs it; the real runs' tests check the log)
