@@ -2,7 +2,6 @@
 arguments handed to the docker SDK, build-error handling, preflight on a fake /dev and /sys, and bad input that must
 fail before anything runs. (tests/integration/test_containers.py does the same things against a real engine.)"""
 from __future__ import annotations
-import json
 import os
 import re
 import socket

@@ -6,14 +6,14 @@ import time
 from benchmarks.common.config import load_config
 from tooling import run
 
+REAL_STREAM = run.stream_process   # before any test patches it
 INIT_STOP_LINE = ':::MLLOG {"namespace": "", "event_type": "INTERVAL_END", "key": "init_stop", "value": null}'
 
 
 def _with_process(monkeypatch, script: str):
   """host_run's real process handling, with `sh -c script` standing in for the training process."""
-  real = run.stream_process
-  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None, **kw: real(["sh", "-c", script], env,
-                                                                                                   out, cwd, time_limit, **kw))
+  monkeypatch.setattr(run, "stream_process", lambda cmd, env, out, cwd, time_limit=None, **kw:
+                      REAL_STREAM(["sh", "-c", script], env, out, cwd, time_limit, **kw))
 
 
 def test_init_over_its_limit_is_stopped_and_run_never_starts(monkeypatch, tmp_path, capsys):
@@ -44,3 +44,17 @@ def test_closed_division_gets_the_limit_and_open_does_not(monkeypatch, tmp_path)
   run.host_run(load_config("resnet", "1xH200", environ={}), 1, tmp_path, tmp_path, None)
   run.host_run(load_config("resnet", "cpu_smoke", environ={}), 1, tmp_path, tmp_path, None)
   assert seen == [("all", run.CLOSED_INIT_STOP_S, run.INIT_STOP_MARK), ("all", None, run.INIT_STOP_MARK)]
+
+
+def test_a_crash_shows_its_last_lines_and_a_missed_target_does_not(monkeypatch, tmp_path):
+  from tooling.console import Console
+  cfg = load_config("resnet", "cpu_smoke", environ={})
+  stop = ':::MLLOG {"namespace": "", "time_ms": 2, "event_type": "INTERVAL_END", "key": "run_stop", "value": null, ' \
+         '"metadata": {"status": "aborted"}}'
+  for script, shown in (("echo 'Traceback: boom'; exit 1", True),                       # no run_stop: a crash
+                        (f"echo 'target 0.9 not reached'; echo '{stop}' > {tmp_path}/mlperf.txt; exit 1", False)):
+    _with_process(monkeypatch, script)
+    out = io.StringIO()
+    codes, _ = run.host_run(cfg, 7, tmp_path, tmp_path, io.BytesIO(), console=Console(out=out))
+    assert codes == {"run": 1}
+    assert ("INIT+RUN exited 1; its last" in out.getvalue()) is shown, out.getvalue()
