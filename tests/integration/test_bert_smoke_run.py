@@ -7,7 +7,6 @@ RUN that cannot reach its target, and a third whose loss turns non-finite, end w
 is fixed: the CPU run is deterministic (seeded data order, init and dropout), so the run reaches TARGET at the same step
 every time (about 4 min of training on 2 cores)."""
 from __future__ import annotations
-import json
 import os
 import re
 import subprocess
@@ -18,14 +17,11 @@ import pytest
 
 from benchmarks.bert.tokenizer import installed_test_vocab
 from benchmarks.common.config import load_config
+from tests.mllog_builder import read_events, relabel_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clone")]   # one worker: these tests share one fresh clone and its venv (session fixtures are per worker)
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 7
-
-
-def mllog(path: Path) -> list[dict]:
-  return [json.loads(l.split(":::MLLOG ", 1)[1]) for l in path.read_text().splitlines() if ":::MLLOG " in l]
 
 
 def train(phase: str, data: Path, results: Path, log: Path, **env) -> subprocess.CompletedProcess:
@@ -46,7 +42,7 @@ def smoke_data(bert_readme_run):
 def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp_path):
   from tooling.check import check_path
   _, log, _ = bert_readme_run   # run_and_time.sh with SEED=7: INIT then RUN in one process
-  ev = mllog(log)
+  ev = read_events(log)
   keys = [e["key"] for e in ev]
   assert keys.index("submission_division") < keys.index("init_start") < keys.index("init_stop") < keys.index("run_start")
   assert keys[keys.index("run_start") + 1] == "seed" and keys[-1] == "run_stop"
@@ -63,17 +59,10 @@ def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp
   assert report.accepted, report.to_dict()
 
   # the same sequence as a closed run that converged: closed_common + closed_bert.yaml must accept it
-  closed = tmp_path / "closed" / "result_0.txt"
-  closed.parent.mkdir()
-  lines = []
-  for l in log.read_text().splitlines():
-    if ":::MLLOG " in l:
-      e = json.loads(l.split(":::MLLOG ", 1)[1])
-      if e["key"] == "submission_division": e["value"] = "closed"
-      if e["key"] == "eval_accuracy" and e["value"] >= k["TARGET"]: e["value"] = 0.7205
-      l = ":::MLLOG " + json.dumps(e)
-    lines.append(l)
-  closed.write_text("\n".join(lines) + "\n")
+  def closed_converged(e):
+    if e["key"] == "submission_division": e["value"] = "closed"
+    if e["key"] == "eval_accuracy" and e["value"] >= k["TARGET"]: e["value"] = 0.7205
+  closed = relabel_log(log, tmp_path / "closed" / "result_0.txt", closed_converged)
   report = check_path(closed, ruleset="5.0.0")
   assert report.accepted, report.to_dict()
 
@@ -82,7 +71,7 @@ def test_cpu_smoke_run_that_misses_the_target_aborts_loudly(smoke_data, tmp_path
   results, log = tmp_path / "results", tmp_path / "abort.txt"
   r = train("all", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1", TARGET="0.9")
   assert r.returncode == 1 and "RUN ABORTED" in r.stderr
-  ev = mllog(log)
+  ev = read_events(log)
   assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"
   assert [e["metadata"]["epoch_num"] for e in ev if e["key"] == "eval_accuracy"] == [32, 64]
   assert [e["value"] for e in ev if e["key"] == "train_samples"] == [64]  # BS 16 * TRAIN_STEPS 4
@@ -94,6 +83,6 @@ def test_cpu_smoke_run_with_a_non_finite_loss_ends_with_run_stop_aborted(smoke_d
   r = train("run", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1", LOSS_SCALER="1e39")
   assert r.returncode == 1 and "RUN ABORTED" in r.stderr and re.search(r"loss is (nan|inf)", r.stderr), r.stderr[-3000:]
   assert "Traceback" not in r.stderr
-  ev = mllog(log)
+  ev = read_events(log)
   assert [e["key"] for e in ev].count("run_stop") == 1
   assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"

@@ -9,13 +9,10 @@ import json
 import pytest
 
 from tests.conftest import readme_flow, sh
+from tests.mllog_builder import read_events, relabel_log
 from tooling.check import check_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clone")]   # one worker: these tests share one fresh clone and its venv (session fixtures are per worker)
-
-
-def _mllog(path):
-  return [json.loads(l.split(":::MLLOG ", 1)[1]) for l in path.read_text().splitlines() if ":::MLLOG " in l]
 
 
 def test_resnet_cpu_smoke_readme(fresh_clone, tmp_path):
@@ -27,7 +24,7 @@ def test_resnet_cpu_smoke_readme(fresh_clone, tmp_path):
   first = json.loads(out[0])
   assert first["kind"] == "step" and first["step"] == 0 and first["step_s"] < 5, first
   # protocol order: the cache is cleared before init starts, the clock starts after init, the seed is logged
-  events = _mllog(log)
+  events = read_events(log)
   keys = [e["key"] for e in events]
   assert keys.index("cache_clear") < keys.index("init_start") < keys.index("init_stop") < keys.index("run_start")
   assert next(e["value"] for e in events if e["key"] == "seed") == 123456789
@@ -36,16 +33,8 @@ def test_resnet_cpu_smoke_readme(fresh_clone, tmp_path):
   assert accs and accs[-1]["value"] >= 0.759 and all(e["metadata"]["epoch_num"] >= 1 for e in accs)
   # the same sequence logged as a closed on-premise run: the closed 4.0.0 ResNet rules accept it (LARS keys, epochs,
   # evals, run_stop; top-1 passes 0.759). The entrypoint logs nothing differently by division.
-  closed = tmp_path / "closed" / "result_0.txt"
-  closed.parent.mkdir()
-  lines = []
-  for l in log.read_text().splitlines():
-    if ":::MLLOG " in l:
-      e = json.loads(l.split(":::MLLOG ", 1)[1])
-      e["value"] = {"submission_division": "closed", "submission_status": "onprem"}.get(e["key"], e["value"])
-      l = ":::MLLOG " + json.dumps(e)
-    lines.append(l)
-  closed.write_text("\n".join(lines) + "\n")
+  def closed_onprem(e): e["value"] = {"submission_division": "closed", "submission_status": "onprem"}.get(e["key"], e["value"])
+  closed = relabel_log(log, tmp_path / "closed" / "result_0.txt", closed_onprem)
   report = check_path(closed, ruleset="4.0.0")
   assert report.accepted, report.render()
   assert report.files[0].division == "closed" and report.files[0].init_margin_minutes > 0

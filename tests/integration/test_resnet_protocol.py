@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.mllog_builder import read_events
 from tooling.check import check_path
 
 pytestmark = pytest.mark.integration
@@ -29,10 +30,6 @@ def data(tmp_path_factory):
   return d
 
 
-def _mllog(path):
-  return [json.loads(l.split(":::MLLOG ", 1)[1]) for l in path.read_text().splitlines() if ":::MLLOG " in l]
-
-
 def test_non_finite_loss_ends_the_run_with_run_stop_aborted(data, tmp_path):
   """A loss scale that float32 cannot hold (1e39 passes the knob's range as a Python float, and overflows to inf on the
   device) turns the gradients and then the weights NaN, so the second step's loss is NaN: the RUN (no INIT needed) must
@@ -43,7 +40,7 @@ def test_non_finite_loss_ends_the_run_with_run_stop_aborted(data, tmp_path):
   assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
   assert "RUN ABORTED" in r.stderr and re.search(r"loss is (nan|inf) at epoch 1 step [12]\b", r.stderr), r.stderr[-3000:]
   assert "Traceback" not in r.stderr
-  events = _mllog(log)
+  events = read_events(log)
   assert [e["key"] for e in events].count("run_stop") == 1
   assert events[-1]["key"] == "run_stop" and events[-1]["metadata"]["status"] == "aborted"
 
@@ -54,7 +51,7 @@ def test_missing_data_is_exit_2_without_traceback(tmp_path):
   assert r.returncode == 2 and "Traceback" not in r.stderr
   assert "nope" in r.stderr and "tinyperf prep" in r.stderr
   log = tmp_path / "r" / "result_resnet_1.txt"  # bad input found after run_start: the run still ends with run_stop
-  assert [(e["key"], e["metadata"].get("status")) for e in _mllog(log)][-1] == ("run_stop", "aborted")
+  assert [(e["key"], e["metadata"].get("status")) for e in read_events(log)][-1] == ("run_stop", "aborted")
 
 
 def test_host_launcher_runs_checks_and_resumes(data, tmp_path):
