@@ -45,6 +45,7 @@ from pathlib import Path, PurePosixPath
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from benchmarks.common.io import file_digest
 from tooling import ledger as L
+from tooling import results_tree as T
 from tooling import mlperf_tools, render
 from tooling.compose import render_compose
 from tooling.errors import UserError, write_atomic
@@ -99,9 +100,8 @@ class BenchSelection:
 
 
 def find_ledgers(results: Path, systems: list[str] | None, benchmarks: list[str] | None) -> list[tuple[str, str, Path]]:
-  runs = results / "runs"
-  found = sorted((p.parent.parent.name, p.parent.name, p) for p in runs.glob("*/*/ledger.json")) if runs.is_dir() else []
-  found = [f for f in found if (not systems or f[0] in systems) and (not benchmarks or f[1] in benchmarks)]
+  runs = results / T.RUNS
+  found = [f for f in T.ledgers(results) if (not systems or f[0] in systems) and (not benchmarks or f[1] in benchmarks)]
   if not found:
     what = f" for {' '.join((systems or []) + (benchmarks or []))}" if systems or benchmarks else ""
     raise UserError(f"{runs}: no run ledgers (runs/<system>/<benchmark>/ledger.json){what}. `tinyperf run` writes them "
@@ -276,8 +276,7 @@ def systems_source(system: str, results: Path, systems_dir: Path | None) -> Path
 
 def report_system_variants(system: str, results: Path, src: Path) -> None:
   """Descriptions of other machines a later `tinyperf run` left beside R/systems/<system>.json: said loudly."""
-  from tooling.sysinfo import variants_dir
-  found = sorted(variants_dir(results).glob(f"{system}-*.json"))
+  found = sorted(T.variants_dir(results).glob(f"{system}-*.json"))
   if not found: return
   print(f"WARNING: {len(found)} later `tinyperf run` invocation(s) on {results} described system {system} differently "
         f"({', '.join(str(p) for p in found)}): its runs were not all made on the same machine and software. The package "

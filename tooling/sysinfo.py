@@ -35,6 +35,7 @@ import yaml
 from benchmarks.common.config import BENCHMARKS, ROOT, RULESETS, available_platforms, load_config
 from tooling import mlperf_tools
 from tooling.errors import UserError, write_atomic
+from tooling import results_tree as T
 
 # The fields system_desc_checker requires (presence only), in its order.
 FIELDS = (
@@ -476,9 +477,6 @@ def _differences(old: dict, new: dict) -> list[str]:
   return out
 
 
-def variants_dir(results: Path) -> Path: return Path(results) / "systems" / "variants"
-
-
 def record_run_system(results: Path, system: str, data: dict) -> Path:
   """Write RESULTS/systems/<system>.json (where `tinyperf package` looks first). An existing file is never replaced:
   the same description leaves it as it is; a different one (another machine, driver, image or commit than the earlier
@@ -489,15 +487,15 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   # second writer would find the first one's file appearing under it
   from tooling.ledger import file_lock
   try:
-    with file_lock(Path(results) / "runs" / "systems.lock"):
+    with file_lock(T.systems_lock(Path(results))):
       return _record_run_system(Path(results), system, data)
   except OSError as e:   # the lock's directory: the same cause and fix as an unwritable systems/ (writes raise UserError)
-    raise UserError(f"cannot write the system description {Path(results) / 'systems' / f'{system}.json'} "
+    raise UserError(f"cannot write the system description {T.systems_json(Path(results), system)} "
                     f"({e.strerror or e}); make {results} writable and rerun the same command. Nothing was run.") from None
 
 
 def _record_run_system(results: Path, system: str, data: dict) -> Path:
-  target = results / "systems" / f"{system}.json"
+  target = T.systems_json(results, system)
   text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
   def write(path: Path):
@@ -518,11 +516,11 @@ def _record_run_system(results: Path, system: str, data: dict) -> Path:
     print(f"system description: {target} already describes this machine (unchanged)", flush=True)
     return target
   stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-  variant = variants_dir(results) / f"{system}-{stamp}.json"
+  variant = T.variants_dir(results) / f"{system}-{stamp}.json"
   n = 1
   while variant.exists():
     n += 1
-    variant = variants_dir(results) / f"{system}-{stamp}-{n}.json"
+    variant = T.variants_dir(results) / f"{system}-{stamp}-{n}.json"
   write(variant)
   diffs = _differences(old if isinstance(old, dict) else {}, data)
   print(f"\nWARNING: {target} describes a different system than the one these runs are made on; the runs in "

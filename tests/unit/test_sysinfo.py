@@ -8,6 +8,7 @@ import pytest
 
 from conftest import REPO
 from tooling import mlperf_tools, sysinfo
+from tooling import results_tree as T
 from tooling.cli import main as cli
 
 FIX = REPO / "tests" / "fixtures" / "sysinfo"
@@ -313,14 +314,14 @@ def test_record_run_system_never_replaces_a_different_description(tmp_path, caps
   assert first.stat().st_mode & 0o777 == 0o644
   before = first.read_bytes()
   assert sysinfo.record_run_system(R, "cpu_smoke", json.loads(json.dumps(data))) == first   # the same machine again
-  assert "unchanged" in capsys.readouterr().out and not sysinfo.variants_dir(R).exists()
+  assert "unchanged" in capsys.readouterr().out and not T.variants_dir(R).exists()
   f2, notes2 = sysinfo.detect(cpu_probe(TINYPERF_KERNEL="6.9.1"))                           # a reboot into a new kernel
   newer = sysinfo.merge(f2, {}, "cpu_smoke", notes2, json.loads((REPO / "systems" / "cpu_smoke.json").read_text()))
   v1 = sysinfo.record_run_system(R, "cpu_smoke", newer)
   v2 = sysinfo.record_run_system(R, "cpu_smoke", {**newer, "cooling": "water"})
   err = capsys.readouterr().err
   assert first.read_bytes() == before                                                        # the old one is kept
-  assert v1.parent == v2.parent == sysinfo.variants_dir(R) and v1 != v2 and v1.name.startswith("cpu_smoke-")
+  assert v1.parent == v2.parent == T.variants_dir(R) and v1 != v2 and v1.name.startswith("cpu_smoke-")
   assert json.loads(v1.read_text()) == newer and json.loads(v2.read_text())["cooling"] == "water"
   assert err.count("WARNING") == 2 and "other_software_stack.kernel: '6.1.0' -> '6.9.1'" in err
   assert "cooling: '' -> 'water'" in err and str(first) in err and "move it over" in err
@@ -373,4 +374,4 @@ def test_record_run_system_from_simultaneous_tasks_writes_one_file(tmp_path):
     start = time.time() + 1.0
     written = list(pool.map(_record_at, [(R, data, start)] * 6))
   assert written == [str(R / "systems" / "cpu_smoke.json")] * 6          # nobody failed, nobody saw a "variant"
-  assert not sysinfo.variants_dir(R).exists() and json.loads((R / "systems" / "cpu_smoke.json").read_text()) == data
+  assert not T.variants_dir(R).exists() and json.loads((R / "systems" / "cpu_smoke.json").read_text()) == data
