@@ -45,14 +45,16 @@ def snapshot_state(model, optimizer, scheduler) -> dict[str, Tensor]:
   """The whole training state copied into new host buffers (never views of the live ones), for restore_state: INIT
   warms the jitted steps up on fake data, which changes weights, momenta and step counters, then puts them back."""
   unique, _ = training_state(model, optimizer, scheduler)
-  return {k: t.clone("CPU").realize() for k, t in unique.items()}
+  copies = {k: t.clone("CPU") for k, t in unique.items()}
+  Tensor.realize(*copies.values())   # one schedule for all: per-tensor realizes cost ~2x on CPU (scheduling per call)
+  return copies
 
 
 def restore_state(snapshot: dict[str, Tensor], model, optimizer, scheduler) -> None:
   """Assign a snapshot_state back into the same objects (buffer identity kept: the captured JIT stays valid)."""
   unique, _ = training_state(model, optimizer, scheduler)
   if unique.keys() != snapshot.keys(): raise ValueError("the training state changed its tensors since the snapshot")
-  for k, dst in unique.items(): dst.assign(snapshot[k].shard_like(dst)).realize()
+  Tensor.realize(*[dst.assign(snapshot[k].shard_like(dst)) for k, dst in unique.items()])
 
 
 def read_metadata(path: str | Path) -> dict[str, str]:

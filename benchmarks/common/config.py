@@ -252,7 +252,7 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
       val = _coerce(environ[key], knob, key, f"environment variable {key}")
       if knobs.get(key) != val: overridden[key] = (knobs.get(key), val)
       knobs[key] = val
-  _check_consistency(path, benchmark, knobs)
+  _check_consistency(path, benchmark, knobs, meta["division"])
   return PlatformConfig(benchmark, meta["platform"], path, meta, knobs, overridden)
 
 
@@ -282,15 +282,20 @@ def _warn_misspelt(environ, schema: dict) -> None:
           f"(knobs: benchmarks/common/config.py)", file=sys.stderr)
 
 
-def _check_consistency(path: Path, benchmark: str, k: dict):
+def _check_consistency(path: Path, benchmark: str, k: dict, division: str):
   for bs in ("BS", "EVAL_BS"):
     if k[bs] % k["GPUS"]:
       raise ConfigError(f"{path}: {bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
   if benchmark == "resnet":
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []
-    if len(layers) != 4 or min(layers) < 1:
-      raise ConfigError(f"{path}: RESNET_LAYERS={k['RESNET_LAYERS']!r} must be four positive integers, e.g. 3,4,6,3.")
+    if not layers or min(layers) < 1:
+      raise ConfigError(f"{path}: RESNET_LAYERS={k['RESNET_LAYERS']!r} must be positive integers, one per stage, e.g. 3,4,6,3.")
+    # a toy shape is an open-division run; closed is ResNet-50 v1.5 on ImageNet-1k
+    if division == "closed" and (layers, k["RESNET_WIDTH"], k["NUM_CLASSES"]) != ([3, 4, 6, 3], 64, 1000):
+      raise ConfigError(f"{path}: division closed requires ResNet-50 (RESNET_LAYERS 3,4,6,3, RESNET_WIDTH 64, "
+                        f"NUM_CLASSES 1000), not {k['RESNET_LAYERS']} / {k['RESNET_WIDTH']} / {k['NUM_CLASSES']}; "
+                        f"set those or division: open.")
   if benchmark == "bert":
     if k["BERT_HIDDEN"] % k["BERT_HEADS"]:
       raise ConfigError(f"{path}: BERT_HIDDEN={k['BERT_HIDDEN']} is not divisible by BERT_HEADS={k['BERT_HEADS']}; "

@@ -7,7 +7,7 @@ Facts followed (tinygrad_mlperf_spec.md 1.4-1.6):
   - head: global average pool -> float32 -> FC, computed in float32;
   - master weights are float32; the forward casts conv weights to dtypes.default_float (fp16 under DEFAULT_FLOAT=HALF);
   - BatchNorm statistics per device by default (running stats shaped (num_devices, C)), synced on request.
-The same class builds the toy model of the CPU smoke run: layers=(1,1,1,1), width=8, num_classes=4.
+The same class builds the toy model of the CPU smoke run: layers=(1,1), width=8, num_classes=4.
 
 Initial weights are drawn on the host with numpy (default_rng(seed)), not with tinygrad's device RNG: the same weights
 on every backend and device count, and no per-shape init kernels to compile (or BEAM-search during INIT) -- with

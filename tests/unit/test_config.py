@@ -66,7 +66,8 @@ def _write(tmp_path, mutate, platform="tinybox_green"):
   (lambda r: r.update(LR="fast"), "LR must be float"),
   (lambda r: r.update(EPOCHS=37.5), "EPOCHS must be int"),
   (lambda r: r.update(division="closed", ruleset="5.0.0"), "ruleset 5.0.0 does not accept closed resnet; use 4.0.0"),
-  (lambda r: r.update(RESNET_LAYERS="3,4,6"), "RESNET_LAYERS"),
+  (lambda r: r.update(RESNET_LAYERS="3,0,6"), "RESNET_LAYERS='3,0,6' must be positive integers"),
+  (lambda r: r.update(RESNET_LAYERS="3,4,6"), "division closed requires ResNet-50"),
   (lambda r: r.update(platform="other"), "platform is 'other' but the directory is 'tinybox_green'"),
 ])
 def test_invalid_config_names_file_and_key(tmp_path, mutate, msg):
