@@ -30,12 +30,26 @@ def reference(tmp_path):
   return get
 
 
+# xdist groups, longest first (CI's --durations): the Quickstart's five runs, the implementation READMEs' flows, the
+# docker and Slurm engines
+GROUP_ORDER = ("clone", "readme", "engines")
+
+
 def pytest_collection_modifyitems(config, items):
   """Everything under tests/integration/ is in the slow layer, whether or not its file says so: a test file that forgot
   its `pytestmark` once put a multi-minute NULL-device BERT run into `./test.sh unit`."""
   slow = REPO / "tests" / "integration"
   for item in items:
     if slow in Path(item.fspath).parents: item.add_marker(pytest.mark.integration)
+  # longest first: xdist hands out work in collection order, one group or test at a time, to whichever worker has
+  # (almost) run out; the long groups started first on separate workers keep them from ending the run alone
+  def rank(item):
+    group = item.get_closest_marker("xdist_group")
+    if group and group.args[0] not in GROUP_ORDER:
+      raise pytest.UsageError(f"{item.nodeid}: xdist_group {group.args[0]!r} is not in tests/conftest.py GROUP_ORDER; add it there")
+    if group: return GROUP_ORDER.index(group.args[0])
+    return len(GROUP_ORDER) + (0 if slow in Path(item.fspath).parents else 1)
+  items.sort(key=rank)   # stable: files and tests keep their order within a rank
 
 
 def pytest_collection_finish(session):

@@ -12,7 +12,7 @@ from tests.conftest import readme_flow, sh
 from tests.mllog_builder import read_events, relabel_log
 from tooling.check import check_path
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clone")]   # one worker: these tests share one fresh clone and its venv (session fixtures are per worker)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("readme")]   # one worker: these tests share one fresh clone, its venv and the BERT README run (session fixtures are per worker)
 
 
 def test_resnet_cpu_smoke_readme(fresh_clone, tmp_path):
