@@ -71,6 +71,8 @@ COMMON = {
                             range="[0,)"),
   "BEAM_PADTO": Knob(int, "add PADTO actions to the search when non-zero", required=False, range="[0,)"),
   "HCQDEV_WAIT_TIMEOUT_MS": Knob(int, "HCQ signal wait timeout", required=False, range="[1,)"),
+  "NOOPT": Knob(int, "1 = tinygrad skips its hand-coded kernel optimizations: faster compiles, slower kernels (for "
+                "toy runs whose INIT is mostly compile time)", required=False, range="[0,1]"),
   "NUM_WORKERS": Knob(int, "data-loader worker processes (0 = one per available core)", range="[0,)"),
   # 16..32: narrower seeds collide ($RANDOM is 15 bits), and tinygrad keeps its seed as a uint32
   "SEED_BITS": Knob(int, "width of the random seed drawn per run (31 avoids $RANDOM-sized collisions)", required=False,
