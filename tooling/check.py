@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, RESULT_GLOB, RESULT_NAME, SEED_BITS,
-                                     SEED_EVIDENCE, max_dropped_runs, required_runs)
+                                     SEED_EVIDENCE, max_dropped_runs, required_runs, result_name)
 from tooling import mlperf_tools
 from tooling import results_tree as T
 from tooling.errors import ToolError
@@ -265,7 +265,7 @@ def _naming_check(bd: BenchDir, dr: DirReport) -> None:
     missing = [i for i in range(max(named) + 1) if i not in named]
     if missing:
       dr.findings.append(Finding(FAIL, "result-files", "result files are not numbered contiguously from 0: missing "
-                                 + ", ".join(f"result_{i}.txt" for i in missing), dr.rel))
+                                 + ", ".join(result_name(i) for i in missing), dr.rel))
   for p in bd.other_files:
     dr.findings.append(Finding(WARN, "result-files", f"{p.name}: unknown entry in a results directory (package_checker "
                                f"warns); keep only result_<i>.txt, scaling.json, package_checker_params and power/",

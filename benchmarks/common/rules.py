@@ -12,6 +12,7 @@ from benchmarks.common.io import InputError
 # MLPerf retired both benchmarks: resnet's last ruleset is 4.0.0, bert's 5.0.0. Newer rulesets skip them silently.
 RULESETS = {"resnet": "4.0.0", "bert": "5.0.0"}
 USAGE = "training"   # mlperf_logging's --usage for every tool and table
+STATUS_RULESETS = ("3.1.0", "4.0.0")   # the rulesets that require (and accept) submission_status in a log
 
 # INIT: the rules' allowance from init_start to init_stop, in minutes; the checker enforces it strictly (<).
 INIT_LIMIT_MIN = {"closed": 30, "open": 240}
