@@ -105,7 +105,7 @@ def find_ledgers(results: Path, systems: list[str] | None, benchmarks: list[str]
   found = [f for f in T.ledgers(results) if (not systems or f[0] in systems) and (not benchmarks or f[1] in benchmarks)]
   if not found:
     what = f" for {' '.join((systems or []) + (benchmarks or []))}" if systems or benchmarks else ""
-    raise UserError(f"{runs}: no run ledgers (runs/<system>/<benchmark>/ledger.json){what}. `tinyperf run` writes them "
+    raise UserError(f"{runs}: no run ledgers ({T.RUNS}/<system>/<benchmark>/{T.LEDGER}){what}. `tinyperf run` writes them "
                     f"under its --results directory; pass that directory as --results.")
   return found
 
