@@ -1,7 +1,8 @@
 """The MLPerf Training rules tinyperf applies, each defined here once; every other module imports them.
 
 It sits at the bottom (benchmarks/common/config.py checks configs' `ruleset:` against RULESETS) and imports only
-benchmarks/common/io.py; mlperf_logging, installed wherever benchmarks run, is imported inside the function that reads it.
+benchmarks/common/io.py; mlperf_logging, installed wherever benchmarks run, is imported inside the function that reads
+it.
 """
 from __future__ import annotations
 import os
@@ -29,7 +30,8 @@ SEED_BITS = 31
 RANDOM_BITS = 15
 SEED_EVIDENCE = 10   # bits of evidence before `tinyperf check` calls a package's seeds narrow (p < 0.1%)
 
-# Result files: a package holds result_0.txt ... result_<N-1>.txt; package_checker and result_summarizer read result_*.txt.
+# Result files: a package holds result_0.txt ... result_<N-1>.txt; package_checker and result_summarizer read
+# result_*.txt.
 RESULT_NAME = re.compile(r"^result_(0|[1-9][0-9]*)\.txt$")
 RESULT_GLOB = re.compile(r"^result_.*\.txt\Z", re.S)
 def result_name(index: int) -> str: return f"result_{index}.txt"
@@ -64,7 +66,9 @@ if __name__ == "__main__":
   # `python3 -m benchmarks.common.rules seed BENCHMARK PLATFORM`: one seed of the platform's SEED_BITS (environment
   # override included), for the generated run scripts
   import sys
-  if len(sys.argv) != 4 or sys.argv[1] != "seed": sys.exit("usage: python3 -m benchmarks.common.rules seed BENCHMARK PLATFORM")
   from benchmarks.common.config import load_config
-  try: print(draw_seed(load_config(sys.argv[2], sys.argv[3]).get("SEED_BITS", SEED_BITS)))
+  try:
+    if len(sys.argv) != 4 or sys.argv[1] != "seed":
+      raise InputError("usage: python3 -m benchmarks.common.rules seed BENCHMARK PLATFORM")
+    print(draw_seed(load_config(sys.argv[2], sys.argv[3]).get("SEED_BITS", SEED_BITS)))
   except InputError as e: print(f"error: {e}", file=sys.stderr); sys.exit(2)
