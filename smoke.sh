@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source ./scripts/env.sh
 OUT="${OUT:-out/smoke}"
-NEXP="${NEXP:-5}"
+NEXP="${NEXP:-$(python3 -c 'from benchmarks.common.rules import required_runs; print(required_runs("resnet"))')}"
 ORG="${ORG:-$(basename "$OUT")}"
 RES="$OUT/results/cpu_smoke/resnet"
 if [ ! -f "$OUT/data/manifest.json" ]; then

@@ -19,19 +19,17 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, RESULT_GLOB, RESULT_NAME, SEED_BITS,
+                                     SEED_EVIDENCE, max_dropped_runs, required_runs, result_name)
 from tooling import mlperf_tools
+from tooling import results_tree as T
 from tooling.errors import ToolError
 from tooling.mllog_reader import MLLog
 from tooling.safe_read import MAX_LOG_BYTES
-from tooling.score import max_dropped_runs, score_bench_dir, time_to_train_minutes
-from tooling.submission_tree import RESULT_GLOB, RESULT_NAME, BenchDir, Target, discover, read_scaling
+from tooling.score import score_bench_dir, time_to_train_minutes
+from tooling.submission_tree import BenchDir, Target, discover, read_scaling
 
 FAIL, WARN, INFO = "fail", "warn", "info"
-INIT_LIMIT_MIN = {"closed": 30, "open": 240}   # the rules' init allowance; the checker enforces it strictly (<)
-NEAR_LIMIT = 0.10                             # warn when init is within 10% of its allowance
-SEED_BITS = 31                                # the width the platform configs draw (SEED_BITS knob)
-RANDOM_BITS = 15                              # bash $RANDOM: 0..32767, what upstream's run_and_time.sh uses
-SEED_EVIDENCE = 10                            # bits of evidence before calling a package's seeds narrow (p < 0.1%)
 COUNT_FIELDS = ("number_of_nodes", "host_processors_per_node", "accelerators_per_node")
 
 
@@ -236,7 +234,7 @@ def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, r
     fr.findings.append(Finding(FAIL, "compliance", "compliance_checker did not report SUCCESS", fr.name))
   _init_check(log, fr)
   _run_stop_check(log, fr)
-  _seed_check(log, fr, runs or mlperf_tools.required_result_count(log.benchmark) or 10)
+  _seed_check(log, fr, runs or required_runs(log.benchmark) or 10)
   fr.minutes = time_to_train_minutes(log)
   fails = [f for f in fr.findings if f.level == FAIL]
   fr.compliant = res.success and not fails
@@ -248,7 +246,7 @@ def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, r
 # per results/<system>/<benchmark> directory
 
 def _naming_check(bd: BenchDir, dr: DirReport) -> None:
-  required = mlperf_tools.required_result_count(bd.benchmark)
+  required = required_runs(bd.benchmark)
   named = {}
   for log in bd.logs:
     m = RESULT_NAME.match(log.path.name)
@@ -267,7 +265,7 @@ def _naming_check(bd: BenchDir, dr: DirReport) -> None:
     missing = [i for i in range(max(named) + 1) if i not in named]
     if missing:
       dr.findings.append(Finding(FAIL, "result-files", "result files are not numbered contiguously from 0: missing "
-                                 + ", ".join(f"result_{i}.txt" for i in missing), dr.rel))
+                                 + ", ".join(result_name(i) for i in missing), dr.rel))
   for p in bd.other_files:
     dr.findings.append(Finding(WARN, "result-files", f"{p.name}: unknown entry in a results directory (package_checker "
                                f"warns); keep only result_<i>.txt, scaling.json, package_checker_params and power/",
@@ -445,12 +443,12 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
   org = t.org or "submitter"
   with tempfile.TemporaryDirectory(prefix="tinyperf-package-") as tmp:
     root = Path(tmp) / org
-    (root / "systems").mkdir(parents=True)
+    (root / T.SYSTEMS).mkdir(parents=True)
     stubbed = []
     if t.kind == "submission":
-      for stem, p in t.system_paths.items(): shutil.copy2(p, root / "systems" / p.name)
+      for stem, p in t.system_paths.items(): shutil.copy2(p, T.systems_json(root, stem))
     for bd, _ in dirs:
-      target = root / "systems" / f"{bd.system}.json"
+      target = T.systems_json(root, bd.system)
       if bd.system in t.system_paths: shutil.copy2(t.system_paths[bd.system], target)
       elif not target.exists():
         # no systems JSON to copy: package_checker would crash; a stand-in with the logs' division lets its seed and RCP
@@ -458,9 +456,9 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
         target.write_text(json.dumps({"division": bd.division or "closed", "system_name": bd.system,
                                       "status": "Available on-premise"}))
         stubbed.append(bd.system)
-      shutil.copytree(bd.path, root / "results" / bd.system / bd.name, ignore=_oversized)
+      shutil.copytree(bd.path, T.result_dir(root, bd.system, bd.name), ignore=_oversized)
       params = bd.path.parent / "package_checker_params"
-      if params.is_file(): shutil.copy2(params, root / "results" / bd.system / params.name)
+      if params.is_file(): shutil.copy2(params, T.result_dir(root, bd.system, bd.name).parent / params.name)
     try:
       res = mlperf_tools.package_check(Path(tmp), org, ruleset, werror)
     except ToolError as e:
@@ -471,7 +469,7 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
                                      f"failures above already reject it)", f"package_checker {ruleset}"))
       return
     for bd, dr in dirs:
-      copy = root / "results" / bd.system / bd.name
+      copy = T.result_dir(root, bd.system, bd.name)
       if (copy / "scaling.json").is_file(): dr.rcp_scaling_factor = read_scaling(copy)
   where = f"package_checker {ruleset}"
   failed_before = sum(f.level == FAIL for f in report.findings + [x for _, d in dirs for x in d.findings])
@@ -526,7 +524,7 @@ def check_path(path: str | Path, ruleset: str | None = None, werror: bool = Fals
   pairs = []
   for bd in t.bench_dirs:
     dr = DirReport(str(bd.path), bd.rel, bd.system, bd.benchmark, bd.ruleset, bd.division)
-    runs = mlperf_tools.required_result_count(bd.benchmark) or len(bd.logs)
+    runs = required_runs(bd.benchmark) or len(bd.logs)
     dr.files = [analyse_file(log, by_path[log.path], bd.ruleset, runs) for log in bd.logs]
     _naming_check(bd, dr)
     _seed_package_check(dr)

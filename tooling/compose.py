@@ -26,9 +26,9 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
+from benchmarks.common.rules import required_runs
 from benchmarks.preflight import shm_size_for
 from tooling.errors import UserError, write_atomic
-from tooling.mlperf_tools import required_result_count
 
 COMPOSE = ROOT / "compose.yaml"
 ENV_FILE = ".env"
@@ -123,7 +123,7 @@ def benchmark_service(cfg: PlatformConfig) -> dict:
   return {
     **_image(v),
     "entrypoint": _entry(binds),
-    "command": ["tinyperf", "run", b, "--platform", cfg.platform, "--no-container", "--nexp", f"${{NEXP:-{required_result_count(b)}}}",
+    "command": ["tinyperf", "run", b, "--platform", cfg.platform, "--no-container", "--nexp", f"${{NEXP:-{required_runs(b)}}}",
                 "--data", "/data", "--results", "/results"],
     **_runtime_common(v),
     "network_mode": "none",

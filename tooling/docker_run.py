@@ -187,4 +187,4 @@ class ContainerBackend:
     elif "run" not in codes and "preflight" not in codes:
       note = f"container exited {rc} after {time.time() - t0:.0f} s before finishing (killed or crashed)"
     elif "preflight" in codes: note = "preflight failed inside the run's container"
-    return codes, work / "mlperf.txt", note
+    return codes, work / T.RUN_LOG, note

@@ -17,7 +17,6 @@ that do not exist here are rebased onto this root by their results/... or runs/.
 from __future__ import annotations
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import socket
@@ -27,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
+from benchmarks.common.io import file_digest
 from tooling.errors import UserError, write_atomic
 from tooling import results_tree as T
 
@@ -94,13 +94,6 @@ class Claim:
     fcntl.lockf(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh run directory: nobody else can hold it
   def release(self):
     if self.f: self.f.close(); self.f = None  # closing drops the POSIX lock
-
-
-def sha256(path: Path) -> str:
-  h = hashlib.sha256()
-  with open(path, "rb") as f:
-    for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
-  return h.hexdigest()
 
 
 def log_outcome(log: Path) -> bool | None:
@@ -208,7 +201,7 @@ class Ledger:
       if converged is not None:
         i = att.index
         att.status, att.converged, att.finished = DONE, converged, att.finished or time.time()
-        att.sha256 = sha256(self.work(att) / T.RUN_LOG)
+        att.sha256 = file_digest(self.work(att) / T.RUN_LOG, "sha256")
         att.result = att.result or str(T.result_dir(self.root, self.path.parent.parent.name, self.path.parent.name) /
                                         T.result_name(i))
         att.note = f"{att.note + '; ' if att.note else ''}its log finished (run_stop) but {who(att)} did not record it"
@@ -225,14 +218,14 @@ class Ledger:
     """A finished run's result file against the ledger's hash: ("ok"|"copy"|"missing"|"changed", what to say).
     "copy": the result file is absent but the run's own log is intact (its copy failed, e.g. on a full disk)."""
     res, log = Path(att.result) if att.result else None, self.work(att) / T.RUN_LOG
-    log_ok = att.sha256 is not None and log.is_file() and sha256(log) == att.sha256
+    log_ok = att.sha256 is not None and log.is_file() and file_digest(log, "sha256") == att.sha256
     if res is None or not os.path.lexists(res):
       if log_ok: return "copy", f"{res} is missing; the run's own log {log} is intact and is copied to it"
       return "missing", (f"{res} is MISSING but run {att.index} (seed {att.seed}) is finished in {self.path}; restore "
                          f"the file from a backup. The run is not redone: that would re-roll a finished run.")
     if not res.is_file():
       return "changed", f"{res} is not a regular file (a dangling symlink or a directory); restore run {att.index}'s log."
-    if att.sha256 is not None and sha256(res) != att.sha256:
+    if att.sha256 is not None and file_digest(res, "sha256") != att.sha256:
       how = f"its own log {log} is intact: `cp {log} {res}`" if log_ok else "restore it from a backup"
       return "changed", (f"{res} CHANGED since run {att.index} (seed {att.seed}) wrote it (sha256 differs from "
                          f"{self.path}); {how}.")

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.common.rules import USAGE
 from tooling.errors import ToolError, UserError
 
-USAGE = "training"
 SEPARATOR = "-" * 30
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _RECORD = re.compile(r"^(%s) - (.*)$" % "|".join(LEVELS))
@@ -31,7 +31,7 @@ WORKERS = 2   # checker subprocesses at once (each is single-threaded, ~0.2 s of
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# package data: rulesets, accepted benchmarks, result counts
+# package data: rulesets and the benchmarks they accept (runs per benchmark: benchmarks/common/rules.py)
 
 @lru_cache(maxsize=None)
 def package_dir() -> Path:
@@ -102,11 +102,6 @@ def require_ruleset(benchmark: str, division: str, ruleset: str, where: str) -> 
                     f"{', '.join(ok) or 'none'}.")
   raise UserError(f"{where}: ruleset {ruleset} does not accept {division} {benchmark} (the checkers would crash or skip "
                   f"it silently). Rulesets that accept {division} {benchmark}: {', '.join(ok) or 'none'}.")
-
-
-def required_result_count(benchmark: str) -> int | None:
-  from mlperf_logging import benchmark_meta
-  return benchmark_meta.get_result_file_counts(USAGE).get(benchmark)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from pathlib import Path, PurePosixPath
 
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from benchmarks.common.io import file_digest
+from benchmarks.common.rules import required_runs, result_name
 from tooling import ledger as L
 from tooling import results_tree as T
 from tooling import mlperf_tools, render
@@ -104,7 +105,7 @@ def find_ledgers(results: Path, systems: list[str] | None, benchmarks: list[str]
   found = [f for f in T.ledgers(results) if (not systems or f[0] in systems) and (not benchmarks or f[1] in benchmarks)]
   if not found:
     what = f" for {' '.join((systems or []) + (benchmarks or []))}" if systems or benchmarks else ""
-    raise UserError(f"{runs}: no run ledgers (runs/<system>/<benchmark>/ledger.json){what}. `tinyperf run` writes them "
+    raise UserError(f"{runs}: no run ledgers ({T.RUNS}/<system>/<benchmark>/{T.LEDGER}){what}. `tinyperf run` writes them "
                     f"under its --results directory; pass that directory as --results.")
   return found
 
@@ -131,7 +132,7 @@ def platform_for(system: str, benchmark: str, platform: str | None) -> PlatformC
 
 def select_runs(results: Path, system: str, benchmark: str, ledger_path: Path, cfg: PlatformConfig) -> BenchSelection:
   """The first N finished runs by start time. Never by score: that would be cherry-picking."""
-  n = mlperf_tools.required_result_count(benchmark)
+  n = required_runs(benchmark)
   led = L.Ledger(ledger_path)
   sel = BenchSelection(system, benchmark, ledger_path, cfg)
   done = [a for a in led.attempts if a.status == L.DONE]
@@ -147,10 +148,10 @@ def select_runs(results: Path, system: str, benchmark: str, ledger_path: Path, c
     raise UserError(f"{ledger_path}: {len(done)} finished {benchmark} run(s) on {system}; a package needs exactly {n}. "
                     f"Finish them with `tinyperf run {benchmark} --platform {cfg.platform} --nexp {n} ...` (it resumes).")
   chosen, sel.left_out = done[:n], done[n:]
-  bench_dir = results / "results" / system / benchmark
+  bench_dir = T.result_dir(results, system, benchmark)
   seen: dict[int, str] = {}
   for j, a in enumerate(chosen):
-    src = bench_dir / f"result_{a.index}.txt"
+    src = bench_dir / result_name(a.index)
     if not src.is_file():
       raise UserError(f"{src}: missing, but {ledger_path} records run {a.index} (seed {a.seed}) as finished. Restore the "
                       f"file from a backup; a package never skips a finished run, since choosing which runs to submit "
@@ -167,7 +168,7 @@ def select_runs(results: Path, system: str, benchmark: str, ledger_path: Path, c
         raise UserError(f"seed {s} is used by both {seen[s]} and {src.name} (results/{system}/{benchmark}): every run "
                         f"needs its own seed, and the seed checker rejects the package. Redo one of the runs.")
       seen[s] = src.name
-    sel.runs.append(Run(a, src, f"result_{j}.txt"))
+    sel.runs.append(Run(a, src, result_name(j)))
   return sel
 
 
@@ -266,7 +267,7 @@ def systems_source(system: str, results: Path, systems_dir: Path | None) -> Path
     raise UserError(f"{src}: missing. Every results/<system> needs systems/<system>.json; write it on the machine "
                     f"that ran the runs with `tinyperf sysinfo --system {system} --overrides FILE`, or pass another "
                     f"--systems DIR.")
-  places = [results / "systems" / f"{system}.json", ROOT / "systems" / f"{system}.json"]
+  places = [T.systems_json(results, system), T.systems_json(ROOT, system)]
   for src in places:
     if src.is_file(): return src
   raise UserError(f"no systems JSON for {system}: neither {places[0]} (written by `tinyperf run` from the machine the "
@@ -288,9 +289,9 @@ def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path]
   for sel in sels:
     src = sources[sel.system]
     read_systems_json(src)   # parses, or a UserError naming the line
-    dst = org_dir / "systems" / src.name
+    dst = T.systems_json(org_dir, src.stem)
     if not dst.exists(): _write(dst, read_bytes(src, MAX_JSON_BYTES, "systems JSON"))
-    bench = org_dir / "results" / sel.system / sel.benchmark
+    bench = T.result_dir(org_dir, sel.system, sel.benchmark)
     for r in sel.runs: _write(bench / r.packaged, read_bytes(r.source, MAX_LOG_BYTES, "result log"))
     cfg = sel.cfg
     impl = org_dir / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
@@ -302,8 +303,8 @@ def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path]
     _write(impl / "compose.yaml", render_compose([cfg]))
     # the repository's description of this system: what `tinyperf run` (and the image `setup.sh` builds) layers
     # detection over when the runs are repeated from this directory
-    curated = ROOT / "systems" / f"{sel.system}.json"
-    if curated.is_file(): _write(impl / "systems" / curated.name, curated.read_bytes())
+    curated = T.systems_json(ROOT, sel.system)
+    if curated.is_file(): _write(T.systems_json(impl, sel.system), curated.read_bytes())
     nested = impl / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
     _write(nested / "config.yaml", cfg.path.read_bytes())
     for name, fn in render.RENDERERS.items():

@@ -138,7 +138,7 @@ def read_step_rate(path: Path) -> tuple[list[tuple[float, float]], str]:
 def _ledger_for(bd: BenchDir) -> tuple[Path | None, dict[int, L.Attempt]]:
   """runs/<system>/<bm>/ledger.json beside results/ (a `tinyperf run` tree); {} for packaged or published trees."""
   results = bd.path.parent.parent
-  if results.name != "results": return None, {}
+  if results.name != T.RESULTS: return None, {}
   path = T.ledger_path(results.parent, bd.system, bd.name)
   if not path.is_file(): return None, {}
   led = L.Ledger(path)
@@ -353,11 +353,11 @@ def default_out(results: Path) -> Path:
   """Never inside a results/ tree (check would take it for a benchmark) nor inside a submitter tree (it would be
   packed): RESULTS/report for a `tinyperf run` directory, <org>_report beside a submitter tree."""
   results = results.resolve()
-  if results.parent.parent.name == "results": results = results.parent.parent.parent   # results/<system>/<bm>
+  if results.parent.parent.name == T.RESULTS: results = results.parent.parent.parent   # results/<system>/<bm>
   # a `tinyperf run` directory has run ledgers (runs/), and since it records the system also a systems/
-  if (results / "results").is_dir() and (results / "runs").is_dir(): return results / "report"
-  if (results / "systems").is_dir(): return results.parent / f"{results.name}_report"
-  if (results / "results").is_dir(): return results / "report"
+  if (results / T.RESULTS).is_dir() and (results / T.RUNS).is_dir(): return results / "report"
+  if (results / T.SYSTEMS).is_dir(): return results.parent / f"{results.name}_report"
+  if (results / T.RESULTS).is_dir(): return results / "report"
   return results.parent / f"{results.name}_report"
 
 

@@ -4,7 +4,8 @@
   R/systems/<system>.json                  the machine the runs ran on (variants/ keeps earlier, different ones)
   R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/ledger.py)
   R/runs/<system>/<bm>/run_<i>_<seed>/     one attempt: output.log, the MLPerf log RUN_LOG while it is written, cache/
-  R/runs/<system>/<bm>/slurm/              the Slurm scripts, job record and task output (tooling/slurm.py)
+  R/runs/<system>/<bm>/slurm.json          every Slurm submission of the set (tooling/slurm.py)
+  R/runs/<system>/<bm>/slurm/              the Slurm scripts and each task's output and exit record
 
 results/ and systems/ are named as in an MLCommons submitter directory <org>/, so R can be checked like one."""
 from __future__ import annotations
@@ -12,21 +13,26 @@ import os
 import socket
 from pathlib import Path
 
+from benchmarks.common.rules import result_name
 from tooling.errors import UserError
 
 RESULTS, SYSTEMS, RUNS = "results", "systems", "runs"
 LEDGER = "ledger.json"
+SLURM_RECORD = "slurm.json"   # every Slurm submission of a set (tooling/slurm.py)
 RUN_LOG = "mlperf.txt"     # the MLPerf log a run writes in its work directory (copied to result_<i>.txt when done)
 OUTPUT_LOG = "output.log"  # a run's whole console output, in its work directory
 CACHE = "cache"            # tinygrad's kernel cache of a run, in its work directory
 
 
-def result_name(index: int) -> str: return f"result_{index}.txt"
 def result_dir(root: Path, system: str, benchmark: str) -> Path: return root / RESULTS / system / benchmark
 def run_root(root: Path, system: str, benchmark: str) -> Path: return root / RUNS / system / benchmark
 def ledger_path(root: Path, system: str, benchmark: str) -> Path: return run_root(root, system, benchmark) / LEDGER
 def work_dir(run_root_dir: Path, index: int, seed: int) -> Path: return run_root_dir / f"run_{index}_{seed}"
 def slurm_dir(run_root_dir: Path) -> Path: return run_root_dir / "slurm"
+def slurm_record(run_root_dir: Path) -> Path: return Path(run_root_dir) / SLURM_RECORD
+def slurm_task_file(run_root_dir: Path, job: str, index: int, ext: str) -> Path:
+  """A Slurm array task's output (ext "out", written by Slurm) or exit record ("exit", by the batch script)."""
+  return slurm_dir(run_root_dir) / f"job_{job}_{index}.{ext}"
 def systems_json(root: Path, system: str) -> Path: return root / SYSTEMS / f"{system}.json"
 def variants_dir(root: Path) -> Path: return root / SYSTEMS / "variants"
 def systems_lock(root: Path) -> Path: return root / RUNS / "systems.lock"
@@ -35,6 +41,13 @@ def systems_lock(root: Path) -> Path: return root / RUNS / "systems.lock"
 def set_dirs(root: Path, cfg) -> tuple[Path, Path]:
   """(results dir, run root) of one platform config's set: R/results/<system>/<bm>, R/runs/<system>/<bm>."""
   return result_dir(root, cfg["system"], cfg.benchmark), run_root(root, cfg["system"], cfg.benchmark)
+
+
+def run_roots(root: Path) -> list[Path]:
+  """R/runs/<system>/<bm> of every set under R that has a ledger or a Slurm record, sorted."""
+  runs = root / RUNS
+  if not runs.is_dir(): return []
+  return sorted({p.parent for name in (LEDGER, SLURM_RECORD) for p in runs.glob(f"*/*/{name}")})
 
 
 def ledgers(root: Path) -> list[tuple[str, str, Path]]:

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig
+from benchmarks.common.io import file_digest
+from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN, SEED_BITS, draw_seed, required_runs
 from tooling.errors import UserError, write_atomic
 from tooling import ledger as L
 from tooling import results_tree as T
@@ -33,17 +35,14 @@ from tooling.prep import check_prepared
 from tooling import slurm
 
 TRAIN_MODULE_ENV = "TINYPERF_TEST_TRAIN_MODULE"   # test-only, read in train_module() alone
-def default_nexp(benchmark: str) -> int:
-  """The runs MLPerf requires per benchmark (resnet 5, bert 10), as mlperf_logging's package checker counts them."""
-  from tooling.mlperf_tools import required_result_count
-  return required_result_count(benchmark)
 
 
 def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("benchmark", choices=BENCHMARKS)
   p.add_argument("--platform", required=True, help="implementation name (benchmarks/<bm>/implementations/<platform>): "
                  + "; ".join(f"{b}: {', '.join(available_platforms(b))}" for b in BENCHMARKS))
-  p.add_argument("--nexp", type=int, help="number of runs (default: 5 for resnet, 10 for bert, as MLPerf requires)")
+  p.add_argument("--nexp", type=int, help="number of runs (default: as many as MLPerf requires, "
+                 + ", ".join(f"{b} {required_runs(b)}" for b in BENCHMARKS) + ")")
   p.add_argument("--data", type=Path, required=True, help="prepared dataset directory (tinyperf prep ...)")
   p.add_argument("--results", type=Path, default=Path("out"), help="output root (default: ./out)")
   p.add_argument("--image", help="image to run in (default tinyperf:<vendor of the platform>, as `tinyperf build` tags it)")
@@ -73,16 +72,6 @@ def _org(name: str) -> str:
     raise argparse.ArgumentTypeError(f"{name!r}: the submitter name names a directory and the tarball; use letters, "
                                      f"digits and _ . + - (no spaces, no leading dot)")
   return name
-
-
-def _unique_seed(taken: set[int], bits: int, where: str = "") -> int:
-  space = 1 << max(bits, 0)
-  if bits < 0 or len({s for s in taken if 0 <= s < space}) >= space:
-    raise UserError(f"SEED_BITS={bits} allows {space if bits >= 0 else 0} seed(s) and {where or 'the ledger'} already "
-                    f"used them all: every run needs its own seed. Raise SEED_BITS (default 31) and rerun. Nothing was run.")
-  while True:
-    seed = int.from_bytes(os.urandom(8), "little") % (1 << bits)
-    if seed not in taken: return seed
 
 
 _WATCHDOG = ("import os, signal, sys\n"
@@ -146,13 +135,6 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
     _release(dog)
 
 
-# Closed rules allow 30 minutes from init_start to init_stop. An INIT still going 35 minutes after its process started
-# (init_start comes seconds in, after imports and the page-cache drop) cannot pass, and a BEAM search can stall far
-# longer than that (docs/decisions.md, INIT limit: a compile timeout tinygrad 0.14 loses), so a closed INIT is stopped there
-# instead of holding the GPUs for a RUN whose log the checker would reject.
-CLOSED_INIT_STOP_S = 35 * 60
-
-
 def train_module(benchmark: str) -> str:
   """The training entrypoint host_run starts; TRAIN_MODULE_ENV swaps in a test stand-in (never set outside tests)."""
   return os.environ.get(TRAIN_MODULE_ENV) or f"benchmarks.{benchmark}.train"
@@ -185,8 +167,9 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   if code != 0 and console and not stopped and (code != 1 or L.log_outcome(log) is None):
     console.failed(f"INIT+RUN exited {code}", getattr(out_file, "name", "its output.log"))
   if stopped:
-    msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow 30 min from init_start "
-           f"to init_stop, so this run could not pass. Narrow the BEAM search (the BEAM_* knobs of {cfg.path}) or "
+    msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow "
+           f"{INIT_LIMIT_MIN['closed']} min from init_start to init_stop, so this run could not pass. Narrow the BEAM "
+           f"search (the BEAM_* knobs of {cfg.path}) or "
            f"look for a stalled compile in the output above; RUN was not started.\n{'!' * 100}\n")
     sys.stderr.write(msg)
     if out_file is not None: out_file.write(msg.encode()); out_file.flush()
@@ -304,7 +287,7 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
     T.refuse_unknown_results(results_dir, ledger_path, [i])
     taken = led.seeds()
     while True:   # the seed is drawn under the lock: Slurm tasks on other nodes draw theirs from the same ledger
-      seed = _unique_seed(taken, cfg.get("SEED_BITS", 31), str(ledger_path))
+      seed = draw_seed(cfg.get("SEED_BITS", SEED_BITS), taken, str(ledger_path))
       work = T.work_dir(ledger_path.parent, i, seed)
       if not work.exists(): break
       taken.add(seed)   # a run directory the ledger lost: never append to its log
@@ -326,7 +309,7 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
 def main(args) -> int:
   cfg = load_config(args.benchmark, args.platform)
   if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
-  nexp = args.nexp or default_nexp(args.benchmark)
+  nexp = args.nexp or required_runs(args.benchmark)
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
   from tooling import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
@@ -426,7 +409,7 @@ def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path:
   """INIT + RUN of one claimed attempt, its outcome recorded. Returns an exit code to stop with, or None to go on."""
   i, seed = att.index, att.seed
   t0 = time.time()
-  console.prefix = f"run {i} of {args.nexp or default_nexp(cfg.benchmark)} (seed {seed}): "
+  console.prefix = f"run {i} of {args.nexp or required_runs(cfg.benchmark)} (seed {seed}): "
   console.say(f"started; output in {att.output}")
   try:
     with open(work / T.OUTPUT_LOG, "ab") as out_file:
@@ -472,7 +455,7 @@ def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path:
     try: accepted, summary = check_log(log)
     except UserError as e: accepted, summary = False, f"the checker could not read it: {e}"
   result = results_dir / T.result_name(i)
-  att.status, att.result, att.note, att.sha256 = L.DONE, str(result), summary, L.sha256(log)
+  att.status, att.result, att.note, att.sha256 = L.DONE, str(result), summary, file_digest(log, "sha256")
   with _io(f"run {i} (seed {seed}) finished but recording it in {ledger_path} failed",
            "the next start records it from its finished log; it is not redone"):
     L.update_attempt(ledger_path, att)   # done from the log itself, before the copy: a failed copy never redoes it

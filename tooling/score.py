@@ -16,10 +16,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benchmarks.common.rules import RESULT_GLOB, max_dropped_runs
 from tooling.mllog_reader import MLLog
 from tooling import mlperf_tools
 from tooling.submission_tree import BenchDir, discover
-
 
 
 def time_to_train_minutes(log: MLLog) -> float | None:
@@ -31,10 +31,6 @@ def time_to_train_minutes(log: MLLog) -> float | None:
     if start is not None and stop is not None: break
   if start is None or stop is None: return None
   return (stop - start) / 60 / 1000
-
-
-def max_dropped_runs(benchmark: str) -> int:
-  return 4 if benchmark == "unet3d" else 1   # result_summarizer's one exception; ours are resnet and bert
 
 
 def olympic_mean(minutes: list[float], dropped: int, max_dropped: int = 1) -> float | None:
@@ -76,8 +72,7 @@ def _first_failure(res: mlperf_tools.ComplianceResult) -> str:
 
 
 def score_bench_dir(bd: BenchDir, compliance: dict[Path, mlperf_tools.ComplianceResult] | None = None) -> BenchmarkScore:
-  logs = sorted((l for l in bd.logs if l.path.name.startswith("result_") and l.path.name.endswith(".txt")),
-                key=lambda l: l.path.name)
+  logs = sorted((l for l in bd.logs if RESULT_GLOB.match(l.path.name)), key=lambda l: l.path.name)
   if compliance is None:
     paths = [l.path for l in logs]
     compliance = dict(zip(paths, mlperf_tools.compliance_check_all([(p, bd.ruleset) for p in paths])))

@@ -181,7 +181,7 @@ def check_shared(results: Path, partition: str, assume_shared: bool, nodes: list
 
 
 # --------------------------------------------------------------------------------------------------- the record
-def record_path(work_root: Path) -> Path: return Path(work_root) / "slurm.json"
+def record_path(work_root: Path) -> Path: return T.slurm_record(work_root)
 
 
 def load_record(work_root: Path) -> dict:

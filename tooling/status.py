@@ -34,11 +34,10 @@ def add_arguments(p: argparse.ArgumentParser):
 
 def result_sets(results: Path) -> list[Path]:
   """R/runs/<system>/<benchmark> directories with a ledger or a Slurm record."""
-  runs = results / "runs"
-  sets = sorted({p.parent for pat in ("*/*/ledger.json", "*/*/slurm.json") for p in runs.glob(pat)}) if runs.is_dir() else []
+  sets = T.run_roots(results)
   if not sets:
-    raise UserError(f"{runs}: no result sets (runs/<system>/<benchmark>/ledger.json or slurm.json). Pass the --results "
-                    f"directory that `tinyperf run` wrote to.")
+    raise UserError(f"{results / T.RUNS}: no result sets ({T.RUNS}/<system>/<benchmark>/{T.LEDGER} or "
+                    f"{T.SLURM_RECORD}). Pass the --results directory that `tinyperf run` wrote to.")
   return sets
 
 
@@ -51,8 +50,8 @@ def _tail(path: Path, n: int = 1) -> str:
 def _ended_task(work: Path, job: dict, index: int, att: L.Attempt | None, tasks: dict) -> str:
   """Why a Slurm task that is no longer queued or running did not finish its run, from what it left behind."""
   jid = str(job["job_id"])
-  task, out = f"{jid}_{index}", work / "slurm" / f"job_{jid}_{index}.out"
-  exit_file = work / "slurm" / f"job_{jid}_{index}.exit"
+  task, out = f"{jid}_{index}", T.slurm_task_file(work, jid, index, "out")
+  exit_file = T.slurm_task_file(work, jid, index, "exit")
   why = []
   if exit_file.exists(): why.append(f"task {task} exited {exit_file.read_text().strip()}")
   elif (jid, index) in tasks: why.append(f"task {task}: Slurm says {tasks[(jid, index)][0]}, no exit record")

@@ -4,18 +4,16 @@ or a submitter directory <org>/{systems,benchmarks,results}. Reads every log and
 from __future__ import annotations
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common.config import RULESETS
+from benchmarks.common.rules import RESULT_GLOB, RULESETS
 from tooling.errors import UserError
 from tooling.mllog_reader import TOKEN, MLLog, read_log
 from tooling import mlperf_tools
+from tooling import results_tree as T
 from tooling.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, kind_of, list_dir, os_error, read_bytes, read_text
 
-RESULT_NAME = re.compile(r"^result_(0|[1-9][0-9]*)\.txt$")   # what a package needs: result_0.txt ... result_<N-1>.txt
-RESULT_GLOB = re.compile(r"^result_.*\.txt$")                 # what package_checker and result_summarizer read
 LOG_SUFFIXES = (".txt", ".log")
 AUX_FILES = {"scaling.json", "package_checker_params"}   # files package_checker and the summarizer read themselves
 AUX_DIRS = {"power"}
@@ -138,7 +136,7 @@ def _read_bench_dir(d: Path, system: str) -> BenchDir:
 
 
 def choose_ruleset(benchmark: str, division: str, override: str | None, where: str) -> str:
-  """resnet -> 4.0.0, bert -> 5.0.0 (benchmarks.common.config.RULESETS); --ruleset overrides; refuse a ruleset the
+  """resnet -> 4.0.0, bert -> 5.0.0 (benchmarks.common.rules.RULESETS); --ruleset overrides; refuse a ruleset the
   benchmark does not exist in, naming the ones that accept it."""
   div = division if division in ("closed", "open") else "closed"
   if override:
@@ -162,14 +160,14 @@ def _stat_error(path: Path) -> OSError:
 
 def _find_org_dir(results_dir: Path) -> Path | None:
   # results/<system>/<benchmark> inside <org>/: the org is three levels up, next to systems/
-  if results_dir.parent.parent.name == "results":
+  if results_dir.parent.parent.name == T.RESULTS:
     org = results_dir.parent.parent.parent
-    if (org / "systems").is_dir(): return org
+    if (org / T.SYSTEMS).is_dir(): return org
   return None
 
 
 def _load_systems(target: Target, stems: set[str] | None = None) -> None:
-  sysdir = target.org_dir / "systems"
+  sysdir = target.org_dir / T.SYSTEMS
   if not sysdir.is_dir(): return
   for p in sorted(sysdir.glob("*.json")):
     if stems is not None and p.stem not in stems: continue
@@ -201,9 +199,9 @@ def _discover(path: Path, ruleset: str | None) -> Target:
                     f"log or a directory.")
   if not list_dir(path):
     raise UserError(f"{path}: empty directory; nothing to check.")
-  if (path / "results").is_dir():
+  if (path / T.RESULTS).is_dir():
     t = Target("submission", path, org_dir=path)
-    for sysdir in (p for p in list_dir(path / "results") if p.is_dir()):
+    for sysdir in (p for p in list_dir(path / T.RESULTS) if p.is_dir()):
       for bdir in (p for p in list_dir(sysdir) if p.is_dir()):
         t.bench_dirs.append(_read_bench_dir(bdir, sysdir.name))
     if not t.bench_dirs:

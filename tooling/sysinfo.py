@@ -32,7 +32,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common.config import BENCHMARKS, ROOT, RULESETS, available_platforms, load_config
+from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config
+from benchmarks.common.rules import RULESETS
 from tooling import mlperf_tools
 from tooling.errors import UserError, write_atomic
 from tooling import results_tree as T
@@ -451,7 +452,7 @@ def run_description(cfg, detected: dict, notes: list[str], overrides: dict, over
   the overrides; the division is the config's. Validated like `tinyperf sysinfo`; UserError naming the field."""
   from tooling.submission_tree import read_systems_json
   system = cfg["system"]
-  base_path = ROOT / "systems" / f"{system}.json"
+  base_path = T.systems_json(ROOT, system)
   base = read_systems_json(base_path) if base_path.is_file() else {}
   data = merge({**detected, "division": cfg["division"]}, overrides, system, notes, base)
   rulesets, _ = rulesets_for(system, cfg.platform)
@@ -585,7 +586,7 @@ def main(args: argparse.Namespace) -> int:
   if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", system):
     raise UserError(f"system name {system!r} is not git-friendly: use letters, digits and _ . + - (no spaces, no "
                     f"leading dot); it names systems/<system>.json and results/<system>/.")
-  out = args.out or ROOT / "systems" / f"{system}.json"
+  out = args.out or T.systems_json(ROOT, system)
   if out.exists() and not args.force:
     raise UserError(f"{out} already exists; sysinfo never replaces a systems JSON silently. Pass --force to replace "
                     f"it, or --out FILE to write elsewhere.")

@@ -12,7 +12,6 @@ part, and compares the shards' sha256.
 """
 from __future__ import annotations
 import argparse
-import hashlib
 import json
 import random
 import shutil
@@ -20,6 +19,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common.io import file_digest
 
 
 def generate(d: Path, parts: int, mb_per_part: float, seed: int = 0, text: Path | None = None,
@@ -103,7 +104,7 @@ def main(argv=None) -> int:
     res, hashes = {}, {}
     for kind, a in sums.items():
       out = base / kind
-      hashes[kind] = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted((out / "train").iterdir())}
+      hashes[kind] = {f.name: file_digest(f, "sha256") for f in sorted((out / "train").iterdir())}
       res[kind] = {**a, "tokens_per_s": a["tokens"] / a["seconds"], "shards_per_hour": a["done"] * 3600 / a["seconds"]}
     identical = hashes["fast"] == hashes["reference"]
     text_mb = sum(f.stat().st_size for f in (data / "results4").iterdir()) / 1e6

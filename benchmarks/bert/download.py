@@ -51,7 +51,7 @@ def fetch(url: str, dest: Path, md5: str | None = None, retries: int = 3, quiet:
   tmp = stage / dest.name
   if tmp.exists():   # finished earlier but not verified/renamed (killed in between)
     got = file_digest(tmp, "md5")
-  else:
+  else:   # hashed as the bytes arrive (gdown's hasher) instead of read back afterwards, as io.file_digest would
     h = hashlib.md5()
     try:
       gdown.download(url, str(tmp), quiet=quiet, resume=True, hasher=h, retries=retries, timeout=60,

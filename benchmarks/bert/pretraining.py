@@ -21,7 +21,6 @@ into the seven arrays). tests/unit/test_bert_data.py checks both against the ref
 """
 from __future__ import annotations
 import bisect
-import hashlib
 import random
 import time
 import unicodedata
@@ -33,7 +32,7 @@ import numpy as np
 
 from benchmarks.bert.shard import GENERATOR, ShardWriter
 from benchmarks.bert.tokenizer import CLS, MASK, SEP
-from benchmarks.common.io import InputError
+from benchmarks.common.io import InputError, file_digest
 
 WRITE_CHUNK = 1024          # instances materialised (and written) at a time: bounds memory
 LINES_PER_BATCH = 20000     # lines tokenised per call (reference reader)
@@ -389,19 +388,12 @@ def materialize(tokens: np.ndarray, inst: Instances, p: Params, special: dict,
           "next_sentence_labels": nsp.astype(np.uint8)}
 
 
-def _sha256(path: Path) -> str:
-  h = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""): h.update(block)
-  return h.hexdigest()
-
-
 def write_shard(out: Path, docs: Documents, inst, p: Params, part: str, source: Path, vocab: dict, vocab_md5: str,
                 extra: dict | None = None) -> Path:
   """Write instances (an Instances, or create_instances_reference's list) as a shard, WRITE_CHUNK rows at a time."""
   special = {t: vocab[t] for t in (CLS, SEP, MASK)}
   meta = {**(extra or {}), "kind": "eval" if part == "eval" else "train", "part": part, "source": source.name,
-          "source_sha256": _sha256(source), "vocab_md5": vocab_md5, "unicode_version": unicodedata.unidata_version,
+          "source_sha256": file_digest(source, "sha256"), "vocab_md5": vocab_md5, "unicode_version": unicodedata.unidata_version,
           "generator": GENERATOR, "cls_id": special[CLS], "sep_id": special[SEP], "mask_id": special[MASK],
           **{k: v for k, v in asdict(p).items() if k not in ("max_seq_len", "max_predictions")}}
   with ShardWriter(out, meta, len(inst), p.max_seq_len, p.max_predictions, len(vocab)) as w:

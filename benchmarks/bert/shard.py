@@ -79,7 +79,7 @@ class ShardWriter:
     self.f.truncate(self.file_size)
     self.rows = 0
     self.count = count
-    self.hashes = {f["name"]: hashlib.sha256() for f in self.layout}
+    self.hashes = {f["name"]: hashlib.sha256() for f in self.layout}   # per field, as rows arrive: no file to digest yet
 
   def write(self, chunk: dict[str, np.ndarray]):
     n = len(chunk["input_ids"])
@@ -207,7 +207,7 @@ def verify_shard(path: str | os.PathLike, max_seq_len: int | None = None, max_pr
   problems = []
   with open(path, "rb") as fh:
     for f in header["fields"]:
-      h = hashlib.sha256()
+      h = hashlib.sha256()   # one field's byte range, not the whole file: io.file_digest does not apply
       fh.seek(f["offset"]); left = f["nbytes"]
       while left:
         block = fh.read(min(left, 1 << 24)); h.update(block); left -= len(block)

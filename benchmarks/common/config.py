@@ -19,12 +19,11 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common.io import InputError
+from benchmarks.common.rules import RULESETS, SEED_BITS
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ("resnet", "bert")
 PLATFORMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X", "1xH200", "2xH200", "cpu_smoke")
-# MLPerf retired both benchmarks: resnet's last ruleset is 4.0.0, bert's 5.0.0. Newer rulesets skip them silently.
-RULESETS = {"resnet": "4.0.0", "bert": "5.0.0"}
 
 
 class ConfigError(InputError):
@@ -75,7 +74,7 @@ COMMON = {
                 "toy runs whose INIT is mostly compile time)", required=False, range="[0,1]"),
   "NUM_WORKERS": Knob(int, "data-loader worker processes (0 = one per available core)", range="[0,)"),
   # 16..32: narrower seeds collide ($RANDOM is 15 bits), and tinygrad keeps its seed as a uint32
-  "SEED_BITS": Knob(int, "width of the random seed drawn per run (31 avoids $RANDOM-sized collisions)", required=False,
+  "SEED_BITS": Knob(int, f"width of the random seed drawn per run ({SEED_BITS} avoids $RANDOM-sized collisions)", required=False,
                     range="[16,32]"),
 }
 

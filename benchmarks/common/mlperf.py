@@ -18,6 +18,7 @@ from mlperf_logging import mllog
 from mlperf_logging.mllog import constants as C
 
 from benchmarks.common.config import ROOT, PlatformConfig
+from benchmarks.common.rules import STATUS_RULESETS
 
 ORG = os.environ.get("SUBMISSION_ORG", "tinycorp")
 _logger: mllog.MLLogger | None = None
@@ -66,7 +67,7 @@ def log_submission_info(cfg: PlatformConfig):
   event(C.SUBMISSION_ORG, ORG)
   event(C.SUBMISSION_PLATFORM, cfg["system"])
   event(C.SUBMISSION_DIVISION, cfg["division"])
-  if cfg["ruleset"] in ("3.1.0", "4.0.0"):  # only these rulesets require (and accept) submission_status
+  if cfg["ruleset"] in STATUS_RULESETS:
     event(C.SUBMISSION_STATUS, cfg["submission_status"])
   event(C.SUBMISSION_BENCHMARK, cfg.benchmark)
 

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from benchmarks.common.rules import required_runs
 from tests.conftest import REPO, sh, user_env
 from tooling import mlperf_tools, report
 from tooling.cli import main as cli
@@ -24,7 +25,7 @@ from tooling.mllog_reader import read_log
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clone")]   # one worker: these tests share one fresh clone and its venv (session fixtures are per worker)
 ORG = "smoke"   # smoke.sh's default (OUT's name), not the entrypoint's: `run --org` must reach the logs
 TAR, SHA = f"mlperf_submission_{ORG}.tar.gz", f"mlperf_submission_{ORG}.sha1"
-NEXP = 5
+NEXP = required_runs("resnet")   # smoke.sh runs the default set
 
 
 def _cli(*args, timeout=1200, cwd=REPO):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tooling import ledger as L
+from benchmarks.common.io import file_digest
 from tooling.run import TRAIN_MODULE_ENV
 
 pytestmark = pytest.mark.integration
@@ -77,7 +77,7 @@ def test_two_launchers_on_one_results_finish_every_run_exactly_once(data, tmp_pa
   atts = _attempts(out)
   assert sorted(x["index"] for x in atts) == [0, 1, 2] and {x["status"] for x in atts} == {"done"}, atts
   assert len({x["seed"] for x in atts}) == 3
-  for x in atts: assert L.sha256(_result(out, x["index"])) == x["sha256"]
+  for x in atts: assert file_digest(_result(out, x["index"]), "sha256") == x["sha256"]
   assert {a.returncode, b.returncode} <= {0, 1} and 0 in (a.returncode, b.returncode), ae + be
   assert "Traceback" not in ae + be
   if 1 in (a.returncode, b.returncode): assert "is being run by launcher pid" in ae + be
@@ -144,7 +144,7 @@ def test_disk_full_at_the_result_write_keeps_the_run_and_the_rerun_copies_it(dat
   r = _run(data, out)
   assert r.returncode == 0 and "is copied to it" in r.stderr, r.stderr
   (again,) = _attempts(out)
-  assert again["seed"] == att["seed"] and L.sha256(_result(out, 0)) == att["sha256"]
+  assert again["seed"] == att["seed"] and file_digest(_result(out, 0), "sha256") == att["sha256"]
 
 
 def test_disk_full_mid_init_is_one_message_and_the_run_is_redone(data, tmp_path):
@@ -177,7 +177,7 @@ def test_deleted_or_changed_result_files_are_said_loudly(data, tmp_path):
   assert a0["result"] == f"results/{PLATFORM}/{BM}/result_0.txt"   # relative to the results root: host paths on read
   _result(out, 1).unlink()                                          # its own log is still there: run copies it again
   r = _run(data, out, nexp=2)
-  assert r.returncode == 0 and "result_1.txt is missing" in r.stderr and L.sha256(_result(out, 1)) == a1["sha256"]
+  assert r.returncode == 0 and "result_1.txt is missing" in r.stderr and file_digest(_result(out, 1), "sha256") == a1["sha256"]
   _result(out, 1).unlink(); (_work(out) / f"run_1_{a1['seed']}" / "mlperf.txt").unlink()
   _result(out, 0).write_text(_result(out, 0).read_text() + "\n")
   st = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", str(out)], cwd=REPO,

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.common.config import (BENCHMARKS, PLATFORMS, RULESETS, SCHEMA, ConfigError, available_platforms,
-                                      config_path, load_config)
+from benchmarks.common.config import (BENCHMARKS, PLATFORMS, SCHEMA, ConfigError, available_platforms, config_path,
+                                      load_config)
+from benchmarks.common.rules import RULESETS
 from tests.conftest import REPO
 from tooling.render import SCRIPTS
 

@@ -4,6 +4,7 @@ import io
 import time
 
 from benchmarks.common.config import load_config
+from benchmarks.common.rules import CLOSED_INIT_STOP_S
 from tooling import run
 
 REAL_STREAM = run.stream_process   # before any test patches it
@@ -43,7 +44,7 @@ def test_closed_division_gets_the_limit_and_open_does_not(monkeypatch, tmp_path)
                       seen.append((cmd[cmd.index("--phase") + 1], time_limit, kw.get("limit_until"))) or (0, False))
   run.host_run(load_config("resnet", "1xH200", environ={}), 1, tmp_path, tmp_path, None)
   run.host_run(load_config("resnet", "cpu_smoke", environ={}), 1, tmp_path, tmp_path, None)
-  assert seen == [("all", run.CLOSED_INIT_STOP_S, run.INIT_STOP_MARK), ("all", None, run.INIT_STOP_MARK)]
+  assert seen == [("all", CLOSED_INIT_STOP_S, run.INIT_STOP_MARK), ("all", None, run.INIT_STOP_MARK)]
 
 
 def test_a_crash_shows_its_last_lines_and_a_missed_target_does_not(monkeypatch, tmp_path):

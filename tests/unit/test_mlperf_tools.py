@@ -17,10 +17,6 @@ def test_accepting_rulesets_come_from_the_installed_package():
   assert list(rulesets) == sorted(rulesets, key=mt._version_key) and "6.1.0" in rulesets
 
 
-def test_required_result_counts():
-  assert mt.required_result_count("resnet") == 5 and mt.required_result_count("bert") == 10
-
-
 def test_parse_records_keeps_multiline_messages():
   text = ("INFO - Running compliance on file: x\nWARNING -  CHECK for 'init_stop' failed in line 7:\n"
           ":::MLLOG {...}\nfailed test: a < b\n" + "-" * 30 + "\nRequired EXACTLY_ONE occurrence of 'seed' but found 2\n"

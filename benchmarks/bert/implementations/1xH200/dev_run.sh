@@ -9,8 +9,8 @@ for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 : "${DATA_DIR:?set DATA_DIR to the prepared Wikipedia shards, eval set and checkpoint (tinyperf prep wiki download|pretrain|eval|checkpoint)}"
 RESULTS_DIR="${RESULTS_DIR:-results/1xH200/bert}"
-# 31-bit seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
-SEED="${SEED:-$(python3 -c 'import os; print(int.from_bytes(os.urandom(4), "little") >> 1)')}"
+# a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
+SEED="${SEED:-$(python3 -m benchmarks.common.rules seed bert 1xH200)}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 

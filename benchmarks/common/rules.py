@@ -1,0 +1,74 @@
+"""The MLPerf Training rules tinyperf applies, each defined here once; every other module imports them.
+
+It sits at the bottom (benchmarks/common/config.py checks configs' `ruleset:` against RULESETS) and imports only
+benchmarks/common/io.py; mlperf_logging, installed wherever benchmarks run, is imported inside the function that reads
+it.
+"""
+from __future__ import annotations
+import os
+import re
+
+from benchmarks.common.io import InputError
+
+# MLPerf retired both benchmarks: resnet's last ruleset is 4.0.0, bert's 5.0.0. Newer rulesets skip them silently.
+RULESETS = {"resnet": "4.0.0", "bert": "5.0.0"}
+USAGE = "training"   # mlperf_logging's --usage for every tool and table
+STATUS_RULESETS = ("3.1.0", "4.0.0")   # the rulesets that require (and accept) submission_status in a log
+
+# INIT: the rules' allowance from init_start to init_stop, in minutes; the checker enforces it strictly (<).
+INIT_LIMIT_MIN = {"closed": 30, "open": 240}
+NEAR_LIMIT = 0.10   # `tinyperf check` warns when init is within 10% of its allowance
+# A closed INIT still going 35 minutes after its process started (init_start comes seconds in, after imports and the
+# page-cache drop) cannot pass, and a BEAM search can stall far longer (docs/decisions.md, INIT limit), so the launcher
+# stops it there instead of holding the GPUs for a RUN whose log the checker would reject.
+CLOSED_INIT_STOP_S = (INIT_LIMIT_MIN["closed"] + 5) * 60
+
+# Seeds: every run of a set needs its own (the seed checker rejects a repeat). SEED_BITS is the default width of the
+# SEED_BITS knob (16..32: tinygrad keeps its seed as a uint32); RANDOM_BITS is bash $RANDOM's width (0..32767), what
+# upstream's run_and_time.sh draws and where a handful of runs already collide.
+SEED_BITS = 31
+RANDOM_BITS = 15
+SEED_EVIDENCE = 10   # bits of evidence before `tinyperf check` calls a package's seeds narrow (p < 0.1%)
+
+# Result files: a package holds result_0.txt ... result_<N-1>.txt; package_checker and result_summarizer read
+# result_*.txt.
+RESULT_NAME = re.compile(r"^result_(0|[1-9][0-9]*)\.txt$")
+RESULT_GLOB = re.compile(r"^result_.*\.txt\Z", re.S)
+def result_name(index: int) -> str: return f"result_{index}.txt"
+
+
+def required_runs(benchmark: str) -> int | None:
+  """Runs per benchmark (resnet 5, bert 10) as mlperf_logging's package checker counts them: `tinyperf run`'s default
+  --nexp, compose's NEXP default, `tinyperf check`'s required count and `tinyperf package`'s selection."""
+  from mlperf_logging import benchmark_meta   # plain dict module, cheap to import
+  return benchmark_meta.get_result_file_counts(USAGE).get(benchmark)
+
+
+def max_dropped_runs(benchmark: str) -> int:
+  """Olympic scoring drops the fastest and this many slowest runs (result_summarizer's one exception is unet3d)."""
+  return 4 if benchmark == "unet3d" else 1
+
+
+def draw_seed(bits: int = SEED_BITS, taken: set[int] = frozenset(), where: str = "") -> int:
+  """A seed of `bits` bits from the OS entropy pool (not bash $RANDOM), not in `taken` (the seeds `where`, a ledger,
+  already used): the one place seeds are drawn, by `tinyperf run` and the generated run scripts."""
+  space = 1 << max(bits, 0)
+  if bits < 0 or len({s for s in taken if 0 <= s < space}) >= space:
+    raise InputError(f"SEED_BITS={bits} allows {space if bits >= 0 else 0} seed(s) and {where or 'the ledger'} already "
+                     f"used them all: every run needs its own seed. Raise SEED_BITS (default {SEED_BITS}) and rerun. "
+                     f"Nothing was run.")
+  while True:
+    seed = int.from_bytes(os.urandom(8), "little") % space
+    if seed not in taken: return seed
+
+
+if __name__ == "__main__":
+  # `python3 -m benchmarks.common.rules seed BENCHMARK PLATFORM`: one seed of the platform's SEED_BITS (environment
+  # override included), for the generated run scripts
+  import sys
+  from benchmarks.common.config import load_config
+  try:
+    if len(sys.argv) != 4 or sys.argv[1] != "seed":
+      raise InputError("usage: python3 -m benchmarks.common.rules seed BENCHMARK PLATFORM")
+    print(draw_seed(load_config(sys.argv[2], sys.argv[3]).get("SEED_BITS", SEED_BITS)))
+  except InputError as e: print(f"error: {e}", file=sys.stderr); sys.exit(2)
