@@ -18,7 +18,7 @@ from pathlib import Path
 
 from benchmarks.common.config import ROOT, SCHEMA, ConfigError, bert_dropout, load_config
 from tooling.errors import UserError
-from tooling.run import stream_process
+from tooling.backends import stream_process
 
 TAG = "tinyperf-bench "
 
