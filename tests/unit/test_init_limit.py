@@ -4,7 +4,7 @@ import io
 import time
 
 from benchmarks.common.config import load_config
-from tooling import run
+from tooling import backends as run   # host_run's home
 
 REAL_STREAM = run.stream_process   # before any test patches it
 INIT_STOP_LINE = ':::MLLOG {"namespace": "", "event_type": "INTERVAL_END", "key": "init_stop", "value": null}'
