@@ -39,9 +39,6 @@ from tooling.errors import UserError
 from tooling import ledger as L
 from tooling import results_tree as T
 
-RUNTIMES = ("docker", "host")   # the runtimes this machine runs itself (`--runtime`; pyxis is Slurm's, tooling/slurm.py)
-
-
 class Backend(Protocol):
   """What the run loop of `tinyperf run` (tooling/run.py) needs of a place to run, and all it knows of one."""
   kind: str   # what the ledger records as an attempt's backend: "host", or "container" for a run in an image
@@ -63,7 +60,8 @@ class Backend(Protocol):
 
 def open_backend(runtime: str, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path,
                  verbose: bool = False) -> Backend:
-  """The backend of `--runtime` (one of RUNTIMES): UserError when it cannot run here (no daemon, no image, no GPU runtime)."""
+  """The backend of `--runtime` docker or host (pyxis is a Slurm task's, which runs host inside its image): UserError
+  when it cannot run here (no daemon, no image, no GPU runtime)."""
   if runtime == "host": return HostBackend(cfg, data, work_root, verbose)
   return ContainerBackend(cfg, image, data, work_root)
 
