@@ -186,6 +186,9 @@ def load_record(work_root: Path) -> dict:
   try:
     rec = json.loads(path.read_text())
     if not isinstance(rec, dict) or not isinstance(rec.get("jobs"), list): raise ValueError("no list of jobs")
+    for job in rec["jobs"]:   # a record written before --runtime says "none" for what is now "host"
+      if isinstance(job, dict) and isinstance(job.get("spec"), dict) and job["spec"].get("runtime") == "none":
+        job["spec"]["runtime"] = "host"
     return rec
   except ValueError as e:  # json.JSONDecodeError is one
     raise UserError(f"{path}: the record of Slurm submissions is unreadable ({e}). Restore it from a backup; the ledger "
@@ -387,7 +390,6 @@ def resubmit(work_root: Path) -> int:
   """`tinyperf status --resume`: the last submission's arguments again, for the runs that failed or were never submitted."""
   rec = load_record(work_root)
   spec = dict(rec["jobs"][-1]["spec"])
-  if spec.get("runtime") == "none": spec["runtime"] = "host"   # a record written before --runtime (same meaning)
   cfg = load_config(spec["benchmark"], spec["platform"], environ=spec["knobs"])  # the recorded knobs, not this shell's
   for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
   _check_before_submitting(cfg, spec)

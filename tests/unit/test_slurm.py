@@ -100,6 +100,17 @@ def test_script_pyxis_runtime_runs_the_image_with_srun(tmp_path):
   assert "export TINYPERF_SLURM_IMAGE='registry.example.com#tinyperf:nv'" in text
 
 
+def test_a_record_from_before_runtime_reads_none_as_host(tmp_path):
+  """slurm.json written by the --container-runtime releases says runtime "none": resubmitting reads it as host."""
+  old = {"format": "tinyperf-slurm-v1", "jobs": [{"job_id": "7", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [0],
+                                                  "spec": spec(platform="cpu_smoke", runtime="none")}]}
+  S.record_path(tmp_path).write_text(json.dumps(old))
+  job_spec = S.load_record(tmp_path)["jobs"][0]["spec"]
+  assert job_spec["runtime"] == "host"
+  text = render(load_config("resnet", "cpu_smoke", environ={}), job_spec)
+  assert "export TINYPERF_SLURM_RUNTIME=host" in text and "--runtime host --only-index" in text
+
+
 def test_array_spec():
   assert S.array_spec([0, 1, 2, 3, 4]) == "0-4"
   assert S.array_spec([4, 0, 2, 3]) == "0,2-4"
@@ -248,11 +259,11 @@ def test_no_sbatch_on_path(smoke_args, tmp_path):
   assert not (tmp_path / "out").exists()
 
 
-def test_slurm_options_need_the_slurm_backend(smoke_args):
+def test_slurm_options_need_the_slurm_scheduler(smoke_args):
   _bad(tinyperf(*smoke_args, "--runtime", "host", "--partition", "gpu"), "--partition only apply to --scheduler slurm")
 
 
-def test_contradicting_runtime_options(smoke_args, tmp_path):
+def test_bad_slurm_options(smoke_args, tmp_path):
   _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "pyxis"), "needs --image", "enroot import")
   _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--only-index", "1"), "--only-index is what each array task runs")
   _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "host", "--sbatch-arg", "account=x"), "one sbatch option")
