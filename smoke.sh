@@ -16,7 +16,7 @@ if [ ! -f "$OUT/data/manifest.json" ]; then
   tinyperf prep synthetic-imagenet --out "$OUT/data" --classes 4 --train-per-class 160 --val-per-class 40 --size 48 --seed 0
 fi
 set +e
-tinyperf run resnet --platform cpu_smoke --nexp "$NEXP" --data "$OUT/data" --results "$OUT" --org "$ORG" --no-container \
+tinyperf run resnet --platform cpu_smoke --nexp "$NEXP" --data "$OUT/data" --results "$OUT" --org "$ORG" --runtime host \
   ${VERBOSE:+--verbose}
 ran=$?
 tinyperf check --json "$RES" > "$OUT/check.json"

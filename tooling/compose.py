@@ -4,8 +4,8 @@
 Every value that depends on a platform comes from its config.yaml: the image (vendor), the GPU count (GPUS), /dev/shm
 (the loader's ring sizes), the default number of runs, the time limit. `tinyperf render` writes the file and
 `tinyperf render --check` (and tests/unit/test_containers.py) fail when it differs from the configs. The settings are
-the ones tooling/docker_run.py gives `tinyperf run`'s containers; inside, a service runs the host backend of `tinyperf
-run` (`--no-container`), so compose and the launcher share one code path from the entrypoint down.
+the ones tooling/backends.py gives `tinyperf run`'s containers; inside, a service runs the host backend of `tinyperf
+run` (`--runtime host`), so compose and the launcher share one code path from the entrypoint down.
 
 Host directories: the bind mounts use the long syntax, so the daemon never creates a missing source (as root, which the
 container's user then cannot write); `tinyperf compose SERVICE` creates them owned by the invoking user and writes
@@ -56,7 +56,7 @@ HEADER = """\
 #   docker compose run --rm resnet-green          # v1: docker-compose run --rm resnet-green
 #   docker compose run --rm check                 # every RESULTS_DIR/results/<system>/<bm>/result_<i>.txt
 #
-# Each benchmark service runs `tinyperf run <bm> --platform <p> --no-container` inside its image: NEXP seeded INIT+RUN
+# Each benchmark service runs `tinyperf run <bm> --platform <p> --runtime host` inside its image: NEXP seeded INIT+RUN
 # runs (default 5 resnet / 10 bert), each checked, in a resumable ledger under RESULTS_DIR/runs and results under
 # RESULTS_DIR/results/<system>/<bm>/result_<i>.txt. INIT and RUN share tinygrad's kernel cache under CACHE_DIR.
 # Knobs: NEXP=1 docker compose run --rm resnet-cpu; -e BS=768. Bind sources are never created by the daemon: a missing
@@ -123,7 +123,7 @@ def benchmark_service(cfg: PlatformConfig) -> dict:
   return {
     **_image(v),
     "entrypoint": _entry(binds),
-    "command": ["tinyperf", "run", b, "--platform", cfg.platform, "--no-container", "--nexp", f"${{NEXP:-{required_runs(b)}}}",
+    "command": ["tinyperf", "run", b, "--platform", cfg.platform, "--runtime", "host", "--nexp", f"${{NEXP:-{required_runs(b)}}}",
                 "--data", "/data", "--results", "/results"],
     **_runtime_common(v),
     "network_mode": "none",

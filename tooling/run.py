@@ -3,38 +3,36 @@
 It writes the tree under --results R that tooling/results_tree.py lays out: result_<i>.txt of finished runs, the ledger
 of every attempt, each attempt's work directory, and R/systems/<system>.json, the machine the runs ran on
 (tooling/sysinfo.py: detected where the runs run, over the repository's systems/<system>.json, under --system-overrides).
-The training entrypoint is started as a process (this module never imports tinygrad or training code): by default in
-the platform's image, one container per run (tooling/docker_run.py: preflight, host page-cache drop, INIT + RUN with the
-kernel cache on its own volume, output streamed to the host); with --no-container with this Python (host_run), which is
-also what the compose services run inside their image. Both run a preflight before anything is timed.
-With --backend slurm the runs become one Slurm array job (tooling/slurm.py) whose tasks each run this verb with
---only-index, on their own node.
+Two choices say where the runs run:
+  --scheduler  local (default): here, one run after the other, by the run loop below; slurm: one Slurm array job
+               (tooling/slurm.py) whose tasks each run this verb with --only-index, on their own node.
+  --runtime    docker (default): one container per run in the platform's image; host: this Python on this machine
+               (also what a compose service runs inside its image); pyxis (Slurm only): srun --container-image.
+The run loop knows one interface, tooling/backends.py's Backend (preflight, system detection, page-cache drop, INIT +
+RUN); it never imports tinygrad or training code: the training entrypoint is started as a process.
 
 Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/ledger.py), skips
-runs another live launcher has claimed, and settles the attempts of launchers that died (docs/ledger.md).
-Test-only: TRAIN_MODULE_ENV names the module host_run starts instead of benchmarks.<bm>.train (a stand-in that writes a
-valid MLPerf log in seconds, for tests of this loop)."""
+runs another live launcher has claimed, and settles the attempts of launchers that died (docs/ledger.md)."""
 from __future__ import annotations
 import argparse
 import os
 import re
 import signal
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig
 from benchmarks.common.io import file_digest
-from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN, SEED_BITS, draw_seed, required_runs
+from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
 from tooling.errors import UserError, write_atomic
 from tooling import ledger as L
 from tooling import results_tree as T
 from tooling.prep import check_prepared
 from tooling import slurm
+if TYPE_CHECKING: from tooling.backends import Backend
 
-TRAIN_MODULE_ENV = "TINYPERF_TEST_TRAIN_MODULE"   # test-only, read in train_module() alone
 
 
 def add_arguments(p: argparse.ArgumentParser):
@@ -46,15 +44,22 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--data", type=Path, required=True, help="prepared dataset directory (tinyperf prep ...)")
   p.add_argument("--results", type=Path, default=Path("out"), help="output root (default: ./out)")
   p.add_argument("--image", help="image to run in (default tinyperf:<vendor of the platform>, as `tinyperf build` tags it)")
-  p.add_argument("--no-container", action="store_true",
-                 help="run on this host with this Python instead of in the platform's image")
   p.add_argument("--no-check", action="store_true", help="skip `tinyperf check` after each run")
   p.add_argument("-v", "--verbose", action="store_true",
                  help="show each run's whole output (MLLOG lines, progress bars) instead of one line per phase and "
                       "milestone; it always goes to R/runs/<system>/<bm>/run_<i>_<seed>/output.log")
-  p.add_argument("--backend", choices=("local", "slurm"), default="local",
+  p.add_argument("--scheduler", choices=SCHEDULERS,
                  help="local: run here, one run after the other (default); slurm: submit an sbatch array job, one task "
                       "(node) per run, and return (tinyperf status follows it)")
+  p.add_argument("--runtime", choices=slurm.RUNTIMES,
+                 help="what runs each run: docker: the platform's image, one container per run (default); host: this "
+                      "Python on this machine (on each node with --scheduler slurm: the same checkout and venv path); "
+                      "pyxis (--scheduler slurm only): srun --container-image=IMAGE, needs --image (a registry "
+                      "reference or a .sqsh file)")
+  # the spellings before --scheduler/--runtime, kept for one release: launch_mode() maps them and says the new one
+  p.add_argument("--backend", choices=SCHEDULERS, dest="old_backend", help=argparse.SUPPRESS)
+  p.add_argument("--no-container", action="store_true", help=argparse.SUPPRESS)
+  p.add_argument("--container-runtime", choices=("docker", "pyxis", "none"), help=argparse.SUPPRESS)
   p.add_argument("--only-index", type=int, metavar="I",
                  help="do only run I of the N (what each Slurm array task runs); skipped if already finished")
   slurm.add_run_arguments(p)
@@ -66,6 +71,48 @@ def add_arguments(p: argparse.ArgumentParser):
                       "container, over the repository's systems/<system>.json; this file wins)")
 
 
+SCHEDULERS = ("local", "slurm")
+
+
+def launch_mode(args) -> tuple[str, str]:
+  """(scheduler, runtime) from --scheduler/--runtime, or from the deprecated --backend, --no-container and
+  --container-runtime (one line on stderr names the new spelling); contradicting or impossible combinations: UserError."""
+  said: dict[str, tuple[str, str]] = {}   # new flag -> (its value, the spelling that gave it)
+  def give(flag: str, value: str, spelling: str):
+    if flag in said and said[flag][0] != value:
+      raise UserError(f"{said[flag][1]} and {spelling} contradict each other; pass {flag} alone. Nothing was run.")
+    said.setdefault(flag, (value, spelling))
+  if args.scheduler: give("--scheduler", args.scheduler, f"--scheduler {args.scheduler}")
+  if args.runtime: give("--runtime", args.runtime, f"--runtime {args.runtime}")
+  old = [("--scheduler", args.old_backend, f"--backend {args.old_backend}")] if args.old_backend else []
+  if args.container_runtime:
+    old.append(("--runtime", "host" if args.container_runtime == "none" else args.container_runtime,
+                f"--container-runtime {args.container_runtime}"))
+  if args.no_container: old.append(("--runtime", "host", "--no-container"))
+  for flag, value, spelling in old:
+    print(f"tinyperf run: {spelling} is deprecated and goes away in the next release; use {flag} {value}",
+          file=sys.stderr)
+    give(flag, value, spelling)
+  scheduler, runtime = said.get("--scheduler", ("local",))[0], said.get("--runtime", ("docker",))[0]
+  if scheduler == "local":
+    slurm.check_local_args(args)
+    if runtime == "pyxis":
+      raise UserError("--runtime pyxis starts each run with srun --container-image on a Slurm node, so it needs "
+                      "--scheduler slurm; to run on this machine use --runtime docker (the platform's image) or "
+                      "--runtime host (this Python). Nothing was run.")
+  elif args.only_index is not None:
+    raise UserError("--only-index is what each array task runs; with --scheduler slurm the runs to do come from the "
+                    "ledger (finished and queued runs are skipped).")
+  if runtime == "pyxis" and not args.image:
+    raise UserError("--runtime pyxis needs --image: an image every node can import, a registry reference "
+                    "(e.g. registry.example.com#tinyperf:nv) or a squashfs file on a shared path made with `enroot import "
+                    "dockerd://tinyperf:nv`. Nothing was submitted.")
+  if runtime == "host" and args.image:
+    raise UserError(f"--image {args.image} has no effect with --runtime host (this Python runs the runs, in no image); "
+                    f"drop one of them.")
+  return scheduler, runtime
+
+
 def _org(name: str) -> str:
   from tooling.package import ORG_NAME
   if not ORG_NAME.fullmatch(name):
@@ -74,107 +121,6 @@ def _org(name: str) -> str:
   return name
 
 
-_WATCHDOG = ("import os, signal, sys\n"
-             "if sys.stdin.buffer.read() != b'done':\n"
-             "  try: os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
-             "  except ProcessLookupError: pass\n")
-
-
-def _watchdog(pgid: int) -> subprocess.Popen:
-  """A process that kills the phase's process group when this launcher dies without saying "done" (kill -9, the OOM
-  killer): it reads a pipe only the launcher holds, so EOF without "done" means the launcher is gone, and an INIT left
-  running would hold the GPUs when the rerun starts. Its own session keeps Ctrl-C and SIGHUP of the terminal off it."""
-  return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, start_new_session=True)   # holds no pipe of a reader of ours open
-
-
-def _release(dog: subprocess.Popen):
-  try: dog.stdin.write(b"done"); dog.stdin.close()
-  except OSError: pass
-  dog.wait()
-
-
-def raw_stdout(chunk: bytes): sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
-
-
-def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None,
-                   console=raw_stdout, limit_until: bytes | None = None) -> tuple[int, bool]:
-  """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tooling.console
-  Console shows milestones) as it arrives (a crash keeps what was printed). With time_limit, its whole process group
-  (BEAM's workers too) is killed after that many seconds, unless limit_until appeared in its output before (the limit
-  then no longer applies: INIT's limit ends at init_stop).
-  Returns (exit code, whether the time limit stopped it): -SIGKILL alone could also be the OOM killer."""
-  proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-  dog = _watchdog(proc.pid)
-  stopped = threading.Event()
-  def stop():
-    if proc.poll() is not None: return     # it finished just as the limit came
-    stopped.set()
-    try: os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError: pass
-  timer = threading.Timer(time_limit, stop) if time_limit else None
-  if timer: timer.start()
-  seen = b""   # the end of the previous chunk: the marker may straddle two reads
-  try:
-    for chunk in iter(lambda: proc.stdout.read1(65536), b""):
-      if out_file is not None: out_file.write(chunk); out_file.flush()
-      console(chunk)
-      if timer and limit_until:
-        if limit_until in seen + chunk: timer.cancel()
-        seen = chunk[-len(limit_until):]
-    return proc.wait(), stopped.is_set()
-  except BaseException:
-    # Ctrl-C or launcher failure: stop the whole process group of the phase, then re-raise
-    try: os.killpg(proc.pid, signal.SIGTERM); proc.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-      try: os.killpg(proc.pid, signal.SIGKILL)
-      except ProcessLookupError: pass
-    raise
-  finally:
-    if timer: timer.cancel()
-    _release(dog)
-
-
-def train_module(benchmark: str) -> str:
-  """The training entrypoint host_run starts; TRAIN_MODULE_ENV swaps in a test stand-in (never set outside tests)."""
-  return os.environ.get(TRAIN_MODULE_ENV) or f"benchmarks.{benchmark}.train"
-
-
-# the MLLOG line that ends INIT (mllog prints `"key": "init_stop"`): the INIT time limit stops applying there
-INIT_STOP_MARK = b'"key": "init_stop"'
-
-
-def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None,
-             init_limit_s: float | None = None, console=None, cache_drop: str | None = None) -> tuple[dict, Path]:
-  """INIT then RUN in one process with this Python (`--phase all`, RUN replays what INIT compiled), the way
-  run_and_time.sh does it, writing one MLPerf log in `work`. The host backend calls it directly; in a container,
-  tooling/inside.py does (with the kernel cache on its own volume).
-  init_limit_s: stop the process if INIT has not ended (init_stop) after this long (default: CLOSED_INIT_STOP_S in the
-  closed division, none in open). Returns ({"run": exit code}, log), or {"init": exit code} when INIT was stopped.
-  console: a tooling.console.Console (milestones, the tail of a failed run); None: all output raw.
-  cache_drop: how the launcher dropped the page cache (INIT logs it instead of dropping it again)."""
-  from benchmarks.common.config import ROOT
-  log = work / T.RUN_LOG
-  env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / T.CACHE / "tinygrad.db")}
-  if cache_drop: env["TINYPERF_CACHE_DROPPED"] = cache_drop
-  if init_limit_s is None and cfg["division"] == "closed": init_limit_s = CLOSED_INIT_STOP_S
-  cmd = [sys.executable, "-m", train_module(cfg.benchmark), "--platform", cfg.platform, "--phase", "all",
-         "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
-  if console: console.say("INIT (untimed: JIT warm-up and BEAM search on fake data), then RUN in the same process")
-  code, stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s, console=console or raw_stdout,
-                                 limit_until=INIT_STOP_MARK)
-  # exit 1 with a run_stop is a verdict (target missed, loss not finite: its lines were shown); without one, a crash
-  if code != 0 and console and not stopped and (code != 1 or L.log_outcome(log) is None):
-    console.failed(f"INIT+RUN exited {code}", getattr(out_file, "name", "its output.log"))
-  if stopped:
-    msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow "
-           f"{INIT_LIMIT_MIN['closed']} min from init_start to init_stop, so this run could not pass. Narrow the BEAM "
-           f"search (the BEAM_* knobs of {cfg.path}) or "
-           f"look for a stalled compile in the output above; RUN was not started.\n{'!' * 100}\n")
-    sys.stderr.write(msg)
-    if out_file is not None: out_file.write(msg.encode()); out_file.flush()
-    return {"init": code}, log
-  return {"run": code}, log
 
 
 def check_log(log: Path) -> tuple[bool | None, str]:
@@ -188,19 +134,6 @@ def check_log(log: Path) -> tuple[bool | None, str]:
   if report.accepted: return True, f"{fr.verdict}, {fr.minutes:.2f} min to train" if fr.minutes is not None else fr.verdict
   first = report.failures()[0] if report.failures() else fr.first_failure
   return False, f"{fr.verdict}: {first.message if first else 'see tinyperf check ' + str(log)}"
-
-
-def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool):
-  cmd = [sys.executable, "-m", "benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
-         "--data", str(data), "--work", str(work_root)]
-  from benchmarks.common.config import ROOT
-  r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-  lines = r.stdout.strip().splitlines()
-  sys.stdout.write(r.stdout if verbose else (lines[-1] + "\n" if lines else ""))   # quiet: "preflight: N passed"
-  if r.returncode != 0:
-    failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
-    raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + "\n  ".join(failed) +
-                    "\nNothing was run or timed; fix the above and rerun the same command.")
 
 
 _STOPPED_BY = {signal.SIGTERM: "SIGTERM (scancel, a Slurm time limit, or kill)",
@@ -273,7 +206,7 @@ def verify_results(ledger_path: Path, fix: bool) -> list[str]:
 
 
 def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp: int, only: int | None, tried: set,
-                backend, in_image: str | None):
+                backend: Backend):
   """Under the ledger lock: settle dead launchers' attempts, pick the first unfinished run nobody live has claimed
   (and this launcher has not tried yet), draw its seed and claim it. None when there is none."""
   with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
@@ -293,13 +226,9 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
       taken.add(seed)   # a run directory the ledger lost: never append to its log
     work.mkdir(parents=True)
     claim = L.Claim(work)
-    att = L.Attempt(index=i, seed=seed, backend="container" if backend or in_image else "host",
-                    output=str(work / T.OUTPUT_LOG), slurm=slurm.task_info(), owner=L.launcher(),
-                    overrides={k: list(v) for k, v in cfg.overridden.items()})
-    if backend: att.image, att.provenance = backend.image_ref(), backend.provenance()
-    elif in_image:  # a compose service: `tinyperf run --no-container` inside a tinyperf image
-      att.image = os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{in_image} (image ID not visible inside the container)"
-      att.provenance = {k: os.environ.get(k) for k in L.IMAGE_ENV}
+    att = L.Attempt(index=i, seed=seed, backend=backend.kind, output=str(work / T.OUTPUT_LOG), slurm=slurm.task_info(),
+                    owner=L.launcher(), overrides={k: list(v) for k, v in cfg.overridden.items()})
+    att.image, att.provenance = backend.image_record()
     led.attempts.append(att)
     try: led.save()
     except OSError: claim.release(); raise
@@ -307,7 +236,8 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
 
 
 def main(args) -> int:
-  cfg = load_config(args.benchmark, args.platform)
+  scheduler, runtime = launch_mode(args)
+  cfg = load_config(args.benchmark, args.platform)   # the one load of this process: everything below is handed cfg
   if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
   nexp = args.nexp or required_runs(args.benchmark)
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
@@ -317,15 +247,18 @@ def main(args) -> int:
   if args.org: overrides.setdefault("submitter", args.org)
   if args.only_index is not None and not 0 <= args.only_index < nexp:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
-  if args.backend == "slurm": return slurm.submit(cfg, args, nexp)  # each array task comes back here with --only-index
-  slurm.check_local_args(args)
+  if scheduler == "slurm": return slurm.submit(cfg, args, nexp, runtime)   # each array task comes back here, local
+  return run_here(cfg, args, nexp, runtime, overrides)
+
+
+def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict) -> int:
+  """The local scheduler: the runs not yet finished (or run --only-index), one after the other, on the runtime's backend."""
+  from tooling import sysinfo
+  from tooling.backends import open_backend
   check_prepared(cfg, args.data)
   T.ensure_writable(args.results)
   results_dir, work_root = T.set_dirs(Path(os.path.abspath(args.results)), cfg)   # the ledger stores paths under it
-  backend = None
-  if not args.no_container:
-    from tooling.docker_run import ContainerBackend
-    backend = ContainerBackend(cfg, args.image, args.data, work_root)  # daemon, image, GPU runtime: UserError if not
+  backend = open_backend(runtime, cfg, args.image, args.data, work_root, args.verbose)  # docker: UserError if unusable
   try:
     results_dir.mkdir(parents=True, exist_ok=True); work_root.mkdir(parents=True, exist_ok=True)
   except OSError as e:
@@ -343,13 +276,12 @@ def main(args) -> int:
   mine = [i for i in pending if i not in busy]
   T.refuse_unknown_results(results_dir, ledger_path, mine)
   if mine:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
-    if backend: backend.preflight()
-    else: _host_preflight(cfg, args.data, work_root, args.verbose)
-    fields, notes = backend.detect_system() if backend else sysinfo.detect()   # the machine as the runs see it
+    backend.preflight()
+    fields, notes = backend.detect_system()   # the machine as the runs see it
     system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides)
     sysinfo.record_run_system(args.results, cfg["system"], system)
   done = nexp - len(led.pending(nexp))
-  where = f"in {backend.describe()}" if backend else "on this host (--no-container)"
+  where = backend.describe()
   others = "".join(f"; run {i} is being run by {L.who(a)}" for i, a in busy.items() if i in pending)
   if args.only_index is None:
     print(f"{cfg.benchmark} on {cfg.platform} {where}: {nexp} runs, {done} already finished, running {mine}{others}",
@@ -359,11 +291,10 @@ def main(args) -> int:
           f"{'' if pending else ' is already finished'}{others}", flush=True)
   # scancel, a Slurm time limit, `kill` or a closed terminal: record the run as interrupted
   for sig in _STOPPED_BY: signal.signal(sig, _stop_signal)
-  in_image = None if backend else os.environ.get("TINYPERF_IMAGE_VENDOR")   # every tinyperf image sets it
   from tooling.console import Console
   console = Console(verbose=args.verbose)
   tried: set[int] = set()
-  while (claimed := _claim_next(cfg, ledger_path, results_dir, nexp, args.only_index, tried, backend, in_image)):
+  while (claimed := _claim_next(cfg, ledger_path, results_dir, nexp, args.only_index, tried, backend)):
     i, att, work, claim = claimed
     tried.add(i)
     try: rc = _one_run(cfg, args, att, work, ledger_path, results_dir, backend, console)
@@ -405,7 +336,7 @@ def missed_target(ledger_path: Path, nexp: int, only_index: int | None = None) -
 
 
 def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path: Path, results_dir: Path,
-             backend, console) -> int | None:
+             backend: Backend, console) -> int | None:
   """INIT + RUN of one claimed attempt, its outcome recorded. Returns an exit code to stop with, or None to go on."""
   i, seed = att.index, att.seed
   t0 = time.time()
@@ -413,21 +344,11 @@ def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path:
   console.say(f"started; output in {att.output}")
   try:
     with open(work / T.OUTPUT_LOG, "ab") as out_file:
-      if backend:
-        att.cache_drop = backend.drop_page_cache()
-        L.update_attempt(ledger_path, att)
-        att.exit_codes, log, note = backend.run_one(i, seed, work, out_file, att.cache_drop, console)
-        if note: att.note = note
-      else:
-        from tooling.docker_run import drop_host_page_cache
-        att.cache_drop = drop_host_page_cache(args.data)   # as the container backend does; INIT logs the method
-        console.say(f"host page cache: {att.cache_drop}")
-        L.update_attempt(ledger_path, att)
-        # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
-        cdir = os.environ.get("TINYPERF_CACHE_DIR")
-        cache_db = Path(cdir) / f"{cfg['system']}_{cfg.benchmark}_{i}_{seed}.db" if cdir else None
-        att.exit_codes, log = host_run(cfg, seed, args.data, work, out_file, cache_db=cache_db, cache_drop=att.cache_drop,
-                                 console=console)
+      att.cache_drop = backend.drop_page_cache()   # INIT logs the method instead of dropping it again
+      console.say(f"host page cache: {att.cache_drop}")
+      L.update_attempt(ledger_path, att)
+      att.exit_codes, log, note = backend.run_one(i, seed, work, out_file, att.cache_drop, console)
+      if note: att.note = note
   except KeyboardInterrupt as e:
     att.status, att.finished, att.note = L.INTERRUPTED, time.time(), str(e) or "interrupted by the user (Ctrl-C)"
     L.update_attempt(ledger_path, att)
@@ -446,7 +367,6 @@ def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path:
     att.status = L.FAILED
     att.note = f"{att.note + '; ' if att.note else ''}exit codes {att.exit_codes}, no run_stop in its log; see {att.output}"
     with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"): L.update_attempt(ledger_path, att)
-    if backend: console.failed(f"the container exited {att.exit_codes.get('container')}", att.output)
     print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
     return None
   att.converged = converged

@@ -1,6 +1,6 @@
-"""`tinyperf run --backend slurm`: the N runs of a benchmark as one Slurm array job, one task (and one node) per run.
+"""`tinyperf run --scheduler slurm`: the N runs of a benchmark as one Slurm array job, one task (and one node) per run.
 
-Each array task runs `tinyperf run ... --only-index $SLURM_ARRAY_TASK_ID`: the local backend's own code (preflight,
+Each array task runs `tinyperf run ... --only-index $SLURM_ARRAY_TASK_ID`: the local scheduler's own code (preflight,
 page-cache drop, INIT, RUN, check, result file, ledger entry), so a task writes into the shared results directory exactly
 what a local run writes, and the ledger's POSIX lock keeps tasks on different nodes from losing each other's entries.
 Beside the ledger, for the submission record:
@@ -30,7 +30,7 @@ from tooling import results_tree as T
 from tooling.prep import check_prepared
 from tooling.errors import UserError, write_atomic
 
-RUNTIMES = ("docker", "pyxis", "none")
+RUNTIMES = ("docker", "pyxis", "host")   # what runs each task (`tinyperf run --runtime`; a local run has no pyxis)
 IMAGE_PYTHON = "/opt/tinyperf/venv/bin/python"  # docker/install.sh installs the project into this venv in every image
 TIME_MARGIN_MIN = 10  # on top of the platform's INIT+RUN limit: preflight, page-cache drop, image start, tinyperf check
 # Where Slurm states (squeue %T) put a task. Anything else has ended: COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL,...
@@ -43,12 +43,8 @@ SHARED_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "ceph", "cephfs", "fuse.
 
 
 def add_run_arguments(p):
-  g = p.add_argument_group("Slurm (--backend slurm)")
+  g = p.add_argument_group("Slurm (--scheduler slurm)")
   g.add_argument("--partition", help="partition to submit to (default: the cluster's default partition)")
-  g.add_argument("--container-runtime", choices=RUNTIMES,
-                 help="how each task runs: docker (the platform's image on the node's Docker engine; the default), "
-                      "pyxis (srun --container-image=IMAGE; needs --image, a registry reference or a .sqsh file), none "
-                      "(the node's Python, as --no-container)")
   g.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
                  help="one more #SBATCH line, e.g. --sbatch-arg=--account=mlperf (repeatable)")
   g.add_argument("--assume-shared", action="store_true",
@@ -58,10 +54,10 @@ def add_run_arguments(p):
 
 def check_local_args(args):
   """The Slurm options mean nothing to a local run: say so rather than ignore them."""
-  given = [o for o, v in (("--partition", args.partition), ("--container-runtime", args.container_runtime),
-                          ("--sbatch-arg", args.sbatch_arg), ("--assume-shared", args.assume_shared)) if v]
+  given = [o for o, v in (("--partition", args.partition), ("--sbatch-arg", args.sbatch_arg),
+                          ("--assume-shared", args.assume_shared)) if v]
   if given:
-    raise UserError(f"{', '.join(given)} only apply to --backend slurm; add --backend slurm to submit the runs to Slurm, "
+    raise UserError(f"{', '.join(given)} only apply to --scheduler slurm; add --scheduler slurm to submit the runs to Slurm, "
                     f"or drop {'them' if len(given) > 1 else 'it'} to run here.")
 
 
@@ -71,7 +67,7 @@ def require(tool: str, then: str = ""):
     raise UserError(f"{tool} is not on PATH: tinyperf submits and follows Slurm runs with Slurm's own commands (sbatch, "
                     f"squeue, sinfo). Run tinyperf on a login node of the cluster, or add Slurm's bin directory to PATH "
                     f"(Debian/Ubuntu: apt-get install slurm-client, plus the cluster's slurm.conf and munge key); or run "
-                    f"on this machine with --backend local.{' ' + then if then else ''}")
+                    f"on this machine with --scheduler local.{' ' + then if then else ''}")
 
 
 def _slurm(*cmd: str, shown: str | None = None) -> str:
@@ -190,6 +186,9 @@ def load_record(work_root: Path) -> dict:
   try:
     rec = json.loads(path.read_text())
     if not isinstance(rec, dict) or not isinstance(rec.get("jobs"), list): raise ValueError("no list of jobs")
+    for job in rec["jobs"]:   # a record written before --runtime says "none" for what is now "host"
+      if isinstance(job, dict) and isinstance(job.get("spec"), dict) and job["spec"].get("runtime") == "none":
+        job["spec"]["runtime"] = "host"
     return rec
   except ValueError as e:  # json.JSONDecodeError is one
     raise UserError(f"{path}: the record of Slurm submissions is unreadable ({e}). Restore it from a backup; the ledger "
@@ -249,7 +248,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
   limit = cfg["time_limit_minutes"]
   args = ["run", bm, "--platform", platform, "--nexp", str(nexp), "--data", spec["data"], "--results", spec["results"]]
   if runtime == "docker": args += ["--image", spec["image"]] if spec["image"] else []
-  else: args.append("--no-container")
+  else: args += ["--runtime", "host"]
   if spec["no_check"]: args.append("--no-check")
   if spec.get("system_overrides"): args += ["--system-overrides", spec["system_overrides"]]
   tinyperf = " ".join(q(a) for a in args) + ' --only-index "$SLURM_ARRAY_TASK_ID"'
@@ -261,7 +260,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
     "# preflight, page-cache drop, INIT, RUN, `tinyperf check`, then result_<i>.txt and its entry in the shared ledger.",
     "# Kept beside the ledger as part of the submission record; `tinyperf status` follows the runs and",
     "# `tinyperf status --resume` resubmits failed ones.",
-    f"# Written by `tinyperf run --backend slurm` on {stamp} from tinyperf {revision}",
+    f"# Written by `tinyperf run --scheduler slurm` on {stamp} from tinyperf {revision}",
     f"#SBATCH --job-name=tinyperf-{bm}-{platform}",
     f"#SBATCH --array={array}",
     "#SBATCH --nodes=1",
@@ -314,20 +313,9 @@ def _check_path_chars(path: str, runtime: str):
                     f"there ({why}); use a path without them. Nothing was submitted.")
 
 
-def submit(cfg: PlatformConfig, args, nexp: int) -> int:
-  """`tinyperf run --backend slurm`: check what can be checked here, then submit the runs not yet done or queued."""
-  runtime = args.container_runtime or ("none" if args.no_container else "docker")
-  if args.no_container and runtime != "none":
-    raise UserError(f"--no-container and --container-runtime {runtime} contradict each other; pass one of them.")
-  if runtime == "pyxis" and not args.image:
-    raise UserError("--container-runtime pyxis needs --image: an image every node can import, a registry reference "
-                    "(e.g. registry.example.com#tinyperf:nv) or a squashfs file on a shared path made with `enroot import "
-                    "dockerd://tinyperf:nv`. Nothing was submitted.")
-  if runtime == "none" and args.image:
-    raise UserError("--image has no effect with --container-runtime none (the node's Python runs the run); drop one of them.")
-  if args.only_index is not None:
-    raise UserError("--only-index is what each array task runs; with --backend slurm the runs to do come from the ledger "
-                    "(finished and queued runs are skipped).")
+def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
+  """`tinyperf run --scheduler slurm` (its flags already checked together by tooling/run.py launch_mode): check what can
+  be checked here, then submit the runs not yet done or queued. runtime: one of RUNTIMES."""
   for a in args.sbatch_arg:
     if not a.startswith("-") or "\n" in a:
       raise UserError(f"--sbatch-arg {a!r}: give one sbatch option per --sbatch-arg, e.g. --sbatch-arg=--account=mlperf.")

@@ -11,7 +11,7 @@ configs that name it, or --ruleset) before anything is written, and an existing 
 
 `tinyperf run` records the machine its runs ran on as RESULTS/systems/<system>.json (record_run_system): detected in
 the run's container (`python -m tooling.sysinfo --detect-json FILE`, with the image in TINYPERF_IMAGE) or on the host
-with --no-container, layered over the repository's systems/<system>.json and under --system-overrides.
+with --runtime host, layered over the repository's systems/<system>.json and under --system-overrides.
 
 Detection reads through a Probe (files, commands, environment), so tests feed it recorded outputs."""
 from __future__ import annotations
@@ -455,7 +455,7 @@ def run_description(cfg, detected: dict, notes: list[str], overrides: dict, over
   base_path = T.systems_json(ROOT, system)
   base = read_systems_json(base_path) if base_path.is_file() else {}
   data = merge({**detected, "division": cfg["division"]}, overrides, system, notes, base)
-  rulesets, _ = rulesets_for(system, cfg.platform)
+  rulesets, _ = rulesets_for(system, cfg.platform, loaded=cfg)
   where = overrides_path or (base_path if base else f"the detected description of system {system}")
   try:
     validate(data, rulesets, str(where))
@@ -549,13 +549,14 @@ def detect_main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------------------------------------------------------------
 # CLI
 
-def rulesets_for(system: str, platform: str | None) -> tuple[list[str], str | None]:
-  """The rulesets the system is checked with (those of the platform configs that name it) and their division."""
+def rulesets_for(system: str, platform: str | None, loaded=None) -> tuple[list[str], str | None]:
+  """The rulesets the system is checked with (those of the platform configs that name it) and their division.
+  loaded: a PlatformConfig the caller holds already (`tinyperf run`'s), used instead of loading its file again."""
   rulesets, divisions = [], set()
   for bm in BENCHMARKS:
     for p in available_platforms(bm):
       if platform and p != platform: continue
-      cfg = load_config(bm, p, environ={})
+      cfg = loaded if loaded and (loaded.benchmark, loaded.platform) == (bm, p) else load_config(bm, p, environ={})
       if cfg["system"] != system and not platform: continue
       rulesets.append(cfg["ruleset"]); divisions.add(cfg["division"])
   return sorted(set(rulesets)), (divisions.pop() if len(divisions) == 1 else None)

@@ -432,7 +432,7 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     # tells the trainer (whose INIT logs it; the real runs' tests check the log)
     assert all(a["cache_drop"].startswith("posix_fadvise") for a in ledger), ledger
     assert "page cache dropped with posix_fadvise" in (clone / "out" / ledger[0]["output"]).read_text()
-    # the service runs `tinyperf run --no-container` in the image: the system it records is detected in there
+    # the service runs `tinyperf run --runtime host` in the image: the system it records is detected in there
     sysjson = json.loads((clone / "out/systems/cpu_smoke.json").read_text())
     assert sysjson["other_software_stack"]["base_image_digest"] == _image_env(engine, cpu_image)["TINYPERF_BASE_DIGEST"]
     assert sysjson["submitter"] == json.loads((REPO / "systems/cpu_smoke.json").read_text())["submitter"]   # image has it

@@ -55,14 +55,14 @@ def test_missing_data_is_exit_2_without_traceback(tmp_path):
 
 
 def test_host_launcher_runs_checks_and_resumes(data, tmp_path):
-  """`tinyperf run --no-container`: a finished run is checked and kept; rerunning skips it and redoes only what the
+  """`tinyperf run --runtime host`: a finished run is checked and kept; rerunning skips it and redoes only what the
   ledger says is unfinished; an unknown result file is never overwritten. The trainer is the stand-in
   (tests/stand_in_train.py): the real INIT + RUN through this launcher is what tests/integration/test_report_smoke.py
   runs five times, and tests/integration/test_run_attacks.py attacks the loop."""
-  from tooling.run import TRAIN_MODULE_ENV
+  from tooling.backends import TRAIN_MODULE_ENV
   out = tmp_path / "out"
   def cmd(nexp): return ["-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", str(nexp),
-                         "--data", str(data), "--results", str(out), "--no-container"]
+                         "--data", str(data), "--results", str(out), "--runtime", "host"]
   env = {TRAIN_MODULE_ENV: "tests.stand_in_train"}
   r = _run(cmd(1), env)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

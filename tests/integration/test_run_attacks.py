@@ -1,6 +1,6 @@
 """`tinyperf run` attacked as a clumsy or hostile user would: two launchers on one --results, kill -9, SIGHUP, a full
 disk at the result write and mid-INIT, deleted/changed/symlinked result files, a run inside an image. The launcher is
-real (`python -m tooling.cli run ... --no-container`: preflight, system record, ledger, check); the trainer is the
+real (`python -m tooling.cli run ... --runtime host`: preflight, system record, ledger, check); the trainer is the
 stand-in (tests/stand_in_train.py, selected with TINYPERF_TEST_TRAIN_MODULE), so each run takes a second."""
 import json
 import os
@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 from benchmarks.common.io import file_digest
-from tooling.run import TRAIN_MODULE_ENV
+from tooling.backends import TRAIN_MODULE_ENV
 
 pytestmark = pytest.mark.integration
 BM, PLATFORM = "resnet", "cpu_smoke"
@@ -36,7 +36,7 @@ def _env(**kw):
 
 def _cmd(data, out, nexp=1, extra=()):
   return [sys.executable, "-m", "tooling.cli", "run", BM, "--platform", PLATFORM, "--nexp", str(nexp), "--data",
-          str(data), "--results", str(out), "--no-container", *extra]
+          str(data), "--results", str(out), "--runtime", "host", *extra]
 
 
 def _run(data, out, nexp=1, timeout=300, **env):

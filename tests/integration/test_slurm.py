@@ -1,4 +1,4 @@
-"""`tinyperf run --backend slurm` and `tinyperf status` against a real Slurm cluster (no mocks): cpu_smoke runs as an
+"""`tinyperf run --scheduler slurm` and `tinyperf status` against a real Slurm cluster (no mocks): cpu_smoke runs as an
 array job, a task killed with scancel, `--resume`, and bad input that a live cluster must refuse before submission.
 The array/scancel/resume test runs the stand-in trainer (tests/stand_in_train.py: a valid MLPerf log in seconds; sbatch
 hands the submitting shell's TINYPERF_TEST_TRAIN_MODULE to the tasks); the docker-runtime test is the one real toy-ResNet
@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import REPO
 from tooling import ledger as L, slurm as S, status as ST
-from tooling.run import TRAIN_MODULE_ENV
+from tooling.backends import TRAIN_MODULE_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("engines")]   # one worker: the Slurm docker-runtime test uses the CPU image the container tests build
 TIMINGS: dict[str, float] = {}
@@ -107,7 +107,7 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   res = tmp_path / "res"
   work = res / "runs/cpu_smoke/resnet"
   cmd = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", smoke_data, "--results", res,
-         "--backend", "slurm", "--partition", partition, *_shared(tmp_path), "--no-container"]
+         "--scheduler", "slurm", "--partition", partition, *_shared(tmp_path), "--runtime", "host"]
   # sbatch exports the submitting environment to the tasks: the stand-in, and time in its RUN to scancel it
   stand_in = {TRAIN_MODULE_ENV: "tests.stand_in_train", "STAND_IN_RUN_S": "20"}
   t0 = time.time()
@@ -118,14 +118,14 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert job["indices"] == [0, 1] and script == work / f"slurm/job_{jid}.sbatch"
   text = script.read_text()
   assert "#SBATCH --array=0-1" in text and "#SBATCH --exclusive" in text and f"#SBATCH --partition={partition}" in text
-  assert "--no-container --only-index \"$SLURM_ARRAY_TASK_ID\"" in text
+  assert "--runtime host --only-index \"$SLURM_ARRAY_TASK_ID\"" in text
 
   # the same command again while both runs are queued or running: nothing new is submitted
   r = tinyperf(*cmd, env=stand_in)
   assert r.returncode == 0 and "nothing to submit" in r.stdout and "queued or running" in r.stdout, r.stdout + r.stderr
   assert len(json.loads((work / "slurm.json").read_text())["jobs"]) == 1
   # a local run of the same result set would do them twice: refused
-  r = tinyperf(*cmd[:cmd.index("--backend")], "--no-container", env=stand_in)
+  r = tinyperf(*cmd[:cmd.index("--scheduler")], "--runtime", "host", env=stand_in)
   assert r.returncode == 2 and "queued or running in Slurm" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
   # run 0 finishes; run 1 starts (its attempt is in the ledger and its RUN has begun), then is cancelled
@@ -137,7 +137,7 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
     return att if Path(att.output).is_file() and b"stand-in run" in Path(att.output).read_bytes() else None
   att1 = _wait_for(run1_started, 600, "run 0 done and run 1 inside its RUN")
   TIMINGS["run 0 + start of run 1"] = time.time() - t0
-  assert att1.slurm["node"] and att1.slurm["runtime"] == "none"
+  assert att1.slurm["node"] and att1.slurm["runtime"] == "host"
   r0 = res / "results/cpu_smoke/resnet/result_0.txt"
   before = _digest(r0)
   subprocess.run(["scancel", f"{jid}_1"], check=True, timeout=60)
@@ -204,7 +204,7 @@ def test_array_job_docker_runtime(partition, smoke_data, tmp_path):
   res = tmp_path / "res"
   t0 = time.time()
   r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", smoke_data, "--results", res,
-               "--backend", "slurm", "--partition", partition, *_shared(tmp_path), "--container-runtime", "docker",
+               "--scheduler", "slurm", "--partition", partition, *_shared(tmp_path), "--runtime", "docker",
                "--image", image)
   assert r.returncode == 0 and "docker runtime" in r.stdout, r.stdout + r.stderr
   r = tinyperf("status", "--results", res, "--wait", "--poll", "5", timeout=1800)
@@ -226,8 +226,8 @@ def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
     return subprocess.run(["squeue", "--noheader", "--name=tinyperf-resnet-cpu_smoke", "--format=%i"], capture_output=True,
                           text=True, timeout=60).stdout.split()
   before = jobs_named()
-  base = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", smoke_data, "--backend", "slurm",
-          "--no-container"]
+  base = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", smoke_data, "--scheduler", "slurm",
+          "--runtime", "host"]
   def bad(r, *needles):
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     for n in needles: assert n in r.stderr, r.stderr

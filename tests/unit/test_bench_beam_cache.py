@@ -52,7 +52,7 @@ def test_time_limit_stops_the_whole_process_group(tmp_path):
   import io
   import os
   import time
-  from tooling.run import stream_process
+  from tooling.backends import stream_process
   pidfile = tmp_path / "child.pid"
   out, t0 = io.BytesIO(), time.time()
   rc, stopped = stream_process(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; echo started; wait"], dict(os.environ), out,

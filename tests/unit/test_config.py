@@ -163,7 +163,7 @@ def test_out_of_range_knob_stops_run_before_anything_is_written(capsys, tmp_path
   from tooling.cli import main as cli
   monkeypatch.setenv("BS", "0")
   code = cli(["run", "resnet", "--platform", "cpu_smoke", "--data", str(tmp_path / "data"), "--results",
-              str(tmp_path / "out"), "--no-container"])
+              str(tmp_path / "out"), "--runtime", "host"])
   err = capsys.readouterr().err
   assert code == 2 and "BS=0 is out of range" in err and "Traceback" not in err
   assert not (tmp_path / "out").exists()

@@ -290,7 +290,7 @@ def test_run_with_stopped_daemon_is_a_clear_error(tmp_path, smoke_data):
   r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", str(smoke_data), "--results",
                str(tmp_path / "out"), env={"DOCKER_HOST": host})
   assert r.returncode == 2, r.stderr
-  assert f"cannot reach the Docker daemon at {host}" in r.stderr and "--no-container" in r.stderr
+  assert f"cannot reach the Docker daemon at {host}" in r.stderr and "--runtime host" in r.stderr
   assert "Traceback" not in r.stderr
   assert not list((tmp_path / "out").rglob("*")), "nothing may be created before the engine answers"
 
@@ -299,7 +299,7 @@ def test_build_with_stopped_daemon_offers_only_its_own_fixes(tmp_path):
   host = _dead_socket(tmp_path)
   r = tinyperf("build", "--vendor", "cpu", "--record", str(tmp_path / "rec"), env={"DOCKER_HOST": host})
   assert r.returncode == 2 and f"cannot reach the Docker daemon at {host}" in r.stderr, r.stderr
-  assert "--no-container" not in r.stderr and "Traceback" not in r.stderr   # a flag of `run`, not of `build`
+  assert "--runtime" not in r.stderr and "Traceback" not in r.stderr   # a flag of `run`, not of `build`
 
 
 @pytest.mark.parametrize("case", ["platform", "data", "unverified", "results"])

@@ -236,3 +236,12 @@ def test_readme_and_usage_say_what_is_pinned():
   for doc in ("README.md", "docs/usage.md"):
     text = " ".join((ROOT / doc).read_text().lower().split())
     assert ("not pinned yet" in text or "no base image is pinned yet" in text) == bool(unpinned), (doc, unpinned)
+
+
+def test_no_document_uses_a_deprecated_flag():
+  """--backend, --no-container and --container-runtime still parse for one release (tooling/run.py launch_mode), but
+  what users read shows --scheduler and --runtime."""
+  old = {"--backend", "--no-container", "--container-runtime"}
+  bad = [f"{c.where}: `{c.text}`" for c in all_commands()
+         if not isinstance(got := _argv(c), str) and old & {w.split("=")[0] for w in got[0]}]
+  assert not bad, "documented commands with a deprecated flag:\n" + "\n".join(bad)

@@ -65,20 +65,20 @@ def test_script_docker_runtime_is_one_task_per_run_on_a_whole_node(tmp_path):
   cmd = next(l for l in text.splitlines() if "-m tooling.cli run" in l)
   assert cmd.startswith("/shared/venv/bin/python -m tooling.cli run resnet --platform tinybox_green --nexp 5 "
                         "--data /shared/imagenet --results /shared/out --image tinyperf:nv --only-index \"$SLURM_ARRAY_TASK_ID\"")
-  assert "--no-container" not in cmd and "cd /shared/tinyperf" in text and "srun" not in text
+  assert "--runtime" not in cmd and "cd /shared/tinyperf" in text and "srun" not in text
   assert 'job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit' in text and text.rstrip().endswith('exit "$rc"')
 
 
-def test_script_none_runtime_and_knob_overrides(tmp_path):
+def test_script_host_runtime_and_knob_overrides(tmp_path):
   cfg = load_config("resnet", "cpu_smoke", environ={"BS": "32"})
-  text = render(cfg, spec(platform="cpu_smoke", runtime="none", knobs={"BS": "32"}, no_check=True,
+  text = render(cfg, spec(platform="cpu_smoke", runtime="host", knobs={"BS": "32"}, no_check=True,
                           sbatch_args=["--account=mlperf", "--qos=high"]), indices=[1, 3, 4])
   bash_ok(text, tmp_path)
   d = directives(text)
   assert "--array=1,3-4" in d and "--account=mlperf" in d and "--qos=high" in d
   assert not [x for x in d if x.startswith("--gpus")], "a CPU platform asks for no GPUs"
   cmd = next(l for l in text.splitlines() if "-m tooling.cli run" in l)
-  assert "--no-container" in cmd and "--no-check" in cmd and "--image" not in cmd
+  assert "--runtime host" in cmd and "--no-check" in cmd and "--image" not in cmd
   # the recorded override is exported; every other knob is cleared so the resubmitting shell cannot change the runs
   assert "export BS=32" in text
   unset = next(l for l in text.replace("\\\n", " ").splitlines() if l.startswith("unset ")).split()[1:]
@@ -96,8 +96,19 @@ def test_script_pyxis_runtime_runs_the_image_with_srun(tmp_path):
   assert "--container-image='registry.example.com#tinyperf:nv'" in lines[k]
   assert "--container-mounts=/shared/imagenet:/shared/imagenet:ro,/shared/out:/shared/out" in lines[k]
   assert lines[k + 1].strip().startswith(f"{S.IMAGE_PYTHON} -m tooling.cli run bert --platform 2xH200 --nexp 10")
-  assert "--no-container" in lines[k + 1] and "cd /shared/tinyperf" not in text
+  assert "--runtime host" in lines[k + 1] and "cd /shared/tinyperf" not in text
   assert "export TINYPERF_SLURM_IMAGE='registry.example.com#tinyperf:nv'" in text
+
+
+def test_a_record_from_before_runtime_reads_none_as_host(tmp_path):
+  """slurm.json written by the --container-runtime releases says runtime "none": resubmitting reads it as host."""
+  old = {"format": "tinyperf-slurm-v1", "jobs": [{"job_id": "7", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [0],
+                                                  "spec": spec(platform="cpu_smoke", runtime="none")}]}
+  S.record_path(tmp_path).write_text(json.dumps(old))
+  job_spec = S.load_record(tmp_path)["jobs"][0]["spec"]
+  assert job_spec["runtime"] == "host"
+  text = render(load_config("resnet", "cpu_smoke", environ={}), job_spec)
+  assert "export TINYPERF_SLURM_RUNTIME=host" in text and "--runtime host --only-index" in text
 
 
 def test_array_spec():
@@ -243,21 +254,20 @@ def smoke_args(tmp_path):
 
 def test_no_sbatch_on_path(smoke_args, tmp_path):
   """A machine without Slurm's commands: a clear message before anything is written (PATH holds only Python)."""
-  r = tinyperf(*smoke_args, "--backend", "slurm", "--no-container", env={"PATH": str(Path(sys.executable).parent)})
+  r = tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "host", env={"PATH": str(Path(sys.executable).parent)})
   _bad(r, "sbatch is not on PATH", "login node", "slurm-client", "Nothing was submitted")
   assert not (tmp_path / "out").exists()
 
 
-def test_slurm_options_need_the_slurm_backend(smoke_args):
-  _bad(tinyperf(*smoke_args, "--no-container", "--partition", "gpu"), "--partition only apply to --backend slurm")
+def test_slurm_options_need_the_slurm_scheduler(smoke_args):
+  _bad(tinyperf(*smoke_args, "--runtime", "host", "--partition", "gpu"), "--partition only apply to --scheduler slurm")
 
 
-def test_contradicting_runtime_options(smoke_args, tmp_path):
-  _bad(tinyperf(*smoke_args, "--backend", "slurm", "--no-container", "--container-runtime", "docker"), "contradict")
-  _bad(tinyperf(*smoke_args, "--backend", "slurm", "--container-runtime", "pyxis"), "needs --image", "enroot import")
-  _bad(tinyperf(*smoke_args, "--backend", "slurm", "--only-index", "1"), "--only-index is what each array task runs")
-  _bad(tinyperf(*smoke_args, "--backend", "slurm", "--no-container", "--sbatch-arg", "account=x"), "one sbatch option")
-  _bad(tinyperf(*smoke_args, "--no-container", "--only-index", "2"), "--only-index 2: runs are numbered 0 to 1")
+def test_bad_slurm_options(smoke_args, tmp_path):
+  _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "pyxis"), "needs --image", "enroot import")
+  _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--only-index", "1"), "--only-index is what each array task runs")
+  _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "host", "--sbatch-arg", "account=x"), "one sbatch option")
+  _bad(tinyperf(*smoke_args, "--runtime", "host", "--only-index", "2"), "--only-index 2: runs are numbered 0 to 1")
   assert not (tmp_path / "out").exists()
 
 

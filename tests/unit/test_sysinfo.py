@@ -347,7 +347,7 @@ def test_detect_entrypoint_writes_this_machines_facts(tmp_path):
 def test_run_refuses_a_bad_overrides_file_before_anything(capsys, tmp_path):
   (tmp_path / "o.yaml").write_text("colling: air\n")
   code = cli(["run", "resnet", "--platform", "cpu_smoke", "--data", str(tmp_path / "no-data"), "--results",
-              str(tmp_path / "R"), "--no-container", "--system-overrides", str(tmp_path / "o.yaml")])
+              str(tmp_path / "R"), "--runtime", "host", "--system-overrides", str(tmp_path / "o.yaml")])
   err = capsys.readouterr().err
   assert code == 2 and "o.yaml: unknown field(s) colling" in err and "Traceback" not in err
   assert not (tmp_path / "R").exists()

@@ -1,0 +1,126 @@
+"""Where `tinyperf run` runs: --scheduler and --runtime (and the deprecated --backend, --no-container and
+--container-runtime they replace), and the run loop driven through the Backend interface by HostBackend with the
+stand-in trainer (tests/stand_in_train.py)."""
+from __future__ import annotations
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.common.config import load_config
+from tooling import cli, ledger as L
+from tooling.backends import HostBackend, TRAIN_MODULE_ENV
+from tooling.run import launch_mode
+
+
+def mode(*flags: str) -> tuple[str, str]:
+  args = cli.build_parser().parse_args(["run", "resnet", "--platform", "cpu_smoke", "--data", "d", *flags])
+  return launch_mode(args)
+
+
+def run_cli(tmp_path, *flags: str, capsys) -> tuple[int, str, str]:
+  data = tmp_path / "data"; data.mkdir(exist_ok=True); (data / "manifest.json").write_text("{}")
+  code = cli.main(["run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", str(data), "--results",
+                   str(tmp_path / "out"), *flags])
+  out, err = capsys.readouterr()
+  return code, out, err
+
+
+# --------------------------------------------------------------------------------------------------------- the flags
+@pytest.mark.parametrize("flags, want", [
+  ((), ("local", "docker")),
+  (("--runtime", "host"), ("local", "host")),
+  (("--scheduler", "slurm"), ("slurm", "docker")),
+  (("--scheduler", "slurm", "--runtime", "pyxis", "--image", "r#tinyperf:nv"), ("slurm", "pyxis")),
+  (("--scheduler", "local", "--runtime", "docker", "--image", "tinyperf:cpu"), ("local", "docker")),
+])
+def test_new_flags(flags, want, capsys):
+  assert mode(*flags) == want
+  assert capsys.readouterr().err == ""   # no deprecation line for the new spellings
+
+
+@pytest.mark.parametrize("flags, want, new", [
+  (("--no-container",), ("local", "host"), "use --runtime host"),
+  (("--backend", "slurm"), ("slurm", "docker"), "use --scheduler slurm"),
+  (("--backend", "local", "--no-container"), ("local", "host"), "use --scheduler local"),
+  (("--backend", "slurm", "--container-runtime", "none"), ("slurm", "host"), "use --runtime host"),
+  (("--backend", "slurm", "--container-runtime", "pyxis", "--image", "x.sqsh"), ("slurm", "pyxis"), "use --runtime pyxis"),
+  (("--no-container", "--runtime", "host"), ("local", "host"), "use --runtime host"),   # the same thing twice: fine
+])
+def test_old_flags_map_onto_the_new_ones_with_a_deprecation_line(flags, want, new, capsys):
+  assert mode(*flags) == want
+  err = capsys.readouterr().err.splitlines()
+  old = [f for f in flags if f in ("--no-container", "--backend", "--container-runtime")]
+  assert len(err) == len(old) and all("is deprecated" in l and l.startswith("tinyperf run: --") for l in err), err
+  assert any(new in l for l in err), err
+
+
+@pytest.mark.parametrize("flags, needles", [
+  (("--runtime", "pyxis", "--image", "x.sqsh"), ["--runtime pyxis", "needs --scheduler slurm", "--runtime docker"]),
+  (("--runtime", "host", "--image", "tinyperf:cpu"), ["--image tinyperf:cpu has no effect with --runtime host"]),
+  (("--scheduler", "slurm", "--runtime", "pyxis"), ["needs --image", "enroot import"]),
+  (("--scheduler", "slurm", "--only-index", "1"), ["--only-index is what each array task runs"]),
+  (("--runtime", "host", "--partition", "gpu"), ["--partition only apply to --scheduler slurm"]),
+  (("--no-container", "--runtime", "docker"), ["--runtime docker and --no-container contradict", "pass --runtime alone"]),
+  (("--backend", "slurm", "--scheduler", "local"), ["--scheduler local and --backend slurm contradict"]),
+  (("--backend", "slurm", "--no-container", "--container-runtime", "docker"), ["contradict"]),
+  (("--container-runtime", "pyxis", "--image", "x.sqsh"), ["needs --scheduler slurm"]),
+])
+def test_invalid_combinations_exit_2_with_one_paragraph(flags, needles, tmp_path, capsys):
+  code, out, err = run_cli(tmp_path, *flags, capsys=capsys)
+  lines = [l for l in err.splitlines() if "is deprecated" not in l]
+  assert code == 2 and len(lines) == 1 and lines[0].startswith("tinyperf run: error: "), err
+  for n in needles: assert n in lines[0], err
+  assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_old_backend_flag_still_reaches_slurm(tmp_path, capsys, monkeypatch):
+  """--backend slurm --no-container is still a Slurm submission: here, one without Slurm's commands on PATH."""
+  monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+  code, _, err = run_cli(tmp_path, "--backend", "slurm", "--no-container", capsys=capsys)
+  assert code == 2 and "sbatch is not on PATH" in err and "--scheduler local" in err, err
+  assert "--backend slurm is deprecated" in err and "--no-container is deprecated" in err
+  assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------------------ the backends
+def test_host_backend_records_the_image_it_runs_in(tmp_path, monkeypatch):
+  """A compose service (or a pyxis task) runs the host backend inside a tinyperf image: the ledger says container,
+  with the image and its provenance from the image's environment; on a bare host, no image."""
+  cfg = load_config("resnet", "cpu_smoke", environ={})
+  for k in ("TINYPERF_IMAGE_VENDOR", "TINYPERF_IMAGE", *L.IMAGE_ENV): monkeypatch.delenv(k, raising=False)
+  bare = HostBackend(cfg, tmp_path, tmp_path)
+  assert (bare.kind, bare.image_record(), bare.describe()) == ("host", (None, {}), "on this host (--runtime host)")
+  monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu"); monkeypatch.setenv("TINYPERF_GIT_SHA", "abc123")
+  inside = HostBackend(cfg, tmp_path, tmp_path)
+  image, prov = inside.image_record()
+  assert inside.kind == "container" and image.startswith("tinyperf:cpu (image ID not visible")
+  assert prov["TINYPERF_GIT_SHA"] == "abc123" and set(prov) == set(L.IMAGE_ENV)
+
+
+def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
+  """A real launcher (preflight, system record, ledger, check) on the host backend with the stand-in trainer; then the
+  deprecated --no-container on the same results resumes it with the same backend and does only the run left."""
+  from benchmarks.resnet.prep import main as prep_main
+  data = tmp_path / "data"
+  assert prep_main(["synthetic-imagenet", "--out", str(data), "--classes", "4", "--train-per-class", "1",
+                    "--val-per-class", "1", "--size", "8", "--seed", "0"]) in (0, None)
+  monkeypatch.setenv(TRAIN_MODULE_ENV, "tests.stand_in_train")
+  for k in ("TINYPERF_IMAGE_VENDOR", "TINYPERF_CACHE_DIR"): monkeypatch.delenv(k, raising=False)
+  out = tmp_path / "out"
+  base = ["run", "resnet", "--platform", "cpu_smoke", "--data", str(data), "--results", str(out)]
+  capsys.readouterr()
+  assert cli.main([*base, "--nexp", "1", "--runtime", "host"]) == 0
+  first = capsys.readouterr().out
+  assert "resnet on cpu_smoke on this host (--runtime host): 1 runs, 0 already finished, running [0]" in first
+  assert "host page cache: " in first and "check: compliant" in first
+  assert cli.main([*base, "--nexp", "2", "--no-container"]) == 0
+  o, e = capsys.readouterr()
+  assert "--no-container is deprecated" in e and "2 runs, 1 already finished, running [1]" in o
+  attempts = json.loads((out / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  assert [(a["index"], a["status"], a["backend"], a["image"]) for a in attempts] == [(0, "done", "host", None),
+                                                                                    (1, "done", "host", None)]
+  assert all(a["cache_drop"] for a in attempts)
+  assert sorted(p.name for p in (out / "results/cpu_smoke/resnet").iterdir()) == ["result_0.txt", "result_1.txt"]
+  assert (out / "systems/cpu_smoke.json").is_file()

@@ -1,0 +1,384 @@
+"""Where `tinyperf run` runs its runs: the one interface its run loop knows (Backend) and the two places it has.
+
+  HostBackend       `--runtime host`: this Python on this machine, INIT + RUN as one process (host_run). It is also what
+                    runs inside an image: a compose service's `tinyperf run`, a Slurm task with --runtime pyxis, and
+                    `python -m tooling.inside` in each container of the container backend.
+  ContainerBackend  `--runtime docker` (the default): one container per run in the platform's image (preflight + INIT +
+                    RUN inside), the host's page cache dropped before each, its output streamed to the run's output.log.
+
+Slurm is not a backend but a scheduler (tooling/slurm.py): each of its array tasks runs `tinyperf run --only-index I`
+with one of these on its node.
+
+The container backend, per run i (seed S), under R/runs/<system>/<bm>/run_<i>_<S>/ on the host:
+  /work   that directory (rw): output.log (written by the launcher), mlperf.txt, exit_codes.json
+  /cache  its cache/ subdirectory (rw): tinygrad's kernel/BEAM database, filled by INIT and read by RUN
+  /data   the data set (read-only)
+The container runs as the host user (or, when the launcher is root, as the image's non-root user, UID 1000, with the
+run directory handed to it) with the platform's GPUs, a /dev/shm sized from the config, memlock/stack ulimits, no
+network and never --privileged: the same settings compose.yaml gives its services (both come from the config).
+
+Test-only: TRAIN_MODULE_ENV names the module host_run starts instead of benchmarks.<bm>.train (a stand-in that writes a
+valid MLPerf log in seconds, for tests of the run loop)."""
+from __future__ import annotations
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Protocol
+
+from benchmarks.common.config import ROOT, PlatformConfig
+from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN
+from benchmarks.preflight import shm_size_for
+from tooling import container as C
+from tooling.errors import UserError
+from tooling import ledger as L
+from tooling import results_tree as T
+
+class Backend(Protocol):
+  """What the run loop of `tinyperf run` (tooling/run.py) needs of a place to run, and all it knows of one."""
+  kind: str   # what the ledger records as an attempt's backend: "host", or "container" for a run in an image
+
+  def describe(self) -> str:
+    """Where the runs run, for the launcher's first line ("on this host (--runtime host)", "in tinyperf:nv (...)")."""
+  def image_record(self) -> tuple[str | None, dict]:
+    """The image (tag and ID) and its provenance (L.IMAGE_ENV) the ledger records with each attempt; (None, {}) on a host."""
+  def preflight(self) -> None:
+    """Before anything is timed, where the runs run: UserError if the machine, data or config is unfit."""
+  def detect_system(self) -> tuple[dict, list[str]]:
+    """The machine as the runs see it: (fields, notes) for sysinfo.run_description."""
+  def drop_page_cache(self) -> str:
+    """Flush the host's page cache before a run, as the rules require; returns the method (recorded and logged)."""
+  def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
+    """INIT + RUN of run `index`, its output to out_file and console (a tooling.console.Console).
+    Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
+
+
+def open_backend(runtime: str, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path,
+                 verbose: bool = False) -> Backend:
+  """The backend of `--runtime` docker or host (pyxis is a Slurm task's, which runs host inside its image): UserError
+  when it cannot run here (no daemon, no image, no GPU runtime)."""
+  if runtime == "host": return HostBackend(cfg, data, work_root, verbose)
+  return ContainerBackend(cfg, image, data, work_root)
+
+
+# ------------------------------------------------------------------------------------------------- the host backend
+TRAIN_MODULE_ENV = "TINYPERF_TEST_TRAIN_MODULE"   # test-only, read in train_module() alone
+
+
+_WATCHDOG = ("import os, signal, sys\n"
+             "if sys.stdin.buffer.read() != b'done':\n"
+             "  try: os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
+             "  except ProcessLookupError: pass\n")
+
+
+def _watchdog(pgid: int) -> subprocess.Popen:
+  """A process that kills the phase's process group when this launcher dies without saying "done" (kill -9, the OOM
+  killer): it reads a pipe only the launcher holds, so EOF without "done" means the launcher is gone, and an INIT left
+  running would hold the GPUs when the rerun starts. Its own session keeps Ctrl-C and SIGHUP of the terminal off it."""
+  return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, start_new_session=True)   # holds no pipe of a reader of ours open
+
+
+def _release(dog: subprocess.Popen):
+  try: dog.stdin.write(b"done"); dog.stdin.close()
+  except OSError: pass
+  dog.wait()
+
+
+def raw_stdout(chunk: bytes): sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
+
+
+def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None,
+                   console=raw_stdout, limit_until: bytes | None = None) -> tuple[int, bool]:
+  """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tooling.console
+  Console shows milestones) as it arrives (a crash keeps what was printed). With time_limit, its whole process group
+  (BEAM's workers too) is killed after that many seconds, unless limit_until appeared in its output before (the limit
+  then no longer applies: INIT's limit ends at init_stop).
+  Returns (exit code, whether the time limit stopped it): -SIGKILL alone could also be the OOM killer."""
+  proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+  dog = _watchdog(proc.pid)
+  stopped = threading.Event()
+  def stop():
+    if proc.poll() is not None: return     # it finished just as the limit came
+    stopped.set()
+    try: os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError: pass
+  timer = threading.Timer(time_limit, stop) if time_limit else None
+  if timer: timer.start()
+  seen = b""   # the end of the previous chunk: the marker may straddle two reads
+  try:
+    for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+      if out_file is not None: out_file.write(chunk); out_file.flush()
+      console(chunk)
+      if timer and limit_until:
+        if limit_until in seen + chunk: timer.cancel()
+        seen = chunk[-len(limit_until):]
+    return proc.wait(), stopped.is_set()
+  except BaseException:
+    # Ctrl-C or launcher failure: stop the whole process group of the phase, then re-raise
+    try: os.killpg(proc.pid, signal.SIGTERM); proc.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+      try: os.killpg(proc.pid, signal.SIGKILL)
+      except ProcessLookupError: pass
+    raise
+  finally:
+    if timer: timer.cancel()
+    _release(dog)
+
+
+def train_module(benchmark: str) -> str:
+  """The training entrypoint host_run starts; TRAIN_MODULE_ENV swaps in a test stand-in (never set outside tests)."""
+  return os.environ.get(TRAIN_MODULE_ENV) or f"benchmarks.{benchmark}.train"
+
+
+# the MLLOG line that ends INIT (mllog prints `"key": "init_stop"`): the INIT time limit stops applying there
+INIT_STOP_MARK = b'"key": "init_stop"'
+
+
+def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None,
+             init_limit_s: float | None = None, console=None, cache_drop: str | None = None) -> tuple[dict, Path]:
+  """INIT then RUN in one process with this Python (`--phase all`, RUN replays what INIT compiled), the way
+  run_and_time.sh does it, writing one MLPerf log in `work`. HostBackend calls it; in a container,
+  tooling/inside.py does (with the kernel cache on its own volume).
+  init_limit_s: stop the process if INIT has not ended (init_stop) after this long (default: CLOSED_INIT_STOP_S in the
+  closed division, none in open). Returns ({"run": exit code}, log), or {"init": exit code} when INIT was stopped.
+  console: a tooling.console.Console (milestones, the tail of a failed run); None: all output raw.
+  cache_drop: how the launcher dropped the page cache (INIT logs it instead of dropping it again)."""
+  log = work / T.RUN_LOG
+  env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / T.CACHE / "tinygrad.db")}
+  if cache_drop: env["TINYPERF_CACHE_DROPPED"] = cache_drop
+  if init_limit_s is None and cfg["division"] == "closed": init_limit_s = CLOSED_INIT_STOP_S
+  cmd = [sys.executable, "-m", train_module(cfg.benchmark), "--platform", cfg.platform, "--phase", "all",
+         "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
+  if console: console.say("INIT (untimed: JIT warm-up and BEAM search on fake data), then RUN in the same process")
+  code, stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s, console=console or raw_stdout,
+                                 limit_until=INIT_STOP_MARK)
+  # exit 1 with a run_stop is a verdict (target missed, loss not finite: its lines were shown); without one, a crash
+  if code != 0 and console and not stopped and (code != 1 or L.log_outcome(log) is None):
+    console.failed(f"INIT+RUN exited {code}", getattr(out_file, "name", "its output.log"))
+  if stopped:
+    msg = (f"\n{'!' * 100}\nINIT stopped after {init_limit_s / 60:.0f} min: the closed rules allow "
+           f"{INIT_LIMIT_MIN['closed']} min from init_start to init_stop, so this run could not pass. Narrow the BEAM "
+           f"search (the BEAM_* knobs of {cfg.path}) or "
+           f"look for a stalled compile in the output above; RUN was not started.\n{'!' * 100}\n")
+    sys.stderr.write(msg)
+    if out_file is not None: out_file.write(msg.encode()); out_file.flush()
+    return {"init": code}, log
+  return {"run": code}, log
+
+
+def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool):
+  cmd = [sys.executable, "-m", "benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
+         "--data", str(data), "--work", str(work_root)]
+  r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+  lines = r.stdout.strip().splitlines()
+  sys.stdout.write(r.stdout if verbose else (lines[-1] + "\n" if lines else ""))   # quiet: "preflight: N passed"
+  if r.returncode != 0:
+    failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
+    raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + "\n  ".join(failed) +
+                    "\nNothing was run or timed; fix the above and rerun the same command.")
+
+
+def drop_host_page_cache(data: Path) -> str:
+  """Flush the host page cache before a run, as the rules require; returns the method (recorded and logged).
+  Root writes /proc/sys/vm/drop_caches; otherwise passwordless `sudo -n sysctl`; otherwise evict the dataset's own
+  files with posix_fadvise(DONTNEED), which needs no privilege but is per-file, not a global flush."""
+  os.sync()
+  if os.geteuid() == 0:
+    try:
+      with open("/proc/sys/vm/drop_caches", "w") as f: f.write("3\n")
+      return "drop_caches (root)"
+    except OSError:
+      pass
+  elif shutil.which("sudo"):
+    r = subprocess.run(["sudo", "-n", "sysctl", "-q", "vm.drop_caches=3"], capture_output=True, timeout=120)
+    if r.returncode == 0: return "drop_caches (sudo -n sysctl)"
+  from benchmarks.common.mlperf import evict_files   # mllog: not for every `tinyperf --help`
+  n = evict_files([data]) if data.is_dir() else 0
+  return f"posix_fadvise(DONTNEED) over {n} dataset files (no root, no passwordless sudo)"
+
+
+class HostBackend:
+  """This Python on this machine. Inside a tinyperf image (a compose service, a pyxis task: every image sets
+  TINYPERF_IMAGE_VENDOR) the ledger records the run as a container run, with the image's name and provenance."""
+  def __init__(self, cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool = False):
+    self.cfg, self.data, self.work_root, self.verbose = cfg, Path(data), Path(work_root), verbose
+    self.in_image = os.environ.get("TINYPERF_IMAGE_VENDOR")
+    self.kind = "container" if self.in_image else "host"
+
+  def describe(self) -> str: return "on this host (--runtime host)"
+
+  def image_record(self) -> tuple[str | None, dict]:
+    if not self.in_image: return None, {}
+    return (os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{self.in_image} (image ID not visible inside the container)",
+            {k: os.environ.get(k) for k in L.IMAGE_ENV})
+
+  def preflight(self): _host_preflight(self.cfg, self.data, self.work_root, self.verbose)
+
+  def detect_system(self) -> tuple[dict, list[str]]:
+    from tooling import sysinfo
+    return sysinfo.detect()
+
+  def drop_page_cache(self) -> str: return drop_host_page_cache(self.data)   # INIT logs the method instead of dropping again
+
+  def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
+    # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
+    cdir = os.environ.get("TINYPERF_CACHE_DIR")
+    cache_db = Path(cdir) / f"{self.cfg['system']}_{self.cfg.benchmark}_{index}_{seed}.db" if cdir else None
+    codes, log = host_run(self.cfg, seed, self.data, work, out_file, cache_db=cache_db, cache_drop=cache_drop,
+                          console=console)
+    return codes, log, ""
+
+
+# -------------------------------------------------------------------------------------------- the container backend
+IMAGE_UID = 1000   # the image's `tinyperf` user (docker/install.sh)
+
+
+class ContainerBackend:
+  """One container per run in the platform's image, on this machine's Docker engine; its preflight and system detection
+  run in a container like the runs'. Constructing it checks the daemon, the image and the GPU runtime (UserError)."""
+  def __init__(self, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path, client=None):
+    self.cfg, self.data, self.work_root = cfg, Path(data).resolve(), Path(work_root).resolve()
+    self.vendor = cfg["vendor"]
+    self.tag = image or f"tinyperf:{self.vendor}"
+    self.client = client or C.connect(timeout=600, instead="run on this host with --runtime host")
+    self.image = C.get_image(self.client, self.tag, f"tinyperf build --vendor {self.vendor}")
+    labels = self.image.labels or {}
+    have = labels.get("io.tinyperf.vendor")
+    if have and have != self.vendor:
+      raise UserError(f"image {self.tag} is the {have} image but {cfg.platform} runs on {self.vendor}; pass --image "
+                      f"tinyperf:{self.vendor} (build it with `tinyperf build --vendor {self.vendor}`). Nothing was run.")
+    if cfg["division"] == "closed" and labels.get("io.tinyperf.base.pinned") != "true":
+      print(f"WARNING: image {self.tag} was built from an unpinned base ({labels.get('org.opencontainers.image.base.name')}); "
+            f"a closed submission should use a digest-pinned base (tinyperf images pin).", file=sys.stderr)
+    C.check_gpu_runtime(self.client, self.vendor)
+    self.render_gid = C.host_render_gid() if self.vendor == "amd" else None
+    if self.vendor == "amd" and self.render_gid is None:
+      raise UserError("cannot tell the host's render group (no /dev/dri/renderD*); set TINYPERF_RENDER_GID to the GID "
+                      "that owns /dev/dri/renderD* on the host. Nothing was run.")
+    self.memlock = C.memlock_limit() if self.vendor in ("nv", "amd") else None
+    self.root = os.geteuid() == 0
+    self.user = f"{IMAGE_UID}:{IMAGE_UID}" if self.root else f"{os.getuid()}:{os.getgid()}"
+    self._stop_stale()
+
+  # ------------------------------------------------------------------------------------------------------ identity
+  def describe(self) -> str: return f"in {self.tag} ({self.image.short_id}, user {self.user})"
+  def image_ref(self) -> str: return f"{self.tag} {self.image.id}"
+
+  def image_record(self) -> tuple[str, dict]:
+    env = dict(e.split("=", 1) for e in (self.image.attrs.get("Config") or {}).get("Env") or [] if "=" in e)
+    return self.image_ref(), {k: env.get(k) for k in L.IMAGE_ENV}
+
+  def set_label(self) -> str: return f"{self.work_root}"
+
+  def _stop_stale(self):
+    """Containers of this result set left running by a launcher that was killed (SIGKILL, lost terminal) would keep
+    writing into old run directories; stop and remove them first."""
+    stale = self.client.containers.list(all=True, filters={"label": f"{C.LABEL}.set={self.set_label()}"})
+    for c in stale:
+      print(f"removing leftover container {c.name} ({c.status}) of an earlier launcher", file=sys.stderr)
+      try: c.remove(force=True)
+      except Exception: pass
+
+  # --------------------------------------------------------------------------------------------------------- specs
+  def _spec(self, name: str, command: list[str], mounts: list, env: dict, kind: str, extra_labels: dict) -> C.RunSpec:
+    labels = {f"{C.LABEL}.set": self.set_label(), f"{C.LABEL}.kind": kind, f"{C.LABEL}.benchmark": self.cfg.benchmark,
+              f"{C.LABEL}.platform": self.cfg.platform, **extra_labels}
+    knob_env = {k: str(new) for k, (_, new) in self.cfg.overridden.items()}  # BS=512 tinyperf run ... reaches the run
+    knob_env.update({k: os.environ[k] for k in ("SUBMISSION_ORG",) if k in os.environ})   # tinyperf run --org
+    return C.RunSpec(image=self.image.id, command=command, name=name, mounts=mounts, vendor=self.vendor,
+                     gpus=self.cfg["GPUS"], shm_size=shm_size_for(self.cfg), user=self.user, labels=labels,
+                     render_gid=self.render_gid, memlock=self.memlock,
+                     environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **knob_env, **env})
+
+  def _name(self, suffix: str) -> str:
+    return f"tinyperf-{self.cfg['system']}-{self.cfg.benchmark}-{suffix}".replace("_", "-").lower()
+
+  def _own(self, *paths: Path):
+    if self.root:
+      for p in paths: C.chown_tree(p, IMAGE_UID, IMAGE_UID)
+
+  # ----------------------------------------------------------------------------------------------------- preflight
+  def preflight(self):
+    """Preflight in a container exactly like the runs' (same image, devices, mounts, user): UserError if unfit."""
+    self._own(self.work_root)
+    cmd = ["python", "-m", "benchmarks.preflight", "--benchmark", self.cfg.benchmark, "--platform",
+           self.cfg.platform, "--data", "/data", "--work", "/work"]
+    spec = self._spec(self._name(f"preflight-{os.getpid()}"), cmd,
+                      [(str(self.data), "/data", True), (str(self.work_root), "/work", False)], {}, "preflight", {})
+    out = bytearray()
+    rc = C.Running(self.client, spec).run(lambda b: (out.extend(b), sys.stdout.buffer.write(b), sys.stdout.flush()),
+                                          limit_s=600)
+    if rc != 0:
+      failed = [l for l in out.decode(errors="replace").splitlines() if "FAILED" in l or "Error" in l] or \
+               out.decode(errors="replace").splitlines()[-5:]
+      raise UserError(f"preflight failed in {self.tag} for {self.cfg.benchmark} on {self.cfg.platform} (exit {rc}):\n  " +
+                      "\n  ".join(failed) + "\nNothing was run or timed; fix the above and rerun the same command.")
+
+  # ------------------------------------------------------------------------------------------------------ sysinfo
+  def detect_system(self) -> tuple[dict, list[str]]:
+    """The machine as the runs see it: `python -m tooling.sysinfo` in a container like the runs' (same image, devices
+    and user), told its image in TINYPERF_IMAGE. Returns (fields, notes) for sysinfo.run_description."""
+    d = Path(tempfile.mkdtemp(prefix="sysinfo-", dir=self.work_root))
+    try:
+      d.chmod(0o755); self._own(d)
+      cmd = ["python", "-m", "tooling.sysinfo", "--detect-json", "/work/detected.json"]
+      spec = self._spec(self._name(f"sysinfo-{os.getpid()}"), cmd, [(str(d), "/work", False)],
+                        {"TINYPERF_IMAGE": self.image_ref()}, "sysinfo", {})
+      out = bytearray()
+      rc = C.Running(self.client, spec).run(out.extend, limit_s=600)
+      try:
+        found = json.loads((d / "detected.json").read_text())
+        fields, notes = found["fields"], found["notes"]
+      except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        fields = None
+      if rc != 0 or not isinstance(fields, dict):
+        tail = "\n    ".join(out.decode(errors="replace").strip().splitlines()[-8:])
+        raise UserError(f"detecting the system in {self.tag} failed (exit {rc}):\n    {tail}\nAn image built before "
+                        f"`tinyperf run` recorded the system has no `python -m tooling.sysinfo`: rebuild it with "
+                        f"`tinyperf build --vendor {self.vendor}`. Nothing was run or timed.")
+      return fields, list(notes)
+    finally:
+      shutil.rmtree(d, ignore_errors=True)
+
+  # ----------------------------------------------------------------------------------------------------------- run
+  def drop_page_cache(self) -> str: return drop_host_page_cache(self.data)
+
+  def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
+    """One INIT + RUN in a fresh container; its output goes to out_file and console (a tooling.console.Console).
+    Returns (exit codes, MLPerf log path, note for the ledger)."""
+    cache = work / T.CACHE; cache.mkdir(exist_ok=True)
+    self._own(work)
+    cmd = ["python", "-m", "tooling.inside", "--benchmark", self.cfg.benchmark, "--platform", self.cfg.platform,
+           "--seed", str(seed), "--data", "/data", "--work", "/work", "--cache", "/cache"]
+    spec = self._spec(self._name(f"{index}-{seed}"), cmd,
+                      [(str(self.data), "/data", True), (str(work), "/work", False), (str(cache), "/cache", False)],
+                      {"TINYPERF_CACHE_DROPPED": cache_drop}, "run", {f"{C.LABEL}.index": str(index), f"{C.LABEL}.seed": str(seed)})
+    def sink(chunk: bytes):
+      out_file.write(chunk); out_file.flush()
+      console(chunk)
+    running = C.Running(self.client, spec)
+    limit = self.cfg["time_limit_minutes"] * 60
+    console.say(f"container {spec.name}")
+    t0 = time.time()
+    rc = running.run(sink, limit_s=limit)
+    codes_file = work / "exit_codes.json"
+    try:
+      codes = json.loads(codes_file.read_text())
+    except (OSError, json.JSONDecodeError):
+      codes = {}
+    codes["container"] = rc
+    note = ""
+    if running.timed_out: note = f"killed after the platform's time limit ({self.cfg['time_limit_minutes']} min)"
+    elif "run" not in codes and "preflight" not in codes:
+      note = f"container exited {rc} after {time.time() - t0:.0f} s before finishing (killed or crashed)"
+    elif "preflight" in codes: note = "preflight failed inside the run's container"
+    log = work / T.RUN_LOG
+    if L.log_outcome(log) is None: console.failed(f"the container exited {rc}", str(work / T.OUTPUT_LOG))
+    return codes, log, note
