@@ -24,7 +24,7 @@ system)
   rm -rf /var/lib/apt/lists/*
   python3.11 -c 'import sys; assert sys.version_info >= (3, 11), sys.version'
   command -v clang
-  # the user runs are made as (the launcher may run as the host's UID instead; see tooling/container.py)
+  # the user runs are made as (the launcher may run as the host's UID instead; see tooling/common/container.py)
   if ! id tinyperf >/dev/null 2>&1; then
     if getent passwd 1000 >/dev/null; then
       echo "install.sh: UID 1000 is taken by $(getent passwd 1000 | cut -d: -f1) in this base; tinyperf gets another UID" >&2

@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tooling.bench import beam_rows  # noqa: E402  (the count `tinyperf bench --beam-cache` prints)
+from tooling.perf.bench import beam_rows  # noqa: E402  (the count `tinyperf bench --beam-cache` prints)
 CHILD = """
 import sys
 from benchmarks.common.config import load_config

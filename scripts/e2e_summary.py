@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def summarize(log_path: Path) -> dict:
   from benchmarks.common.runtime import JIT_WARMUP_STEPS, metrics_path
-  from tooling.mllog_reader import read_log
+  from tooling.common.mllog_reader import read_log
   log = read_log(log_path)
 
   def span(a: str, b: str):

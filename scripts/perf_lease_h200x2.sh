@@ -2,14 +2,14 @@
 # One lease of a 2-GPU H200 machine used whole (figures: docs/PERFORMANCE.md). A lease is 30 minutes and BERT-large's
 # first tinygrad steps take minutes of host-side graph building, so jobs on different GPUs overlap; only timed steps
 # must have their GPU to themselves, and every log line carries a wall-clock stamp so that this can be checked.
-#   t=0      GPU1: ResNet-50 BEAM=1 search (DEBUG=2: `python -m tooling.beamlog` reads what BEAM bought from the log)
+#   t=0      GPU1: ResNet-50 BEAM=1 search (DEBUG=2: `python -m tooling.perf.beamlog` reads what BEAM bought from the log)
 #   t=0      GPU0: BERT-large, 1 GPU, BEAM=0, then PyTorch eager on the same GPU (one `tinyperf bench` command)
 #   then     both: BERT-large on 2 GPUs, BEAM=0, once the 1-GPU job is done; the search (RESNET_FIRST_S) has stopped
 #            before its timed steps, which come after about 5 minutes of first steps (measured 2026-11-30)
 #   after    both: what the BEAM_* knobs buy, side by side until the deadline: the ResNet search goes on from the same
 #            saved cache twice, GPU1 with the 1xH200 config's narrowed knobs, GPU0 with tinygrad 0.14's defaults
 #            (BEAM_UOPS_MAX 3000, BEAM_UPCAST_MAX 256, BEAM_MIN_PROGRESS 0.01 us), each with half the cores, so both
-#            meet the same kernels in the same order: `python -m tooling.beamlog` on the two logs compares search
+#            meet the same kernels in the same order: `python -m tooling.perf.beamlog` on the two logs compares search
 #            time and kernel speed per kernel
 # BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (the complete one:
 # docs/perf/2026-12-01_resnet_beam_343.db, 343 kernels; the partial ones are on the perf-data branch), BERT_SEED_DB=FILE
@@ -48,7 +48,7 @@ bert_search() {  # GPU, seconds: BERT-large's kernels at INIT depth (2 layers), 
 }
 knob_pair() {  # KNOB=VALUE, seconds: the ResNet search goes on from the same saved cache twice, side by side, 15 workers
   # each: GPU1 with the config's knobs, GPU0 with this one knob changed, so both meet the same kernels in the same order
-  # (`python -m tooling.beamlog --pair` compares them kernel by kernel). The config side's cache is carried on.
+  # (`python -m tooling.perf.beamlog --pair` compares them kernel by kernel). The config side's cache is carried on.
   local name=${1%%=*}
   cp "$JOB/resnet_beam.db" "$JOB/resnet_beam_config_vs_$name.db"; cp "$JOB/resnet_beam.db" "$JOB/resnet_beam_$name.db"
   resnet_search 1 "$2" "$JOB/resnet_beam_config_vs_$name.log" "$JOB/resnet_beam_config_vs_$name.db" 15 &

@@ -1,6 +1,6 @@
 """A stand-in for `python -m benchmarks.<bm>.train` that writes a valid MLPerf log in a second, for tests of the run
 loop (claims, kills, resume, disk full, concurrency): select it with TINYPERF_TEST_TRAIN_MODULE=tests.stand_in_train
-(tooling/backends.py train_module). It takes the entrypoint's arguments (--phase all: both); INIT prints, RUN writes a whole resnet log
+(tooling/launch/backends.py train_module). It takes the entrypoint's arguments (--phase all: both); INIT prints, RUN writes a whole resnet log
 with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config. INIT creates
 the kernel cache file named by CACHEDB (empty), as tinygrad's first compile does, so a test can see where it went.
 

@@ -13,23 +13,23 @@ from benchmarks.common.io import InputError
 # verb -> (module, one-line help). Every verb module is imported to build --help, so verb modules keep heavy imports
 # (docker, tinygrad, PIL) inside their functions: `tinyperf check` never pays for them.
 VERBS = {
-  "prep": ("tooling.prep", "prepare data: ImageNet (download/ingest, verify, extract) or a synthetic stand-in"),
-  "check": ("tooling.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
-  "score": ("tooling.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
-  "run": ("tooling.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
-  "status": ("tooling.status", "each run's state (done, running, pending, failed, missing) from the ledger and Slurm; "
+  "prep": ("tooling.prep.prep", "prepare data: ImageNet (download/ingest, verify, extract) or a synthetic stand-in"),
+  "check": ("tooling.verdict.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
+  "score": ("tooling.verdict.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
+  "run": ("tooling.launch.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
+  "status": ("tooling.launch.status", "each run's state (done, running, pending, failed, missing) from the ledger and Slurm; "
              "--resume resubmits failed Slurm runs"),
-  "bench": ("tooling.bench", "our tinygrad train step and PyTorch's, side by side on this machine's GPU(s)"),
-  "render": ("tooling.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
+  "bench": ("tooling.perf.bench", "our tinygrad train step and PyTorch's, side by side on this machine's GPU(s)"),
+  "render": ("tooling.prep.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
              "the configs and images.lock.json"),
-  "build": ("tooling.build", "build a vendor's image (nv, amd, cpu) with live progress, provenance and the base digest used"),
-  "compose": ("tooling.compose", "prepare docker compose services: host directories owned by you, .env (your UID/GID, "
+  "build": ("tooling.prep.build", "build a vendor's image (nv, amd, cpu) with live progress, provenance and the base digest used"),
+  "compose": ("tooling.prep.compose", "prepare docker compose services: host directories owned by you, .env (your UID/GID, "
               "the directories), image present, GPU runtime; then `docker compose run --rm SERVICE`"),
-  "images": ("tooling.images", "show the pinned base images, or pin their digests from the registry"),
-  "package": ("tooling.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
+  "images": ("tooling.prep.images", "show the pinned base images, or pin their digests from the registry"),
+  "package": ("tooling.ship.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
               "(optionally encrypted) tarball + sha1; --verify checks and safely unpacks one"),
-  "report": ("tooling.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
-  "sysinfo": ("tooling.sysinfo", "write systems/<system>.json from this machine (+ an overrides file), checked by system_desc_checker"),
+  "report": ("tooling.perf.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
+  "sysinfo": ("tooling.launch.sysinfo", "write systems/<system>.json from this machine (+ an overrides file), checked by system_desc_checker"),
 }
 
 

@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 from mllog_builder import make_package
-from tooling import mlperf_tools
-from tooling.check import FAIL, WARN, check_path
+from tooling.common import mlperf_tools
+from tooling.verdict.check import FAIL, WARN, check_path
 from tooling.cli import main as cli
-from tooling.score import score_path
+from tooling.verdict.score import score_path
 
 pytestmark = pytest.mark.integration
 

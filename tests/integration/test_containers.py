@@ -136,8 +136,8 @@ def smoke_data(tmp_path_factory):
 
 
 def test_failing_build_step_is_reported(engine, tmp_path):
-  from tooling import container as C
-  from tooling.errors import UserError
+  from tooling.common import container as C
+  from tooling.common.errors import UserError
   (tmp_path / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo preparing && exit 3\n")
   with pytest.raises(UserError) as e:
     C.build(engine, tmp_path, "Dockerfile", "tinyperf-test:broken", {}, echo=lambda l: None)
@@ -239,7 +239,7 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
                                       network_mode="none").decode().strip().split("\n")
   assert (sysjson["operating_system"], stack["python"]) == (os_name, py)
   assert sysjson["submitter"] == json.loads((REPO / "systems/cpu_smoke.json").read_text())["submitter"]
-  from tooling import mlperf_tools
+  from tooling.common import mlperf_tools
   assert mlperf_tools.system_desc_check(sysfile, "4.0.0").passed
   sys_before = sysfile.read_bytes()
   assert not _run_containers(engine, 0), "the killed container is removed"

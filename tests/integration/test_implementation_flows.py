@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import readme_flow, sh
 from tests.mllog_builder import read_events, relabel_log
-from tooling.check import check_path
+from tooling.verdict.check import check_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("readme")]   # one worker: these tests share one fresh clone, its venv and the BERT README run (session fixtures are per worker)
 

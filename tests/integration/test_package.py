@@ -14,8 +14,9 @@ import pytest
 
 from run_builder import default_seed, make_runs
 from tests.conftest import REPO
-from tooling import package, sysinfo
-from tooling.check import check_path
+from tooling.ship import package
+from tooling.launch import sysinfo
+from tooling.verdict.check import check_path
 from tooling.cli import main as cli
 
 pytestmark = pytest.mark.integration

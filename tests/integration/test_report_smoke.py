@@ -18,9 +18,10 @@ import pytest
 
 from benchmarks.common.rules import required_runs
 from tests.conftest import REPO, sh, user_env
-from tooling import mlperf_tools, report
+from tooling.common import mlperf_tools
+from tooling.perf import report
 from tooling.cli import main as cli
-from tooling.mllog_reader import read_log
+from tooling.common.mllog_reader import read_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clone")]   # one worker: these tests share one fresh clone and its venv (session fixtures are per worker)
 ORG = "smoke"   # smoke.sh's default (OUT's name), not the entrypoint's: `run --org` must reach the logs

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.mllog_builder import read_events
-from tooling.check import check_path
+from tooling.verdict.check import check_path
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,7 @@ def test_host_launcher_runs_checks_and_resumes(data, tmp_path):
   ledger says is unfinished; an unknown result file is never overwritten. The trainer is the stand-in
   (tests/stand_in_train.py): the real INIT + RUN through this launcher is what tests/integration/test_report_smoke.py
   runs five times, and tests/integration/test_run_attacks.py attacks the loop."""
-  from tooling.backends import TRAIN_MODULE_ENV
+  from tooling.launch.backends import TRAIN_MODULE_ENV
   out = tmp_path / "out"
   def cmd(nexp): return ["-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", str(nexp),
                          "--data", str(data), "--results", str(out), "--runtime", "host"]

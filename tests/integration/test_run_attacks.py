@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import REPO
 from benchmarks.common.io import file_digest
-from tooling.backends import TRAIN_MODULE_ENV
+from tooling.launch.backends import TRAIN_MODULE_ENV
 
 pytestmark = pytest.mark.integration
 BM, PLATFORM = "resnet", "cpu_smoke"

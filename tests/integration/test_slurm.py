@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tooling import ledger as L, slurm as S, status as ST
-from tooling.backends import TRAIN_MODULE_ENV
+from tooling.launch import ledger as L, slurm as S, status as ST
+from tooling.launch.backends import TRAIN_MODULE_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("engines")]   # one worker: the Slurm docker-runtime test uses the CPU image the container tests build
 TIMINGS: dict[str, float] = {}

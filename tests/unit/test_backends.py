@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common.config import load_config
-from tooling import cli, ledger as L
-from tooling.backends import HostBackend, TRAIN_MODULE_ENV
-from tooling.run import launch_mode
+from tooling import cli
+from tooling.launch import ledger as L
+from tooling.launch.backends import HostBackend, TRAIN_MODULE_ENV
+from tooling.launch.run import launch_mode
 
 
 def mode(*flags: str) -> tuple[str, str]:

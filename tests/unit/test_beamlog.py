@@ -1,9 +1,9 @@
-"""tooling.beamlog reads a DEBUG=2 BEAM log as tinygrad 0.14 writes it (lines shaped like those of the 2026-11-30 H200
+"""tooling.perf.beamlog reads a DEBUG=2 BEAM log as tinygrad 0.14 writes it (lines shaped like those of the 2026-11-30 H200
 run): the BEAM=0 first step, the search trace with its colored loop shapes, tqdm's progress, and a search cut short."""
 import io
 import math
 
-from tooling import beamlog
+from tooling.perf import beamlog
 
 B, R, Y, C, E = "\x1b[34m", "\x1b[31m", "\x1b[33m", "\x1b[96m", "\x1b[0m"
 

@@ -3,7 +3,7 @@ import subprocess
 import sys
 
 from tests.conftest import REPO
-from tooling.bench import copy_beam_tables, save_beam_cache
+from tooling.perf.bench import copy_beam_tables, save_beam_cache
 
 
 def tinygrad_cache(db, code: str) -> str:
@@ -52,7 +52,7 @@ def test_time_limit_stops_the_whole_process_group(tmp_path):
   import io
   import os
   import time
-  from tooling.backends import stream_process
+  from tooling.launch.backends import stream_process
   pidfile = tmp_path / "child.pid"
   out, t0 = io.BytesIO(), time.time()
   rc, stopped = stream_process(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; echo started; wait"], dict(os.environ), out,

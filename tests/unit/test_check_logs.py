@@ -5,10 +5,10 @@ import json
 import pytest
 
 from mllog_builder import write_log
-from tooling import mlperf_tools
-from tooling.check import FAIL, INFO, WARN, check_path
+from tooling.common import mlperf_tools
+from tooling.verdict.check import FAIL, INFO, WARN, check_path
 from tooling.cli import main as cli
-from tooling.errors import UserError
+from tooling.common.errors import UserError
 
 
 def only(report):

@@ -10,7 +10,7 @@ from benchmarks.common.config import (BENCHMARKS, PLATFORMS, SCHEMA, ConfigError
                                       load_config)
 from benchmarks.common.rules import RULESETS
 from tests.conftest import REPO
-from tooling.render import SCRIPTS
+from tooling.prep.render import SCRIPTS
 
 
 @pytest.mark.parametrize("bm", BENCHMARKS)
@@ -90,12 +90,12 @@ def test_schema_docs_every_knob():
 
 def test_rendered_scripts_match_configs():
   """Scripts and READMEs are generated from the configs; a hand edit or a config change without `tinyperf render` fails."""
-  from tooling.render import stale_files
+  from tooling.prep.render import stale_files
   assert stale_files() == []
 
 
 def test_render_detects_drift(tmp_path, monkeypatch):
-  from tooling import render
+  from tooling.prep import render
   files = render.rendered_files()
   path, text = next((p, t) for p, t in files.items() if p.name == "run_and_time.sh")
   assert "--platform" in text and "set -euo pipefail" in text

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import io
 
-from tooling.console import Console
+from tooling.launch.console import Console
 
 OUTPUT = (b':::MLLOG {"key": "init_start", "value": null}\n'
           b"init train step 0: 48628.5 ms, loss 1.386\n"

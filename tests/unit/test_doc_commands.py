@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common.config import ROOT
-from tooling import cli, prep
+from tooling import cli
+from tooling.prep import prep
 
 # how a placeholder is filled in: by name where the parser checks the value (choices, int), else a plain word
 PLACEHOLDERS = {"bm": "resnet", "benchmark": "resnet", "dataset": "imagenet", "platform": "cpu_smoke", "p": "cpu_smoke",
@@ -178,7 +179,7 @@ def doc_files() -> list[tuple[Path, str]]:
     if p.suffix in (".md", ".sh", ".yaml"): files.append((p, {".md": "md", ".sh": "sh", ".yaml": "yaml"}[p.suffix]))
   files += [(ROOT / "compose.yaml", "yaml"), (ROOT / "smoke.sh", "sh"), (ROOT / "test.sh", "sh")]
   # hints in error messages and help texts: `tinyperf ...` in the code's strings
-  files += [(p, "py") for p in sorted([*ROOT.glob("tooling/*.py"), *ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("scripts/*.py")])]
+  files += [(p, "py") for p in sorted([*ROOT.glob("tooling/**/*.py"), *ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("scripts/*.py")])]
   return [(p, k) for p, k in files if p.is_file()]
 
 
@@ -231,7 +232,7 @@ def test_a_right_command_passes(doc, kind):
 
 def test_readme_and_usage_say_what_is_pinned():
   """The docs' claim about the base images follows images.lock.json: 'not pinned yet' exactly while a digest is null."""
-  from tooling.images import load_lock
+  from tooling.prep.images import load_lock
   unpinned = [v for v, e in load_lock()["images"].items() if not e.get("digest")]
   for doc in ("README.md", "docs/usage.md"):
     text = " ".join((ROOT / doc).read_text().lower().split())
@@ -239,7 +240,7 @@ def test_readme_and_usage_say_what_is_pinned():
 
 
 def test_no_document_uses_a_deprecated_flag():
-  """--backend, --no-container and --container-runtime still parse for one release (tooling/run.py launch_mode), but
+  """--backend, --no-container and --container-runtime still parse for one release (tooling/launch/run.py launch_mode), but
   what users read shows --scheduler and --runtime."""
   old = {"--backend", "--no-container", "--container-runtime"}
   bad = [f"{c.where}: `{c.text}`" for c in all_commands()

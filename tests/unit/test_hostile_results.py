@@ -16,12 +16,12 @@ import pytest
 from conftest import REPO
 from mllog_builder import make_package, write_log
 from run_builder import make_runs
-from tooling.check import DirReport, _hparam_check, _oversized, check_path
+from tooling.verdict.check import DirReport, _hparam_check, _oversized, check_path
 from tooling.cli import main as cli
-from tooling.mllog_reader import read_log
-from tooling.report import throughput_series
-from tooling.safe_read import MAX_LOG_BYTES
-from tooling.submission_tree import discover
+from tooling.common.mllog_reader import read_log
+from tooling.perf.report import throughput_series
+from tooling.common.safe_read import MAX_LOG_BYTES
+from tooling.common.submission_tree import discover
 
 BENCH = ("results", "tinybox_green", "resnet")
 

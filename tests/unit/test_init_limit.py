@@ -5,7 +5,7 @@ import time
 
 from benchmarks.common.config import load_config
 from benchmarks.common.rules import CLOSED_INIT_STOP_S
-from tooling import backends
+from tooling.launch import backends
 
 REAL_STREAM = backends.stream_process   # before any test patches it
 INIT_STOP_LINE = ':::MLLOG {"namespace": "", "event_type": "INTERVAL_END", "key": "init_stop", "value": null}'
@@ -48,7 +48,7 @@ def test_closed_division_gets_the_limit_and_open_does_not(monkeypatch, tmp_path)
 
 
 def test_a_crash_shows_its_last_lines_and_a_missed_target_does_not(monkeypatch, tmp_path):
-  from tooling.console import Console
+  from tooling.launch.console import Console
   cfg = load_config("resnet", "cpu_smoke", environ={})
   stop = ':::MLLOG {"namespace": "", "time_ms": 2, "event_type": "INTERVAL_END", "key": "run_stop", "value": null, ' \
          '"metadata": {"status": "aborted"}}'

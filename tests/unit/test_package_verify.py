@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tooling import mlperf_tools, package
+from tooling.common import mlperf_tools
+from tooling.ship import package
 from tooling.cli import main as cli
-from tooling.errors import UserError
+from tooling.common.errors import UserError
 
 NAME = "mlperf_submission_tinycorp.tar.gz"
 

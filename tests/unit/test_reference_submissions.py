@@ -5,9 +5,9 @@ import json
 import pytest
 
 from conftest import shared_dir
-from tooling import mlperf_tools
-from tooling.check import FAIL, check_path
-from tooling.score import score_path
+from tooling.common import mlperf_tools
+from tooling.verdict.check import FAIL, check_path
+from tooling.verdict.score import score_path
 
 STATUS_ERROR = "Field status contains a non valid value: available"
 

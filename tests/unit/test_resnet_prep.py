@@ -256,7 +256,7 @@ def test_synthetic_is_learnable_from_random_crops(tmp_path):
 # ---------------------------------------------------------------------------------------------- tinyperf prep (tooling)
 
 def _tooling_args(*argv):
-  from tooling import prep as TP
+  from tooling.prep import prep as TP
   p = argparse.ArgumentParser(prog="tinyperf prep")
   TP.add_arguments(p)
   return TP, p.parse_args([str(a) for a in argv])
@@ -288,7 +288,7 @@ def test_tinyperf_prep_help_is_the_modules(capfd):
 
 def test_cli_registers_prep():
   from tooling import cli
-  assert cli.VERBS["prep"][0] == "tooling.prep"
+  assert cli.VERBS["prep"][0] == "tooling.prep.prep"
 
 
 def test_module_runs_standalone(tmp_path):

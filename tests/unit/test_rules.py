@@ -14,9 +14,9 @@ from benchmarks.common import rules
 from benchmarks.common.config import BENCHMARKS, ConfigError, load_config
 from benchmarks.common.io import InputError
 from tests.conftest import REPO
-from tooling import check
-from tooling import run
-from tooling.submission_tree import choose_ruleset
+from tooling.verdict import check
+from tooling.launch import run
+from tooling.common.submission_tree import choose_ruleset
 
 
 @pytest.mark.parametrize("bm", BENCHMARKS)

@@ -14,8 +14,8 @@ import pytest
 
 from benchmarks.common.config import SCHEMA, load_config
 from tests.conftest import REPO
-from tooling import ledger as L, slurm as S, status as ST
-from tooling.errors import UserError
+from tooling.launch import ledger as L, slurm as S, status as ST
+from tooling.common.errors import UserError
 
 
 def tinyperf(*args, env=None):
@@ -209,7 +209,7 @@ def test_ledger_lock_is_a_posix_lock_that_excludes_other_processes(tmp_path):
   ledger = tmp_path / "ledger.json"
   holder = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
-from tooling import ledger as L
+from tooling.launch import ledger as L
 with L.Ledger.locked({str(ledger)!r}):
   print("locked", flush=True); time.sleep(30)
 """], cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -227,7 +227,7 @@ def test_concurrent_writers_lose_no_attempt(tmp_path):
   ledger = tmp_path / "ledger.json"
   code = f"""
 import sys
-from tooling import ledger as L
+from tooling.launch import ledger as L
 w = int(sys.argv[1])
 for k in range(25): L.add_attempt({str(ledger)!r}, L.Attempt(index=w, seed=w * 1000 + k))
 """

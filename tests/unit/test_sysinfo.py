@@ -7,8 +7,9 @@ import time
 import pytest
 
 from conftest import REPO
-from tooling import mlperf_tools, sysinfo
-from tooling import results_tree as T
+from tooling.common import mlperf_tools
+from tooling.launch import sysinfo
+from tooling.common import results_tree as T
 from tooling.cli import main as cli
 
 FIX = REPO / "tests" / "fixtures" / "sysinfo"
@@ -295,7 +296,7 @@ def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
 
 def test_run_description_names_the_overrides_file_and_the_allowed_values(tmp_path):
   from benchmarks.common.config import load_config
-  from tooling.errors import UserError
+  from tooling.common.errors import UserError
   f, notes = sysinfo.detect(cpu_probe())
   with pytest.raises(UserError) as e:
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), f, notes, {"status": "onprem"},
@@ -334,7 +335,7 @@ def test_detect_entrypoint_writes_this_machines_facts(tmp_path):
   import subprocess
   import sys
   out = tmp_path / "detected.json"
-  p = subprocess.run([sys.executable, "-m", "tooling.sysinfo", "--detect-json", str(out)], cwd=REPO, text=True,
+  p = subprocess.run([sys.executable, "-m", "tooling.launch.sysinfo", "--detect-json", str(out)], cwd=REPO, text=True,
                      capture_output=True, env={"PATH": "/usr/bin:/bin", "TINYPERF_IMAGE": IMAGE}, timeout=120)
   assert p.returncode == 0, p.stderr
   found = json.loads(out.read_text())
@@ -354,7 +355,7 @@ def test_run_refuses_a_bad_overrides_file_before_anything(capsys, tmp_path):
 
 
 def test_record_run_system_unwritable_is_a_clear_error(tmp_path):
-  from tooling.errors import UserError
+  from tooling.common.errors import UserError
   (tmp_path / "R").write_text("a file, not a directory")
   with pytest.raises(UserError, match="cannot write the system description .*R/systems/x.json.*Nothing was run"):
     sysinfo.record_run_system(tmp_path / "R", "x", {"submitter": "a"})

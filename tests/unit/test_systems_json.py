@@ -6,7 +6,7 @@ import pytest
 
 from conftest import REPO
 from benchmarks.common.config import PLATFORMS
-from tooling import mlperf_tools
+from tooling.common import mlperf_tools
 
 SYSTEMS = REPO / "systems"
 STATUS = "Available on-premise"

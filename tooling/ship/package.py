@@ -45,14 +45,15 @@ from pathlib import Path, PurePosixPath
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import required_runs, result_name
-from tooling import ledger as L
-from tooling import results_tree as T
-from tooling import mlperf_tools, render
-from tooling.compose import render_compose
-from tooling.errors import UserError, write_atomic
-from tooling.mllog_reader import read_log
-from tooling.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines, read_bytes, require_regular
-from tooling.submission_tree import read_systems_json
+from tooling.launch import ledger as L
+from tooling.common import results_tree as T
+from tooling.common import mlperf_tools
+from tooling.prep import render
+from tooling.prep.compose import render_compose
+from tooling.common.errors import UserError, write_atomic
+from tooling.common.mllog_reader import read_log
+from tooling.common.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines, read_bytes, require_regular
+from tooling.common.submission_tree import ORG_NAME, read_systems_json
 
 MAX_FILE_BYTES = 50 * MiB              # repo_checker's limit (its "50MB" is 50 MiB)
 # --verify's bounds on an archive (docs/package.md): a resnet + bert package of one system is 201 members and 1.8 MB
@@ -64,7 +65,6 @@ MAX_SHA1_BYTES = 4096                  # one `sha1sum` line
 ENC_MAGIC = b"Salted__"               # what `openssl enc` with a password writes first
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_PASSPHRASE = 1024
-ORG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 # What a packaged implementation holds, relative to the repository root. benchmarks/<bm>/ is added per benchmark, and
 # of its implementations/ only the packaged platform (config.yaml plus freshly rendered scripts).
@@ -337,7 +337,7 @@ def repo_rules(org_dir: Path) -> list[str]:
 
 def check_tree(org_dir: Path) -> tuple[bool, str]:
   """The full `tinyperf check`, the repository rules and the real repo_checker. Returns (accepted, report text)."""
-  from tooling.check import check_path
+  from tooling.verdict.check import check_path
   report = check_path(org_dir)
   text = [report.render()]
   ok = report.accepted

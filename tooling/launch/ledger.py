@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
 from benchmarks.common.io import file_digest
-from tooling.errors import UserError, write_atomic
-from tooling import results_tree as T
+from tooling.common.errors import UserError, write_atomic
+from tooling.common import results_tree as T
 
 DONE, FAILED, INTERRUPTED, RUNNING = "done", "failed", "interrupted", "running"
 CLAIM = "claim.lock"      # in the run's work directory; its owner holds a POSIX lock on it
@@ -98,7 +98,7 @@ class Claim:
 
 def log_outcome(log: Path) -> bool | None:
   """None when the MLPerf log did not finish (no run_stop: crashed, killed, unreadable); else whether it converged."""
-  from tooling.mllog_reader import read_log
+  from tooling.common.mllog_reader import read_log
   try: stop = read_log(log, require_benchmark=False).first("run_stop")
   except (UserError, OSError): return None
   return None if stop is None else (stop.metadata or {}).get("status") == "success"

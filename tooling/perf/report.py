@@ -25,12 +25,12 @@ from pathlib import Path
 
 from benchmarks.common.config import available_platforms, load_config
 from benchmarks.common.runtime import metrics_path
-from tooling import ledger as L
-from tooling import results_tree as T
-from tooling.errors import UserError, write_atomic
-from tooling.mllog_reader import MLLog
-from tooling.safe_read import iter_lines
-from tooling.submission_tree import BenchDir, discover
+from tooling.launch import ledger as L
+from tooling.common import results_tree as T
+from tooling.common.errors import UserError, write_atomic
+from tooling.common.mllog_reader import MLLog
+from tooling.common.safe_read import iter_lines
+from tooling.common.submission_tree import BenchDir, discover
 
 MLPERF_TARGET = {"resnet": 0.759, "bert": 0.720}
 
@@ -162,8 +162,8 @@ def _target(system: str, benchmark: str, division: str) -> tuple[float, str]:
 
 
 def collect(path: Path) -> list[BenchData]:
-  from tooling.check import WARN, check_path
-  from tooling.score import score_bench_dir
+  from tooling.verdict.check import WARN, check_path
+  from tooling.verdict.score import score_bench_dir
   t = discover(path)
   if t.kind == "file":
     raise UserError(f"{path}: one result log; give the directory of a set of runs (a `tinyperf run` --results "

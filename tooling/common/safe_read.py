@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Iterator
 
-from tooling.errors import UserError
+from tooling.common.errors import UserError
 
 MiB = 2 ** 20
 MAX_LOG_BYTES = 32 * MiB      # one MLPerf result log: real ones are 30 KB (ours) to a few MB (per-step loggers)
@@ -84,7 +84,7 @@ def read_bytes(path: str | os.PathLike, cap: int = MAX_LOG_BYTES, what: str = "r
     raise os_error(path, e) from None
   if len(data) > cap:
     raise UserError(f"{path}: over {cap // MiB} MiB, too large for a {what} (tinyperf reads at most {cap // MiB} MiB "
-                    f"of one; tooling/safe_read.py). It is not a {what}, or it is damaged; move it out of the way.")
+                    f"of one; tooling/common/safe_read.py). It is not a {what}, or it is damaged; move it out of the way.")
   return data
 
 

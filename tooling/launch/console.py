@@ -13,7 +13,7 @@ TAIL_LINES = 25
 
 
 class Console:
-  """Callable sink for a phase's output bytes (tooling/backends.py stream_process, the container backend's stream)."""
+  """Callable sink for a phase's output bytes (tooling/launch/backends.py stream_process, the container backend's stream)."""
   def __init__(self, verbose: bool = False, out=None):
     self.verbose, self.out = verbose, out or sys.stdout
     self.prefix, self._partial, self.tail = "", b"", deque(maxlen=TAIL_LINES)

@@ -1,17 +1,17 @@
 """`tinyperf run BENCHMARK --platform P --nexp N`: N seeded INIT+RUN runs, each checked, recorded in a resumable ledger.
 
-It writes the tree under --results R that tooling/results_tree.py lays out: result_<i>.txt of finished runs, the ledger
+It writes the tree under --results R that tooling/common/results_tree.py lays out: result_<i>.txt of finished runs, the ledger
 of every attempt, each attempt's work directory, and R/systems/<system>.json, the machine the runs ran on
-(tooling/sysinfo.py: detected where the runs run, over the repository's systems/<system>.json, under --system-overrides).
+(tooling/launch/sysinfo.py: detected where the runs run, over the repository's systems/<system>.json, under --system-overrides).
 Two choices say where the runs run:
   --scheduler  local (default): here, one run after the other, by the run loop below; slurm: one Slurm array job
-               (tooling/slurm.py) whose tasks each run this verb with --only-index, on their own node.
+               (tooling/launch/slurm.py) whose tasks each run this verb with --only-index, on their own node.
   --runtime    docker (default): one container per run in the platform's image; host: this Python on this machine
                (also what a compose service runs inside its image); pyxis (Slurm only): srun --container-image.
-The run loop knows one interface, tooling/backends.py's Backend (preflight, system detection, page-cache drop, INIT +
+The run loop knows one interface, tooling/launch/backends.py's Backend (preflight, system detection, page-cache drop, INIT +
 RUN); it never imports tinygrad or training code: the training entrypoint is started as a process.
 
-Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/ledger.py), skips
+Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/launch/ledger.py), skips
 runs another live launcher has claimed, and settles the attempts of launchers that died (docs/ledger.md)."""
 from __future__ import annotations
 import argparse
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING
 from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
-from tooling.errors import UserError, write_atomic
-from tooling import ledger as L
-from tooling import results_tree as T
-from tooling.prep import check_prepared
-from tooling import slurm
-if TYPE_CHECKING: from tooling.backends import Backend
+from tooling.common.errors import UserError, write_atomic
+from tooling.launch import ledger as L
+from tooling.common import results_tree as T
+from tooling.prep.prep import check_prepared
+from tooling.launch import slurm
+if TYPE_CHECKING: from tooling.launch.backends import Backend
 
 
 
@@ -114,7 +114,7 @@ def launch_mode(args) -> tuple[str, str]:
 
 
 def _org(name: str) -> str:
-  from tooling.package import ORG_NAME
+  from tooling.common.submission_tree import ORG_NAME
   if not ORG_NAME.fullmatch(name):
     raise argparse.ArgumentTypeError(f"{name!r}: the submitter name names a directory and the tarball; use letters, "
                                      f"digits and _ . + - (no spaces, no leading dot)")
@@ -126,8 +126,8 @@ def _org(name: str) -> str:
 def check_log(log: Path) -> tuple[bool | None, str]:
   """Compliance of one finished log with the real checker (+ our extra checks). Returns (accepted, one-line summary);
   accepted is None when a checker crashed: no verdict is recorded, `tinyperf check` can be rerun on the result."""
-  from tooling.check import check_path
-  from tooling.errors import ToolError
+  from tooling.verdict.check import check_path
+  from tooling.common.errors import ToolError
   try: report = check_path(log)
   except ToolError as e: return None, f"not checked ({e})"
   fr = report.files[0]
@@ -241,7 +241,7 @@ def main(args) -> int:
   if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
   nexp = args.nexp or required_runs(args.benchmark)
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
-  from tooling import sysinfo
+  from tooling.launch import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
   # the machine's record names the same submitter as the logs (package and check compare them); an overrides file wins
   if args.org: overrides.setdefault("submitter", args.org)
@@ -253,8 +253,8 @@ def main(args) -> int:
 
 def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict) -> int:
   """The local scheduler: the runs not yet finished (or run --only-index), one after the other, on the runtime's backend."""
-  from tooling import sysinfo
-  from tooling.backends import open_backend
+  from tooling.launch import sysinfo
+  from tooling.launch.backends import open_backend
   check_prepared(cfg, args.data)
   T.ensure_writable(args.results)
   results_dir, work_root = T.set_dirs(Path(os.path.abspath(args.results)), cfg)   # the ledger stores paths under it
@@ -291,7 +291,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
           f"{'' if pending else ' is already finished'}{others}", flush=True)
   # scancel, a Slurm time limit, `kill` or a closed terminal: record the run as interrupted
   for sig in _STOPPED_BY: signal.signal(sig, _stop_signal)
-  from tooling.console import Console
+  from tooling.launch.console import Console
   console = Console(verbose=args.verbose)
   tried: set[int] = set()
   while (claimed := _claim_next(cfg, ledger_path, results_dir, nexp, args.only_index, tried, backend)):

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks.common.rules import RESULT_GLOB, max_dropped_runs
-from tooling.mllog_reader import MLLog
-from tooling import mlperf_tools
-from tooling.submission_tree import BenchDir, discover
+from tooling.common.mllog_reader import MLLog
+from tooling.common import mlperf_tools
+from tooling.common.submission_tree import BenchDir, discover
 
 
 def time_to_train_minutes(log: MLLog) -> float | None:

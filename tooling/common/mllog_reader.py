@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tooling.errors import UserError
-from tooling.safe_read import MAX_LOG_BYTES, read_bytes
+from tooling.common.errors import UserError
+from tooling.common.safe_read import MAX_LOG_BYTES, read_bytes
 
 TOKEN = ":::MLLOG "
 REQUIRED_FIELDS = ("time_ms", "key", "value", "metadata")

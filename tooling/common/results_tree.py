@@ -2,9 +2,9 @@
 
   R/results/<system>/<bm>/result_<i>.txt   finished runs: the submitter tree's results/ (never overwritten)
   R/systems/<system>.json                  the machine the runs ran on (variants/ keeps earlier, different ones)
-  R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/ledger.py)
+  R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/launch/ledger.py)
   R/runs/<system>/<bm>/run_<i>_<seed>/     one attempt: output.log, the MLPerf log RUN_LOG while it is written, cache/
-  R/runs/<system>/<bm>/slurm.json          every Slurm submission of the set (tooling/slurm.py)
+  R/runs/<system>/<bm>/slurm.json          every Slurm submission of the set (tooling/launch/slurm.py)
   R/runs/<system>/<bm>/slurm/              the Slurm scripts and each task's output and exit record
 
 results/ and systems/ are named as in an MLCommons submitter directory <org>/, so R can be checked like one."""
@@ -14,11 +14,11 @@ import socket
 from pathlib import Path
 
 from benchmarks.common.rules import result_name
-from tooling.errors import UserError
+from tooling.common.errors import UserError
 
 RESULTS, SYSTEMS, RUNS = "results", "systems", "runs"
 LEDGER = "ledger.json"
-SLURM_RECORD = "slurm.json"   # every Slurm submission of a set (tooling/slurm.py)
+SLURM_RECORD = "slurm.json"   # every Slurm submission of a set (tooling/launch/slurm.py)
 RUN_LOG = "mlperf.txt"     # the MLPerf log a run writes in its work directory (copied to result_<i>.txt when done)
 OUTPUT_LOG = "output.log"  # a run's whole console output, in its work directory
 CACHE = "cache"            # tinygrad's kernel cache of a run, in its work directory

@@ -10,7 +10,7 @@ The result is validated with the real system_desc_checker for every ruleset the 
 configs that name it, or --ruleset) before anything is written, and an existing file is never replaced without --force.
 
 `tinyperf run` records the machine its runs ran on as RESULTS/systems/<system>.json (record_run_system): detected in
-the run's container (`python -m tooling.sysinfo --detect-json FILE`, with the image in TINYPERF_IMAGE) or on the host
+the run's container (`python -m tooling.launch.sysinfo --detect-json FILE`, with the image in TINYPERF_IMAGE) or on the host
 with --runtime host, layered over the repository's systems/<system>.json and under --system-overrides.
 
 Detection reads through a Probe (files, commands, environment), so tests feed it recorded outputs."""
@@ -34,9 +34,9 @@ import yaml
 
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config
 from benchmarks.common.rules import RULESETS
-from tooling import mlperf_tools
-from tooling.errors import UserError, write_atomic
-from tooling import results_tree as T
+from tooling.common import mlperf_tools
+from tooling.common.errors import UserError, write_atomic
+from tooling.common import results_tree as T
 
 # The fields system_desc_checker requires (presence only), in its order.
 FIELDS = (
@@ -450,7 +450,7 @@ def run_description(cfg, detected: dict, notes: list[str], overrides: dict, over
   """The systems JSON of the machine the runs of `cfg` run on: the repository's systems/<system>.json (for what no
   machine can tell about itself: submitter, status, storage, cooling, marketing names) under what detection found, under
   the overrides; the division is the config's. Validated like `tinyperf sysinfo`; UserError naming the field."""
-  from tooling.submission_tree import read_systems_json
+  from tooling.common.submission_tree import read_systems_json
   system = cfg["system"]
   base_path = T.systems_json(ROOT, system)
   base = read_systems_json(base_path) if base_path.is_file() else {}
@@ -486,7 +486,7 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   (a reboot into a new kernel is enough to differ), while this keeps both descriptions for the reviewer."""
   # Slurm array tasks on several nodes start together: compare-then-write happens under a lock across nodes, or the
   # second writer would find the first one's file appearing under it
-  from tooling.ledger import file_lock
+  from tooling.launch.ledger import file_lock
   try:
     with file_lock(T.systems_lock(Path(results))):
       return _record_run_system(Path(results), system, data)
@@ -533,9 +533,9 @@ def _record_run_system(results: Path, system: str, data: dict) -> Path:
 
 
 def detect_main(argv: list[str] | None = None) -> int:
-  """`python -m tooling.sysinfo --detect-json FILE`: this machine's facts as JSON, for `tinyperf run` (which runs it in
+  """`python -m tooling.launch.sysinfo --detect-json FILE`: this machine's facts as JSON, for `tinyperf run` (which runs it in
   the run's container and merges and validates the result on the host)."""
-  p = argparse.ArgumentParser(prog="python -m tooling.sysinfo", description=detect_main.__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(prog="python -m tooling.launch.sysinfo", description=detect_main.__doc__.splitlines()[0])
   p.add_argument("--detect-json", type=Path, required=True, help="where to write {fields, notes}")
   args = p.parse_args(argv)
   fields, notes = detect()

@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from tooling import ledger as L
-from tooling import results_tree as T
-from tooling import slurm
-from tooling.errors import UserError
+from tooling.launch import ledger as L
+from tooling.common import results_tree as T
+from tooling.launch import slurm
+from tooling.common.errors import UserError
 
 
 def add_arguments(p: argparse.ArgumentParser):

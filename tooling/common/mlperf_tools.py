@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common.rules import USAGE
-from tooling.errors import ToolError, UserError
+from tooling.common.errors import ToolError, UserError
 
 SEPARATOR = "-" * 30
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, SCHEMA, ConfigError, bert_dropout, load_config
-from tooling.errors import UserError
+from tooling.common.errors import UserError
 
 TAG = "tinyperf-bench "
 
@@ -78,7 +78,7 @@ def run_tinygrad(args, extra_env: dict) -> dict:
            "--seed", "0", "--results", tmp, "--benchmark-steps", str(args.steps)]
     t0, out = time.time(), io.BytesIO()
     try:
-      from tooling.backends import stream_process
+      from tooling.launch.backends import stream_process
       rc, stopped = stream_process(cmd, env, out, ROOT, time_limit=args.time_limit)
     finally:
       if args.beam_cache: save_beam_cache(Path(env["CACHEDB"]), args.beam_cache)

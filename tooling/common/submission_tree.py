@@ -4,16 +4,19 @@ or a submitter directory <org>/{systems,benchmarks,results}. Reads every log and
 from __future__ import annotations
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.common.rules import RESULT_GLOB, RULESETS
-from tooling.errors import UserError
-from tooling.mllog_reader import TOKEN, MLLog, read_log
-from tooling import mlperf_tools
-from tooling import results_tree as T
-from tooling.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, kind_of, list_dir, os_error, read_bytes, read_text
+from tooling.common.errors import UserError
+from tooling.common.mllog_reader import TOKEN, MLLog, read_log
+from tooling.common import mlperf_tools
+from tooling.common import results_tree as T
+from tooling.common.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, kind_of, list_dir, os_error, read_bytes, read_text
 
+# a submitter name: it names the <org>/ directory of a submission and its tarball
+ORG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 LOG_SUFFIXES = (".txt", ".log")
 AUX_FILES = {"scaling.json", "package_checker_params"}   # files package_checker and the summarizer read themselves
 AUX_DIRS = {"power"}

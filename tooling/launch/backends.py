@@ -2,11 +2,11 @@
 
   HostBackend       `--runtime host`: this Python on this machine, INIT + RUN as one process (host_run). It is also what
                     runs inside an image: a compose service's `tinyperf run`, a Slurm task with --runtime pyxis, and
-                    `python -m tooling.inside` in each container of the container backend.
+                    `python -m tooling.launch.inside` in each container of the container backend.
   ContainerBackend  `--runtime docker` (the default): one container per run in the platform's image (preflight + INIT +
                     RUN inside), the host's page cache dropped before each, its output streamed to the run's output.log.
 
-Slurm is not a backend but a scheduler (tooling/slurm.py): each of its array tasks runs `tinyperf run --only-index I`
+Slurm is not a backend but a scheduler (tooling/launch/slurm.py): each of its array tasks runs `tinyperf run --only-index I`
 with one of these on its node.
 
 The container backend, per run i (seed S), under R/runs/<system>/<bm>/run_<i>_<S>/ on the host:
@@ -35,13 +35,13 @@ from typing import Protocol
 from benchmarks.common.config import ROOT, PlatformConfig
 from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN
 from benchmarks.preflight import shm_size_for
-from tooling import container as C
-from tooling.errors import UserError
-from tooling import ledger as L
-from tooling import results_tree as T
+from tooling.common import container as C
+from tooling.common.errors import UserError
+from tooling.launch import ledger as L
+from tooling.common import results_tree as T
 
 class Backend(Protocol):
-  """What the run loop of `tinyperf run` (tooling/run.py) needs of a place to run, and all it knows of one."""
+  """What the run loop of `tinyperf run` (tooling/launch/run.py) needs of a place to run, and all it knows of one."""
   kind: str   # what the ledger records as an attempt's backend: "host", or "container" for a run in an image
 
   def describe(self) -> str:
@@ -55,7 +55,7 @@ class Backend(Protocol):
   def drop_page_cache(self) -> str:
     """Flush the host's page cache before a run, as the rules require; returns the method (recorded and logged)."""
   def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
-    """INIT + RUN of run `index`, its output to out_file and console (a tooling.console.Console).
+    """INIT + RUN of run `index`, its output to out_file and console (a tooling.launch.console.Console).
     Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
 
 
@@ -96,7 +96,7 @@ def raw_stdout(chunk: bytes): sys.stdout.buffer.write(chunk); sys.stdout.buffer.
 
 def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None,
                    console=raw_stdout, limit_until: bytes | None = None) -> tuple[int, bool]:
-  """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tooling.console
+  """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tooling.launch.console
   Console shows milestones) as it arrives (a crash keeps what was printed). With time_limit, its whole process group
   (BEAM's workers too) is killed after that many seconds, unless limit_until appeared in its output before (the limit
   then no longer applies: INIT's limit ends at init_stop).
@@ -145,10 +145,10 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
              init_limit_s: float | None = None, console=None, cache_drop: str | None = None) -> tuple[dict, Path]:
   """INIT then RUN in one process with this Python (`--phase all`, RUN replays what INIT compiled), the way
   run_and_time.sh does it, writing one MLPerf log in `work`. HostBackend calls it; in a container,
-  tooling/inside.py does (with the kernel cache on its own volume).
+  tooling/launch/inside.py does (with the kernel cache on its own volume).
   init_limit_s: stop the process if INIT has not ended (init_stop) after this long (default: CLOSED_INIT_STOP_S in the
   closed division, none in open). Returns ({"run": exit code}, log), or {"init": exit code} when INIT was stopped.
-  console: a tooling.console.Console (milestones, the tail of a failed run); None: all output raw.
+  console: a tooling.launch.console.Console (milestones, the tail of a failed run); None: all output raw.
   cache_drop: how the launcher dropped the page cache (INIT logs it instead of dropping it again)."""
   log = work / T.RUN_LOG
   env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / T.CACHE / "tinygrad.db")}
@@ -222,7 +222,7 @@ class HostBackend:
   def preflight(self): _host_preflight(self.cfg, self.data, self.work_root, self.verbose)
 
   def detect_system(self) -> tuple[dict, list[str]]:
-    from tooling import sysinfo
+    from tooling.launch import sysinfo
     return sysinfo.detect()
 
   def drop_page_cache(self) -> str: return drop_host_page_cache(self.data)   # INIT logs the method instead of dropping again
@@ -323,12 +323,12 @@ class ContainerBackend:
 
   # ------------------------------------------------------------------------------------------------------ sysinfo
   def detect_system(self) -> tuple[dict, list[str]]:
-    """The machine as the runs see it: `python -m tooling.sysinfo` in a container like the runs' (same image, devices
+    """The machine as the runs see it: `python -m tooling.launch.sysinfo` in a container like the runs' (same image, devices
     and user), told its image in TINYPERF_IMAGE. Returns (fields, notes) for sysinfo.run_description."""
     d = Path(tempfile.mkdtemp(prefix="sysinfo-", dir=self.work_root))
     try:
       d.chmod(0o755); self._own(d)
-      cmd = ["python", "-m", "tooling.sysinfo", "--detect-json", "/work/detected.json"]
+      cmd = ["python", "-m", "tooling.launch.sysinfo", "--detect-json", "/work/detected.json"]
       spec = self._spec(self._name(f"sysinfo-{os.getpid()}"), cmd, [(str(d), "/work", False)],
                         {"TINYPERF_IMAGE": self.image_ref()}, "sysinfo", {})
       out = bytearray()
@@ -341,7 +341,7 @@ class ContainerBackend:
       if rc != 0 or not isinstance(fields, dict):
         tail = "\n    ".join(out.decode(errors="replace").strip().splitlines()[-8:])
         raise UserError(f"detecting the system in {self.tag} failed (exit {rc}):\n    {tail}\nAn image built before "
-                        f"`tinyperf run` recorded the system has no `python -m tooling.sysinfo`: rebuild it with "
+                        f"`tinyperf run` recorded the system has no `python -m tooling.launch.sysinfo`: rebuild it with "
                         f"`tinyperf build --vendor {self.vendor}`. Nothing was run or timed.")
       return fields, list(notes)
     finally:
@@ -351,11 +351,11 @@ class ContainerBackend:
   def drop_page_cache(self) -> str: return drop_host_page_cache(self.data)
 
   def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
-    """One INIT + RUN in a fresh container; its output goes to out_file and console (a tooling.console.Console).
+    """One INIT + RUN in a fresh container; its output goes to out_file and console (a tooling.launch.console.Console).
     Returns (exit codes, MLPerf log path, note for the ledger)."""
     cache = work / T.CACHE; cache.mkdir(exist_ok=True)
     self._own(work)
-    cmd = ["python", "-m", "tooling.inside", "--benchmark", self.cfg.benchmark, "--platform", self.cfg.platform,
+    cmd = ["python", "-m", "tooling.launch.inside", "--benchmark", self.cfg.benchmark, "--platform", self.cfg.platform,
            "--seed", str(seed), "--data", "/data", "--work", "/work", "--cache", "/cache"]
     spec = self._spec(self._name(f"{index}-{seed}"), cmd,
                       [(str(self.data), "/data", True), (str(work), "/work", False), (str(cache), "/cache", False)],

@@ -4,7 +4,7 @@
 Every value that depends on a platform comes from its config.yaml: the image (vendor), the GPU count (GPUS), /dev/shm
 (the loader's ring sizes), the default number of runs, the time limit. `tinyperf render` writes the file and
 `tinyperf render --check` (and tests/unit/test_containers.py) fail when it differs from the configs. The settings are
-the ones tooling/backends.py gives `tinyperf run`'s containers; inside, a service runs the host backend of `tinyperf
+the ones tooling/launch/backends.py gives `tinyperf run`'s containers; inside, a service runs the host backend of `tinyperf
 run` (`--runtime host`), so compose and the launcher share one code path from the entrypoint down.
 
 Host directories: the bind mounts use the long syntax, so the daemon never creates a missing source (as root, which the
@@ -28,7 +28,7 @@ import yaml
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from benchmarks.common.rules import required_runs
 from benchmarks.preflight import shm_size_for
-from tooling.errors import UserError, write_atomic
+from tooling.common.errors import UserError, write_atomic
 
 COMPOSE = ROOT / "compose.yaml"
 ENV_FILE = ".env"
@@ -48,7 +48,7 @@ SETUP = "tinyperf compose {service}"
 
 HEADER = """\
 # Generated from the platform configs by `tinyperf render`: edit benchmarks/*/implementations/*/config.yaml or
-# tooling/compose.py, not this file (`tinyperf render --check` fails on drift). docs/containers.md has the sequence:
+# tooling/prep/compose.py, not this file (`tinyperf render --check` fails on drift). docs/containers.md has the sequence:
 #
 #   tinyperf images pin                           # or build with --allow-unpinned (not for a closed result)
 #   tinyperf build --vendor nv                    # images tinyperf:<vendor>; prep/check/package use tinyperf:cpu
@@ -83,7 +83,7 @@ def _bind(var: str, target: str, read_only: bool = False) -> dict:
 def _entry(binds: list[dict]) -> list[str]:
   """The entry step: check the writable mounts, naming the host directories, then exec the command."""
   writable = [f"{b['target']}={b['source'][2:b['source'].index(':-')]}" for b in binds if not b.get("read_only")]
-  return ["python", "-m", "tooling.compose", "--enter", *writable, "--"]
+  return ["python", "-m", "tooling.prep.compose", "--enter", *writable, "--"]
 
 
 def _gpu_settings(cfg: PlatformConfig) -> dict:
@@ -218,7 +218,7 @@ def prepare(services: list[str], cwd: Path | None = None, environ: dict | None =
   """The host side of `services`: the values compose needs, written to .env (the invoking user's UID/GID, absolute
   host directories), the writable directories created by this user, the read-only ones present. UserError naming the
   host directory and the fix. A data directory not prepared yet is a warning (appended to `warnings`)."""
-  from tooling import container as C
+  from tooling.common import container as C
   warnings = [] if warnings is None else warnings
   cwd, environ = cwd or compose_dir(), os.environ if environ is None else environ
   known = compose_dict()["services"]
@@ -264,7 +264,7 @@ def check_engine(services: list[str], values: dict[str, str], environ: dict | No
   """Each service's image is on the daemon and the host has its vendor's GPU runtime, or UserError with the fix
   (before compose would pull, or the daemon say `could not select device driver "nvidia"`)."""
   import docker
-  from tooling import container as C
+  from tooling.common import container as C
   environ = os.environ if environ is None else environ
   known, c = compose_dict()["services"], client or C.connect()
   for s in services:

@@ -10,7 +10,7 @@ Beside the ledger, for the submission record:
   R/runs/<system>/<bm>/slurm/job_<id>_<i>.exit   each task's exit status, written by the script when the task ends
 Only Slurm's own commands are used (sbatch, squeue, sinfo). sacct is not: without slurmdbd it has no data, so a run's
 state comes from squeue (queued, running, or how a task that ended minutes ago ended), the ledger (what the run itself
-recorded) and the .exit file (tooling/status.py puts them together)."""
+recorded) and the .exit file (tooling/launch/status.py puts them together)."""
 from __future__ import annotations
 import json
 import os
@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
-from tooling import ledger as L
-from tooling import results_tree as T
-from tooling.prep import check_prepared
-from tooling.errors import UserError, write_atomic
+from tooling.launch import ledger as L
+from tooling.common import results_tree as T
+from tooling.prep.prep import check_prepared
+from tooling.common.errors import UserError, write_atomic
 
 RUNTIMES = ("docker", "pyxis", "host")   # what runs each task (`tinyperf run --runtime`; a local run has no pyxis)
 IMAGE_PYTHON = "/opt/tinyperf/venv/bin/python"  # docker/install.sh installs the project into this venv in every image
@@ -314,7 +314,7 @@ def _check_path_chars(path: str, runtime: str):
 
 
 def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
-  """`tinyperf run --scheduler slurm` (its flags already checked together by tooling/run.py launch_mode): check what can
+  """`tinyperf run --scheduler slurm` (its flags already checked together by tooling/launch/run.py launch_mode): check what can
   be checked here, then submit the runs not yet done or queued. runtime: one of RUNTIMES."""
   for a in args.sbatch_arg:
     if not a.startswith("-") or "\n" in a:
@@ -340,7 +340,7 @@ def _check_before_submitting(cfg: PlatformConfig, spec: dict):
 
 def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
   """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
-  from tooling.build import git_revision
+  from tooling.prep.build import git_revision
   results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
   slurm_dir = T.slurm_dir(work_root)
   try:

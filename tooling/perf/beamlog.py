@@ -1,4 +1,4 @@
-"""`python -m tooling.beamlog LOG[.gz]`: what a BEAM search bought, read from a `DEBUG=2` train log (e.g. `DEBUG=2 tinyperf
+"""`python -m tooling.perf.beamlog LOG[.gz]`: what a BEAM search bought, read from a `DEBUG=2` train log (e.g. `DEBUG=2 tinyperf
 bench resnet --beam 1 ...`), also from a search that was stopped before it finished.
 
 Such a log holds (1) every kernel of the first train step, run at BEAM=0 (IGNORE_JIT_FIRST_BEAM), with its time and
@@ -187,7 +187,7 @@ def read(path: Path) -> str:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog="python -m tooling.beamlog", description=__doc__.split("\n\n")[0])
+  p = argparse.ArgumentParser(prog="python -m tooling.perf.beamlog", description=__doc__.split("\n\n")[0])
   p.add_argument("logs", nargs="+", type=Path)
   p.add_argument("--pair", action="store_true", help="two logs of searches started from the same cache (e.g. two BEAM_* "
                  "settings side by side): compare search time and kernel time per kernel")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tooling.errors import UserError
+from tooling.common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 # dataset -> (module that prepares it, one-line help). A dataset whose module has several steps takes the step as its

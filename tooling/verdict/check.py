@@ -21,13 +21,13 @@ from pathlib import Path
 
 from benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, RESULT_GLOB, RESULT_NAME, SEED_BITS,
                                      SEED_EVIDENCE, max_dropped_runs, required_runs, result_name)
-from tooling import mlperf_tools
-from tooling import results_tree as T
-from tooling.errors import ToolError
-from tooling.mllog_reader import MLLog
-from tooling.safe_read import MAX_LOG_BYTES
-from tooling.score import score_bench_dir, time_to_train_minutes
-from tooling.submission_tree import BenchDir, Target, discover, read_scaling
+from tooling.common import mlperf_tools
+from tooling.common import results_tree as T
+from tooling.common.errors import ToolError
+from tooling.common.mllog_reader import MLLog
+from tooling.common.safe_read import MAX_LOG_BYTES
+from tooling.verdict.score import score_bench_dir, time_to_train_minutes
+from tooling.common.submission_tree import BenchDir, Target, discover, read_scaling
 
 FAIL, WARN, INFO = "fail", "warn", "info"
 COUNT_FIELDS = ("number_of_nodes", "host_processors_per_node", "accelerators_per_node")

@@ -1,9 +1,9 @@
-"""What a `tinyperf run` container runs: preflight, then one INIT + RUN process, exactly as the host backend runs it (tooling/backends.py).
+"""What a `tinyperf run` container runs: preflight, then one INIT + RUN process, exactly as the host backend runs it (tooling/launch/backends.py).
 
-  python -m tooling.inside --benchmark B --platform P --seed S --data /data --work /work --cache /cache
+  python -m tooling.launch.inside --benchmark B --platform P --seed S --data /data --work /work --cache /cache
 
 The console output goes to stdout (the launcher streams it to the host while the run goes on); the MLPerf log is
-/work/mlperf.txt; /work/exit_codes.json records the exit codes for the ledger (tooling.backends.host_run's); the kernel cache
+/work/mlperf.txt; /work/exit_codes.json records the exit codes for the ledger (tooling.launch.backends.host_run's); the kernel cache
 (INIT's BEAM results and compiled kernels) is /cache/tinygrad.db on its own mounted volume. Exit code: the training
 process's (0 converged, 1 not), the stopped INIT's when its time limit ended it, 2 when preflight failed (nothing ran)."""
 from __future__ import annotations
@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 from benchmarks.common.config import load_config
-from tooling.errors import write_atomic
+from tooling.common.errors import write_atomic
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog="python -m tooling.inside", description=__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(prog="python -m tooling.launch.inside", description=__doc__.splitlines()[0])
   p.add_argument("--benchmark", required=True)
   p.add_argument("--platform", required=True)
   p.add_argument("--seed", type=int, required=True)
@@ -26,7 +26,7 @@ def main(argv=None) -> int:
   p.add_argument("--work", type=Path, required=True)
   p.add_argument("--cache", type=Path, required=True)
   args = p.parse_args(argv)
-  from tooling.backends import host_run
+  from tooling.launch.backends import host_run
   cfg = load_config(args.benchmark, args.platform)
   codes_file = args.work / "exit_codes.json"
   pre = subprocess.call([sys.executable, "-m", "benchmarks.preflight", "--benchmark", args.benchmark,

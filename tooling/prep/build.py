@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, load_config
-from tooling.errors import UserError, write_atomic
-from tooling import images as I
+from tooling.common.errors import UserError, write_atomic
+from tooling.prep import images as I
 
 
 def add_arguments(p: argparse.ArgumentParser):
@@ -71,7 +71,7 @@ def base_digest(client, ref: str) -> tuple[str, bool]:
 
 
 def main(args) -> int:
-  from tooling import container
+  from tooling.common import container
   if args.platform:
     cfg = load_config(*_split_platform(args.platform))
     vendor, closed = cfg["vendor"], cfg["division"] == "closed"
@@ -107,7 +107,7 @@ def main(args) -> int:
           f"SKIPPED and this image cannot run the {vendor.upper()} backend.", flush=True)
   dockerfile = I.dockerfile_path(vendor)
   if not dockerfile.is_file() or dockerfile.read_text() != I.render_dockerfile(vendor, lock):
-    raise UserError(f"{dockerfile.name} differs from what images.lock.json and tooling/images.py render; run "
+    raise UserError(f"{dockerfile.name} differs from what images.lock.json and tooling/prep/images.py render; run "
                     f"`tinyperf render` (and commit) before building. Nothing was built.")
   ca_copy = None
   if args.extra_ca:

@@ -1,5 +1,5 @@
 """The docker SDK side of tinyperf: connect, build with streamed progress, and run one container with its output streamed
-to a host file. Everything that talks to the engine is here; tooling/build.py and tooling/backends.py decide what to run.
+to a host file. Everything that talks to the engine is here; tooling/prep/build.py and tooling/launch/backends.py decide what to run.
 
 docker SDK 7.x facts this relies on (shared/specs/container_anchors.md section 7): APIClient.build(decode=True) yields
 dicts and does not raise on a failed step (an `error` event does); no BuildKit, so Dockerfiles use classic syntax;
@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tooling.errors import UserError
+from tooling.common.errors import UserError
 
 LABEL = "io.tinyperf"
 
@@ -104,7 +104,7 @@ def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, lab
 
 @dataclass
 class RunSpec:
-  """What one container needs. Built by tooling/backends.py from a platform config (the same knobs compose is rendered from)."""
+  """What one container needs. Built by tooling/launch/backends.py from a platform config (the same knobs compose is rendered from)."""
   image: str
   command: list[str]
   name: str

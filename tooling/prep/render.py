@@ -337,8 +337,8 @@ SCRIPTS = {k: v for k, v in RENDERERS.items() if k.endswith(".sh")}
 
 def rendered_files() -> dict[Path, str]:
   """Every generated file and its text: implementation scripts/READMEs, compose.yaml, the Dockerfiles."""
-  from tooling.compose import COMPOSE, render_compose
-  from tooling.images import rendered_dockerfiles
+  from tooling.prep.compose import COMPOSE, render_compose
+  from tooling.prep.images import rendered_dockerfiles
   out = {COMPOSE: render_compose(), **rendered_dockerfiles()}
   for b in BENCHMARKS:
     for p in available_platforms(b):

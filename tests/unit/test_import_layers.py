@@ -1,0 +1,81 @@
+"""The import layers of tooling/ and benchmarks/ (docs/ARCHITECTURE.md, "Layout of tooling/"): every import, also one
+inside a function, points down or stays inside its folder, and no modules import each other in a circle."""
+from __future__ import annotations
+import ast
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# bottom first; the folders of one tuple are peers and import none of each other. "tooling" is tooling/cli.py.
+LAYERS = [("benchmarks/common",), ("benchmarks/resnet", "benchmarks/bert"), ("benchmarks",),
+          *((f"tooling/{stage}",) for stage in ("common", "prep", "verdict", "launch", "ship", "perf")), ("tooling",)]
+RANK = {folder: i for i, layer in enumerate(LAYERS) for folder in layer}
+
+
+def modules() -> dict[str, Path]:
+  out = {}
+  for p in sorted([*ROOT.glob("tooling/**/*.py"), *ROOT.glob("benchmarks/**/*.py")]):
+    rel = p.relative_to(ROOT)
+    if "implementations" in rel.parts: continue
+    parts = rel.with_suffix("").parts
+    out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = rel
+  return out
+
+
+def folder(rel: Path) -> str: return "/".join(rel.parent.parts[:2])
+
+
+def imports(mod: str, rel: Path, known: set[str]) -> dict[str, bool]:
+  """The repository modules a file imports (anywhere in it), each resolved to the deepest module that exists, and
+  whether only its `if __name__ == "__main__":` block does (the module's command line, not part of importing it)."""
+  pkg, out = mod if rel.name == "__init__.py" else mod.rpartition(".")[0], {}
+  tree = ast.parse((ROOT / rel).read_text(), str(rel))
+  main = {id(n) for top in tree.body if isinstance(top, ast.If) and "__main__" in ast.unparse(top.test)
+          for n in ast.walk(top)}
+  def add(name: str, in_main: bool):
+    while name and name not in known: name = name.rpartition(".")[0]
+    if name and name != mod: out[name] = out.get(name, True) and in_main
+  for n in ast.walk(tree):
+    if isinstance(n, ast.Import): [add(a.name, id(n) in main) for a in n.names]
+    elif isinstance(n, ast.ImportFrom):
+      base = ".".join([*pkg.split(".")[:len(pkg.split(".")) - n.level + 1], *([n.module] if n.module else [])]) \
+        if n.level else n.module or ""
+      for a in n.names: add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base, id(n) in main)
+  return out
+
+
+@cache   # parsed once for the tests below
+def graph() -> tuple[dict[str, Path], dict[str, dict[str, bool]]]:
+  mods = modules()
+  return mods, {m: imports(m, rel, set(mods)) for m, rel in mods.items()}
+
+
+def test_every_module_is_in_a_layer():
+  mods, _ = graph()
+  assert len(mods) > 50, f"only {len(mods)} modules found: the walk broke"
+  loose = sorted(str(rel) for rel in mods.values() if folder(rel) not in RANK)
+  assert not loose, f"modules in no layer (add their folder to LAYERS here and to docs/ARCHITECTURE.md): {loose}"
+  flat = sorted(str(rel) for rel in mods.values() if folder(rel) == "tooling" and rel.stem not in ("cli", "__init__"))
+  assert not flat, f"tooling/ holds only cli.py; put these in the package of their stage: {flat}"
+
+
+def test_imports_point_down():
+  mods, deps = graph()
+  up = [f"{mods[a]} imports {b} ({folder(mods[b])}, above or beside {folder(mods[a])})" for a in sorted(deps)
+        for b in sorted(deps[a]) if folder(mods[a]) != folder(mods[b])
+        and RANK[folder(mods[b])] >= RANK[folder(mods[a])]]
+  assert not up, "imports up a layer (docs/ARCHITECTURE.md, Layout of tooling/):\n  " + "\n  ".join(up)
+
+
+def test_no_import_circles():
+  deps = {m: {d for d, in_main in ds.items() if not in_main} for m, ds in graph()[1].items()}
+  state: dict[str, int] = {}   # 1: on the current path, 2: done
+  def visit(m: str, path: list[str]) -> list[str] | None:
+    state[m] = 1
+    for d in sorted(deps[m]):
+      if state.get(d) == 1: return path[path.index(d):] + [d] if d in path else [m, d]
+      if d not in state and (c := visit(d, path + [d])): return c
+    state[m] = 2
+    return None
+  for m in sorted(deps):
+    if m not in state and (c := visit(m, [m])): raise AssertionError("import circle: " + " -> ".join(c))

@@ -1,0 +1,1 @@
+"""The submission: `tinyperf package` (assemble, check, pack, verify). Imports the stages below it."""
