@@ -71,6 +71,15 @@ def user_env(**extra) -> dict:
   return {**env, "PATH": os.pathsep.join(path), **extra}
 
 
+@pytest.fixture
+def fast_compile():
+  """tinygrad's hand-coded kernel optimizations off (NOOPT=1) for a test whose time is compiling jitted steps on the
+  CPU: about half the compile time (the BERT two-device test: 160 s -> 80 s on 2 busy cores), same math. Tests about
+  what a config's own kernels do leave it out. Use: pytestmark = pytest.mark.usefixtures("fast_compile")."""
+  from tinygrad import Context   # the test module has imported tinygrad already, after its knobs were set
+  with Context(NOOPT=1): yield
+
+
 @pytest.fixture(scope="session")
 def fresh_clone(tmp_path_factory) -> Path:
   """`git clone` of this repository's HEAD, as a user starts: no venv, no out/, only committed files."""

@@ -9,7 +9,7 @@ from benchmarks.bert.optim import make_optimizer
 from benchmarks.bert.steps import DropoutRNG, StepState, make_steps, to_device
 from benchmarks.common.checkpoint import load_state, save_state, training_state
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fast_compile")]   # compile-bound
 
 KNOBS = dict(BERT_LAYERS=2, BERT_HIDDEN=32, BERT_HEADS=2, BERT_INTERMEDIATE=64, MAX_SEQ_LEN=16, LR=0.01, BETA1=0.9,
              BETA2=0.999, EPSILON=1e-6, DECAY=0.01, WARMUP_STEPS=2, TRAIN_STEPS=20, POLY_POWER=1.0, LOSS_SCALER=1.0,

@@ -11,6 +11,8 @@ from benchmarks.bert.model import (BertConfig, BertForPretraining, assign_weight
                                    eval_sums, load_weights, mlm_loss_sum, nsp_loss_sum, place_model, pretraining_loss)
 from bert_numpy_ref import fixed_batch, forward, tf_weights
 
+pytestmark = pytest.mark.usefixtures("fast_compile")   # compile-bound
+
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -9,6 +9,8 @@ from benchmarks.common.checkpoint import training_state, save_state, load_state,
 from benchmarks.resnet.model import make_model
 from benchmarks.resnet.optim import make_optimizer
 
+pytestmark = pytest.mark.usefixtures("fast_compile")   # compile-bound
+
 KNOBS = dict(RESNET_LAYERS="1", RESNET_WIDTH=4, NUM_CLASSES=3, SYNCBN=0, LR=1.0, MOMENTUM=0.9, DECAY=2e-4,
              WARMUP_EPOCHS=1, EPOCHS=4, END_LR=1e-4, LABEL_SMOOTHING=0.1, LOSS_SCALER=1.0)
 

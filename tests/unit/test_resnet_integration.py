@@ -11,7 +11,7 @@ from benchmarks.resnet.model import make_model
 from benchmarks.resnet.optim import make_optimizer
 from benchmarks.resnet.steps import make_steps, to_device, normalize, MEAN_RGB
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fast_compile")]   # compile-bound
 
 KNOBS = dict(RESNET_LAYERS="1", RESNET_WIDTH=4, NUM_CLASSES=3, SYNCBN=0, LR=0.5, MOMENTUM=0.9, DECAY=2e-4,
              WARMUP_EPOCHS=1, EPOCHS=4, END_LR=1e-4, LABEL_SMOOTHING=0.1, LOSS_SCALER=1.0)
