@@ -186,22 +186,9 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
 
 
 def drop_host_page_cache(data: Path) -> str:
-  """Flush the host page cache before a run, as the rules require; returns the method (recorded and logged).
-  Root writes /proc/sys/vm/drop_caches; otherwise passwordless `sudo -n sysctl`; otherwise evict the dataset's own
-  files with posix_fadvise(DONTNEED), which needs no privilege but is per-file, not a global flush."""
-  os.sync()
-  if os.geteuid() == 0:
-    try:
-      with open("/proc/sys/vm/drop_caches", "w") as f: f.write("3\n")
-      return "drop_caches (root)"
-    except OSError:
-      pass
-  elif shutil.which("sudo"):
-    r = subprocess.run(["sudo", "-n", "sysctl", "-q", "vm.drop_caches=3"], capture_output=True, timeout=120)
-    if r.returncode == 0: return "drop_caches (sudo -n sysctl)"
-  from benchmarks.common.mlperf import evict_files   # mllog: not for every `tinyperf --help`
-  n = evict_files([data]) if data.is_dir() else 0
-  return f"posix_fadvise(DONTNEED) over {n} dataset files (no root, no passwordless sudo)"
+  """The page-cache drop before a run (benchmarks/common/mlperf.drop_page_cache); INIT logs the method it returns."""
+  from benchmarks.common.mlperf import drop_page_cache   # mllog: not for every `tinyperf --help`
+  return drop_page_cache([data] if data.is_dir() else [])
 
 
 class HostBackend:
