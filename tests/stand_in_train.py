@@ -45,7 +45,7 @@ def main() -> int:
     Path(os.environ["STAND_IN_CHILD"]).write_text(str(child.pid))
   if os.environ.get("STAND_IN_RING"):
     from multiprocessing import shared_memory
-    from benchmarks.resnet.data import SHM_PREFIX
+    from benchmarks.common.feeding import SHM_PREFIX
     ring = shared_memory.SharedMemory(name=f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}", create=True, size=1 << 16)
     print(f"ring {ring.name}", flush=True)
   time.sleep(float(os.environ.get("STAND_IN_RUN_S", "0")))

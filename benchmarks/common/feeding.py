@@ -15,6 +15,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# The loader's shared-memory rings (benchmarks/resnet/data.py) are files SHM_DIR/SHM_PREFIX<pid>_<random>, so
+# concurrent jobs never clobber each other's ring; the launcher reaps the rings of dead loaders by that name.
+SHM_DIR = "/dev/shm"
+SHM_PREFIX = "tinyperf_"
+
 
 @dataclass(frozen=True)
 class Budget:

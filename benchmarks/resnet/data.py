@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from benchmarks.common.feeding import SHM_DIR, SHM_PREFIX
 from benchmarks.common.io import InputError
 
 MANIFEST_NAME = "manifest.json"
@@ -43,10 +44,7 @@ IMAGENET_COUNTS = {"train": 1_281_167, "val": 50_000}
 MEAN_PIXEL = (123, 116, 103)
 # Eval: resize the short side to 256/224 of the crop, then center-crop (the 224 -> 256 convention of ResNet-50).
 EVAL_RESIZE_RATIO = 256 / 224
-# Shared-memory segments are named SHM_PREFIX<pid>_<random>, so concurrent jobs never clobber each other's ring.
-SHM_PREFIX = "tinyperf_"
 WORKER_NAME = "tinyperf-imagenet-worker"
-SHM_DIR = "/dev/shm"
 
 # JPEG decoding, chosen by measurement (benchmarks/resnet/bench_decode.py; table in docs/data.md): stock Pillow, with
 # draft() letting libjpeg decode at 1/2, 1/4 or 1/8 scale in the DCT when the crop keeps at least image_size pixels

@@ -79,3 +79,13 @@ def test_no_import_circles():
     return None
   for m in sorted(deps):
     if m not in state and (c := visit(m, [m])): raise AssertionError("import circle: " + " -> ".join(c))
+
+
+def test_tooling_meets_the_benchmarks_at_their_interfaces():
+  """tooling/ reads configs, rules and helpers from benchmarks/common and runs the checks above both benchmarks; a
+  benchmark's internals (model, loader, training) it starts as a process by module name, never imports."""
+  mods, deps = graph()
+  inside = sorted(f"{mods[a]} imports {b}" for a in deps if a.startswith("tooling") for b in deps[a]
+                  if b.startswith(("benchmarks.resnet", "benchmarks.bert")))
+  assert not inside, "tooling/ imports a benchmark's internals (docs/ARCHITECTURE.md, two interfaces):\n  " + \
+    "\n  ".join(inside)

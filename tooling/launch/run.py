@@ -158,7 +158,7 @@ def _pid_alive(pid: int) -> bool:
 def reap_rings() -> list[str]:
   """Remove the shared-memory rings of ResNet loaders whose process is gone: kill -9 of a run leaks its ring (0.6-6.9
   GiB on GPU configs). Only this user's segments named <SHM_PREFIX><pid>_<hex> whose pid no longer exists here."""
-  from benchmarks.resnet.data import SHM_DIR, SHM_PREFIX
+  from benchmarks.common.feeding import SHM_DIR, SHM_PREFIX
   said = []
   try: segs = list(Path(SHM_DIR).glob(f"{SHM_PREFIX}*"))
   except OSError: return said
