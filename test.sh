@@ -15,7 +15,8 @@ case "$layer" in
   *) sel=(); set -- "$layer" "$@" ;;   # a path or pytest option
 esac
 workers="${TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
-par=(); [ "$workers" -gt 0 ] && par=(-n "$workers" --dist loadgroup)
+# --no-loadscope-reorder: hand out work in collection order (tests/conftest.py puts the long groups first), not by size
+par=(); [ "$workers" -gt 0 ] && par=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
 set +e
 python -m pytest "${par[@]}" "${sel[@]}" "$@"
 rc=$?
