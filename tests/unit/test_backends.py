@@ -125,3 +125,17 @@ def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   assert all(a["cache_drop"] for a in attempts)
   assert sorted(p.name for p in (out / "results/cpu_smoke/resnet").iterdir()) == ["result_0.txt", "result_1.txt"]
   assert (out / "systems/cpu_smoke.json").is_file()
+
+
+def test_every_backend_has_the_whole_interface(tmp_path):
+  """The run loop calls only Backend's members; a backend missing one fails at its first run (ContainerBackend once
+  lacked `kind`, found only by the docker tests). ContainerBackend is checked on the class: constructing it needs a
+  daemon."""
+  from tooling.launch.backends import Backend, ContainerBackend
+  members = {n for n in vars(Backend) if not n.startswith("_")} | set(Backend.__annotations__)
+  assert {"kind", "describe", "image_record", "preflight", "detect_system", "drop_page_cache", "run_one"} <= members
+  host = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, tmp_path)
+  for b in (host, ContainerBackend):
+    missing = sorted(m for m in members if not hasattr(b, m))
+    assert not missing, f"{b} lacks {missing}"
+  assert (host.kind, ContainerBackend.kind) == ("host", "container")

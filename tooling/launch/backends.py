@@ -230,6 +230,8 @@ IMAGE_UID = 1000   # the image's `tinyperf` user (docker/install.sh)
 class ContainerBackend:
   """One container per run in the platform's image, on this machine's Docker engine; its preflight and system detection
   run in a container like the runs'. Constructing it checks the daemon, the image and the GPU runtime (UserError)."""
+  kind = "container"
+
   def __init__(self, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path, client=None):
     self.cfg, self.data, self.work_root = cfg, Path(data).resolve(), Path(work_root).resolve()
     self.vendor = cfg["vendor"]
