@@ -14,7 +14,9 @@ case "$layer" in
   all) sel=() ;;
   *) sel=(); set -- "$layer" "$@" ;;   # a path or pytest option
 esac
-workers="${TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+# one worker more than cores (at most 4): the engine and fresh-clone tests spend part of their time waiting on docker,
+# Slurm, pip and subprocess pipes
+workers="${TEST_WORKERS:-$(( $(nproc) < 4 ? $(nproc) + 1 : 4 ))}"
 # --no-loadscope-reorder: hand out work in collection order (tests/conftest.py puts the long groups first), not by size
 par=(); [ "$workers" -gt 0 ] && par=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
 set +e
