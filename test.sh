@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the test suite: `./test.sh` (everything), `./test.sh unit` (minutes), `./test.sh integration`.
 # Installs what it needs on a fresh machine: a virtualenv from the hash-locked requirements and, as root, clang (tinygrad's
-# CPU backend compiles with it). Extra arguments go to pytest. Tests run in TEST_WORKERS pytest-xdist workers (default: the
+# CPU backend compiles with it). Extra arguments go to pytest. Tests run in TEST_WORKERS pytest-xdist workers (default: one more than the
 # cores, at most 4; tests that share an engine or a fresh clone stay on one worker: their xdist_group marks);
 # TEST_WORKERS=0 runs them in this process (pdb, -s).
 set -euo pipefail
