@@ -13,7 +13,10 @@ NEXP="${NEXP:-$(python3 -c 'from benchmarks.common.rules import required_runs; p
 ORG="${ORG:-$(basename "$OUT")}"
 RES="$OUT/results/cpu_smoke/resnet"
 if [ ! -f "$OUT/data/manifest.json" ]; then
-  tinyperf prep synthetic-imagenet --out "$OUT/data" --classes 4 --train-per-class 160 --val-per-class 40 --size 48 --seed 0
+  # its progress bar goes to a log (the console keeps one line per step); on failure the log is shown
+  mkdir -p "$OUT"
+  tinyperf prep synthetic-imagenet --out "$OUT/data" --classes 4 --train-per-class 160 --val-per-class 40 --size 48 --seed 0 \
+    2> "$OUT/prep.log" || { cat "$OUT/prep.log" >&2; echo "SMOKE FAILED: tinyperf prep synthetic-imagenet (above)"; exit 1; }
 fi
 set +e
 tinyperf run resnet --platform cpu_smoke --nexp "$NEXP" --data "$OUT/data" --results "$OUT" --org "$ORG" --runtime host \

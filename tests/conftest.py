@@ -30,8 +30,8 @@ def reference(tmp_path):
   return get
 
 
-# xdist groups, longest first (CI's --durations): the Quickstart's five runs, the implementation READMEs' flows, the
-# docker and Slurm engines
+# xdist groups, longest first (CI's --durations): the Quickstart's five runs and the ResNet README in one fresh clone,
+# the BERT README and the BERT runs on its data in another, the docker and Slurm engines
 GROUP_ORDER = ("clone", "readme", "engines")
 
 

@@ -12,9 +12,12 @@ from tests.conftest import readme_flow, sh
 from tests.mllog_builder import read_events, relabel_log
 from tooling.verdict.check import check_path
 
-pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("readme")]   # one worker: these tests share one fresh clone, its venv and the BERT README run (session fixtures are per worker)
+pytestmark = pytest.mark.integration
 
 
+# xdist groups (tests/conftest.py GROUP_ORDER): the ResNet README goes with the Quickstart's clone (whose venv it
+# reuses), the BERT README with the BERT tests that read its run; the two fresh clones then work on separate workers
+@pytest.mark.xdist_group("clone")
 def test_resnet_cpu_smoke_readme(fresh_clone, tmp_path):
   impl, log, env = readme_flow(fresh_clone, "resnet", seed=123456789)
   p = sh(["tinyperf", "check", log.relative_to(fresh_clone.parent).as_posix()], cwd=fresh_clone.parent, env=env)
@@ -43,6 +46,7 @@ def test_resnet_cpu_smoke_readme(fresh_clone, tmp_path):
   assert report.files[0].division == "closed" and report.files[0].init_margin_minutes > 0
 
 
+@pytest.mark.xdist_group("readme")
 def test_bert_cpu_smoke_readme(bert_readme_run, fresh_clone):
   _, log, env = bert_readme_run
   p = sh(["tinyperf", "check", "--json", str(log.relative_to(fresh_clone))], cwd=fresh_clone, env=env)

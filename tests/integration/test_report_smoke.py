@@ -51,6 +51,7 @@ def test_quickstart_console_is_quiet_and_ends_with_the_verdict(smoke):
   lines = smoke.out.strip().splitlines()
   assert re.fullmatch(r"SMOKE PASSED: 5/5 compliant, score \d+\.\d\d min, results in out/smoke", lines[-1]), lines[-1]
   assert ":::MLLOG" not in smoke.out + smoke.err
+  assert "synthetic:" not in smoke.err and "img/s" in (smoke.R / "prep.log").read_text()   # prep's bar: in its log
   for i in range(NEXP):   # one line per phase and milestone of each run
     run = [l for l in lines if l.startswith(f"run {i} of {NEXP} (seed ")]
     assert any("INIT (untimed" in l for l in run) and any("init took" in l for l in run), run
