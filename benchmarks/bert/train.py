@@ -23,7 +23,7 @@ from pathlib import Path
 
 from benchmarks.common.config import BERT_DROPOUT, ConfigError, PlatformConfig, bert_dropout
 from benchmarks.common.io import InputError
-from benchmarks.common import mlperf, runtime
+from benchmarks.common import beam, mlperf, runtime
 
 VOCAB_SIZE = 30522          # the MLCommons uncased vocab (and the cpu_smoke one: the same bert-base-uncased vocab)
 CHECKPOINT_NAME = "bert-large.safetensors"
@@ -83,6 +83,7 @@ class Trainer:
     from benchmarks.bert.steps import DropoutRNG, StepState, make_steps
     self.cfg, self.k = cfg, cfg.knobs
     self.devices = runtime.devices(cfg)
+    self.ranked = beam.from_knobs(self.k)   # BEAM_COVERAGE / BEAM_BUDGET_S: search the slowest kernels first
     self.model = build_bert(self.k, seed=None if weights is not None else seed, layers=layers, vocab=VOCAB_SIZE)
     if weights is not None: load_weights(self.model, weights, source="initial checkpoint")
     place_model(self.model, self.devices)
@@ -103,10 +104,9 @@ class Trainer:
 
 def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True) -> runtime.StepTimer:
   """JIT capture + BEAM search on fake data with the real shapes (what INIT is for)."""
-  from tinygrad import Context
   from benchmarks.bert.steps import fake_batch, to_device, read_eval
   k, timer = tr.k, runtime.StepTimer()
-  with Context(BEAM=k["TRAIN_BEAM"]):
+  with beam.beam_context(k, "TRAIN_BEAM", tr.ranked):
     batch = fake_batch(k["BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"])
     for i in range(n):
       t0 = runtime.now()
@@ -115,7 +115,7 @@ def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True) -> runtime.StepT
       timer.add(runtime.now() - t0, 0.0)
       print(f"init train step {i}: {timer.steps[-1]*1e3:.1f} ms, loss {loss:.3f}", flush=True)
   if not with_eval: return timer
-  with Context(BEAM=k["EVAL_BEAM"]):
+  with beam.beam_context(k, "EVAL_BEAM", tr.ranked):
     batch = fake_batch(k["EVAL_BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"])
     for i in range(min(n, 3)):
       t0 = runtime.now()
@@ -192,10 +192,9 @@ def open_data(cfg: PlatformConfig, data: Path | None):
 
 
 def evaluate(tr: Trainer, eval_path: Path, vocab_md5: str | None):
-  from tinygrad import Context
   from benchmarks.bert.steps import eval_set_batches, evaluate as run_eval
   k = tr.k
-  with Context(BEAM=k["EVAL_BEAM"]):
+  with beam.beam_context(k, "EVAL_BEAM", tr.ranked):
     batches = eval_set_batches(eval_path, k["EVAL_BS"], k["EVAL_SAMPLES"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"],
                                vocab_md5)
     totals = run_eval(tr.eval_step, batches, tr.devices)
@@ -208,7 +207,6 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
   """Blocks of training steps, each followed by an eval; returns (target reached, samples trained on)."""
   import time
   from mlperf_logging.mllog import constants as C
-  from tinygrad import Context
   from benchmarks.bert.data import train_batches
   from benchmarks.bert.steps import to_device
   k, gbs = tr.k, tr.k["BS"]
@@ -225,7 +223,7 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
     t0 = runtime.now()
     batch = next(it)
     wait = runtime.now() - t0
-    with Context(BEAM=k["TRAIN_BEAM"]):
+    with beam.beam_context(k, "TRAIN_BEAM", tr.ranked):
       loss, norm = tr.train_step(**to_device(batch, tr.devices))
     loss, norm = runtime.host_scalar(loss), runtime.host_scalar(norm)   # syncs: the step time includes the device
     timer.add(runtime.now() - t0 - wait, wait)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from benchmarks.common.config import PlatformConfig
 from benchmarks.common.io import InputError
-from benchmarks.common import mlperf, runtime
+from benchmarks.common import beam, mlperf, runtime
 
 
 def parse_args(argv=None):
@@ -64,6 +64,7 @@ class Trainer:
     from benchmarks.resnet.steps import make_steps
     self.cfg, self.k, self.spe = cfg, cfg.knobs, spe
     self.devices = runtime.devices(cfg)
+    self.ranked = beam.from_knobs(self.k)   # BEAM_COVERAGE / BEAM_BUDGET_S: search the slowest kernels first
     self.model = make_model(self.k, self.devices, seed)
     self.optimizer, self.scheduler = make_optimizer(self.model, self.k, spe)
     self.train_step, self.eval_step = make_steps(self.model, self.optimizer, self.scheduler, self.k, self.devices)
@@ -76,10 +77,9 @@ class Trainer:
 
 def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True):
   """JIT capture + BEAM search on fake data with the real shapes (what INIT is for)."""
-  from tinygrad import Context
   from benchmarks.resnet.steps import to_device
   timer = runtime.StepTimer()
-  with Context(BEAM=tr.k["TRAIN_BEAM"]):
+  with beam.beam_context(tr.k, "TRAIN_BEAM", tr.ranked):
     x, y = tr.fake_batch(tr.k["BS"])
     for i in range(n):
       t0 = runtime.now()
@@ -88,7 +88,7 @@ def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True):
       timer.add(runtime.now() - t0, 0.0)
       print(f"init train step {i}: {timer.steps[-1]*1e3:.1f} ms, loss {loss:.3f}", flush=True)
   if not with_eval: return timer
-  with Context(BEAM=tr.k["EVAL_BEAM"]):
+  with beam.beam_context(tr.k, "EVAL_BEAM", tr.ranked):
     x, y = tr.fake_batch(tr.k["EVAL_BS"])
     for i in range(min(n, 3)):
       runtime.host_scalar(tr.eval_step(*to_device(x, y, tr.devices))[0])
@@ -136,12 +136,11 @@ def init(cfg: PlatformConfig, args) -> Trainer:
 
 
 def evaluate(tr: Trainer, manifest, seed: int, epoch: int) -> tuple[float, float]:
-  from tinygrad import Context
   from benchmarks.resnet.data import batches
   from benchmarks.resnet.steps import to_device
   k = tr.k
   loss_sum, correct, seen = 0.0, 0, 0
-  with Context(BEAM=k["EVAL_BEAM"]):
+  with beam.beam_context(k, "EVAL_BEAM", tr.ranked):
     val = manifest["val"]
     for x, y, n_real in batches(val.files, val.labels, k["EVAL_BS"], train=False, seed=seed, epoch=epoch,
                                 image_size=k["IMAGE_SIZE"], num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"],
@@ -156,7 +155,7 @@ def evaluate(tr: Trainer, manifest, seed: int, epoch: int) -> tuple[float, float
 
 def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.StepTimer, benchmark: int) -> bool:
   """One epoch of jitted train steps on real data. Returns True when BENCHMARK steps are done (stop the run)."""
-  from tinygrad import Context, GlobalCounters
+  from tinygrad import GlobalCounters
   from tqdm import tqdm
   from benchmarks.resnet.data import batches
   from benchmarks.resnet.steps import to_device
@@ -165,7 +164,7 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
   with batches(train.files, train.labels, k["BS"], train=True, seed=seed, epoch=e, image_size=k["IMAGE_SIZE"],
                num_workers=k["NUM_WORKERS"], ring_batches=k["SHM_RING_BATCHES"], shards=len(tr.devices)) as it, \
        tqdm(total=spe, desc=f"epoch {e+1}/{k['EPOCHS']}", unit="step", disable=bool(benchmark), dynamic_ncols=True) as bar, \
-       Context(BEAM=k["TRAIN_BEAM"]):
+       beam.beam_context(k, "TRAIN_BEAM", tr.ranked):
     for i, (x, y, _) in enumerate(it):
       t0 = runtime.now()
       loss, _ = tr.train_step(*to_device(x, y, tr.devices))

@@ -1,0 +1,138 @@
+"""Ranked BEAM: search the kernels that hold most of a step's time, within a time budget (issue 20).
+
+tinygrad's BEAM searches every distinct kernel a JIT captures, in program order: ResNet-50's train step has 343, about
+an hour of search on 16 cores, over the closed 30-minute INIT limit. With BEAM_COVERAGE < 1 or BEAM_BUDGET_S set, the
+JIT's compile is wrapped: each distinct kernel is compiled with tinygrad's hand-coded optimizations and timed alone (on
+fresh buffers, as BEAM times a candidate), ranked by time x uses per step, and searched in that order until the
+searched kernels hold BEAM_COVERAGE of the step's BEAM=0 time or the process has spent BEAM_BUDGET_S searching; the rest
+keep the hand-coded optimizations. Search results land in tinygrad's cache (CACHEDB) as a plain search's do.
+
+Leans on tinygrad 0.14.0 internals (engine.jit.compile_linear, codegen.to_program, the search's own timer); the
+project pins that version and tests/integration/test_ranked_beam.py runs them.
+"""
+from __future__ import annotations
+import contextlib
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+
+from benchmarks.common import runtime
+
+
+@dataclass
+class SearchReport:
+  """One JIT compile under ranked BEAM. Times are the kernels' BEAM=0 times x uses per step, in seconds."""
+  kernels: int                      # distinct kernels in the captured step
+  step_s: float                     # their BEAM=0 time summed: an estimate of the step at BEAM=0
+  searched: list[str] = field(default_factory=list)   # kernel names, in search order
+  covered_s: float = 0.0            # BEAM=0 time of the searched kernels
+  search_s: float = 0.0             # wall time of this compile's searches
+  stopped: str = ""                 # why the search stopped before the coverage: "budget", "" if it did not
+
+  @property
+  def covered(self) -> float: return self.covered_s / self.step_s if self.step_s else 1.0
+
+  def line(self) -> str:
+    return (f"ranked BEAM: searched {len(self.searched)}/{self.kernels} kernels holding {self.covered:.1%} of the step's "
+            f"BEAM=0 time ({self.step_s*1e3:.1f} ms) in {self.search_s:.0f} s" +
+            (" (stopped: BEAM_BUDGET_S spent)" if self.stopped == "budget" else ""))
+
+
+def rank(cost_s: dict, coverage: float) -> list:
+  """The kernels to search: most expensive first, until they hold `coverage` of the summed cost (at least one)."""
+  order, total, picked, acc = sorted(cost_s, key=lambda k: -cost_s[k]), sum(cost_s.values()), [], 0.0
+  for k in order:
+    if picked and acc >= coverage * total: break
+    picked.append(k)
+    acc += cost_s[k]
+  return picked
+
+
+class RankedBeam:
+  """Wraps the JIT's compile while active (`with rb.active(): ...`). One per process: BEAM_BUDGET_S is what the whole
+  process may spend searching, across every capture (train and eval steps)."""
+  def __init__(self, coverage: float = 1.0, budget_s: float | None = None, log=print):
+    self.coverage, self.budget_s, self.log = coverage, budget_s, log
+    self.spent_s, self.reports = 0.0, []
+
+  @contextlib.contextmanager
+  def active(self):
+    import tinygrad.engine.jit as jit
+    plain = jit.compile_linear
+    def compile_ranked(linear, beam=None, **kw):
+      from tinygrad.helpers import BEAM
+      amt = BEAM.value if beam is None else beam
+      if amt < 1: return plain(linear, beam=beam, **kw)
+      return plain(self.mark(linear, amt), beam=0, **kw)
+    jit.compile_linear = compile_ranked
+    try: yield self
+    finally: jit.compile_linear = plain
+
+  def mark(self, linear, amt: int):
+    """Search the ranked kernels of one captured linear; returns it with those kernels marked for BEAM `amt` (their
+    search results are cached, so the compile that follows reuses them)."""
+    from tinygrad.uop.ops import Ops, UOp
+    from tinygrad.codegen import to_program
+    from tinygrad.engine.realize import lower_and_compile, _get_call_to_compile
+    from tinygrad.helpers import ansistrip
+    calls = [c for c in linear.src if c.op is Ops.CALL and c.src[0].op is Ops.SINK and c.src[0].arg.beam == 0]
+    uses = Counter(c.src[0] for c in calls)
+    renderer = {c.src[0]: _get_call_to_compile(c)[1] for c in calls}
+    lower_and_compile(UOp(Ops.LINEAR, src=tuple(calls)))   # the hand-coded programs, compiled in parallel (cached)
+    cost = {s: kernel_time(s, renderer[s]) * n for s, n in uses.items()}
+    rep = SearchReport(kernels=len(uses), step_s=sum(cost.values()))
+    searched = set()
+    for s in rank(cost, self.coverage):
+      if self.budget_s is not None and self.spent_s >= self.budget_s:
+        rep.stopped = "budget"
+        break
+      t0 = time.perf_counter()
+      prg = to_program(s.replace(arg=replace(s.arg, beam=amt)), renderer[s])
+      dt = time.perf_counter() - t0
+      self.spent_s += dt
+      rep.search_s += dt
+      rep.covered_s += cost[s]
+      rep.searched.append(ansistrip(prg.src[0].arg.name))
+      searched.add(s)
+      self.log(f"ranked BEAM {len(searched)}: {rep.searched[-1]} {cost[s]*1e3:.2f} ms at BEAM=0, searched in {dt:.1f} s, "
+               f"{rep.covered:.1%} of the step covered, {self.spent_s:.0f} s spent")
+    self.reports.append(rep)
+    self.log(rep.line())
+    runtime.metric("beam", kernels=rep.kernels, searched=len(rep.searched), covered=round(rep.covered, 4),
+                   step_beam0_s=round(rep.step_s, 6), search_s=round(rep.search_s, 1), stopped=rep.stopped)
+    def marked(c):
+      if c.op is not Ops.CALL or c.src[0] not in searched: return c
+      return c.replace(src=(c.src[0].replace(arg=replace(c.src[0].arg, beam=amt)), *c.src[1:]))
+    return linear.replace(src=tuple(marked(c) for c in linear.src))
+
+
+def kernel_time(sink, renderer, runs: int = 3) -> float:
+  """One kernel's time with tinygrad's hand-coded optimizations, alone on fresh buffers (best of `runs`), as the search
+  times a candidate. A kernel that cannot be timed counts 0 (it is not searched first)."""
+  from tinygrad.codegen import to_program
+  from tinygrad.codegen.opt.postrange import args_from_ast
+  from tinygrad.codegen.opt.search import _time_program
+  from tinygrad.helpers import Context
+  try:
+    prg = to_program(sink, renderer)
+    bufs, var_vals = args_from_ast(sink, renderer.target.device)
+    with Context(ALLOW_DEVICE_USAGE=1):
+      return min(_time_program(prg, var_vals, [b.ensure_allocated() for b in bufs], allow_test_size=False, cnt=runs))
+  except Exception as e:  # noqa: BLE001 -- ranking is advisory: an untimable kernel is searched last, never fatal
+    print(f"ranked BEAM: could not time a kernel ({type(e).__name__}: {e}); it ranks last", flush=True)
+    return 0.0
+
+
+def from_knobs(k: dict) -> RankedBeam | None:
+  """The config's ranked search, or None where every kernel is searched (tinygrad's own BEAM)."""
+  coverage, budget = k.get("BEAM_COVERAGE", 1.0), k.get("BEAM_BUDGET_S")
+  if coverage >= 1.0 and budget is None: return None
+  return RankedBeam(coverage, budget, log=lambda s: print(s, flush=True))
+
+
+@contextlib.contextmanager
+def beam_context(k: dict, which: str, ranked: RankedBeam | None):
+  """BEAM=k[which] for the steps run inside, with the ranked search wrapped around their JIT compile when given."""
+  from tinygrad import Context
+  with Context(BEAM=k[which]), (ranked.active() if ranked is not None and k[which] >= 1 else contextlib.nullcontext()):
+    yield
