@@ -96,6 +96,8 @@ class RankedBeam:
       searched.add(s)
       self.log(f"ranked BEAM {len(searched)}: {rep.searched[-1]} {cost[s]*1e3:.2f} ms at BEAM=0, searched in {dt:.1f} s, "
                f"{rep.covered:.1%} of the step covered, {self.spent_s:.0f} s spent")
+      runtime.metric("beam_kernel", rank=len(searched), name=rep.searched[-1], beam0_s=round(cost[s], 6),
+                     search_s=round(dt, 2), covered=round(rep.covered, 4), spent_s=round(self.spent_s, 1))
     self.reports.append(rep)
     self.log(rep.line())
     runtime.metric("beam", kernels=rep.kernels, searched=len(rep.searched), covered=round(rep.covered, 4),

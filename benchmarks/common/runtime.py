@@ -105,7 +105,8 @@ def open_metrics(log: Path):
 
 
 def metric(kind: str, **fields):
-  """One JSON line: kind "step" (step, loss, step_s, wait_s, rate, unit and epoch/steps or samples) or "eval"."""
+  """One JSON line: kind "step" (step, loss, step_s, wait_s, rate, unit and epoch/steps or samples), "eval", or INIT's
+  ranked BEAM search: "beam_kernel" (one per searched kernel) and "beam" (one per captured step; benchmarks/common/beam.py)."""
   if _metrics is None: return
   import json
   _metrics.write(json.dumps({"kind": kind, "time": round(time.time(), 3), **fields}) + "\n")
