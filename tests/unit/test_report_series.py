@@ -1,5 +1,5 @@
 """`tinyperf report`'s readers: throughput from result-log timestamps, accuracy series, and the raw console output
-(provenance lines) and the metrics file (per-step rates) - no checkers, no plots."""
+(provenance lines) and the metrics file (per-step rates, INIT's ranked BEAM search) - no checkers; one plot."""
 from __future__ import annotations
 
 from mllog_builder import write_log
@@ -43,3 +43,12 @@ def test_default_out_of_a_run_directory_that_records_its_system(tmp_path):
   assert report.default_out(R / "results/cpu_smoke/resnet") == (R / "report").resolve()
   assert report.default_out(org) == (tmp_path / "tinycorp_report").resolve()
   assert report.default_out(org / "results/x/resnet") == (tmp_path / "tinycorp_report").resolve()
+
+
+def test_the_beam_search_plot_draws_what_the_metrics_file_holds(tmp_path):
+  # one run with INIT's ranked search (two kernels), one without: a PNG either way
+  runs = [report.RunData("result_0.txt", 1, 10.0, "compliant", True, True, "", "", beam_search=[(30.0, 0.2), (75.5, 0.41)]),
+          report.RunData("result_1.txt", 2, 10.0, "compliant", True, True, "", "")]
+  b = report.BenchData("1xH200", "resnet", "4.0.0", "closed", 0.759, "t", runs, None, "", 1.0, None, True, "", [], None)
+  png = report.plot_beam_search(b)
+  assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000

@@ -49,6 +49,7 @@ class RunData:
   throughput: list[tuple[float, float]] = field(default_factory=list)      # from MLLOG timestamps
   step_rate: list[tuple[float, float]] = field(default_factory=list)       # per train step, from the metrics file
   step_unit: str = ""
+  beam_search: list[tuple[float, float]] = field(default_factory=list)     # INIT's ranked BEAM: (s searched, step covered)
   provenance: list[str] = field(default_factory=list)
   output: str | None = None
 
@@ -135,6 +136,18 @@ def read_step_rate(path: Path) -> tuple[list[tuple[float, float]], str]:
   return rate, unit
 
 
+def read_beam_search(path: Path) -> list[tuple[float, float]]:
+  """A run's metrics file: INIT's ranked BEAM search as (seconds searched so far, share of the step's BEAM=0 time held
+  by the kernels searched so far), one point per searched kernel (benchmarks/common/beam.py)."""
+  out = []
+  for raw in iter_lines(path):
+    try: rec = json.loads(raw)
+    except ValueError: continue
+    if isinstance(rec, dict) and rec.get("kind") == "beam_kernel" and _num(rec.get("spent_s")) and _num(rec.get("covered")):
+      out.append((float(rec["spent_s"]), float(rec["covered"])))
+  return out
+
+
 def _ledger_for(bd: BenchDir) -> tuple[Path | None, dict[int, L.Attempt]]:
   """runs/<system>/<bm>/ledger.json beside results/ (a `tinyperf run` tree); {} for packaged or published trees."""
   results = bd.path.parent.parent
@@ -192,7 +205,9 @@ def collect(path: Path) -> list[BenchData]:
         rd.output = str(out_path)
         rd.provenance = read_provenance(out_path)
         metrics = metrics_path(out_path.parent / T.RUN_LOG)
-        if metrics.is_file(): rd.step_rate, rd.step_unit = read_step_rate(metrics)
+        if metrics.is_file():
+          rd.step_rate, rd.step_unit = read_step_rate(metrics)
+          rd.beam_search = read_beam_search(metrics)
       runs.append(rd)
     findings = [f"{f.level.upper()} {f.where() + ': ' if f.where() else ''}{f.message}"
                 for f in report.failures() + [x for x in dr.findings + report.findings if x.level == WARN]]
@@ -283,6 +298,24 @@ def plot_throughput(b: BenchData) -> bytes:
   ax.set_ylabel("training samples per second")
   ax.set_title(f"{b.benchmark} on {b.system}: throughput over the run")
   ax.set_ylim(bottom=0)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7.5, loc="lower right")
+  return _save(fig, plt)
+
+
+def plot_beam_search(b: BenchData) -> bytes:
+  """INIT's ranked BEAM per run: how much of the step's BEAM=0 time the searched kernels hold, against search time."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  for i, r in enumerate(b.runs):
+    if not r.beam_search: continue
+    xs, ys = zip(*r.beam_search)
+    ax.step([0.0, *[x / 60 for x in xs]], [0.0, *[y * 100 for y in ys]], where="post", lw=1.5, color=f"C{i % 10}",
+            label=f"{r.name}: {len(xs)} kernels searched")
+  ax.set_xlabel("minutes of BEAM search in INIT")
+  ax.set_ylabel("% of the train step's BEAM=0 time held by the searched kernels")
+  ax.set_title(f"{b.benchmark} on {b.system}: INIT's ranked BEAM search (slowest kernels first)")
+  ax.set_ylim(0, 100)
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7.5, loc="lower right")
   return _save(fig, plt)
@@ -382,7 +415,9 @@ def main(args: argparse.Namespace) -> int:
   for b in data:
     stem = f"{b.system}_{b.benchmark}"
     images[(b.system, b.benchmark)] = []
-    for kind, fn in (("accuracy", plot_accuracy), ("time_to_train", plot_time_to_train), ("throughput", plot_throughput)):
+    plots = [("accuracy", plot_accuracy), ("time_to_train", plot_time_to_train), ("throughput", plot_throughput)]
+    if any(r.beam_search for r in b.runs): plots.append(("beam_search", plot_beam_search))
+    for kind, fn in plots:
       name = f"{stem}_{kind}.png"
       files[out / name] = fn(b)
       images[(b.system, b.benchmark)].append(name)
