@@ -12,6 +12,7 @@ project pins that version and tests/integration/test_ranked_beam.py runs them.
 """
 from __future__ import annotations
 import contextlib
+import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -119,7 +120,9 @@ def kernel_time(sink, renderer, runs: int = 3) -> float:
     prg = to_program(sink, renderer)
     bufs, var_vals = args_from_ast(sink, renderer.target.device)
     with Context(ALLOW_DEVICE_USAGE=1):
-      return min(_time_program(prg, var_vals, [b.ensure_allocated() for b in bufs], allow_test_size=False, cnt=runs))
+      t = min(_time_program(prg, var_vals, [b.ensure_allocated() for b in bufs], allow_test_size=False, cnt=runs))
+    if not math.isfinite(t): raise RuntimeError("its timed runs failed")
+    return t
   except Exception as e:  # noqa: BLE001 -- ranking is advisory: an untimable kernel is searched last, never fatal
     print(f"ranked BEAM: could not time a kernel ({type(e).__name__}: {e}); it ranks last", flush=True)
     return 0.0
