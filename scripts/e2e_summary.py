@@ -6,7 +6,8 @@ From the MLPerf log: init_s (init_start -> init_stop), run_s (run_start -> run_s
 duration (eval_start -> eval_stop) and accuracy, and the global batch size. From the RUN's metrics file beside it
 (<log stem>.metrics.jsonl, one line per train step): RUN step 0, 1 and 2, the steady step (median of the steps after
 tinygrad's two JIT warm-up steps, as StepTimer; data wait excluded, as the metrics file records it), items/s at that step, the step-0/steady ratio
-(issue 20's target: <= 3) and the data wait (median, max)."""
+(issue 20's target: <= 3) and the data wait (median, max); with INIT's ranked BEAM, its summary per captured step
+(ranked_beam: kernels, searched, covered, step_beam0_s, search_s)."""
 from __future__ import annotations
 import json
 import statistics
@@ -33,12 +34,14 @@ def summarize(log_path: Path) -> dict:
   out["evals_s"] = [round((e.time_ms - s.time_ms) / 1000, 2) for s, e in zip(starts, stops)]
   out["eval_accuracy"] = [a.value for a in accs]
   mp = metrics_path(log_path)
-  steps = []
+  steps, beams = [], []
   if mp.is_file():
     for line in mp.read_text(encoding="utf-8").splitlines():
       try: rec = json.loads(line)
       except json.JSONDecodeError: continue
       if rec.get("kind") == "step" and isinstance(rec.get("step_s"), (int, float)): steps.append(rec)
+      if rec.get("kind") == "beam": beams.append({k: v for k, v in rec.items() if k not in ("kind", "time")})
+  if beams: out["ranked_beam"] = beams
   out["steps"] = len(steps)
   if steps:
     out.update({f"step{i}_s": round(steps[i]["step_s"], 3) for i in range(min(3, len(steps)))})

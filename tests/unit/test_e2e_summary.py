@@ -19,6 +19,8 @@ def test_bert_log_with_metrics(tmp_path):
     for i, s in enumerate(steps):
       f.write(json.dumps({"kind": "step", "step": i + 1, "step_s": s, "wait_s": 0.001 * (i + 1), "unit": "seq"}) + "\n")
     f.write(json.dumps({"kind": "eval", "step": 6, "accuracy": 0.05}) + "\n")
+    f.write(json.dumps({"kind": "beam", "time": 1.0, "kernels": 149, "searched": 12, "covered": 0.61, "step_beam0_s": 2.1,
+                        "search_s": 300.2, "stopped": "budget"}) + "\n")
     f.write("not json\n")
   r = e2e_summary.summarize(log)
   assert r["benchmark"] == "bert" and r["run_stop"] == "aborted"
@@ -28,11 +30,13 @@ def test_bert_log_with_metrics(tmp_path):
   assert r["steady_step_s"] == 2.05                     # median of the steps after the two JIT warm-up steps
   assert r["step0_over_steady"] == 39.0 and r["items_per_s"] == round(256 / 2.05, 1) and r["unit"] == "seq"
   assert r["wait_median_s"] == 0.0035 and r["wait_max_s"] == 0.006
+  assert r["ranked_beam"] == [{"kernels": 149, "searched": 12, "covered": 0.61, "step_beam0_s": 2.1, "search_s": 300.2,
+                               "stopped": "budget"}]
 
 
 def test_without_metrics_file_the_log_figures_remain(tmp_path, capsys):
   log = write_log(tmp_path / "result_resnet_1.txt", "resnet", init_minutes=1, run_minutes=5, epochs=4)
   r = e2e_summary.summarize(log)
-  assert r["steps"] == 0 and "steady_step_s" not in r and r["run_stop"] == "success" and r["init_s"] == 60.0
+  assert r["steps"] == 0 and "steady_step_s" not in r and "ranked_beam" not in r and r["run_stop"] == "success" and r["init_s"] == 60.0
   assert e2e_summary.main([str(log)]) == 0 and json.loads(capsys.readouterr().out)["global_batch_size"] == 1536
   assert e2e_summary.main([str(tmp_path / "missing.txt")]) == 2
