@@ -126,7 +126,7 @@ event "prep exit $? ($(du -sh "$DATA" | cut -f1))"
 # the closed checker wants the last eval_accuracy >= 0.759, so TARGET stays; evals only from EVAL_START_EPOCH on
 # (EVAL_FREQ 100) so that the run trains that many epochs before it can stop.
 # TRAIN_BEAM=1 with BEAM_COVERAGE / BEAM_BUDGET_S (exported by the caller) runs INIT's ranked search from an empty cache.
-( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" TRAIN_BEAM="${TRAIN_BEAM:-0}" EVAL_BEAM=0 NUM_CLASSES="$CLASSES" \
+( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" TRAIN_BEAM="${TRAIN_BEAM:-0}" EVAL_BEAM=0 NUM_CLASSES="${NUM_CLASSES:-1000}" \
     EPOCHS=${EPOCHS:-6} WARMUP_EPOCHS=${WARMUP_EPOCHS:-1} EVAL_START_EPOCH=${EVAL_START_EPOCH:-4} EVAL_FREQ=100 \
     EVAL_EVERY_EPOCH_FROM=${EVAL_START_EPOCH:-4} PYTHONUNBUFFERED=1
   benchmarks/resnet/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"

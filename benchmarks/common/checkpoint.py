@@ -42,12 +42,14 @@ def save_state(path: str | Path, model, optimizer, scheduler, metadata: dict[str
 
 
 def snapshot_state(model, optimizer, scheduler) -> dict[str, Tensor]:
-  """The whole training state copied into new host buffers (never views of the live ones), for restore_state: INIT
+  """The whole training state copied into new buffers (never views of the live ones), for restore_state: INIT
   warms the jitted steps up on fake data, which changes weights, momenta and step counters, then puts them back."""
   unique, _ = training_state(model, optimizer, scheduler)
-  copies = {k: t.clone("CPU") for k, t in unique.items()}
-  Tensor.realize(*copies.values())   # one schedule for all: per-tensor realizes cost ~2x on CPU (scheduling per call)
-  return copies
+  # not through tinygrad's CPU device: opening it compiles with clang, which a GPU host need not have (the H200 has
+  # none). One device: read into numpy. Several: a copy on the same devices, which keeps the sharding.
+  multi = {k: t.clone() for k, t in unique.items() if isinstance(t.device, tuple)}
+  if multi: Tensor.realize(*multi.values())   # one schedule for all: per-tensor realizes cost ~2x (scheduling per call)
+  return {k: multi[k] if k in multi else Tensor(t.numpy()) for k, t in unique.items()}
 
 
 def restore_state(snapshot: dict[str, Tensor], model, optimizer, scheduler) -> None:
