@@ -1,5 +1,9 @@
 """Training-state save/load: dedup of shared tensors, exact round trip into fresh objects, mismatch errors."""
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,3 +78,29 @@ def test_mismatch_is_an_error(tmp_path):
   with pytest.raises(ValueError, match="not a training state"):
     load_state(tmp_path / "other.safetensors", *build(0))
   assert json.loads(read_metadata(tmp_path / "w.safetensors")["aliases"])
+
+
+SNAPSHOT_ON_NULL = """
+from tinygrad import Device
+from benchmarks.resnet.model import make_model
+from benchmarks.resnet.optim import make_optimizer
+from benchmarks.common.checkpoint import snapshot_state
+knobs = dict(RESNET_LAYERS="1", RESNET_WIDTH=4, NUM_CLASSES=3, SYNCBN=0, LR=0.5, MOMENTUM=0.9, DECAY=2e-4,
+             WARMUP_EPOCHS=1, EPOCHS=4, END_LR=1e-4, LABEL_SMOOTHING=0.1, LOSS_SCALER=1.0)
+for devs in (["NULL"], ["NULL:0", "NULL:1"]):
+  model = make_model(knobs, devs, seed=0)
+  opt, sched = make_optimizer(model, knobs, steps_per_epoch=4)
+  snapshot_state(model, opt, sched)
+print(sorted(Device._opened_devices))
+"""
+
+
+def test_snapshot_never_opens_the_cpu_device():
+  # tinygrad's CPU device compiles with clang when it opens; a GPU host need not have clang (the H200 had none, and every
+  # INIT died in snapshot_state). On tinygrad's NULL device, one and two devices, the CPU device must stay closed.
+  env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1"}
+  r = subprocess.run([sys.executable, "-c", SNAPSHOT_ON_NULL], cwd=Path(__file__).resolve().parents[2], env=env,
+                     capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-2000:]
+  opened = r.stdout.strip().splitlines()[-1]
+  assert "'NULL:1'" in opened and "'CPU'" not in opened, opened

@@ -68,22 +68,23 @@ def test_resume_is_bit_identical(tmp_path):
   for k in straight: np.testing.assert_array_equal(resumed[k], straight[k], err_msg=k)
 
 
-def test_warm_up_then_restore_trains_like_a_fresh_start():
+@pytest.mark.parametrize("devs", [ONE, TWO], ids=["one_device", "two_devices"])   # the snapshot differs per case
+def test_warm_up_then_restore_trains_like_a_fresh_start(devs):
   """INIT and RUN in one process: fake-data steps capture the JIT, restore_state puts the initial state back, and the
   run then replays from its first step exactly as a fresh process would train (losses and state bit-identical)."""
   data = batches(4)
-  model, opt, sched, train_step, _ = build(ONE)
-  fresh = [train_step(*to_device(x, y, ONE))[0].item() for x, y in data]
+  model, opt, sched, train_step, _ = build(devs)
+  fresh = [train_step(*to_device(x, y, devs))[0].item() for x, y in data]
   fresh_state = state_np(model, opt, sched)
 
-  model, opt, sched, train_step, _ = build(ONE)
+  model, opt, sched, train_step, _ = build(devs)
   snap = snapshot_state(model, opt, sched)
   fake = np.zeros_like(data[0][0]), np.zeros_like(data[0][1])
-  for _ in range(3): train_step(*to_device(*fake, ONE))       # eager, capture, replay: weights and counters move
+  for _ in range(3): train_step(*to_device(*fake, devs))       # eager, capture, replay: weights and counters move
   assert sched.steps_done() == 3 and not np.array_equal(model.fc.weight.numpy(), fresh_state["model.fc.weight"])
   restore_state(snap, model, opt, sched)
   assert sched.steps_done() == 0
-  warmed = [train_step(*to_device(x, y, ONE))[0].item() for x, y in data]   # all replays of the captured JIT
+  warmed = [train_step(*to_device(x, y, devs))[0].item() for x, y in data]   # all replays of the captured JIT
   assert warmed == fresh
   state = state_np(model, opt, sched)
   for k in fresh_state: np.testing.assert_array_equal(state[k], fresh_state[k], err_msg=k)
