@@ -396,3 +396,20 @@ def test_tinyperf_compose_cli_without_a_daemon(tmp_path):
   assert env["RESULTS_DIR"] == str(tmp_path / "out") and (tmp_path / "out/cache").is_dir()
   r = tinyperf("compose", "resnet-nope", cwd=tmp_path)
   assert r.returncode == 2 and "no compose service resnet-nope" in r.stderr
+
+
+def test_builds_at_once_share_the_extra_ca_copy(tmp_path, monkeypatch):
+  # nv and amd built side by side in one checkout with --extra-ca: the copy in docker/certs stays while any build packs
+  # its context, and the build that ends last removes it (the first to end removed it under the other: CI, 2026-12-02)
+  from tooling.prep import build
+  monkeypatch.setattr(build, "ROOT", tmp_path)
+  (tmp_path / "docker" / "certs").mkdir(parents=True)
+  ca = tmp_path / "proxy-ca.pem"
+  ca.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
+  copy = tmp_path / "docker" / "certs" / "tinyperf-build-extra.crt"
+  with build.extra_ca_in_context(str(ca)) as first:
+    with build.extra_ca_in_context(str(ca)) as second:
+      assert first and second and copy.read_bytes() == ca.read_bytes()
+    assert copy.read_bytes() == ca.read_bytes()     # the second build ended; the first still uses the copy
+  assert not copy.exists()
+  with build.extra_ca_in_context(None) as none: assert not none and not copy.exists()

@@ -7,11 +7,12 @@ into a build record, out/images/<vendor>.json (--record). --base-image replaces 
 Debian base); the vendor's GPU-library selfcheck is then skipped, loudly, because that base cannot have them."""
 from __future__ import annotations
 import argparse
+import fcntl
 import json
 import os
-import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, load_config
@@ -109,18 +110,12 @@ def main(args) -> int:
   if not dockerfile.is_file() or dockerfile.read_text() != I.render_dockerfile(vendor, lock):
     raise UserError(f"{dockerfile.name} differs from what images.lock.json and tooling/prep/images.py render; run "
                     f"`tinyperf render` (and commit) before building. Nothing was built.")
-  ca_copy = None
-  if args.extra_ca:
-    if not Path(args.extra_ca).is_file():
-      raise UserError(f"--extra-ca {args.extra_ca}: no such file. Pass a PEM CA certificate (or unset TINYPERF_EXTRA_CA).")
-    ca_copy = ROOT / "docker" / "certs" / "tinyperf-build-extra.crt"
-    shutil.copyfile(args.extra_ca, ca_copy)
+  if args.extra_ca and not Path(args.extra_ca).is_file():
+    raise UserError(f"--extra-ca {args.extra_ca}: no such file. Pass a PEM CA certificate (or unset TINYPERF_EXTRA_CA).")
   print(f"building {tag} from {dockerfile.name} on {ref} ({digest}), git {git_sha}", flush=True)
-  try:
+  with extra_ca_in_context(args.extra_ca) as ca_copy:
     res = container.build(client, ROOT, dockerfile.name, tag, buildargs, nocache=args.no_cache,
                           echo=lambda line: print(line, flush=True))
-  finally:
-    if ca_copy: ca_copy.unlink(missing_ok=True)
   record = {"tag": tag, "image_id": res.image_id, "vendor": vendor, "dockerfile": dockerfile.name, "base_image": ref,
             "base_digest": digest, "base_pinned": pinned_ref, "gpu_libs_checked": gpu_libs_checked,
             "git_sha": git_sha, "tinyperf_version": buildargs["TINYPERF_VERSION"],
@@ -130,6 +125,33 @@ def main(args) -> int:
   print(f"built {tag} = {res.image_id} in {res.seconds:.0f} s ({res.steps} steps); base {ref} ({digest}); record {path}",
         flush=True)
   return 0
+
+
+@contextmanager
+def extra_ca_in_context(extra_ca: str | None):
+  """--extra-ca copied into docker/certs (the build context's CA folder) for the build, removed after. Builds running at
+  once in one checkout (nv and amd side by side) share the copy: each holds a shared lock on the folder while it builds,
+  and only the build that ends last (the one that then gets the lock alone) removes it; removing it under a build still
+  packing its context failed that build."""
+  if not extra_ca:
+    yield False
+    return
+  certs = ROOT / "docker" / "certs"
+  ca, want = certs / "tinyperf-build-extra.crt", Path(extra_ca).read_bytes()
+  fd = os.open(certs, os.O_RDONLY)
+  try:
+    while True:
+      fcntl.flock(fd, fcntl.LOCK_SH)   # while any build holds it shared, none removes the copy
+      if ca.is_file() and ca.read_bytes() == want: break
+      fcntl.flock(fd, fcntl.LOCK_EX)   # alone: no build is packing its context while the copy is written
+      if not (ca.is_file() and ca.read_bytes() == want): write_atomic(ca, want, overwrite=True)
+    try: yield True
+    finally:
+      try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        ca.unlink(missing_ok=True)
+      except BlockingIOError: pass   # another build still uses it and removes it when it ends
+  finally: os.close(fd)
 
 
 def _split_platform(platform: str) -> tuple[str, str]:
