@@ -12,7 +12,8 @@
 #      train step on fake data seeded with that search (`tinyperf bench --beam-cache`), which searches what is
 #      missing and times the searched step; the grown cache comes back as $JOB/resnet_beam.db.
 #   The ImageNet figures the schedule overrides stand for: 37 epochs of 5005 steps; here EPOCHS epochs of
-#   TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, the closed target on CLASSES classes.
+#   TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, the closed target on CLASSES classes (the model
+#   keeps ResNet-50's 1000 outputs: a closed config must be ResNet-50).
 # E2E=bert (BERT-large, 24 layers, BS 96, sequences of 512 with 76 predictions, fp16):
 #   1. stand-in shards of the real shapes: `tinyperf prep wiki corpus` (English docstrings of the machine's Python and
 #      numpy, up to CORPUS_BYTES of text in CORPUS_PARTS parts; Python 3.11 + numpy gave all of theirs, 1.7 MB: 488
