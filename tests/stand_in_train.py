@@ -47,6 +47,10 @@ def main() -> int:
     from multiprocessing import shared_memory
     from benchmarks.common.feeding import SHM_PREFIX
     ring = shared_memory.SharedMemory(name=f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}", create=True, size=1 << 16)
+    # Python's resource tracker may unlink it when this process dies, if the tracker outlives the kill of the process
+    # group (a race): leave it to the launcher's cleanup, which the leak tests are about
+    from multiprocessing import resource_tracker
+    resource_tracker.unregister(ring._name, "shared_memory")
     print(f"ring {ring.name}", flush=True)
   time.sleep(float(os.environ.get("STAND_IN_RUN_S", "0")))
   from mllog_builder import write_log

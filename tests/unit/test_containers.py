@@ -409,7 +409,7 @@ def test_builds_at_once_share_the_extra_ca_copy(tmp_path, monkeypatch):
   copy = tmp_path / "docker" / "certs" / "tinyperf-build-extra.crt"
   with build.extra_ca_in_context(str(ca)) as first:
     with build.extra_ca_in_context(str(ca)) as second:
-      assert first and second and copy.read_bytes() == ca.read_bytes()
+      assert first and second and copy.read_bytes() == ca.read_bytes() and copy.stat().st_mode & 0o777 == 0o644
     assert copy.read_bytes() == ca.read_bytes()     # the second build ended; the first still uses the copy
   assert not copy.exists()
   with build.extra_ca_in_context(None) as none: assert not none and not copy.exists()
