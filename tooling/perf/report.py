@@ -227,12 +227,18 @@ def _pyplot():
   return plt
 
 
+def _figure():
+  """pyplot, a figure and its axes at the size and resolution every report plot uses."""
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  return plt, fig, ax
+
+
 def _x_label(bm: str) -> str: return "epoch" if bm == "resnet" else "training samples"
 
 
 def plot_accuracy(b: BenchData) -> bytes:
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  plt, fig, ax = _figure()
   for i, r in enumerate(b.runs):
     if not r.accuracy: continue
     xs, ys = zip(*r.accuracy)
@@ -248,8 +254,7 @@ def plot_accuracy(b: BenchData) -> bytes:
 
 
 def plot_time_to_train(b: BenchData) -> bytes:
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  plt, fig, ax = _figure()
   names = [r.name.replace(".txt", "") for r in b.runs]
   top = max([r.minutes for r in b.runs if r.minutes] + [1.0])
   for i, r in enumerate(b.runs):
@@ -279,8 +284,7 @@ def plot_time_to_train(b: BenchData) -> bytes:
 
 
 def plot_throughput(b: BenchData) -> bytes:
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  plt, fig, ax = _figure()
   any_rate = False
   for i, r in enumerate(b.runs):
     c = f"C{i % 10}"
@@ -305,8 +309,7 @@ def plot_throughput(b: BenchData) -> bytes:
 
 def plot_beam_search(b: BenchData) -> bytes:
   """INIT's ranked BEAM per run: how much of the step's BEAM=0 time the searched kernels hold, against search time."""
-  plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(9, 5.5), dpi=110)
+  plt, fig, ax = _figure()
   for i, r in enumerate(b.runs):
     if not r.beam_search: continue
     xs, ys = zip(*r.beam_search)
