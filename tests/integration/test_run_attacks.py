@@ -39,12 +39,13 @@ def _cmd(data, out, nexp=1, extra=()):
           str(data), "--results", str(out), "--runtime", "host", *extra]
 
 
-def _run(data, out, nexp=1, timeout=300, **env):
-  return subprocess.run(_cmd(data, out, nexp), cwd=REPO, capture_output=True, text=True, timeout=timeout, env=_env(**env))
+def _run(data, out, nexp=1, timeout=300, ns=(), **env):
+  return subprocess.run([*ns, *_cmd(data, out, nexp)], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                        env=_env(**env))
 
 
-def _start(data, out, nexp=1, **env):
-  return subprocess.Popen(_cmd(data, out, nexp), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def _start(data, out, nexp=1, ns=(), **env):
+  return subprocess.Popen([*ns, *_cmd(data, out, nexp)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           env=_env(**env), start_new_session=True,
                           # a suite started in the background of a script inherits SIGINT ignored; a terminal has it
                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -100,21 +101,36 @@ def test_sighup_or_ctrl_c_records_the_run_interrupted(data, tmp_path, sig, why):
   _wait_for(lambda: _gone(stand_in), timeout=10)   # the run's processes went with it
 
 
-def test_kill_9_of_the_launcher_takes_its_children_and_the_next_start_settles_it(data, tmp_path):
-  out, child_pid = tmp_path / "out", tmp_path / "child.pid"
-  p = _start(data, out, STAND_IN_RUN_S="120", STAND_IN_CHILD=str(child_pid), STAND_IN_RING="1")
+@pytest.fixture
+def private_shm():
+  """(command prefix, /dev/shm as the test sees it) for a /dev/shm of this test's own: a mount namespace held by a
+  `sleep` with a tmpfs there. Every launcher removes the rings of dead runs it finds, so one started by a test on
+  another worker would take this test's leaked ring before this test's next start could (CI, stop 24)."""
+  holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                             "mount -t tmpfs -o size=16m tmpfs /dev/shm && echo ok && exec sleep 600"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  if holder.stdout.readline().strip() != "ok":
+    holder.kill(); pytest.skip(f"cannot make a private /dev/shm here (needs root): {holder.communicate()[1].strip()}")
+  yield ["nsenter", "-t", str(holder.pid), "-m", "--"], Path(f"/proc/{holder.pid}/root/dev/shm")
+  holder.kill(); holder.wait()
+
+
+def test_kill_9_of_the_launcher_takes_its_children_and_the_next_start_settles_it(data, tmp_path, private_shm):
+  (ns, shm), out, child_pid = private_shm, tmp_path / "out", tmp_path / "child.pid"
+  p = _start(data, out, ns=ns, STAND_IN_RUN_S="120", STAND_IN_CHILD=str(child_pid), STAND_IN_RING="1")
   _wait_for(lambda: child_pid.exists() and child_pid.read_text())
   out_log = next(_work(out).glob("run_0_*/output.log"))
   _wait_for(lambda: b"ring tinyperf_" in out_log.read_bytes())
   ring = out_log.read_text().split("ring ", 1)[1].split()[0]
-  assert Path("/dev/shm", ring).exists()
+  assert (shm / ring).exists() and not Path("/dev/shm", ring).exists()   # in the private /dev/shm only
   os.kill(p.pid, signal.SIGKILL); p.wait()
   grandchild = int(child_pid.read_text())
   _wait_for(lambda: _gone(grandchild), timeout=10)        # the watchdog killed the run's whole process group
   assert _attempts(out)[0]["status"] == "running"          # nobody recorded anything: the next start must
-  r = _run(data, out)
+  assert (shm / ring).exists()                             # nobody removed the ring either
+  r = _run(data, out, ns=ns)
   assert r.returncode == 0, r.stderr
-  assert f"removed /dev/shm/{ring}" in r.stderr and not Path("/dev/shm", ring).exists(), r.stderr
+  assert f"removed /dev/shm/{ring}" in r.stderr and not (shm / ring).exists(), r.stderr
   assert "was left running by launcher pid" in r.stderr and "marked interrupted" in r.stderr
   first, second = _attempts(out)
   assert first["status"] == "interrupted" and second["status"] == "done" and first["seed"] != second["seed"]
