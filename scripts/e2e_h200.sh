@@ -83,7 +83,7 @@ check_and_summarize() {
 # PyTorch eager on the same GPU, batch and shapes, in the same lease: the baseline the step time is read against
 torch_baseline() {
   [ "$(( DEADLINE - $(date +%s) ))" -gt 150 ] || { event "no time left for the PyTorch baseline"; return; }
-  python3 -m "benchmarks.$E2E.bench_torch" --bs "$1" --steps 10 --warmup 3 --modes eager >"$JOB/torch.log" 2>&1
+  python3 -m "benchmarks.$E2E.bench_torch" --bs "$@" --steps 10 --warmup 3 --modes eager >"$JOB/torch.log" 2>&1
   event "torch eager exit $?: $(tail -1 "$JOB/torch.log" | cut -c1-200)"
 }
 
@@ -108,7 +108,7 @@ if [ "$E2E" = bert ]; then
     benchmarks/bert/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
   event "run_and_time exit $? (1 expected: TARGET ${TARGET:-0.72} is out of reach)"
   check_and_summarize
-  torch_baseline "${BS:-96}"
+  torch_baseline "${BS:-96}" --layers "${BERT_LAYERS:-24}"   # the depth RUN trained (BERT_LAYERS=2: a 2-layer run)
   event done
   exit 0
 fi

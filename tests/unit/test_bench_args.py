@@ -21,3 +21,30 @@ def test_vary_takes_one_knob_of_the_config_with_a_valid_value(vary, names):
                      cwd=REPO, capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and f"--vary {vary}" in r.stderr and names in r.stderr, r.stderr
   assert "Traceback" not in r.stderr
+
+
+def _bench_args(*argv):
+  import argparse
+  from tooling.perf.bench import add_arguments
+  p = argparse.ArgumentParser(); add_arguments(p)
+  return p.parse_args(list(argv))
+
+
+def test_the_pytorch_side_trains_the_depth_the_tinygrad_side_trains(monkeypatch):
+  from tooling.perf.bench import torch_command
+  args = _bench_args("bert", "--gpus", "1", "--bs", "32")
+  assert torch_command(args)[torch_command(args).index("--layers") + 1] == "24"
+  monkeypatch.setenv("BERT_LAYERS", "2")   # as in `BERT_LAYERS=2 tinyperf bench bert ...`: both sides 2 layers
+  cmd = torch_command(args)
+  assert cmd[cmd.index("--layers") + 1] == "2" and cmd[cmd.index("--seq") + 1] == "512"
+
+
+@pytest.mark.parametrize("argv, env, named", [
+    (["bert"], {"BERT_HIDDEN": "512", "BERT_HEADS": "8"}, "BERT_HIDDEN=512"),
+    (["resnet", "--platform", "cpu_smoke"], {}, "RESNET_LAYERS=1,1")])
+def test_a_model_the_pytorch_side_cannot_build_is_refused_before_anything_runs(argv, env, named):
+  import os
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", *argv], cwd=REPO, capture_output=True, text=True,
+                     timeout=120, env={**os.environ, **env})
+  assert r.returncode == 2 and "--against torch" in r.stderr and named in r.stderr and "--against none" in r.stderr, r.stderr
+  assert "Traceback" not in r.stderr and "tinyperf-bench" not in r.stdout

@@ -41,7 +41,7 @@ def test_bench_without_the_gpus_is_one_line_and_starts_nothing(tmp_path):
   r = tinyperf("bench", "resnet", "--gpus", "64", "--platform", "tinybox_green", cwd=tmp_path)   # no machine shows 64
   assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr
   (line,) = r.stderr.strip().splitlines()
-  assert line.startswith("tinyperf bench: error: no GPU to measure") and "--platform cpu_smoke" in line
+  assert line.startswith("tinyperf bench: error: no GPU to measure") and "--platform cpu_smoke --against none" in line
   assert "page cache" not in r.stderr
 
 

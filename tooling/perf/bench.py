@@ -133,12 +133,32 @@ def save_beam_cache(cache_db: Path, dest: Path) -> None:
   print(f"bench: {n} BEAM-searched kernels saved in {dest}", flush=True)
 
 
-def run_torch(args) -> list[dict]:
+# the models benchmarks/<bm>/bench_torch.py builds: the PyTorch side can follow BERT's depth, nothing else
+TORCH_SHAPES = {"resnet": {"RESNET_LAYERS": "3,4,6,3", "RESNET_WIDTH": 64, "NUM_CLASSES": 1000},
+                "bert": {"BERT_HIDDEN": 1024, "BERT_HEADS": 16, "BERT_INTERMEDIATE": 4096}}
+
+
+def torch_command(args) -> list[str]:
+  """The PyTorch side's command, with the shapes the tinygrad side trains: the config with this environment's overrides
+  (BERT_LAYERS=2 tinyperf bench bert ... compares 2 layers with 2 layers). A model bench_torch cannot build is refused
+  before anything runs: a ratio between two different models would be printed as if it were a speed-up."""
+  cfg = config(args)
+  shaped = load_config(args.benchmark, cfg.platform, environ=dict(os.environ))
+  differ = {k: shaped[k] for k, v in TORCH_SHAPES[args.benchmark].items() if shaped[k] != v}
+  if differ:
+    raise UserError(f"--against torch: the tinygrad side would train {', '.join(f'{k}={v}' for k, v in differ.items())} "
+                    f"(platform {cfg.platform} with this environment), the PyTorch side only "
+                    f"{', '.join(f'{k}={v}' for k, v in TORCH_SHAPES[args.benchmark].items())}. Unset those variables, or "
+                    f"pass --against none.")
   cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.bench_torch", "--bs", str(args.bs), "--steps", str(args.steps),
          "--modes", args.torch_modes]
-  if args.benchmark == "bert":   # the config's shapes (BERT_LAYERS stays 24: the bench measures the real model)
-    cfg = config(args)
-    cmd += ["--seq", str(cfg["MAX_SEQ_LEN"]), "--preds", str(cfg["MAX_PREDICTIONS"]), "--dropout", str(dropout(args, cfg))]
+  if args.benchmark == "bert":
+    cmd += ["--seq", str(shaped["MAX_SEQ_LEN"]), "--preds", str(shaped["MAX_PREDICTIONS"]), "--layers",
+            str(shaped["BERT_LAYERS"]), "--dropout", str(dropout(args, cfg))]
+  return cmd
+
+
+def run_torch(args, cmd: list[str]) -> list[dict]:
   proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
   out = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
   if proc.returncode != 0 or not out:
@@ -175,17 +195,18 @@ def require_gpus(args):
   if have < args.gpus:
     raise UserError(f"no GPU to measure: {cfg.platform} runs on {cfg['vendor'].upper()} GPUs (DEV={cfg['DEV']}) and this "
                     f"machine shows {have} ({DEVICE_NODES[cfg['vendor']]}); --gpus is {args.gpus}. Run it on the GPU "
-                    f"machine, or pass --platform cpu_smoke to try the command on the CPU.")
+                    f"machine, or pass --platform cpu_smoke --against none to try the command on the CPU.")
 
 
 def main(args) -> int:
   if args.dropout is not None and (args.benchmark != "bert" or not 0 <= args.dropout < 1):
     raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
   varied_env = vary(args)
+  torch_cmd = torch_command(args) if args.against == "torch" else None
   require_gpus(args)
   ours = run_tinygrad(args, {})
   ours_rows = [ours] + ([{**run_tinygrad(args, varied_env), "varied": args.vary}] if varied_env else [])
-  theirs = run_torch(args) if args.against == "torch" else []
+  theirs = run_torch(args, torch_cmd) if torch_cmd else []
   unit = UNIT[args.benchmark]
   per_gpu = ours[unit] / ours["gpus"]
   u = unit.split("_")[0]
