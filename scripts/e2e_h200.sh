@@ -13,7 +13,8 @@
 #      missing and times the searched step; the grown cache comes back as $JOB/resnet_beam.db.
 #   The ImageNet figures the schedule overrides stand for: 37 epochs of 5005 steps; here EPOCHS epochs of
 #   TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, the closed target on CLASSES classes (the model
-#   keeps ResNet-50's 1000 outputs: a closed config must be ResNet-50).
+#   keeps ResNet-50's 1000 outputs: a closed config's run must train ResNet-50, and BERT's BERT-large,
+#   benchmarks/common/rules.py CLOSED_MODEL).
 # E2E=bert (BERT-large, 24 layers, BS 96, sequences of 512 with 76 predictions, fp16):
 #   1. stand-in shards of the real shapes: `tinyperf prep wiki corpus` (English docstrings of the machine's Python and
 #      numpy, up to CORPUS_BYTES of text in CORPUS_PARTS parts; Python 3.11 + numpy gave all of theirs, 1.7 MB: 488
@@ -108,7 +109,7 @@ if [ "$E2E" = bert ]; then
     benchmarks/bert/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
   event "run_and_time exit $? (1 expected: TARGET ${TARGET:-0.72} is out of reach)"
   check_and_summarize
-  torch_baseline "${BS:-96}" --layers "${BERT_LAYERS:-24}"   # the depth RUN trained (BERT_LAYERS=2: a 2-layer run)
+  torch_baseline "${BS:-96}"
   event done
   exit 0
 fi

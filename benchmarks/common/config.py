@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common.io import InputError
-from benchmarks.common.rules import RULESETS, SEED_BITS
+from benchmarks.common.rules import CLOSED_MODEL, RULESETS, SEED_BITS, closed_model_changes
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ("resnet", "bert")
@@ -248,6 +248,7 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
     raise ConfigError(f"{path}: platform is {meta['platform']!r} but the directory is {path.parent.name!r}.")
   if meta["division"] == "closed" and meta["ruleset"] != RULESETS[benchmark]:
     raise ConfigError(f"{path}: ruleset {meta['ruleset']} does not accept closed {benchmark}; use {RULESETS[benchmark]}.")
+  in_file = dict(knobs)
   if environ is None:
     environ = os.environ
     _warn_misspelt(environ, schema)
@@ -258,6 +259,10 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
       if knobs.get(key) != val: overridden[key] = (knobs.get(key), val)
       knobs[key] = val
   _check_consistency(path, benchmark, knobs, meta["division"])
+  # the file's model; an environment override of it is refused where a run starts (require_closed_model)
+  if meta["division"] == "closed" and (changed := closed_model_changes(benchmark, in_file)):
+    raise ConfigError(f"{path}: division closed requires {_closed_model(benchmark)}, not "
+                      f"{', '.join(f'{k} {v}' for k, v in changed.items())}; set those or division: open.")
   return PlatformConfig(benchmark, meta["platform"], path, meta, knobs, overridden)
 
 
@@ -296,11 +301,6 @@ def _check_consistency(path: Path, benchmark: str, k: dict, division: str):
     except ValueError: layers = []
     if not layers or min(layers) < 1:
       raise ConfigError(f"{path}: RESNET_LAYERS={k['RESNET_LAYERS']!r} must be positive integers, one per stage, e.g. 3,4,6,3.")
-    # a toy shape is an open-division run; closed is ResNet-50 v1.5 on ImageNet-1k
-    if division == "closed" and (layers, k["RESNET_WIDTH"], k["NUM_CLASSES"]) != ([3, 4, 6, 3], 64, 1000):
-      raise ConfigError(f"{path}: division closed requires ResNet-50 (RESNET_LAYERS 3,4,6,3, RESNET_WIDTH 64, "
-                        f"NUM_CLASSES 1000), not {k['RESNET_LAYERS']} / {k['RESNET_WIDTH']} / {k['NUM_CLASSES']}; "
-                        f"set those or division: open.")
   if benchmark == "bert":
     if k["BERT_HIDDEN"] % k["BERT_HEADS"]:
       raise ConfigError(f"{path}: BERT_HIDDEN={k['BERT_HIDDEN']} is not divisible by BERT_HEADS={k['BERT_HEADS']}; "
@@ -311,6 +311,22 @@ def _check_consistency(path: Path, benchmark: str, k: dict, division: str):
     if k["INIT_BERT_LAYERS"] > k["BERT_LAYERS"]:
       raise ConfigError(f"{path}: INIT_BERT_LAYERS={k['INIT_BERT_LAYERS']} exceeds BERT_LAYERS={k['BERT_LAYERS']}; "
                         f"INIT compiles a subset of the model's layers.")
+
+
+def _closed_model(benchmark: str) -> str:
+  name = {"resnet": "ResNet-50", "bert": "BERT-large"}[benchmark]
+  return f"{name} ({', '.join(f'{k} {v}' for k, v in CLOSED_MODEL[benchmark].items())})"
+
+
+def require_closed_model(cfg: PlatformConfig):
+  """A closed run (one that writes a result log) trains the closed model. The config file is checked when loaded; this
+  catches environment overrides (NUM_CLASSES=10, BERT_LAYERS=2), which stay allowed for measurements without a result
+  (`tinyperf bench`, --phase init)."""
+  if cfg["division"] != "closed" or not (changed := closed_model_changes(cfg.benchmark, cfg.knobs)): return
+  raise ConfigError(f"{cfg.path}: division closed requires {_closed_model(cfg.benchmark)}; the environment sets "
+                    f"{', '.join(f'{k}={v}' for k, v in changed.items())}, which would make this closed log an open-"
+                    f"division run. Unset {' '.join(changed)}; a smaller model can be timed without a result with "
+                    f"`tinyperf bench {cfg.benchmark} --against none`.")
 
 
 def available_platforms(benchmark: str) -> list[str]:

@@ -23,6 +23,21 @@ NEAR_LIMIT = 0.10   # `tinyperf check` warns when init is within 10% of its allo
 # stops it there instead of holding the GPUs for a RUN whose log the checker would reject.
 CLOSED_INIT_STOP_S = (INIT_LIMIT_MIN["closed"] + 5) * 60
 
+# The closed division's models: ResNet-50 v1.5 on ImageNet-1k, BERT-large. A config, or an environment override of
+# one, that changes them makes an open-division run whatever its log says, and the checker cannot see it: refused.
+CLOSED_MODEL = {"resnet": {"RESNET_LAYERS": "3,4,6,3", "RESNET_WIDTH": 64, "NUM_CLASSES": 1000},
+                "bert": {"BERT_LAYERS": 24, "BERT_HIDDEN": 1024, "BERT_HEADS": 16, "BERT_INTERMEDIATE": 4096}}
+
+
+def closed_model_changes(benchmark: str, knobs: dict) -> dict:
+  """{knob: value} where knobs differ from the closed model (RESNET_LAYERS compared as numbers: "3, 4, 6, 3" is it)."""
+  def norm(k, v):
+    if k != "RESNET_LAYERS": return v
+    try: return tuple(int(x) for x in str(v).split(","))
+    except ValueError: return v
+  return {k: knobs.get(k) for k, v in CLOSED_MODEL[benchmark].items() if norm(k, knobs.get(k)) != norm(k, v)}
+
+
 # Seeds: every run of a set needs its own (the seed checker rejects a repeat). SEED_BITS is the default width of the
 # SEED_BITS knob (16..32: tinygrad keeps its seed as a uint32); RANDOM_BITS is bash $RANDOM's width (0..32767), what
 # upstream's run_and_time.sh draws and where a handful of runs already collide.

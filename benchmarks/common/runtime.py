@@ -62,11 +62,12 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   """The shared body of every training entrypoint's main(): config (+ env overrides, printed), tinygrad knobs, the
   per-run kernel cache, the MLPerf log, provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""
   from benchmarks.common import mlperf
-  from benchmarks.common.config import load_config
+  from benchmarks.common.config import load_config, require_closed_model
   from benchmarks.common.io import InputError
   try:
     cfg = load_config(benchmark, args.platform, path=getattr(args, "config", None))
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {'not set' if old is None else old})")
+    if args.phase in ("run", "all"): require_closed_model(cfg)
     apply_tinygrad_env(cfg, args.phase)
     # INIT starts its cache empty; a BENCHMARK run given an explicit CACHEDB keeps it (a BEAM search carried over
     # from an earlier measurement: `tinyperf bench --beam-cache`), which no submission run does

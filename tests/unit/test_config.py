@@ -1,6 +1,7 @@
 """Platform configs: validation, env overrides, and the files rendered from them."""
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -195,3 +196,28 @@ def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
   names = set(re.findall(r'(?:getenv|ContextVar)\("([A-Z][A-Z0-9_]+)"', src))
   assert len(names) > 50
   for bm in BENCHMARKS: assert not C.misspelt_knobs(names, SCHEMA[bm]), bm
+
+
+@pytest.mark.parametrize("benchmark, env", [("resnet", {"NUM_CLASSES": "10"}), ("resnet", {"RESNET_LAYERS": "2,2,2,2"}),
+                                            ("bert", {"BERT_LAYERS": "2"}), ("bert", {"BERT_HIDDEN": "512", "BERT_HEADS": "8"})])
+def test_an_override_of_the_closed_model_loads_for_a_bench_and_is_refused_for_a_run(tmp_path, benchmark, env):
+  from benchmarks.common.config import require_closed_model
+  cfg = load_config(benchmark, "1xH200", environ=env)          # `tinyperf bench` and --phase init may time it
+  with pytest.raises(ConfigError, match="division closed requires") as e: require_closed_model(cfg)
+  assert all(f"{k}={v}" in str(e.value) for k, v in env.items()) and str(cfg.path) in str(e.value)
+  require_closed_model(load_config(benchmark, "1xH200", environ={}))           # the closed model itself
+  if benchmark == "resnet": require_closed_model(load_config(benchmark, "1xH200", environ={"RESNET_LAYERS": "3, 4, 6, 3"}))
+  require_closed_model(load_config(benchmark, "cpu_smoke", environ=env))      # open: any model
+  # the entrypoint refuses before it writes anything (no result log, no kernel cache)
+  r = subprocess.run([sys.executable, "-m", f"benchmarks.{benchmark}.train", "--platform", "1xH200", "--phase", "all",
+                      "--seed", "1", "--results", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
+                     capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+  assert r.returncode == 2 and "division closed requires" in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert not (tmp_path / "r").exists()
+
+
+def test_a_closed_bert_config_file_must_be_bert_large(tmp_path):
+  raw = yaml.safe_load(config_path("bert", "1xH200").read_text()); raw["BERT_LAYERS"] = 12
+  d = tmp_path / "1xH200"; d.mkdir(); (d / "config.yaml").write_text(yaml.safe_dump(raw))
+  with pytest.raises(ConfigError, match="division closed requires BERT-large .*not BERT_LAYERS 12"):
+    load_config("bert", "1xH200", environ={}, path=d / "config.yaml")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig
+from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig, require_closed_model
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
 from tooling.common.errors import UserError, write_atomic
@@ -238,6 +238,7 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
 def main(args) -> int:
   scheduler, runtime = launch_mode(args)
   cfg = load_config(args.benchmark, args.platform)   # the one load of this process: everything below is handed cfg
+  require_closed_model(cfg)   # before any run starts: an override of the closed model would be refused after INIT
   if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
   nexp = args.nexp or required_runs(args.benchmark)
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, SCHEMA, ConfigError, bert_dropout, load_config
+from benchmarks.common.rules import CLOSED_MODEL, closed_model_changes
 from tooling.common.errors import UserError
 
 TAG = "tinyperf-bench "
@@ -133,9 +134,8 @@ def save_beam_cache(cache_db: Path, dest: Path) -> None:
   print(f"bench: {n} BEAM-searched kernels saved in {dest}", flush=True)
 
 
-# the models benchmarks/<bm>/bench_torch.py builds: the PyTorch side can follow BERT's depth, nothing else
-TORCH_SHAPES = {"resnet": {"RESNET_LAYERS": "3,4,6,3", "RESNET_WIDTH": 64, "NUM_CLASSES": 1000},
-                "bert": {"BERT_HIDDEN": 1024, "BERT_HEADS": 16, "BERT_INTERMEDIATE": 4096}}
+# the models benchmarks/<bm>/bench_torch.py builds: the closed ones, where the PyTorch side can follow BERT's depth
+TORCH_SHAPES = {"resnet": CLOSED_MODEL["resnet"], "bert": {k: v for k, v in CLOSED_MODEL["bert"].items() if k != "BERT_LAYERS"}}
 
 
 def torch_command(args) -> list[str]:
@@ -144,7 +144,7 @@ def torch_command(args) -> list[str]:
   before anything runs: a ratio between two different models would be printed as if it were a speed-up."""
   cfg = config(args)
   shaped = load_config(args.benchmark, cfg.platform, environ=dict(os.environ))
-  differ = {k: shaped[k] for k, v in TORCH_SHAPES[args.benchmark].items() if shaped[k] != v}
+  differ = {k: v for k, v in closed_model_changes(args.benchmark, shaped.knobs).items() if k in TORCH_SHAPES[args.benchmark]}
   if differ:
     raise UserError(f"--against torch: the tinygrad side would train {', '.join(f'{k}={v}' for k, v in differ.items())} "
                     f"(platform {cfg.platform} with this environment), the PyTorch side only "
