@@ -19,9 +19,9 @@ KNOBS = dict(RESNET_LAYERS="1", RESNET_WIDTH=4, NUM_CLASSES=3, SYNCBN=0, LR=1.0,
              WARMUP_EPOCHS=1, EPOCHS=4, END_LR=1e-4, LABEL_SMOOTHING=0.1, LOSS_SCALER=1.0)
 
 
-def build(seed, **over):
+def build(seed, devs=("CPU",), **over):
   knobs = {**KNOBS, **over}
-  model = make_model(knobs, ("CPU",), seed=seed)
+  model = make_model(knobs, devs, seed=seed)
   return (model, *make_optimizer(model, knobs, steps_per_epoch=5))
 
 
@@ -41,15 +41,17 @@ def test_state_is_deduplicated():
   assert "scheduler.counter" in unique
 
 
-def test_round_trip_into_fresh_objects(tmp_path):
-  model, opt, sched = build(0)
+@pytest.mark.parametrize("devs", [("CPU",), ("CPU:0", "CPU:1")])
+def test_round_trip_into_fresh_objects(tmp_path, devs):
+  model, opt, sched = build(0, devs)
+  if len(devs) > 1: assert model.bn1.running_var.shape == (2, 4)   # per-device BN statistics, sharded: gathered to save
   # make every kind of state non-trivial: momentum, LR, counter, running stats
   for o in opt.optimizers:
-    for i, b in enumerate(o.b): b.assign(Tensor.full(b.shape, 0.25 * (i + 1))).realize()
+    for i, b in enumerate(o.b): b.assign(Tensor.full(b.shape, 0.25 * (i + 1)).shard_like(b)).realize()
   sched.step(); sched.step(); sched.step()
   model.bn1.running_var.assign(model.bn1.running_var * 3).realize()
   save_state(tmp_path / "s.safetensors", model, opt, sched, metadata={"epoch": "2"})
-  fresh = build(1)
+  fresh = build(1, devs)
   before = {k: t.numpy().copy() for k, t in training_state(*fresh)[0].items()}
   meta = load_state(tmp_path / "s.safetensors", *fresh)
   assert meta["epoch"] == "2" and read_metadata(tmp_path / "s.safetensors")["format"].startswith("tinyperf")
@@ -93,6 +95,31 @@ for devs in (["NULL"], ["NULL:0", "NULL:1"]):
   snapshot_state(model, opt, sched)
 print(sorted(Device._opened_devices))
 """
+
+
+SAVE_LOAD_ON_NULL = """
+import sys, tempfile
+from benchmarks.common.config import load_config
+from benchmarks.common.runtime import apply_tinygrad_env
+cfg = load_config("resnet", "2xH200")   # its knobs (fp16, unsynced BN), a small ResNet from the environment
+apply_tinygrad_env(cfg, "all", keep_dev=True)
+from benchmarks.resnet.train import Trainer
+from benchmarks.common.checkpoint import save_state, load_state
+tr = Trainer(cfg, 1, 10)
+path = tempfile.mktemp(dir=sys.argv[1])
+save_state(path, tr.model, tr.optimizer, tr.scheduler)
+load_state(path, tr.model, tr.optimizer, tr.scheduler)
+print("saved and loaded")
+"""
+
+
+def test_save_and_load_compile_nothing_on_the_cpu(tmp_path):
+  # CKPT / RESUME on a GPU host with no C compiler (the H200 has none): gathering the 2xH200 config's per-device BN
+  # statistics on tinygrad's CPU device compiled a kernel there with clang. CC=/bin/false fails any such compile.
+  env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1", "CC": "/bin/false", "RESNET_LAYERS": "1", "RESNET_WIDTH": "8"}
+  r = subprocess.run([sys.executable, "-c", SAVE_LOAD_ON_NULL, str(tmp_path)], cwd=Path(__file__).resolve().parents[2],
+                     env=env, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0 and "saved and loaded" in r.stdout, r.stderr[-2000:]
 
 
 def test_snapshot_never_opens_the_cpu_device():
