@@ -10,10 +10,10 @@ in every run, like a real training script's, and the seed checker can match repe
   read_events(path); relabel_log(src, dst, edit)                  # a real run's events; a copy with events edited
 """
 from __future__ import annotations
-import itertools
 import json
 import logging
 import shutil
+import uuid
 from pathlib import Path
 
 from mlperf_logging import mllog
@@ -21,7 +21,6 @@ from mlperf_logging.mllog import constants as C
 
 REPO = Path(__file__).resolve().parents[1]
 T0_MS = 1_700_000_000_000
-_ids = itertools.count()
 
 RESNET_HPARAMS = [
   (C.GLOBAL_BATCH_SIZE, 1536), (C.TRAIN_SAMPLES, 1281167), (C.EVAL_SAMPLES, 50000), (C.GRADIENT_ACCUMULATION_STEPS, 1),
@@ -40,7 +39,9 @@ BERT_EVAL_INTERVAL = 150016   # samples between evals (586 steps of 256)
 
 class _Writer:
   def __init__(self, path: Path, t0: int):
-    self.logger = logging.getLogger(f"tinyperf-test-mllog-{next(_ids)}")
+    # a name of its own: mllog.config refuses the logger it already has, and a counter restarts in a second copy of this
+    # module (imported as mllog_builder and as tests.mllog_builder in one pytest worker: flaky ValueError)
+    self.logger = logging.getLogger(f"tinyperf-test-mllog-{uuid.uuid4().hex}")
     self.logger.propagate = False
     self.logger.setLevel(logging.INFO)
     self.handler = logging.FileHandler(path, mode="w", encoding="utf-8")

@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.bert.tokenizer import installed_test_vocab
 from benchmarks.common.config import load_config
-from tests.mllog_builder import read_events, relabel_log
+from mllog_builder import read_events, relabel_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("readme")]   # one worker: these tests share one fresh clone, its venv and the BERT README run (session fixtures are per worker)
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.conftest import readme_flow, sh
-from tests.mllog_builder import read_events, relabel_log
+from mllog_builder import read_events, relabel_log
 from tooling.verdict.check import check_path
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.mllog_builder import read_events
+from mllog_builder import read_events
 from tooling.verdict.check import check_path
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ import importlib.util
 import json
 
 from benchmarks.common.runtime import metrics_path
-from tests.mllog_builder import REPO, write_log
+from mllog_builder import REPO, write_log
 
 spec = importlib.util.spec_from_file_location("e2e_summary", REPO / "scripts" / "e2e_summary.py")
 e2e_summary = importlib.util.module_from_spec(spec)
