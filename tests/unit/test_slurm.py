@@ -14,6 +14,8 @@ import pytest
 
 from benchmarks.common.config import SCHEMA, load_config
 from tests.conftest import REPO
+from benchmarks.common.io import file_digest
+from tooling.common import results_tree as T
 from tooling.launch import ledger as L, slurm as S, status as ST
 from tooling.common.errors import UserError
 
@@ -178,6 +180,23 @@ def test_states_from_ledger_record_and_queue(tmp_path):
   st = ST.set_states(work, None)
   assert {r["index"]: r["state"] for r in st["runs"]} == {0: "done", 1: "unknown", 2: "unknown", 3: "unknown",
                                                           4: "unknown", 5: "unknown"}
+
+
+def test_a_done_run_whose_task_still_writes_its_result_is_running(tmp_path):
+  """The launcher records a run done before it copies the log to result_<i>.txt: in between, status (and --wait, which
+  stops when nothing runs) must not call it broken while its task still runs; once the task has ended, it is."""
+  work = _set(tmp_path, [L.Attempt(index=0, seed=10, status=L.DONE, converged=True, note="ACCEPTED", slurm={"job": "5_0"})],
+              [("5", [0], time.time() - 100, 1)])
+  led = L.Ledger(work / "ledger.json"); att = led.latest(0)
+  log = led.work(att) / T.RUN_LOG                        # the run's own log, intact; result_0.txt not copied yet
+  log.parent.mkdir(parents=True); log.write_text("log")
+  att.sha256 = file_digest(log, "sha256"); L.update_attempt(work / "ledger.json", att)
+  Path(att.result).unlink()
+  (r,) = ST.set_states(work, {("5", 0): ("RUNNING", "node1")})["runs"]
+  assert r["state"] == "running" and "writing its result" in r["detail"] and "problem" not in r
+  for ended in ({("5", 0): ("COMPLETING", "node1")}, {}):
+    (r,) = ST.set_states(work, ended)["runs"]
+    assert r["state"] == "broken" and "NOT COPIED YET" in r["problem"]
 
 
 def test_a_local_run_after_a_slurm_job(tmp_path):

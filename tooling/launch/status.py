@@ -91,6 +91,12 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       if kind == "copy": r["problem"] = f"NOT COPIED YET: {problem} by rerunning its `tinyperf run` command"
       elif kind != "ok": r["problem"] = problem
       if kind != "ok": r["detail"] += f"; {r['problem']}"
+      # the launcher records done before it copies the result: while the attempt's task still runs, it is copying
+      # (a `status --wait` that stopped here reported a broken run that was seconds from done)
+      if (kind == "copy" and job and tasks and key in tasks and att.slurm.get("job") == r["job"]
+          and tasks[key][0] in slurm.RUNNING - {"COMPLETING"}):
+        r["state"], r["detail"] = "running", f"task {r['job']} finished its run (seed {att.seed}) and is writing its result"
+        r.pop("problem")
     elif job and tasks is not None and key in tasks and tasks[key][0] in slurm.QUEUED | slurm.RUNNING:
       state, where = tasks[key]
       r["state"] = "pending" if state in slurm.QUEUED else "running"
