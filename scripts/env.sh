@@ -26,14 +26,11 @@ want="$( (cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$
   | sha1sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing locked dependencies into $VENV (log: $VENV/install.log)" >&2
-  # --no-compile: Python writes the .pyc of what is imported on first import; compiling every installed module (TensorFlow
-  # too, with TINYPERF_WITH_CONVERT=1) cost more CPU than the rest of the install
-  pipi() { "$VENV/bin/python" -m pip install --no-compile "$@"; }
   if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
-         pipi --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock" &&
-         pipi --require-hashes --no-deps -r "$ROOT_DIR/requirements-testdata.txt" &&
-         { [ "$convert" != 1 ] || pipi --require-hashes -r "$ROOT_DIR/requirements-convert.lock"; } &&
-         pipi --no-deps --no-build-isolation -e "$ROOT_DIR"; } > "$VENV/install.log" 2>&1; then
+         "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock" &&
+         "$VENV/bin/python" -m pip install --require-hashes --no-deps -r "$ROOT_DIR/requirements-testdata.txt" &&
+         { [ "$convert" != 1 ] || "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements-convert.lock"; } &&
+         "$VENV/bin/python" -m pip install --no-deps --no-build-isolation -e "$ROOT_DIR"; } > "$VENV/install.log" 2>&1; then
     tail -30 "$VENV/install.log" >&2
     echo "installing the locked dependencies failed; the full log is $VENV/install.log" >&2
     exit 2

