@@ -32,12 +32,18 @@ def training_state(model, optimizer, scheduler) -> tuple[dict[str, Tensor], dict
   return unique, aliases
 
 
+def _first_device(t: Tensor) -> str:
+  """The device of a single-device tensor, the first of a multi-device one's: where a state tensor is read or written
+  whole, never through tinygrad's CPU device (opening it compiles with clang, which a GPU host need not have)."""
+  return t.device[0] if isinstance(t.device, tuple) else t.device
+
+
 def save_state(path: str | Path, model, optimizer, scheduler, metadata: dict[str, str] | None = None) -> None:
   """Write the training state to `path` (safetensors). Multi-device tensors are written from their first device."""
   unique, aliases = training_state(model, optimizer, scheduler)
-  # made contiguous where they live, so that writing is a plain copy to the file: a copy to tinygrad's CPU device first
-  # compiled a kernel there with clang, which a GPU host need not have (snapshot_state below)
-  host = {k: (t.to(t.device[0]) if isinstance(t.device, tuple) else t).contiguous() for k, t in unique.items()}
+  # made contiguous on their (first) device, so that writing is a plain copy to the file: gathering them on tinygrad's
+  # CPU device first compiled a kernel there (the 2xH200 config's per-device BN statistics)
+  host = {k: t.to(_first_device(t)).contiguous() for k, t in unique.items()}
   Tensor.realize(*host.values())
   meta = {**(metadata or {}), "format": FORMAT, "aliases": json.dumps(aliases, sort_keys=True)}
   Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -82,7 +88,5 @@ def load_state(path: str | Path, model, optimizer, scheduler) -> dict[str, str]:
   for k, dst in unique.items():  # validate everything before touching anything
     if (src := stored[k]).shape != dst.shape or src.dtype != dst.dtype:
       raise ValueError(f"{path}: {k} is {src.dtype} {src.shape} in the file but {dst.dtype} {dst.shape} here")
-  # from the file straight to the destination's (first) device, not through tinygrad's CPU device (save_state)
-  for k, dst in unique.items():
-    dst.assign(stored[k].to(dst.device[0] if isinstance(dst.device, tuple) else dst.device).shard_like(dst)).realize()
+  for k, dst in unique.items(): dst.assign(stored[k].to(_first_device(dst)).shard_like(dst)).realize()
   return meta
