@@ -80,7 +80,7 @@ class RankedBeam:
     uses = Counter(c.src[0] for c in calls)
     renderer = {c.src[0]: _get_call_to_compile(c)[1] for c in calls}
     lower_and_compile(UOp(Ops.LINEAR, src=tuple(calls)))   # the hand-coded programs, compiled in parallel (cached)
-    cost = {s: kernel_time(s, renderer[s]) * n for s, n in uses.items()}
+    cost = {s: kernel_time(s, renderer[s], log=self.log) * n for s, n in uses.items()}
     rep = SearchReport(kernels=len(uses), step_s=sum(cost.values()))
     searched = set()
     for s in rank(cost, self.coverage):
@@ -109,7 +109,7 @@ class RankedBeam:
     return linear.replace(src=tuple(marked(c) for c in linear.src))
 
 
-def kernel_time(sink, renderer, runs: int = 3) -> float:
+def kernel_time(sink, renderer, runs: int = 3, log=print) -> float:
   """One kernel's time with tinygrad's hand-coded optimizations, alone on fresh buffers (best of `runs`), as the search
   times a candidate. A kernel that cannot be timed counts 0 (it is not searched first)."""
   from tinygrad.codegen import to_program
@@ -124,7 +124,7 @@ def kernel_time(sink, renderer, runs: int = 3) -> float:
     if not math.isfinite(t): raise RuntimeError("its timed runs failed")
     return t
   except Exception as e:  # noqa: BLE001 -- ranking is advisory: an untimable kernel is searched last, never fatal
-    print(f"ranked BEAM: could not time a kernel ({type(e).__name__}: {e}); it ranks last", flush=True)
+    log(f"ranked BEAM: could not time a kernel ({type(e).__name__}: {e}); it ranks last")
     return 0.0
 
 
