@@ -84,7 +84,7 @@ check_and_summarize() {
 # PyTorch eager on the same GPU, batch and shapes, in the same lease: the baseline the step time is read against
 torch_baseline() {
   [ "$(( DEADLINE - $(date +%s) ))" -gt 150 ] || { event "no time left for the PyTorch baseline"; return; }
-  python3 -m "benchmarks.$E2E.bench_torch" --bs "$@" --steps 10 --warmup 3 --modes eager >"$JOB/torch.log" 2>&1
+  python3 -m "benchmarks.$E2E.bench_torch" --bs "$1" --steps 10 --warmup 3 --modes eager >"$JOB/torch.log" 2>&1
   event "torch eager exit $?: $(tail -1 "$JOB/torch.log" | cut -c1-200)"
 }
 
