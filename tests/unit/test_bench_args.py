@@ -48,3 +48,5 @@ def test_a_model_the_pytorch_side_cannot_build_is_refused_before_anything_runs(a
                      timeout=120, env={**os.environ, **env})
   assert r.returncode == 2 and "--against torch" in r.stderr and named in r.stderr and "--against none" in r.stderr, r.stderr
   assert "Traceback" not in r.stderr and "tinyperf-bench" not in r.stdout
+  # what to unset is said only for what the environment set: cpu_smoke's toy model is its config file's
+  assert ("Unset " + " ".join(env)) in r.stderr if env else "Unset" not in r.stderr, r.stderr

@@ -146,10 +146,11 @@ def torch_command(args) -> list[str]:
   shaped = load_config(args.benchmark, cfg.platform, environ=dict(os.environ))
   differ = {k: v for k, v in closed_model_changes(args.benchmark, shaped.knobs).items() if k in TORCH_SHAPES[args.benchmark]}
   if differ:
+    from_env = [k for k in differ if k in shaped.overridden]   # the rest come from the platform's config file
     raise UserError(f"--against torch: the tinygrad side would train {', '.join(f'{k}={v}' for k, v in differ.items())} "
-                    f"(platform {cfg.platform} with this environment), the PyTorch side only "
-                    f"{', '.join(f'{k}={v}' for k, v in TORCH_SHAPES[args.benchmark].items())}. Unset those variables, or "
-                    f"pass --against none.")
+                    f"(platform {cfg.platform}{' with this environment' if from_env else ''}), the PyTorch side only "
+                    f"{', '.join(f'{k}={v}' for k, v in TORCH_SHAPES[args.benchmark].items())}. "
+                    + (f"Unset {' '.join(from_env)}, or pass --against none." if from_env else "Pass --against none."))
   cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.bench_torch", "--bs", str(args.bs), "--steps", str(args.steps),
          "--modes", args.torch_modes]
   if args.benchmark == "bert":
