@@ -69,7 +69,8 @@ event "start $E2E"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; python3 --version
   python3 -c 'import tinygrad, PIL, numpy; from importlib.metadata import version as v
 print("tinygrad", v("tinygrad"), "mlperf-logging", v("mlperf-logging"), "pillow", PIL.__version__, "numpy", numpy.__version__)'
-  git rev-parse HEAD 2>/dev/null || echo "${TINYPERF_GIT_SHA:-no git}"; df -h /dev/shm "$JOB"; } >"$JOB/host.txt" 2>&1
+  # a leased machine's copy of the tree may carry a stale .git: the sha the caller names wins
+  echo "${TINYPERF_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo no git)}"; df -h /dev/shm "$JOB"; } >"$JOB/host.txt" 2>&1
 
 # the newest result log of this benchmark (a rerun in the same lease adds one), then its check and figures
 check_and_summarize() {
