@@ -296,6 +296,10 @@ def _check_consistency(path: Path, benchmark: str, k: dict, division: str):
   for bs in ("BS", "EVAL_BS"):
     if k[bs] % k["GPUS"]:
       raise ConfigError(f"{path}: {bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
+  warmup, total = {"resnet": ("WARMUP_EPOCHS", "EPOCHS"), "bert": ("WARMUP_STEPS", "TRAIN_STEPS")}[benchmark]
+  if k[warmup] >= k[total]:
+    raise ConfigError(f"{path}: {warmup}={k[warmup]} is not below {total}={k[total]}; the learning rate warms up "
+                      f"for {warmup} and then decays until {total}. Lower {warmup} or raise {total}.")
   if benchmark == "resnet":
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []

@@ -160,6 +160,20 @@ def test_bert_shapes_must_agree(env, msg):
   with pytest.raises(ConfigError, match=msg): load_config("bert", "tinybox_green", environ=env)
 
 
+
+@pytest.mark.parametrize("benchmark, env, msg", [("resnet", {"EPOCHS": "1"}, "WARMUP_EPOCHS=1 is not below EPOCHS=1"),
+                                                 ("bert", {"TRAIN_STEPS": "20"}, "WARMUP_STEPS=20 is not below TRAIN_STEPS=20")])
+def test_a_schedule_must_warm_up_before_it_ends(tmp_path, benchmark, env, msg):
+  # cpu_smoke warms up for 1 epoch (ResNet) and 20 steps (BERT); a shortened schedule no longer than that died in the
+  # LR scheduler's assert with a traceback after the log was opened
+  with pytest.raises(ConfigError, match=msg): load_config(benchmark, "cpu_smoke", environ=env)
+  load_config(benchmark, "cpu_smoke", environ={k: str(int(v) + 1) for k, v in env.items()})
+  r = subprocess.run([sys.executable, "-m", f"benchmarks.{benchmark}.train", "--platform", "cpu_smoke", "--phase", "all",
+                      "--seed", "1", "--results", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
+                     capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+  assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert not (tmp_path / "r").exists()
+
 def test_out_of_range_knob_stops_run_before_anything_is_written(capsys, tmp_path, monkeypatch):
   from tooling.cli import main as cli
   monkeypatch.setenv("BS", "0")
