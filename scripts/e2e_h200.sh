@@ -26,9 +26,10 @@
 #   2. the loader alone (`scripts/loader_rate.py --bert 96`: seq/s in-process, as RUN drives it)
 #   3. run_and_time.sh with TRAIN_BEAM=0 EVAL_BEAM=0 (TRAIN_BEAM=2 EVAL_BEAM=2: the config's ranked search), random
 #      init (INIT_CHECKPOINT=0: no phase-1 checkpoint here), TRAIN_STEPS steps with an eval every EVAL_STEP_FREQ steps
-#      on EVAL_SAMPLES samples; INIT captures the whole 24-layer step that RUN replays. TARGET stays 0.72, which docstrings from random init do not reach in a few steps: RUN ends
-#      with run_stop aborted (exit 1) and `tinyperf check` rejects the log for that (and for the closed accuracy
-#      rule); the log is a timing record, not a closed result. TARGET=0.0 stops at the first eval with success.
+#      on EVAL_SAMPLES samples; INIT captures the whole 24-layer step that RUN replays. TARGET stays 0.72, which
+#      docstrings from random init do not reach in a few steps: RUN ends with run_stop aborted (exit 1) and `tinyperf
+#      check` rejects the log for that (and for the closed accuracy rule); the log is a timing record, not a closed
+#      result. TARGET=0.0 stops at the first eval with success.
 # LOADER_RATE=0 skips step 2. Both end with scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
 # data wait, each eval's s) and, while BUDGET_S lasts, PyTorch eager on the same batch ($JOB/torch.log).
 # Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from
