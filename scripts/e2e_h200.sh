@@ -95,8 +95,8 @@ if [ "$E2E" = bert ]; then
   [ -n "$VOCAB" ] || VOCAB=.whl/vocab.txt
   # the shortened schedule (env overrides of the platform's knobs, printed at the top of the log); prep reads
   # MAX_SEQ_LEN, MAX_PREDICTIONS and EVAL_SAMPLES through --platform with the same overrides
-  export TRAIN_BEAM=${TRAIN_BEAM:-0} EVAL_BEAM=${EVAL_BEAM:-0} INIT_CHECKPOINT=0 TRAIN_STEPS=${TRAIN_STEPS:-20} EVAL_STEP_FREQ=${EVAL_STEP_FREQ:-10} \
-    EVAL_SAMPLES=${EVAL_SAMPLES:-480} PYTHONUNBUFFERED=1
+  export TRAIN_BEAM=${TRAIN_BEAM:-0} EVAL_BEAM=${EVAL_BEAM:-0} INIT_CHECKPOINT=0 TRAIN_STEPS=${TRAIN_STEPS:-20} \
+    EVAL_STEP_FREQ=${EVAL_STEP_FREQ:-10} EVAL_SAMPLES=${EVAL_SAMPLES:-480} PYTHONUNBUFFERED=1
   [ -d "$DATA/results4" ] || tinyperf prep wiki corpus --out "$DATA" --vocab "$VOCAB" --parts "${CORPUS_PARTS:-16}" \
     --max-bytes "${CORPUS_BYTES:-12000000}" 2>&1 | stamp "$JOB/prep.log"
   # finished train shards are kept on a rerun; the eval shard is remade (EVAL_SAMPLES may differ)
