@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# tinycorp's examples/mlperf train step at the 1xH200 config's BEAM settings, its search carried across device commands
+# (issue 20: fully searched steps against tinycorp's code with the same BEAM settings; ours is PERFORMANCE.md row 3).
+# A full search takes longer than one device command (ResNet-50: 45-60 min on 16 cores), so each call searches for at
+# most TIME_LIMIT seconds, keeps what was searched (tinygrad's beam_search tables, a few hundred kB) in CACHE, and the
+# next call goes on from there; a call that searches nothing new is the fully searched step, timed by run_upstream.sh.
+#   UPSTREAM=.upstream CACHE=.whl/upstream_resnet_beam.db TIME_LIMIT=540 scripts/upstream_beam.sh resnet 256
+# UPSTREAM: a copy of ../shared/upstream-mlperf in a folder that .git/info/exclude ignores, carried to the GPU machine
+# and never committed (MIT, for measurement only). CACHE: a missing file starts a new search; the grown cache is written
+# back to CACHE (copy it to $OUT to keep it past the lease). The BEAM knobs (TRAIN_BEAM, EVAL_BEAM,
+# IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200), as our own INIT gets them.
+set -u -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bm=${1:?usage: scripts/upstream_beam.sh resnet|bert [BS]}; bs=${2:-}
+: "${UPSTREAM:?set UPSTREAM to a copy of ../shared/upstream-mlperf}" "${CACHE:?set CACHE to the search-results file}"
+[ -x "$UPSTREAM/run_upstream.sh" ] || { echo "upstream_beam.sh: $UPSTREAM/run_upstream.sh not found" >&2; exit 2; }
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+# the config's BEAM knobs as environment variables, and the search results carried in
+python3 - "$bm" "${PLATFORM:-1xH200}" "$CACHE" "$work/cache.db" >"$work/env" <<'PY' || exit 2
+import sys
+from pathlib import Path
+from benchmarks.common.config import load_config
+from tooling.perf.bench import copy_beam_tables
+bm, platform, cache, db = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
+env = load_config(bm, platform).env()
+for k in ("TRAIN_BEAM", "EVAL_BEAM", "IGNORE_JIT_FIRST_BEAM", "BEAM_UOPS_MAX", "BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX",
+          "BEAM_MIN_PROGRESS", "BEAM_PADTO"):
+  if k in env: print(f"{k}={env[k]}")
+n = copy_beam_tables(cache, db) if cache.is_file() else 0
+print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.stderr)
+PY
+echo "upstream_beam: $(tr '\n' ' ' <"$work/env")"
+# its own process group, so that the time limit stops the trainer and its BEAM workers too
+env $(cat "$work/env") CACHEDB="$work/cache.db" PARALLEL="${PARALLEL:-15}" STEPS="${STEPS:-20}" \
+  setsid "$UPSTREAM/run_upstream.sh" "$bm" $bs &
+pid=$!
+( sleep "${TIME_LIMIT:-540}"; echo "upstream_beam: time limit reached, stopping" >&2; kill -TERM -- "-$pid" 2>/dev/null ) &
+killer=$!
+wait "$pid"; rc=$?
+kill "$killer" 2>/dev/null
+python3 -c 'import sys; from pathlib import Path; from tooling.perf.bench import save_beam_cache
+save_beam_cache(Path(sys.argv[1]), Path(sys.argv[2]))' "$work/cache.db" "$CACHE"
+echo "upstream_beam: run_upstream.sh exit $rc (143: stopped at the time limit; rerun to go on)"
+exit "$rc"

@@ -1,0 +1,57 @@
+"""scripts/upstream_beam.sh, the carried BEAM search of tinycorp's code, with a stand-in for run_upstream.sh: it gets
+the platform config's BEAM knobs and a kernel cache seeded from CACHE, the time limit stops it and everything it
+started, and what it searched is saved to CACHE for the next call."""
+from __future__ import annotations
+import os
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+from tests.conftest import REPO
+
+FAKE = """#!/usr/bin/env bash
+# stand-in for run_upstream.sh: report what it got, "search" one kernel into the cache, then run on (with a child)
+echo "fake got bm=$1 bs=${2:-} TRAIN_BEAM=$TRAIN_BEAM BEAM_UOPS_MAX=$BEAM_UOPS_MAX PARALLEL=$PARALLEL"
+python3 -c 'import os, sqlite3; c = sqlite3.connect(os.environ["CACHEDB"])
+print("fake sees", c.execute("SELECT COUNT(*) FROM beam_search_test").fetchone()[0], "searched")
+c.execute("INSERT INTO beam_search_test VALUES (?, ?)", ("kernel-new", b"opts")); c.commit()'
+sleep 300 & echo "child $!" > "$(dirname "$0")/child.pid"
+wait
+"""
+
+
+def _cache(path: Path, keys: list[str]):
+  con = sqlite3.connect(path)
+  con.execute("CREATE TABLE beam_search_test (key text PRIMARY KEY, val blob)")
+  con.executemany("INSERT INTO beam_search_test VALUES (?, ?)", [(k, b"opts") for k in keys])
+  con.commit(); con.close()
+
+
+def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
+  up = tmp_path / "up"; up.mkdir()
+  (up / "run_upstream.sh").write_text(FAKE); (up / "run_upstream.sh").chmod(0o755)
+  cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a", "kernel-b"])
+  t0 = time.time()
+  r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet", "256"], cwd=tmp_path, capture_output=True,
+                     text=True, timeout=120, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache), "TIME_LIMIT": "3"})
+  out = r.stdout + r.stderr
+  assert r.returncode == 143 and time.time() - t0 < 60, out
+  assert "fake got bm=resnet bs=256 TRAIN_BEAM=1 BEAM_UOPS_MAX=2000 PARALLEL=15" in out   # the 1xH200 config's knobs
+  assert "2 searched kernels carried in" in out and "fake sees 2 searched" in out
+  assert "time limit reached" in out
+  con = sqlite3.connect(cache)
+  assert {k for (k,) in con.execute("SELECT key FROM beam_search_test")} == {"kernel-a", "kernel-b", "kernel-new"}
+  con.close()
+  child = int((up / "child.pid").read_text().split()[1])    # the run's own children went with it
+  for _ in range(50):
+    if not Path(f"/proc/{child}").exists(): break
+    time.sleep(0.1)
+  assert not Path(f"/proc/{child}").exists()
+
+
+def test_a_missing_upstream_copy_is_bad_input(tmp_path):
+  r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
+                     timeout=60, env={**os.environ, "UPSTREAM": str(tmp_path / "none"), "CACHE": str(tmp_path / "c.db")})
+  assert r.returncode == 2 and "run_upstream.sh not found" in r.stderr and "Traceback" not in r.stderr
+  assert not (tmp_path / "c.db").exists()
