@@ -193,7 +193,7 @@ def test_a_done_run_whose_task_still_writes_its_result_is_running(tmp_path):
   att.sha256 = file_digest(log, "sha256"); L.update_attempt(work / "ledger.json", att)
   Path(att.result).unlink()
   (r,) = ST.set_states(work, {("5", 0): ("RUNNING", "node1")})["runs"]
-  assert r["state"] == "running" and "writing its result" in r["detail"] and "problem" not in r
+  assert r["state"] == "running" and "writing its result" in r["detail"] and "problem" not in r and r["result"] is None
   for ended in ({("5", 0): ("COMPLETING", "node1")}, {}):
     (r,) = ST.set_states(work, ended)["runs"]
     assert r["state"] == "broken" and "NOT COPIED YET" in r["problem"]

@@ -96,7 +96,7 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       if (kind == "copy" and job and tasks and key in tasks and att.slurm.get("job") == r["job"]
           and tasks[key][0] in slurm.RUNNING - {"COMPLETING"}):
         r["state"], r["detail"] = "running", f"task {r['job']} finished its run (seed {att.seed}) and is writing its result"
-        r.pop("problem")
+        r.pop("problem"); r["result"] = None     # not there yet: status names a result only where one is
     elif job and tasks is not None and key in tasks and tasks[key][0] in slurm.QUEUED | slurm.RUNNING:
       state, where = tasks[key]
       r["state"] = "pending" if state in slurm.QUEUED else "running"
