@@ -258,7 +258,12 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
       val = _coerce(environ[key], knob, key, f"environment variable {key}")
       if knobs.get(key) != val: overridden[key] = (knobs.get(key), val)
       knobs[key] = val
-  _check_consistency(path, benchmark, knobs, meta["division"])
+  try:
+    _check_consistency(path, benchmark, knobs, meta["division"])
+  except ConfigError as e:   # the message names the file; say which of its values the environment set
+    env_set = [k for k in overridden if f"{k}=" in str(e)]
+    if not env_set: raise
+    raise ConfigError(f"{e} ({', '.join(env_set)} {'comes' if len(env_set) == 1 else 'come'} from the environment.)") from None
   # the file's model; an environment override of it is refused where a run starts (require_closed_model)
   if meta["division"] == "closed" and (changed := closed_model_changes(benchmark, in_file)):
     raise ConfigError(f"{path}: division closed requires {_closed_model(benchmark)}, not "

@@ -166,7 +166,12 @@ def test_bert_shapes_must_agree(env, msg):
 def test_a_schedule_must_warm_up_before_it_ends(tmp_path, benchmark, env, msg):
   # cpu_smoke warms up for 1 epoch (ResNet) and 20 steps (BERT); a shortened schedule no longer than that died in the
   # LR scheduler's assert with a traceback after the log was opened
-  with pytest.raises(ConfigError, match=msg): load_config(benchmark, "cpu_smoke", environ=env)
+  with pytest.raises(ConfigError, match=msg) as e: load_config(benchmark, "cpu_smoke", environ=env)
+  assert f"({next(iter(env))} comes from the environment.)" in str(e.value)
+  raw = yaml.safe_load(config_path(benchmark, "cpu_smoke").read_text()); raw.update({k: int(v) for k, v in env.items()})
+  d = tmp_path / "cpu_smoke"; d.mkdir(); (d / "config.yaml").write_text(yaml.safe_dump(raw))
+  with pytest.raises(ConfigError, match=msg) as e: load_config(benchmark, "cpu_smoke", environ={}, path=d / "config.yaml")
+  assert "environment" not in str(e.value)                  # the file's own value: the message says only the file
   load_config(benchmark, "cpu_smoke", environ={k: str(int(v) + 1) for k, v in env.items()})
   r = subprocess.run([sys.executable, "-m", f"benchmarks.{benchmark}.train", "--platform", "cpu_smoke", "--phase", "all",
                       "--seed", "1", "--results", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
