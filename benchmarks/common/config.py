@@ -258,12 +258,7 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
       val = _coerce(environ[key], knob, key, f"environment variable {key}")
       if knobs.get(key) != val: overridden[key] = (knobs.get(key), val)
       knobs[key] = val
-  try:
-    _check_consistency(path, benchmark, knobs, meta["division"])
-  except ConfigError as e:   # the message names the file; say which of its values the environment set
-    env_set = [k for k in overridden if f"{k}=" in str(e)]
-    if not env_set: raise
-    raise ConfigError(f"{e} ({', '.join(env_set)} {'comes' if len(env_set) == 1 else 'come'} from the environment.)") from None
+  _check_consistency(path, benchmark, knobs, from_env=set(overridden))
   # the file's model; an environment override of it is refused where a run starts (require_closed_model)
   if meta["division"] == "closed" and (changed := closed_model_changes(benchmark, in_file)):
     raise ConfigError(f"{path}: division closed requires {_closed_model(benchmark)}, not "
@@ -297,29 +292,35 @@ def _warn_misspelt(environ, schema: dict) -> None:
           f"(knobs: benchmarks/common/config.py)", file=sys.stderr)
 
 
-def _check_consistency(path: Path, benchmark: str, k: dict, division: str):
+def _check_consistency(path: Path, benchmark: str, k: dict, from_env: set):
+  def fail(keys: tuple, why: str):
+    # the message names the file; say which of the values the environment set, where one did
+    env = [key for key in keys if key in from_env]
+    raise ConfigError(f"{path}: {why}" + (f" ({', '.join(env)} {'comes' if len(env) == 1 else 'come'} from the "
+                                          f"environment.)" if env else ""))
   for bs in ("BS", "EVAL_BS"):
     if k[bs] % k["GPUS"]:
-      raise ConfigError(f"{path}: {bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
+      fail((bs, "GPUS"), f"{bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
   warmup, total = {"resnet": ("WARMUP_EPOCHS", "EPOCHS"), "bert": ("WARMUP_STEPS", "TRAIN_STEPS")}[benchmark]
   if k[warmup] >= k[total]:
-    raise ConfigError(f"{path}: {warmup}={k[warmup]} is not below {total}={k[total]}; the learning rate warms up "
-                      f"for {warmup} and then decays until {total}. Lower {warmup} or raise {total}.")
+    fail((warmup, total), f"{warmup}={k[warmup]} is not below {total}={k[total]}; the learning rate warms up for {warmup} "
+                          f"and then decays until {total}. Lower {warmup} or raise {total}.")
   if benchmark == "resnet":
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []
     if not layers or min(layers) < 1:
-      raise ConfigError(f"{path}: RESNET_LAYERS={k['RESNET_LAYERS']!r} must be positive integers, one per stage, e.g. 3,4,6,3.")
+      fail(("RESNET_LAYERS",), f"RESNET_LAYERS={k['RESNET_LAYERS']!r} must be positive integers, one per stage, "
+                               f"e.g. 3,4,6,3.")
   if benchmark == "bert":
     if k["BERT_HIDDEN"] % k["BERT_HEADS"]:
-      raise ConfigError(f"{path}: BERT_HIDDEN={k['BERT_HIDDEN']} is not divisible by BERT_HEADS={k['BERT_HEADS']}; "
-                        f"every attention head gets hidden/heads features.")
+      fail(("BERT_HIDDEN", "BERT_HEADS"), f"BERT_HIDDEN={k['BERT_HIDDEN']} is not divisible by BERT_HEADS="
+                                          f"{k['BERT_HEADS']}; every attention head gets hidden/heads features.")
     if k["MAX_PREDICTIONS"] > k["MAX_SEQ_LEN"]:
-      raise ConfigError(f"{path}: MAX_PREDICTIONS={k['MAX_PREDICTIONS']} exceeds MAX_SEQ_LEN={k['MAX_SEQ_LEN']}; a "
-                        f"sequence cannot mask more positions than it has.")
+      fail(("MAX_PREDICTIONS", "MAX_SEQ_LEN"), f"MAX_PREDICTIONS={k['MAX_PREDICTIONS']} exceeds MAX_SEQ_LEN="
+                                               f"{k['MAX_SEQ_LEN']}; a sequence cannot mask more positions than it has.")
     if k["INIT_BERT_LAYERS"] > k["BERT_LAYERS"]:
-      raise ConfigError(f"{path}: INIT_BERT_LAYERS={k['INIT_BERT_LAYERS']} exceeds BERT_LAYERS={k['BERT_LAYERS']}; "
-                        f"INIT compiles a subset of the model's layers.")
+      fail(("INIT_BERT_LAYERS", "BERT_LAYERS"), f"INIT_BERT_LAYERS={k['INIT_BERT_LAYERS']} exceeds BERT_LAYERS="
+                                                f"{k['BERT_LAYERS']}; INIT compiles a subset of the model's layers.")
 
 
 def _closed_model(benchmark: str) -> str:

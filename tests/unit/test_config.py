@@ -157,8 +157,17 @@ def test_every_numeric_knob_has_a_range():
                                      ({"MAX_PREDICTIONS": "600"}, "exceeds MAX_SEQ_LEN"),
                                      ({"INIT_BERT_LAYERS": "30"}, "exceeds BERT_LAYERS")])
 def test_bert_shapes_must_agree(env, msg):
-  with pytest.raises(ConfigError, match=msg): load_config("bert", "tinybox_green", environ=env)
+  with pytest.raises(ConfigError, match=msg) as e: load_config("bert", "tinybox_green", environ=env)
+  assert f"({next(iter(env))} comes from the environment.)" in str(e.value)
 
+
+def test_a_consistency_error_names_only_the_environment_values_it_involves(tmp_path):
+  # the file's EVAL_BS is what is wrong; BS, set in the environment, is not part of it (though "BS=" is in "EVAL_BS=")
+  raw = yaml.safe_load(config_path("bert", "tinybox_green").read_text()); raw["EVAL_BS"] = 97
+  d = tmp_path / "tinybox_green"; d.mkdir(); (d / "config.yaml").write_text(yaml.safe_dump(raw))
+  with pytest.raises(ConfigError, match="EVAL_BS=97 is not divisible by GPUS=6") as e:
+    load_config("bert", "tinybox_green", environ={"BS": "192"}, path=d / "config.yaml")
+  assert "environment" not in str(e.value)
 
 
 @pytest.mark.parametrize("benchmark, env, msg", [("resnet", {"EPOCHS": "1"}, "WARMUP_EPOCHS=1 is not below EPOCHS=1"),
@@ -178,6 +187,7 @@ def test_a_schedule_must_warm_up_before_it_ends(tmp_path, benchmark, env, msg):
                      capture_output=True, text=True, timeout=120, env={**os.environ, **env})
   assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
   assert not (tmp_path / "r").exists()
+
 
 def test_out_of_range_knob_stops_run_before_anything_is_written(capsys, tmp_path, monkeypatch):
   from tooling.cli import main as cli
