@@ -19,12 +19,14 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 python3 - "$bm" "${PLATFORM:-1xH200}" "$CACHE" "$work/cache.db" >"$work/env" <<'PY' || exit 2
 import sys
 from pathlib import Path
-from benchmarks.common.config import load_config
+from benchmarks.common.config import ConfigError, load_config
+from benchmarks.common.runtime import TINYGRAD_ENV
 from tooling.perf.bench import copy_beam_tables
 bm, platform, cache, db = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
-env = load_config(bm, platform).env()
-for k in ("TRAIN_BEAM", "EVAL_BEAM", "IGNORE_JIT_FIRST_BEAM", "BEAM_UOPS_MAX", "BEAM_UPCAST_MAX", "BEAM_LOCAL_MAX",
-          "BEAM_MIN_PROGRESS", "BEAM_PADTO"):
+try: env = load_config(bm, platform).env()
+except ConfigError as e: sys.exit(f"upstream_beam.sh: {e}")
+# the BEAM knobs as our INIT sets them: the two levels and what tinygrad reads itself (runtime.TINYGRAD_ENV)
+for k in ("TRAIN_BEAM", "EVAL_BEAM", *(k for k in TINYGRAD_ENV if "BEAM" in k)):
   if k in env: print(f"{k}={env[k]}")
 n = copy_beam_tables(cache, db) if cache.is_file() else 0
 print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.stderr)
