@@ -7,7 +7,8 @@
 #   UPSTREAM=.upstream CACHE=.whl/upstream_resnet_beam.db TIME_LIMIT=540 scripts/upstream_beam.sh resnet 256
 # UPSTREAM: a copy of ../shared/upstream-mlperf in a folder that .git/info/exclude ignores, carried to the GPU machine
 # and never committed (MIT, for measurement only). CACHE: a missing file starts a new search; the grown cache is written
-# back to CACHE (copy it to $OUT to keep it past the lease). The BEAM knobs (TRAIN_BEAM, EVAL_BEAM,
+# back to CACHE (copy it to $OUT to keep it past the lease). tinycorp's log goes to LOG (default: CACHE's name with .log;
+# run_upstream.sh's own default sits in /tmp and goes back with the machine). The BEAM knobs (TRAIN_BEAM, EVAL_BEAM,
 # IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200), as our own INIT gets them.
 set -u -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -33,7 +34,7 @@ print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.s
 PY
 echo "upstream_beam: $(tr '\n' ' ' <"$work/env")"
 # its own process group, so that the time limit stops the trainer and its BEAM workers too
-env $(cat "$work/env") CACHEDB="$work/cache.db" PARALLEL="${PARALLEL:-15}" STEPS="${STEPS:-20}" \
+env $(cat "$work/env") CACHEDB="$work/cache.db" LOG="${LOG:-${CACHE%.db}.log}" PARALLEL="${PARALLEL:-15}" STEPS="${STEPS:-20}" \
   setsid "$UPSTREAM/run_upstream.sh" "$bm" $bs &
 pid=$!
 ( sleep "${TIME_LIMIT:-540}"; echo "upstream_beam: time limit reached, stopping" >&2; kill -TERM -- "-$pid" 2>/dev/null ) &

@@ -12,7 +12,7 @@ from tests.conftest import REPO
 
 FAKE = """#!/usr/bin/env bash
 # stand-in for run_upstream.sh: report what it got, "search" one kernel into the cache, then run on (with a child)
-echo "fake got bm=$1 bs=${2:-} TRAIN_BEAM=$TRAIN_BEAM BEAM_UOPS_MAX=$BEAM_UOPS_MAX PARALLEL=$PARALLEL"
+echo "fake got bm=$1 bs=${2:-} TRAIN_BEAM=$TRAIN_BEAM BEAM_UOPS_MAX=$BEAM_UOPS_MAX PARALLEL=$PARALLEL LOG=$LOG"
 python3 -c 'import os, sqlite3; c = sqlite3.connect(os.environ["CACHEDB"])
 print("fake sees", c.execute("SELECT COUNT(*) FROM beam_search_test").fetchone()[0], "searched")
 c.execute("INSERT INTO beam_search_test VALUES (?, ?)", ("kernel-new", b"opts")); c.commit()'
@@ -37,7 +37,8 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
                      text=True, timeout=120, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache), "TIME_LIMIT": "3"})
   out = r.stdout + r.stderr
   assert r.returncode == 143 and time.time() - t0 < 60, out
-  assert "fake got bm=resnet bs=256 TRAIN_BEAM=1 BEAM_UOPS_MAX=2000 PARALLEL=15" in out   # the 1xH200 config's knobs
+  # the 1xH200 config's knobs; tinycorp's log beside the cache (run_upstream.sh's default is in the machine's /tmp)
+  assert f"fake got bm=resnet bs=256 TRAIN_BEAM=1 BEAM_UOPS_MAX=2000 PARALLEL=15 LOG={tmp_path}/cache.log" in out
   assert "2 searched kernels carried in" in out and "fake sees 2 searched" in out
   assert "time limit reached" in out
   con = sqlite3.connect(cache)
