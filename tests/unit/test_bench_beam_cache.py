@@ -32,6 +32,25 @@ def test_beam_results_carry_over_and_compiled_programs_do_not(tmp_path):
   assert not carried.with_name("beam.db.tmp").exists()
 
 
+def test_a_running_search_is_saved_as_it_goes(tmp_path):
+  """A search left running across device calls: dest follows the cache while it grows, not only at the end."""
+  import threading
+  import time
+  from tooling.perf.bench import beam_rows, save_beam_cache_every
+  run, carried, stop = tmp_path / "run.db", tmp_path / "beam.db", threading.Event()
+  saver = threading.Thread(target=save_beam_cache_every, args=(run, carried, 0.05), kwargs={"stop": stop}, daemon=True)
+  saver.start()
+  try:
+    for n, k in enumerate((b"k1", b"k2"), 1):
+      tinygrad_cache(run, f"diskcache_put('beam_search', {key(k)}, ['opt'])")
+      deadline = time.time() + 20
+      while not (carried.is_file() and beam_rows(carried) == n) and time.time() < deadline: time.sleep(0.05)
+      assert beam_rows(carried) == n
+  finally:
+    stop.set(); saver.join(timeout=20)
+  assert not saver.is_alive()
+
+
 def test_missing_cache_db_saves_nothing(tmp_path):
   save_beam_cache(tmp_path / "never-written.db", tmp_path / "beam.db")
   assert not (tmp_path / "beam.db").exists()

@@ -51,6 +51,34 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
   assert not Path(f"/proc/{child}").exists()
 
 
+def test_the_search_reaches_cache_while_it_runs(tmp_path):
+  """Started detached across device calls, the run may outlive the machine: CACHE follows it, not only at the end."""
+  up = tmp_path / "up"; up.mkdir()
+  (up / "run_upstream.sh").write_text(FAKE); (up / "run_upstream.sh").chmod(0o755)
+  cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a"])
+  p = subprocess.Popen([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache),
+                                                        "TIME_LIMIT": "61.7", "SAVE_EVERY_S": "0.2"})
+  try:
+    keys, deadline = set(), time.time() + 40
+    while "kernel-new" not in keys and time.time() < deadline:
+      time.sleep(0.2)
+      try:
+        con = sqlite3.connect(cache); keys = {k for (k,) in con.execute("SELECT key FROM beam_search_test")}; con.close()
+      except sqlite3.OperationalError: pass     # caught between the save's replace and our read
+    assert keys == {"kernel-a", "kernel-new"} and p.poll() is None   # saved while the run still goes on
+  finally:
+    p.terminate(); rc = p.wait(timeout=30)
+  # stopped by hand: the run, its children and the time-limit timer go with it
+  assert rc == 143
+  child = int((up / "child.pid").read_text().split()[1])
+  for _ in range(50):
+    if not Path(f"/proc/{child}").exists() and subprocess.run(["pgrep", "-f", "sleep 61.7"]).returncode == 1: break
+    time.sleep(0.1)
+  assert not Path(f"/proc/{child}").exists()
+  assert subprocess.run(["pgrep", "-f", "sleep 61.7"]).returncode == 1
+
+
 def test_a_missing_upstream_copy_is_bad_input(tmp_path):
   r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
                      timeout=60, env={**os.environ, "UPSTREAM": str(tmp_path / "none"), "CACHE": str(tmp_path / "c.db")})

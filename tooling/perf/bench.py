@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -77,12 +78,19 @@ def run_tinygrad(args, extra_env: dict) -> dict:
       print(f"bench: {seeded} BEAM-searched kernels carried in from {args.beam_cache}", flush=True)
     cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.train", "--platform", cfg.platform, "--phase", "init",
            "--seed", "0", "--results", tmp, "--benchmark-steps", str(args.steps)]
-    t0, out = time.time(), io.BytesIO()
+    t0, out, stop = time.time(), io.BytesIO(), threading.Event()
+    saver = None
+    if args.beam_cache:
+      saver = threading.Thread(target=save_beam_cache_every, args=(Path(env["CACHEDB"]), args.beam_cache),
+                               kwargs={"stop": stop}, daemon=True)
+      saver.start()
     try:
       from tooling.launch.backends import stream_process
       rc, stopped = stream_process(cmd, env, out, ROOT, time_limit=args.time_limit)
     finally:
-      if args.beam_cache: save_beam_cache(Path(env["CACHEDB"]), args.beam_cache)
+      if saver:   # the last save after the periodic ones (both write dest's .tmp)
+        stop.set(); saver.join()
+        save_beam_cache(Path(env["CACHEDB"]), args.beam_cache)
   out = out.getvalue().decode(errors="replace")
   recs = _records(out)
   if stopped:
@@ -123,7 +131,7 @@ def beam_rows(db: Path, only: list[str] | None = None) -> int:
     con.close()
 
 
-def save_beam_cache(cache_db: Path, dest: Path) -> None:
+def save_beam_cache(cache_db: Path, dest: Path, quiet: bool = False) -> None:
   """Write cache_db's BEAM results to dest (a new file moved into place: an interrupted save leaves the old one)."""
   if not cache_db.is_file(): return
   tmp = dest.with_name(dest.name + ".tmp")
@@ -131,7 +139,20 @@ def save_beam_cache(cache_db: Path, dest: Path) -> None:
   if dest.is_file(): copy_beam_tables(dest, tmp)
   n = copy_beam_tables(cache_db, tmp)
   os.replace(tmp, dest)
-  print(f"bench: {n} BEAM-searched kernels saved in {dest}", flush=True)
+  if not quiet: print(f"bench: {n} BEAM-searched kernels saved in {dest}", flush=True)
+
+
+# A search left running across device calls loses everything since its last save when the machine is taken back.
+BEAM_SAVE_EVERY_S = 60.0
+
+
+def save_beam_cache_every(cache_db: Path, dest: Path, every_s: float = BEAM_SAVE_EVERY_S,
+                          stop: threading.Event | None = None) -> None:
+  """save_beam_cache every every_s seconds until stop is set (without one: until the process is killed)."""
+  stop = stop or threading.Event()
+  while not stop.wait(every_s):
+    try: save_beam_cache(cache_db, dest, quiet=True)
+    except sqlite3.OperationalError: pass    # the search holds its write lock just now: the next round saves it
 
 
 # the models benchmarks/<bm>/bench_torch.py builds: the closed ones, where the PyTorch side can follow BERT's depth
