@@ -1,4 +1,5 @@
 """`tinyperf bench --beam-cache`: only tinygrad's BEAM results travel between machines, and tinygrad reads them back."""
+import os
 import subprocess
 import sys
 
@@ -66,10 +67,18 @@ def test_corrupt_beam_cache_is_a_clear_error_and_is_kept(tmp_path):
   assert bad.read_bytes() == b"this is not sqlite" * 100
 
 
+def test_a_beam_cache_in_a_missing_folder_is_refused_before_the_search(tmp_path):
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+                      "--beam-cache", "no-such-dir/beam.db"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                     env={**os.environ, "PYTHONPATH": str(REPO)})
+  assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+  assert "no-such-dir/beam.db: its folder" in r.stderr and "no-such-dir does not exist or is not writable" in r.stderr
+  assert "tinyperf-bench" not in r.stdout           # refused before the run
+
+
 def test_time_limit_stops_the_whole_process_group(tmp_path):
   """What --time-limit relies on: the phase and the processes it started (BEAM's workers) are killed together."""
   import io
-  import os
   import time
   from tooling.launch.backends import stream_process
   pidfile = tmp_path / "child.pid"

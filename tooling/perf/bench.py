@@ -69,6 +69,9 @@ def run_tinygrad(args, extra_env: dict) -> dict:
   if args.dropout is not None: env["DROPOUT"] = str(args.dropout)
   with tempfile.TemporaryDirectory() as tmp:
     if args.beam_cache:   # a BEAM search continued from the searches saved by earlier runs of this command
+      if not os.access(args.beam_cache.parent, os.W_OK):   # found out at the end, the search would be lost
+        raise UserError(f"--beam-cache {args.beam_cache}: its folder {args.beam_cache.parent} does not exist or is not "
+                        "writable, so the search could not be saved. Create the folder or pass another path.")
       env["CACHEDB"] = str(Path(tmp) / "cache.db")
       try:
         seeded = copy_beam_tables(args.beam_cache, Path(env["CACHEDB"])) if args.beam_cache.is_file() else 0
