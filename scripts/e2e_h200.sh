@@ -44,6 +44,9 @@
 # DIR/e2e.tgz (poll and collect need the same E2E or JOB as the run). A rerun in the same lease reuses the data
 # and checks the newest log.
 set -u -o pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in JOB DATA VOCAB BEAM_SEED_DB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
+[ "${1:-}" = collect ] && [ -n "${2:-}" ] && [ "${2#/}" = "$2" ] && set -- collect "$PWD/$2"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # not BENCHMARK: the entrypoints read that as a BENCHMARK run's step count
 E2E=${E2E:-resnet}

@@ -14,6 +14,8 @@
 # run_upstream.sh's own default sits in /tmp and goes back with the machine). The BEAM knobs (TRAIN_BEAM, EVAL_BEAM,
 # IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200), as our own INIT gets them.
 set -u -o pipefail
+# relative paths are the caller's: made absolute before the script moves to the repository root
+for v in UPSTREAM CACHE LOG; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bm=${1:?usage: scripts/upstream_beam.sh resnet|bert [BS]}; bs=${2:-}
 : "${UPSTREAM:?set UPSTREAM to a copy of ../shared/upstream-mlperf}" "${CACHE:?set CACHE to the search-results file}"

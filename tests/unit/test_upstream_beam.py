@@ -33,8 +33,9 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
   (up / "run_upstream.sh").write_text(FAKE); (up / "run_upstream.sh").chmod(0o755)
   cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a", "kernel-b"])
   t0 = time.time()
+  # as typed from another directory, with paths relative to it (the script itself works from the repository root)
   r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet", "256"], cwd=tmp_path, capture_output=True,
-                     text=True, timeout=120, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache), "TIME_LIMIT": "3"})
+                     text=True, timeout=120, env={**os.environ, "UPSTREAM": "up", "CACHE": "cache.db", "TIME_LIMIT": "3"})
   out = r.stdout + r.stderr
   assert r.returncode == 143 and time.time() - t0 < 60, out
   # the 1xH200 config's knobs; tinycorp's log beside the cache (run_upstream.sh's default is in the machine's /tmp)

@@ -1,0 +1,26 @@
+"""scripts/e2e_h200.sh's poll and collect, as typed on the leased machine from another directory with relative paths
+(the run itself needs an H200: PERFORMANCE.md rows 15-17)."""
+import os
+import subprocess
+import tarfile
+
+from tests.conftest import REPO
+
+
+def e2e(*args, cwd, **env):
+  return subprocess.run([str(REPO / "scripts" / "e2e_h200.sh"), *args], cwd=cwd, capture_output=True, text=True,
+                        timeout=60, env={**os.environ, **env})
+
+
+def test_poll_and_collect_take_paths_relative_to_the_caller(tmp_path):
+  job = tmp_path / "job"; (job / "data").mkdir(parents=True)
+  (job / "run.log").write_text("starting\n1796200798.0 init took 861.0 s\n")
+  (job / "data" / "big.shard").write_bytes(b"x" * 1000)
+  (job / "events").write_text("1796199927 t=0s start bert\n")
+  r = e2e("poll", cwd=tmp_path, E2E="bert", JOB="job")
+  assert r.returncode == 0 and "run.log: 1796200798.0 init took 861.0 s" in r.stdout and "start bert" in r.stdout, r
+  r = e2e("collect", "out", cwd=tmp_path, E2E="bert", JOB="job")
+  assert r.returncode == 0, r.stderr
+  with tarfile.open(tmp_path / "out" / "e2e.tgz") as tar:
+    names = tar.getnames()
+  assert "./run.log" in names and "./events" in names and not any("big.shard" in n for n in names)   # logs, not data
