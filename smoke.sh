@@ -6,6 +6,12 @@
 # logs record; `tinyperf check` reads OUT as the submitter directory <org>/, so it defaults to OUT's name (smoke).
 # Ends with one verdict line: SMOKE PASSED (exit 0) or SMOKE FAILED (exit 1).
 set -euo pipefail
+# OUT=dir is where it was typed (made absolute before moving into the checkout); the default is this checkout's out/smoke
+if [ -n "${OUT:-}" ] && [ "${OUT#/}" = "$OUT" ]; then OUT="$PWD/$OUT"; fi
+if [ -n "${NEXP:-}" ] && ! [[ "$NEXP" =~ ^[1-9][0-9]*$ ]]; then
+  echo "smoke.sh: NEXP=$NEXP: the number of runs is a whole number of at least 1 (unset: as many as MLPerf requires)." >&2
+  exit 2
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source ./scripts/env.sh
 OUT="${OUT:-out/smoke}"

@@ -147,3 +147,16 @@ def test_package_verify_and_check_the_unpacked_tree(smoke, tmp_path, capsys):
                      capture_output=True, text=True, timeout=600)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert (tmp_path / "D2/manifest.json").read_bytes() == (smoke.data / "manifest.json").read_bytes()
+
+
+def test_smoke_typed_from_another_directory_resumes_the_finished_tree(smoke):
+  """`OUT=smoke ../smoke.sh` typed in out/: OUT is where it was typed (it was read from the checkout, so this started a
+  second tree of five runs in <clone>/smoke); the finished tree is found, nothing runs again, the verdict is the same.
+  Last in this module: it rewrites the tree's check.json."""
+  before = json.loads((smoke.R / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  p = sh("OUT=smoke ../smoke.sh", cwd=smoke.root / "out", env=user_env(), timeout=900)
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  last = p.stdout.strip().splitlines()[-1]
+  assert re.fullmatch(rf"SMOKE PASSED: 5/5 compliant, score \d+\.\d\d min, results in {re.escape(str(smoke.R))}", last), last
+  assert json.loads((smoke.R / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"] == before
+  assert not (smoke.root / "smoke").exists()

@@ -67,6 +67,8 @@ def test_old_flags_map_onto_the_new_ones_with_a_deprecation_line(flags, want, ne
   (("--backend", "slurm", "--scheduler", "local"), ["--scheduler local and --backend slurm contradict"]),
   (("--backend", "slurm", "--no-container", "--container-runtime", "docker"), ["contradict"]),
   (("--container-runtime", "pyxis", "--image", "x.sqsh"), ["needs --scheduler slurm"]),
+  (("--nexp", "0"), ["--nexp 0: need at least one run"]),      # 0 once meant "the default", and 5 runs started
+  (("--nexp", "-2"), ["--nexp -2: need at least one run"]),
 ])
 def test_invalid_combinations_exit_2_with_one_paragraph(flags, needles, tmp_path, capsys):
   code, out, err = run_cli(tmp_path, *flags, capsys=capsys)

@@ -240,7 +240,7 @@ def main(args) -> int:
   cfg = load_config(args.benchmark, args.platform)   # the one load of this process: everything below is handed cfg
   require_closed_model(cfg)   # before any run starts: an override of the closed model would be refused after INIT
   if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
-  nexp = args.nexp or required_runs(args.benchmark)
+  nexp = required_runs(args.benchmark) if args.nexp is None else args.nexp
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
   from tooling.launch import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now

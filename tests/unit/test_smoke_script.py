@@ -1,0 +1,18 @@
+"""smoke.sh's own input, refused before it installs or writes anything (the run itself: tests/integration/test_report_smoke.py)."""
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.parametrize("nexp", ["0", "-1", "five"])
+def test_a_bad_nexp_is_refused_before_anything_is_written(nexp, tmp_path):
+  # NEXP=0 once reached `tinyperf run --nexp 0`, which ran the default five and ended "SMOKE FAILED: 5/0 compliant"
+  r = subprocess.run([str(REPO / "smoke.sh")], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                     env={**os.environ, "NEXP": nexp, "OUT": "out"})
+  assert r.returncode == 2 and "Traceback" not in r.stderr
+  assert r.stderr.strip() == (f"smoke.sh: NEXP={nexp}: the number of runs is a whole number of at least 1 (unset: as many "
+                              "as MLPerf requires).")
+  assert not list(tmp_path.iterdir()) and not (REPO / "out" / "out").exists()
