@@ -322,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
       if args.workers < 1: raise InputError(f"--workers must be >= 1, got {args.workers}.")
       run_pretrain(args.data, out, args.parts, p, args.workers, args.tokenizer, args.vocab, args.bert_config, args.quiet)
     else:
-      run_eval(args.data, out, p, args.eval_samples or 10000, args.tokenizer, args.vocab, args.bert_config, args.quiet)
+      samples = 10000 if args.eval_samples is None else args.eval_samples   # 0 is refused by run_eval, not the default
+      run_eval(args.data, out, p, samples, args.tokenizer, args.vocab, args.bert_config, args.quiet)
     return 0
   except InputError as e:
     print(f"prep {args.cmd}: error: {e}", file=sys.stderr)

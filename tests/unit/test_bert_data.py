@@ -551,6 +551,9 @@ def test_bad_parts_and_missing_text(tmp_path, capsys):
   assert run("pretrain", "--data", d, "--parts", "x") == 2
   assert run("pretrain", "--data", tmp_path / "nowhere") == 2
   assert "vocab file not found" in capsys.readouterr().err
+  assert run("eval", "--data", d, "--eval-samples", "0") == 2     # 0 once meant the default, 10000
+  assert "--eval-samples must be >= 1, got 0" in capsys.readouterr().err
+  assert not (d / "eval.shard").exists()
 
 
 def test_verify_cli(prepared, tmp_path, capsys):
