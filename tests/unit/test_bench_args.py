@@ -14,6 +14,17 @@ def test_dropout_only_for_bert_and_only_a_probability(argv):
   assert r.returncode == 2 and "--dropout" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("argv, says", [(["--steps", "0"], "--steps 0: time at least one step"),
+                                        (["--time-limit", "0"], "--time-limit 0: give a number of seconds above 0"),
+                                        (["--time-limit", "-5"], "--time-limit -5: give a number of seconds above 0")])
+def test_steps_and_time_limit_are_refused_before_init(argv, says):
+  # both once ran INIT on the CPU first (about 20 s) and only then failed
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+                      *argv], cwd=REPO, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert "init took" not in r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("vary, names", [("USE_ATOMICS", "KNOB=VALUE"), ("NOT_A_KNOB=1", "NOT_A_KNOB"),
                                           ("USE_ATOMICS=2", "allowed: 0, 1"), ("BS=many", "must be int")])
 def test_vary_takes_one_knob_of_the_config_with_a_valid_value(vary, names):

@@ -226,6 +226,10 @@ def require_gpus(args):
 def main(args) -> int:
   if args.dropout is not None and (args.benchmark != "bert" or not 0 <= args.dropout < 1):
     raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
+  # both found out only after INIT had run: --steps 0 times nothing, a limit <= 0 stops the run at once
+  if args.steps < 1: raise UserError(f"--steps {args.steps}: time at least one step (default 20).")
+  if args.time_limit is not None and not args.time_limit > 0:
+    raise UserError(f"--time-limit {args.time_limit:g}: give a number of seconds above 0, or leave it out for no limit.")
   varied_env = vary(args)
   torch_cmd = torch_command(args) if args.against == "torch" else None
   require_gpus(args)
