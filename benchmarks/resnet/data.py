@@ -85,9 +85,11 @@ class Manifest:
 
   def __getitem__(self, split: str) -> Split:
     if split not in self.splits:
+      how = (f"`tinyperf prep imagenet --out {self.root}` (it writes both splits)" if self.kind == "imagenet" else
+             f"`tinyperf prep synthetic-imagenet --out NEW_DIR` with --{split}-per-class of at least 1 (prep does not "
+             f"rewrite a finished data set)")
       raise DataError(f"{self.root / MANIFEST_NAME} has no {split!r} split (it has: {', '.join(self.splits) or 'none'}). "
-                      f"Prepare it with `tinyperf prep {'imagenet' if self.kind == 'imagenet' else 'synthetic-imagenet'} "
-                      f"--out {self.root}` including that split.")
+                      f"Prepare it with {how}.")
     return self.splits[split]
 
   @property

@@ -1,0 +1,17 @@
+"""The preflight's data check, where the run runs: a ResNet data set must hold both splits the run reads."""
+from benchmarks import preflight as PF
+from benchmarks.common.config import load_config
+from benchmarks.resnet.prep import synthetic_imagenet
+
+
+def test_a_data_set_without_val_images_fails_the_preflight(tmp_path, capsys):
+  # it passed, and the run failed only after INIT, at the first eval, leaving a non-compliant log among the results
+  cfg = load_config("resnet", "cpu_smoke", environ={})
+  for val, ok in ((0, False), (1, True)):
+    data = tmp_path / f"val{val}"
+    synthetic_imagenet(data, classes=cfg["NUM_CLASSES"], train_per_class=1, val_per_class=val, size=8)
+    pf = PF.Preflight(cfg, data, tmp_path)
+    pf.dataset()
+    (name, passed, detail), = pf.results
+    assert (name, passed) == ("data", ok), detail
+    if not ok: assert "has no 'val' split" in detail and "--val-per-class of at least 1" in detail
