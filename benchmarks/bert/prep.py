@@ -36,16 +36,17 @@ def _warn(msg: str):
 
 def _params(args):
   from benchmarks.bert.pretraining import Params
+  # None is "not given" (the platform's value, else the reference's); 0 is a value, which Params.check refuses
   L, P = args.max_seq_len, args.max_predictions
   if args.platform:
     from benchmarks.common.config import load_config
     cfg = load_config("bert", args.platform)
-    L = L or cfg["MAX_SEQ_LEN"]
-    P = P or cfg["MAX_PREDICTIONS"]
+    L = cfg["MAX_SEQ_LEN"] if L is None else L
+    P = cfg["MAX_PREDICTIONS"] if P is None else P
     if getattr(args, "eval_samples", None) is None and hasattr(args, "eval_samples"):
       args.eval_samples = cfg["EVAL_SAMPLES"]
-  p = Params(max_seq_len=L or 512, max_predictions=P or 76, dupe_factor=args.dupe_factor, seed=args.seed,
-             masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob)
+  p = Params(max_seq_len=512 if L is None else L, max_predictions=76 if P is None else P, dupe_factor=args.dupe_factor,
+             seed=args.seed, masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob)
   p.check()
   return p
 

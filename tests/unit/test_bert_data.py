@@ -551,6 +551,10 @@ def test_bad_parts_and_missing_text(tmp_path, capsys):
   assert run("pretrain", "--data", d, "--parts", "x") == 2
   assert run("pretrain", "--data", tmp_path / "nowhere") == 2
   assert "vocab file not found" in capsys.readouterr().err
+  for flag, says in (("--max-seq-len", "max_seq_len must be in [8, 65535], got 0"),
+                     ("--max-predictions", "max_predictions must be in [1, max_seq_len-3], got 0")):
+    assert run("pretrain", "--data", d, "--out", tmp_path / "o", flag, "0") == 2   # 0 once meant the default, 512 / 76
+    assert says in capsys.readouterr().err and not (tmp_path / "o").exists()
   assert run("eval", "--data", d, "--eval-samples", "0") == 2     # 0 once meant the default, 10000
   assert "--eval-samples must be >= 1, got 0" in capsys.readouterr().err
   assert not (d / "eval.shard").exists()
