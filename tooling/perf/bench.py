@@ -69,9 +69,6 @@ def run_tinygrad(args, extra_env: dict) -> dict:
   if args.dropout is not None: env["DROPOUT"] = str(args.dropout)
   with tempfile.TemporaryDirectory() as tmp:
     if args.beam_cache:   # a BEAM search continued from the searches saved by earlier runs of this command
-      if not os.access(args.beam_cache.parent, os.W_OK):   # found out at the end, the search would be lost
-        raise UserError(f"--beam-cache {args.beam_cache}: its folder {args.beam_cache.parent} does not exist or is not "
-                        "writable, so the search could not be saved. Create the folder or pass another path.")
       env["CACHEDB"] = str(Path(tmp) / "cache.db")
       try:
         seeded = copy_beam_tables(args.beam_cache, Path(env["CACHEDB"])) if args.beam_cache.is_file() else 0
@@ -228,6 +225,10 @@ def main(args) -> int:
     raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
   # both found out only after INIT had run: --steps 0 times nothing, a limit <= 0 stops the run at once
   if args.steps < 1: raise UserError(f"--steps {args.steps}: time at least one step (default 20).")
+  for flag, path in (("--record", args.record), ("--beam-cache", args.beam_cache)):   # written at the end: check now
+    if path is not None and not os.access(path.parent, os.W_OK):
+      raise UserError(f"{flag} {path}: its folder {path.parent} does not exist or is not writable, so what this run "
+                      "measures could not be saved. Create the folder or pass another path.")
   if args.time_limit is not None and not args.time_limit > 0:
     raise UserError(f"--time-limit {args.time_limit:g}: give a number of seconds above 0, or leave it out for no limit.")
   varied_env = vary(args)
