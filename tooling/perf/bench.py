@@ -223,14 +223,15 @@ def require_gpus(args):
 def main(args) -> int:
   if args.dropout is not None and (args.benchmark != "bert" or not 0 <= args.dropout < 1):
     raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
-  # both found out only after INIT had run: --steps 0 times nothing, a limit <= 0 stops the run at once
+  # each of these was found out only after INIT had run: --steps 0 times nothing, a limit <= 0 stops the run at once,
+  # and the record and the search cache are written at the end
   if args.steps < 1: raise UserError(f"--steps {args.steps}: time at least one step (default 20).")
-  for flag, path in (("--record", args.record), ("--beam-cache", args.beam_cache)):   # written at the end: check now
+  if args.time_limit is not None and not args.time_limit > 0:
+    raise UserError(f"--time-limit {args.time_limit:g}: give a number of seconds above 0, or leave it out for no limit.")
+  for flag, path in (("--record", args.record), ("--beam-cache", args.beam_cache)):
     if path is not None and not os.access(path.parent, os.W_OK):
       raise UserError(f"{flag} {path}: its folder {path.parent} does not exist or is not writable, so what this run "
                       "measures could not be saved. Create the folder or pass another path.")
-  if args.time_limit is not None and not args.time_limit > 0:
-    raise UserError(f"--time-limit {args.time_limit:g}: give a number of seconds above 0, or leave it out for no limit.")
   varied_env = vary(args)
   torch_cmd = torch_command(args) if args.against == "torch" else None
   require_gpus(args)
