@@ -298,7 +298,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
   while (claimed := _claim_next(cfg, ledger_path, results_dir, nexp, args.only_index, tried, backend)):
     i, att, work, claim = claimed
     tried.add(i)
-    try: rc = _one_run(cfg, args, att, work, ledger_path, results_dir, backend, console)
+    try: rc = _one_run(cfg, args, nexp, att, work, ledger_path, results_dir, backend, console)
     finally: claim.release()   # after the outcome is saved: until then the run is ours
     if rc is not None: return rc
   with L.Ledger.locked(ledger_path) as led:
@@ -336,12 +336,12 @@ def missed_target(ledger_path: Path, nexp: int, only_index: int | None = None) -
             and a.converged is False]
 
 
-def _one_run(cfg: PlatformConfig, args, att: L.Attempt, work: Path, ledger_path: Path, results_dir: Path,
+def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, ledger_path: Path, results_dir: Path,
              backend: Backend, console) -> int | None:
   """INIT + RUN of one claimed attempt, its outcome recorded. Returns an exit code to stop with, or None to go on."""
   i, seed = att.index, att.seed
   t0 = time.time()
-  console.prefix = f"run {i} of {args.nexp or required_runs(cfg.benchmark)} (seed {seed}): "
+  console.prefix = f"run {i} of {nexp} (seed {seed}): "
   console.say(f"started; output in {att.output}")
   try:
     with open(work / T.OUTPUT_LOG, "ab") as out_file:
