@@ -130,9 +130,9 @@ class Preflight:
     if d is None: return self.record("data", False, "no data directory given (--data).")
     try:
       if self.cfg.benchmark == "resnet":
-        from benchmarks.resnet.data import load_manifest
+        from benchmarks.resnet.data import SPLITS, load_manifest
         m = load_manifest(d, check_files=True)
-        for split in ("train", "val"): m[split]   # a run trains and evaluates: a DataError naming the missing split
+        for split in SPLITS: m[split]   # a run trains and evaluates: a DataError naming the missing split
         detail = f"{m.kind} manifest, {', '.join(f'{k} {len(v):,}' for k, v in m.splits.items())} files present"
         if m.num_classes != self.cfg["NUM_CLASSES"]:
           return self.record("data", False, f"{d}: {m.num_classes} classes but the config's NUM_CLASSES is "
