@@ -23,11 +23,12 @@ bm=${1:?usage: scripts/upstream_beam.sh resnet|bert [BS]}; bs=${2:-}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 # the config's BEAM knobs as environment variables, and the search results carried in
 python3 - "$bm" "${PLATFORM:-1xH200}" "$CACHE" "$work/cache.db" >"$work/env" <<'PY' || exit 2
-import os, sqlite3, sys
+import sys
 from pathlib import Path
 from benchmarks.common.config import ConfigError, load_config
 from benchmarks.common.runtime import TINYGRAD_ENV
-from tooling.perf.bench import copy_beam_tables
+from tooling.common.errors import UserError
+from tooling.perf.bench import require_saving_folder, seed_beam_cache
 bm, platform, cache, db = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 try: env = load_config(bm, platform).env()
 except ConfigError as e: sys.exit(f"upstream_beam.sh: {e}")
@@ -35,13 +36,10 @@ except ConfigError as e: sys.exit(f"upstream_beam.sh: {e}")
 for k in ("TRAIN_BEAM", "EVAL_BEAM", *(k for k in TINYGRAD_ENV if "BEAM" in k)):
   if k in env: print(f"{k}={env[k]}")
 # refused before the search, not after it: the search is saved into CACHE at the end
-if not os.access(cache.parent, os.W_OK):
-  sys.exit(f"upstream_beam.sh: CACHE={cache}: its folder {cache.parent} does not exist or is not writable; the search "
-           "would be lost at the end. Create the folder or point CACHE elsewhere.")
-try: n = copy_beam_tables(cache, db) if cache.is_file() else 0
-except sqlite3.DatabaseError as e:
-  sys.exit(f"upstream_beam.sh: CACHE={cache}: not a search cache this script wrote ({e}). Point CACHE at another file "
-           "(a missing one starts a new search) or remove this one; it was not changed.")
+try:
+  require_saving_folder(f"CACHE={cache}", cache)
+  n = seed_beam_cache(f"CACHE={cache}", cache, db)
+except UserError as e: sys.exit(f"upstream_beam.sh: {e}")
 print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.stderr)
 PY
 echo "upstream_beam: $(tr '\n' ' ' <"$work/env")"

@@ -91,7 +91,7 @@ def test_a_cache_it_could_not_save_into_is_refused_before_the_search(tmp_path):
   up = tmp_path / "up"; up.mkdir()
   (up / "run_upstream.sh").write_text(FAKE); (up / "run_upstream.sh").chmod(0o755)
   bad = tmp_path / "bad.db"; bad.write_bytes(b"not sqlite" * 100)
-  for cache, why in ((tmp_path / "no-such-dir" / "c.db", "does not exist or is not writable"), (bad, "not a search cache")):
+  for cache, why in ((tmp_path / "no-such-dir" / "c.db", "does not exist or is not writable"), (bad, "not a BEAM cache")):
     r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache)})
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -70,11 +70,7 @@ def run_tinygrad(args, extra_env: dict) -> dict:
   with tempfile.TemporaryDirectory() as tmp:
     if args.beam_cache:   # a BEAM search continued from the searches saved by earlier runs of this command
       env["CACHEDB"] = str(Path(tmp) / "cache.db")
-      try:
-        seeded = copy_beam_tables(args.beam_cache, Path(env["CACHEDB"])) if args.beam_cache.is_file() else 0
-      except sqlite3.DatabaseError as e:
-        raise UserError(f"{args.beam_cache}: not a BEAM cache that `tinyperf bench --beam-cache` wrote ({e}). Pass "
-                        f"another path (a missing file starts a new search) or remove this one; it was not changed.") from None
+      seeded = seed_beam_cache(str(args.beam_cache), args.beam_cache, Path(env["CACHEDB"]))
       print(f"bench: {seeded} BEAM-searched kernels carried in from {args.beam_cache}", flush=True)
     cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.train", "--platform", cfg.platform, "--phase", "init",
            "--seed", "0", "--results", tmp, "--benchmark-steps", str(args.steps)]
@@ -118,6 +114,23 @@ def copy_beam_tables(src: Path, dst: Path) -> int:
   finally:
     con.close()
   return beam_rows(dst, only=[name for name, _ in tables])
+
+
+def seed_beam_cache(label: str, cache: Path, db: Path) -> int:
+  """cache's BEAM results (if the file exists) into db, a fresh tinygrad CACHEDB; returns the rows carried in. label
+  names cache in the error (`tinyperf bench --beam-cache`, scripts/upstream_beam.sh's CACHE)."""
+  try: return copy_beam_tables(cache, db) if cache.is_file() else 0
+  except sqlite3.DatabaseError as e:
+    raise UserError(f"{label}: not a BEAM cache that `tinyperf bench --beam-cache` or scripts/upstream_beam.sh wrote "
+                    f"({e}). Pass another path (a missing file starts a new search) or remove this one; it was not "
+                    "changed.") from None
+
+
+def require_saving_folder(label: str, path: Path) -> None:
+  """A file written at the end of a long run (a record, a BEAM cache) needs a folder to go to: checked before the run."""
+  if not os.access(path.parent, os.W_OK):
+    raise UserError(f"{label}: its folder {path.parent} does not exist or is not writable, so what this run measures "
+                    "could not be saved. Create the folder or pass another path.")
 
 
 def beam_rows(db: Path, only: list[str] | None = None) -> int:
@@ -229,9 +242,7 @@ def main(args) -> int:
   if args.time_limit is not None and not args.time_limit > 0:
     raise UserError(f"--time-limit {args.time_limit:g}: give a number of seconds above 0, or leave it out for no limit.")
   for flag, path in (("--record", args.record), ("--beam-cache", args.beam_cache)):
-    if path is not None and not os.access(path.parent, os.W_OK):
-      raise UserError(f"{flag} {path}: its folder {path.parent} does not exist or is not writable, so what this run "
-                      "measures could not be saved. Create the folder or pass another path.")
+    if path is not None: require_saving_folder(f"{flag} {path}", path)
   varied_env = vary(args)
   torch_cmd = torch_command(args) if args.against == "torch" else None
   require_gpus(args)
