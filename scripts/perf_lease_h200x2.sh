@@ -12,10 +12,10 @@
 #            meet the same kernels in the same order: `python -m tooling.perf.beamlog` on the two logs compares search
 #            time and kernel speed per kernel
 # BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (the complete one:
-# docs/perf/2026-12-01_resnet_beam_343.db, 343 kernels; the partial ones are on the perf-data branch), BERT_SEED_DB=FILE
+# docs/perf/2026-12-01_resnet_beam_343.db, 343 kernels), BERT_SEED_DB=FILE
 # BERT's (docs/perf/2026-11-30_lease3_bert_beam.db).
 # In the first lease (2026-11-30) the 2-GPU job was started 150 s in, beside the 1-GPU job: timed steps overlapped other
-# work and came out slow (perf-data branch: journal/PERFORMANCE.md); this order replaces that.
+# work and came out slow; this order replaces that.
 # PLAN=beam replaces all of this with two searches side by side, PLAN=atomics with the USE_ATOMICS measurements, and
 # PLAN=knobs with one side-by-side search pair per BEAM_* knob (below).
 # Start it detached (`setsid nohup scripts/perf_lease_h200x2.sh >/dev/null 2>&1 &`): a device command may run 10 min.
