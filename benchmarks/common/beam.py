@@ -40,8 +40,10 @@ class SearchReport:
 
 
 def rank(cost_s: dict, coverage: float) -> list:
-  """The kernels to search: most expensive first, until they hold `coverage` of the summed cost (at least one)."""
+  """The kernels to search: most expensive first, until they hold `coverage` of the summed cost (at least one).
+  Coverage 1 is every kernel: those that timed at 0 and those a rounded running sum would reach `total` without."""
   order, total, picked, acc = sorted(cost_s, key=lambda k: -cost_s[k]), sum(cost_s.values()), [], 0.0
+  if coverage >= 1.0: return order
   for k in order:
     if picked and acc >= coverage * total: break
     picked.append(k)
