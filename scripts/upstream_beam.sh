@@ -3,7 +3,8 @@
 # (issue 20: fully searched steps against tinycorp's code with the same BEAM settings; ours is PERFORMANCE.md row 3).
 # A full search takes longer than one device command (ResNet-50: 45-60 min on 16 cores), so each call searches for at
 # most TIME_LIMIT seconds, keeps what was searched (tinygrad's beam_search tables, a few hundred kB) in CACHE, and the
-# next call goes on from there; a call that searches nothing new is the fully searched step, timed by run_upstream.sh.
+# next call goes on from there. Its whole search runs in step 1 (the JIT capture); steps 2 on replay it, and the script
+# ends with their median and INIT read from LOG (`python -m tooling.perf.upstream`).
 #   UPSTREAM=.upstream CACHE=.whl/upstream_resnet_beam.db TIME_LIMIT=540 scripts/upstream_beam.sh resnet 256
 # Each start first rebuilds step 0 unsearched (49 s at BEAM=0 on 2026-12-01), so one long search beats many short ones:
 # start it detached with TIME_LIMIT up to the lease's end (`setsid nohup env ... scripts/upstream_beam.sh ... &`) and
@@ -44,7 +45,8 @@ print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.s
 PY
 echo "upstream_beam: $(tr '\n' ' ' <"$work/env")"
 # its own process group, so that the time limit stops the trainer and its BEAM workers too
-env $(cat "$work/env") CACHEDB="$work/cache.db" LOG="${LOG:-${CACHE%.db}.log}" PARALLEL="${PARALLEL:-15}" STEPS="${STEPS:-20}" \
+LOG=${LOG:-${CACHE%.db}.log}
+env $(cat "$work/env") CACHEDB="$work/cache.db" LOG="$LOG" PARALLEL="${PARALLEL:-15}" STEPS="${STEPS:-20}" \
   setsid "$UPSTREAM/run_upstream.sh" "$bm" $bs &
 pid=$!
 setsid bash -c 'sleep "$1"; echo "upstream_beam: time limit reached, stopping" >&2; kill -TERM -- "-$2" 2>/dev/null' \
@@ -65,4 +67,6 @@ kill -- "-$killer" 2>/dev/null; kill "$saver" 2>/dev/null; wait "$saver" 2>/dev/
 python3 -c 'import sys; from pathlib import Path; from tooling.perf.bench import save_beam_cache
 save_beam_cache(Path(sys.argv[1]), Path(sys.argv[2]))' "$work/cache.db" "$CACHE"
 echo "upstream_beam: run_upstream.sh exit $rc (143: stopped at the time limit or by a signal; rerun to go on)"
+# the figures from the log itself: run_upstream.sh's own summary is lost when the time limit stops it after the steps
+python3 -m tooling.perf.upstream "$LOG"
 exit "$rc"

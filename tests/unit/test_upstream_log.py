@@ -1,0 +1,44 @@
+"""tooling.perf.upstream reads tinycorp's own train log: the real one behind PERFORMANCE.md row 18 (docs/perf), a run
+stopped before its first replayed step, BERT's wording, and a log that is not there."""
+from __future__ import annotations
+import gzip
+import json
+
+from benchmarks.common.config import ROOT
+from tooling.perf import upstream
+
+ROW18 = ROOT / "docs" / "perf" / "2026-12-02_upstream_resnet_beam1.log.gz"
+
+
+def test_the_row_18_log_gives_the_recorded_figures(capsys):
+  assert upstream.main([str(ROW18), "--json"]) == 0
+  s = json.loads(capsys.readouterr().out)
+  rec = json.loads((ROOT / "docs" / "perf" / "2026-12-02_upstream_resnet_beam1.jsonl").read_text())
+  assert (s["bs"], s["steps_logged"], s["replayed_steps"]) == (256, 20, 18)
+  for k in ("median_step_ms", "median_device_wait_ms", "init_s", "step0_s", "capture_step_s"):
+    assert s[k] == rec[k], k
+  assert s["items_per_s"] == rec["img_per_s"] and s["device"] == "CUDA"
+
+
+def test_a_run_stopped_before_its_first_replay_says_so_and_exits_1(tmp_path, capsys):
+  text = gzip.decompress(ROW18.read_bytes()).decode()
+  log = tmp_path / "u.log"
+  log.write_text(text[:text.index("\n    1 ")])                 # step 0 only: the search (step 1) did not finish
+  assert upstream.main([str(log)]) == 1
+  out = capsys.readouterr().out
+  assert "1 steps logged, none replayed yet" in out and "rerun with the same CACHE" in out
+
+
+def test_bert_wording_and_no_bs_line():
+  bert = ("training with global batch size 96 for one epoch with 10 steps\n" +
+          "".join(f"{i:5} {ms:7.2f} ms run,   10.00 ms python,   5.00 ms fetch data,  {ms - 15:7.2f} ms CUDA, 9.9 loss, "
+                  f"0.000175 LR, 30.00 GB used, 100.00 GFLOPS\n" for i, ms in enumerate([200000.0, 900000.0, 2000.0, 2100.0, 2200.0])))
+  s = upstream.summary(bert)
+  assert s["median_step_ms"] == 2100.0 and s["items_per_s"] == round(96e3 / 2100, 1) and s["init_s"] == 1100.0
+  assert "items_per_s" not in upstream.summary(bert.split("\n", 1)[1])   # no batch-size line: no rate, no guess
+
+
+def test_a_missing_log_is_one_line_and_exit_2(tmp_path, capsys):
+  assert upstream.main([str(tmp_path / "nope.log")]) == 2
+  err = capsys.readouterr().err
+  assert "cannot read" in err and "nope.log" in err and "Traceback" not in err

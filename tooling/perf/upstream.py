@@ -1,0 +1,73 @@
+"""`python -m tooling.perf.upstream LOG[.gz] [--json]`: the step figures of one tinycorp examples/mlperf train log, as
+`scripts/upstream_beam.sh` writes it (PERFORMANCE.md row 18), also from a run its time limit stopped.
+
+tinycorp's trainer prints one line per step: `i  RUN ms run, PY ms python, FETCH ms fetch data, WAIT ms CUDA, ...`, where
+run = python dispatch + making the batch + waiting for the device. With IGNORE_JIT_FIRST_BEAM=1, step 0 runs uncaptured
+at BEAM=0 and step 1 captures the JIT and runs the whole BEAM search; steps 2 on replay the searched kernels. So steps
+0 + 1 are its INIT and the median of the rest is the searched step (run_upstream.sh's "median of the rest"). Exit 0
+with a replayed step, 1 without one yet (the search is still going or was stopped), 2 on a file it cannot read."""
+from __future__ import annotations
+import argparse
+import gzip
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+STEP = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,\s+([\d.]+) ms python,\s+([\d.]+) ms fetch data,\s+([\d.]+) ms (\w+)", re.M)
+BATCH = re.compile(r"training with (?:global )?batch size (\d+)")
+CAPTURED = 2   # steps 0 (uncaptured) and 1 (the JIT capture, with the search) come before the first replay
+
+
+def read_log(path: Path) -> str:
+  """The log's text (gzipped or plain); a missing or unreadable file is an OSError for the caller to word."""
+  raw = path.read_bytes()
+  return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode(errors="replace")
+
+
+def summary(text: str) -> dict:
+  """The figures of one log: steps logged, INIT (steps 0 and 1, s) and the replayed steps' medians (ms)."""
+  steps = [(int(m[1]), float(m[2]), float(m[3]), float(m[4]), float(m[5]), m[6]) for m in STEP.finditer(text)]
+  out: dict = {"steps_logged": len(steps)}
+  if m := BATCH.search(text): out["bs"] = int(m[1])
+  if len(steps) >= CAPTURED:
+    out.update(step0_s=round(steps[0][1] / 1e3, 1), capture_step_s=round(steps[1][1] / 1e3, 1),
+               init_s=round((steps[0][1] + steps[1][1]) / 1e3, 1))
+  replays = steps[CAPTURED:]
+  if replays:
+    med = {k: round(statistics.median(s[i] for s in replays), 2)
+           for k, i in (("median_step_ms", 1), ("median_python_ms", 2), ("median_fetch_data_ms", 3))}
+    med["median_device_wait_ms"] = round(statistics.median(s[4] for s in replays), 2)
+    out.update(replayed_steps=len(replays), device=replays[0][5], **med, step_ms=[s[1] for s in replays])
+    if "bs" in out: out["items_per_s"] = round(out["bs"] * 1e3 / med["median_step_ms"], 1)
+  return out
+
+
+def line(s: dict) -> str:
+  if "median_step_ms" not in s:
+    return (f"upstream: {s['steps_logged']} steps logged, none replayed yet (steps 0 and 1 are INIT: the search runs in "
+            f"step 1); rerun with the same CACHE to go on")
+  rate = f" = {s['items_per_s']} items/s at BS {s['bs']}" if "items_per_s" in s else ""
+  return (f"upstream: median of {s['replayed_steps']} replayed steps {s['median_step_ms']} ms{rate} (python "
+          f"{s['median_python_ms']} ms, fetch data {s['median_fetch_data_ms']} ms, waiting for {s['device']} {s['median_device_wait_ms']} ms); "
+          f"INIT {s['init_s']} s (step 0 {s['step0_s']} s, capture step {s['capture_step_s']} s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+  p = argparse.ArgumentParser(prog="python -m tooling.perf.upstream", description=__doc__.split("\n\n")[0])
+  p.add_argument("log", type=Path, help="tinycorp's train log (scripts/upstream_beam.sh's LOG), plain or gzipped")
+  p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+  args = p.parse_args(argv)
+  try: text = read_log(args.log)
+  except (OSError, EOFError) as e:
+    print(f"upstream: cannot read {args.log} ({e.strerror if isinstance(e, OSError) and e.strerror else e}). Give the "
+          f"log scripts/upstream_beam.sh wrote (LOG, by default beside CACHE with .log).", file=sys.stderr)
+    return 2
+  s = summary(text)
+  print(json.dumps(s) if args.json else line(s))
+  return 0 if "median_step_ms" in s else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
