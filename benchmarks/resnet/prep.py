@@ -279,14 +279,18 @@ def extract_val(tar_path: Path, labels: list[str], labels_path: Path, dest: Path
 
 def _claim_out(out: Path):
   """Create out/ and mark it as ours, refusing a folder that holds train/ or val/ we did not write."""
-  out.mkdir(parents=True, exist_ok=True)
   marker = out / MARKER
-  if not marker.exists():
-    foreign = [d for d in SPLITS if (out / d).exists()]
-    if foreign:
-      raise DataError(f"{out} already has {', '.join(foreign)}/ but no {MANIFEST_NAME} and was not made by prep; "
-                      f"choose an empty --out (prep replaces its own partial output only).")
-    marker.write_text("train/, val/ and .staging/ here are written by benchmarks/resnet/prep.py\n")
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+    if not marker.exists():
+      foreign = [d for d in SPLITS if (out / d).exists()]
+      if foreign:
+        raise DataError(f"{out} already has {', '.join(foreign)}/ but no {MANIFEST_NAME} and was not made by prep; "
+                        f"choose an empty --out (prep replaces its own partial output only).")
+      marker.write_text("train/, val/ and .staging/ here are written by benchmarks/resnet/prep.py\n")
+  except OSError as e:  # read-only mount, another user's folder, a file in the way: say so before any work starts
+    raise DataError(f"--out {out}: cannot write there ({e.strerror or e}); choose a writable --out or fix its "
+                    f"permissions. Nothing was written.") from None
 
 
 def _install(out: Path, staging: Path, splits):

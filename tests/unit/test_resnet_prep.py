@@ -165,6 +165,19 @@ def test_refuses_foreign_output_dir(tmp_path, fake, capsys):
   assert (tmp_path / "o" / "train").is_dir()
 
 
+def test_unwritable_out_is_a_clear_error(tmp_path, monkeypatch, capsys):
+  # a read-only --out (a mount, another user's folder): one paragraph naming the folder, exit 2, no traceback
+  real = P.Path.mkdir
+  def mkdir(self, *a, **kw):
+    if self.name == "o": raise OSError(30, "Read-only file system", str(self))
+    return real(self, *a, **kw)
+  monkeypatch.setattr(P.Path, "mkdir", mkdir)
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "o", "--classes", "2", "--train-per-class", "2",
+                  "--val-per-class", "1") == 2
+  err = capsys.readouterr().err
+  assert str(tmp_path / "o") in err and "Read-only file system" in err and "--out" in err
+
+
 def test_real_archive_table():
   assert P.ARCHIVES["train"] == P.Archive("ILSVRC2012_img_train.tar", 147897477120, "1d675b47d978889d74fa0da5fadfb00e")
   assert P.ARCHIVES["val"] == P.Archive("ILSVRC2012_img_val.tar", 6744924160, "29b22e2961454d5413ddabcf34fc5622")
