@@ -15,6 +15,7 @@ results4/eval.txt; outputs go to OUT (default DIR): OUT/train/part-NNNNN.shard, 
 """
 from __future__ import annotations
 import argparse
+import errno
 import json
 import os
 import re
@@ -328,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
   except InputError as e:
     print(f"prep {args.cmd}: error: {e}", file=sys.stderr)
+    return 2
+  except OSError as e:
+    # a folder it cannot write (read-only mount, another user's, a full disk) is the user's to fix: say which, no traceback
+    if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT): raise
+    print(f"prep {args.cmd}: error: cannot write {e.filename or 'the output'} ({e.strerror}); choose a writable --out "
+          f"(or --data) or free the space, then rerun (finished shards are kept).", file=sys.stderr)
     return 2
   except KeyboardInterrupt:
     print(f"prep {args.cmd}: interrupted (finished shards are kept; rerun to continue)", file=sys.stderr)

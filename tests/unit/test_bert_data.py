@@ -232,6 +232,19 @@ def test_resume_skips_finished_shards(tmp_path, capsys):
   assert sorted(p.name for p in (d / "train").iterdir()) == ["part-00000.shard", "part-00001.shard", "part-00002.shard"]
 
 
+def test_unwritable_out_is_a_clear_error(tmp_path, monkeypatch, capsys):
+  # a read-only --out (a mount, another user's folder): one paragraph naming it, exit 2, no traceback
+  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=5)
+  real = Path.mkdir
+  def mkdir(self, *a, **kw):
+    if self.name == "ro": raise OSError(30, "Read-only file system", str(self))
+    return real(self, *a, **kw)
+  monkeypatch.setattr(Path, "mkdir", mkdir)
+  assert run("pretrain", "--data", d, "--out", tmp_path / "ro", "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
+  err = capsys.readouterr().err
+  assert str(tmp_path / "ro") in err and "Read-only file system" in err and "writable" in err
+
+
 # ---------------------------------------------------------------------------------------------------- fast == reference
 # The fast path (read_documents, create_instances, materialize, the FastTokenizer) must give the reference's bytes.
 
