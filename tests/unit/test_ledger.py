@@ -120,3 +120,15 @@ def test_finished_runs_that_missed_the_target_are_named(tmp_path):
                             L.Attempt(index=2, seed=4, status=L.DONE, converged=True)])
   assert [a.seed for a in missed_target(path, 3)] == [2]
   assert missed_target(path, 3, only_index=0) == [] and [a.index for a in missed_target(path, 3, only_index=1)] == [1]
+
+
+def test_status_hint_for_a_local_set_is_the_run_command(tmp_path):
+  # a local set interrupted by Ctrl-C: `status --resume` only resubmits Slurm sets, so its hint must not be the way out
+  # (it answered "not a Slurm set"); a --results path with a space is typed quoted
+  root = tmp_path / "my out"
+  _ledger(root, [L.Attempt(index=0, seed=1, status=L.INTERRUPTED, note="interrupted by the user (Ctrl-C)")])
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", "my out"], cwd=tmp_path,
+                     capture_output=True, text=True, timeout=120)
+  assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+  assert "--resume" not in r.stdout, r.stdout
+  assert "Rerun the same `tinyperf run` command" in r.stdout, r.stdout

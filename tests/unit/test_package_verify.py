@@ -71,6 +71,13 @@ def test_good_tarball_is_listed_and_unpacked(capsys, tmp_path):
   assert code == 2 and "already exists" in err and "fresh directory" in err
 
 
+def test_check_hint_after_unpacking_is_pasteable_with_a_space_in_the_path(capsys, tmp_path):
+  d = tmp_path / "sub mission"; d.mkdir()
+  code, out, err = verify(capsys, make_tar(d / NAME, GOOD))
+  assert code == 0, err
+  assert f"tinyperf check '{d / 'mlperf_submission_tinycorp_unpacked' / 'tinycorp'}'" in out, out
+
+
 @pytest.mark.parametrize("entry,needle", [
   (("/etc/evil", b"x"), "'/etc/evil': an absolute or non-POSIX path"),
   (("tinycorp/../../evil", b"x"), "'..' leads out of the destination"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import signal
 import sys
 import time
@@ -324,7 +325,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
     # the target is not a clean result: say so in the exit status, not only in the log
     print(f"{len(missed)} closed run(s) did NOT reach the target: {', '.join(f'run {a.index} (seed {a.seed})' for a in missed)}. "
           f"They count (olympic scoring drops one; a second leaves the set without a score) and are not redone; "
-          f"`tinyperf check {results_dir}` gives the verdict.", file=sys.stderr)
+          f"`tinyperf check {shlex.quote(str(results_dir))}` gives the verdict.", file=sys.stderr)
     return 1
   return 0
 
@@ -386,5 +387,5 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
   mins = (att.finished - t0) / 60
   console.say(f"{'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; check: {summary}")
   if accepted is False: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
-  elif accepted is None: print(f"run {i}: {summary}; check it with `tinyperf check {result}`", file=sys.stderr)
+  elif accepted is None: print(f"run {i}: {summary}; check it with `tinyperf check {shlex.quote(str(result))}`", file=sys.stderr)
   return None

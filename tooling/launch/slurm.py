@@ -224,7 +224,7 @@ def refuse_if_queued(work_root: Path):
   if active:
     raise UserError(f"runs {sorted(active)} of this result set are queued or running in Slurm "
                     f"({', '.join(active.values())}); running them here too would do them twice. Wait for them "
-                    f"(`tinyperf status --results {work_root.parents[2]} --wait`) or cancel them (scancel), then rerun. "
+                    f"(`tinyperf status --results {shlex.quote(str(work_root.parents[2]))} --wait`) or cancel them (scancel), then rerun. "
                     f"Nothing was run.")
 
 

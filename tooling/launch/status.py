@@ -13,6 +13,7 @@ Slurm run is pending or running. Exit status: 0 when every run is done, 1 otherw
 from __future__ import annotations
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -171,6 +172,11 @@ def main(args) -> int:
       if r["state"] == "broken":
         print(f"ERROR: {st['benchmark']} on {st['system']} run {r['index']}: {r['problem']}", file=sys.stderr)
   left = [r for st in states for r in st["runs"] if r["state"] != "done"]
-  if left and not args.json and any(r["state"] in ("failed", "missing") for r in left) and not args.resume:
-    print(f"`tinyperf status --results {results} --resume` resubmits the failed and missing runs of Slurm sets.")
+  if left and not args.json and not args.resume:
+    unfinished = [st for st in states if any(r["state"] in ("failed", "missing") for r in st["runs"])]
+    if any(st["jobs"] for st in unfinished):
+      print(f"`tinyperf status --results {shlex.quote(str(results))} --resume` resubmits the failed and missing runs of "
+            f"Slurm sets.")
+    if any(not st["jobs"] for st in unfinished):   # --resume leaves a local set alone: its `tinyperf run` redoes them
+      print("Rerun the same `tinyperf run` command to redo the failed runs of a local set (finished runs are kept).")
   return 1 if left else 0

@@ -5,6 +5,7 @@ code is passed through: 0 ok, 1 `--verify` found problems, 2 bad input, 130 inte
 from __future__ import annotations
 import argparse
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +57,8 @@ def check_prepared(cfg, data: Path):
                     f"Nothing was run.")
   marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
   if not marker.is_file():
-    how = (f"tinyperf prep imagenet --out {data}` (or `tinyperf prep synthetic-imagenet --out {data}` for smoke runs)"
-           if cfg.benchmark == "resnet" else f"tinyperf prep wiki pretrain/eval --data {data}`")
+    q = shlex.quote(str(data))
+    how = (f"tinyperf prep imagenet --out {q}` (or `tinyperf prep synthetic-imagenet --out {q}` for smoke runs)"
+           if cfg.benchmark == "resnet" else f"tinyperf prep wiki pretrain/eval --data {q}`")
     raise UserError(f"{data} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
                     f"verifying). Run `{how}. Nothing was run.")

@@ -32,6 +32,7 @@ import getpass
 import gzip
 import os
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -712,7 +713,7 @@ def verify(args: argparse.Namespace) -> int:
       except (tarfile.TarError, OSError, EOFError) as e:
         print(f"{tarball}: unpacking failed ({e}); {dest} holds a partial copy", file=sys.stderr)
         return 1
-  print(f"unpacked into {dest}: {', '.join(tops)}" + (f" (check it: tinyperf check {dest / tops[0]})" if len(tops) == 1
+  print(f"unpacked into {dest}: {', '.join(tops)}" + (f" (check it: tinyperf check {shlex.quote(str(dest / tops[0]))})" if len(tops) == 1
                                                       else ""))
   return 0
 
