@@ -162,6 +162,19 @@ def test_missing_result_file_blocks_packing(capsys, tmp_path):
   refused(capsys, tmp_path, R, "result_2.txt: missing", "records run 2", "cherry-picking")
 
 
+def test_changed_result_file_blocks_packing(capsys, tmp_path):
+  # `status` calls a result file edited after its run wrote it CHANGED (broken); package packed the edited file
+  from benchmarks.common.io import file_digest
+  from tooling.launch import ledger as L
+  R = make_runs(tmp_path, "resnet")
+  res = R / "results" / "tinybox_green" / "resnet"
+  with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
+    for a in led.attempts: a.sha256 = file_digest(res / f"result_{a.index}.txt", "sha256")   # as `tinyperf run` records
+    led.save()
+  with open(res / "result_2.txt", "a") as f: f.write("edited by hand\n")
+  refused(capsys, tmp_path, R, "result_2.txt", "CHANGED since run 2", "tinyperf status")
+
+
 def test_duplicate_seed_blocks_packing(capsys, tmp_path):
   R = make_runs(tmp_path, "resnet", seeds=[1_500_000_001, 1_600_000_003, 1_500_000_001, 1_700_000_009, 1_800_000_011])
   refused(capsys, tmp_path, R, "seed 1500000001 is used by both result_0.txt and result_2.txt")
