@@ -92,6 +92,18 @@ def test_result_file_missing_or_changed_is_reported(tmp_path):
   assert kind == "missing" and "MISSING" in msg and "not redone" in msg
 
 
+def test_restore_command_for_a_changed_result_is_pasteable_with_a_space_in_the_path(tmp_path):
+  root = tmp_path / "my out"
+  led = L.Ledger(_ledger(root, [L.Attempt(index=0, seed=3)]))
+  att = led.latest(0)
+  log = _finished_log(led, att)
+  res = root / "results" / "sys1" / "resnet" / "result_0.txt"; res.parent.mkdir(parents=True)
+  res.write_bytes(log.read_bytes() + b"edited\n")
+  att.status, att.result, att.sha256 = L.DONE, str(res), file_digest(log, "sha256")
+  kind, msg = led.check_result(att)
+  assert kind == "changed" and f"`cp '{log}' '{res}'`" in msg, msg
+
+
 def test_paths_are_stored_relative_and_old_container_paths_are_rebased(tmp_path):
   res = tmp_path / "results" / "sys1" / "resnet" / "result_0.txt"
   path = _ledger(tmp_path, [L.Attempt(index=0, seed=3, status=L.DONE, result=str(res),

@@ -19,6 +19,7 @@ import errno
 import fcntl
 import json
 import os
+import shlex
 import socket
 import time
 import uuid
@@ -226,7 +227,8 @@ class Ledger:
     if not res.is_file():
       return "changed", f"{res} is not a regular file (a dangling symlink or a directory); restore run {att.index}'s log."
     if att.sha256 is not None and file_digest(res, "sha256") != att.sha256:
-      how = f"its own log {log} is intact: `cp {log} {res}`" if log_ok else "restore it from a backup"
+      how = (f"its own log {log} is intact: `cp {shlex.quote(str(log))} {shlex.quote(str(res))}`" if log_ok
+             else "restore it from a backup")
       return "changed", (f"{res} CHANGED since run {att.index} (seed {att.seed}) wrote it (sha256 differs from "
                          f"{self.path}); {how}.")
     return "ok", ""
