@@ -408,8 +408,11 @@ def verify(data_dir: Path, workers: int = 0) -> int:
   for p, why in problems: print(f"BAD {p}: {why}")
   total = len(items)
   if problems:
-    print(f"{len(problems)} of {total:,} files failed verification (listed above). Re-extract them from the archives "
-          f"(rerun prep into a new --out), or delete them and rerun prep so the manifest matches.", file=sys.stderr)
+    # prep does nothing where a manifest exists, so the way out is to remove the manifest: prep then replaces its own
+    # train/ and val/ (from the archives it kept, or drawn again for a synthetic set)
+    print(f"{len(problems)} of {total:,} files failed verification (listed above). Prepare the set again: delete "
+          f"{manifest_path(data_dir)} and rerun the `tinyperf prep` command that made it (or prep into a new --out).",
+          file=sys.stderr)
     return 1
   print(f"ok: {total:,} files in {manifest_path(data_dir)} have their recorded sizes and decode "
         f"({', '.join(f'{k} {len(v):,}' for k, v in m.splits.items())}).", file=sys.stderr)
@@ -474,7 +477,9 @@ def synthetic_imagenet(out: Path, classes: int = 4, train_per_class: int = 256, 
     if v < lo: raise DataError(f"synthetic-imagenet: --{name} must be >= {lo}, got {v}.")
   source = _synthetic_source(classes, train_per_class, val_per_class, size, seed)
   if manifest_path(out).exists():
-    m = load_manifest(out, check_files=False)
+    try: m = load_manifest(out, check_files=False)
+    except DataError as e:
+      raise DataError(f"{e} To draw {out} again, delete {manifest_path(out)} and rerun.") from None
     if m.kind == "synthetic" and m.source == source:
       print(f"{manifest_path(out)} already holds this synthetic set: nothing to do.", file=sys.stderr)
       return manifest_path(out)

@@ -242,6 +242,23 @@ def test_synthetic_deterministic_and_layout(tmp_path, capsys):
   assert run_prep("synthetic-imagenet", "--out", tmp_path / "d", "--classes", 0) == 2
 
 
+def test_broken_synthetic_set_hints_lead_out(tmp_path, capsys):
+  # verify's and prep's hints, followed as printed, repair the set (both once said "rerun prep", which then said
+  # "nothing to do" or repeated the error)
+  out, args = tmp_path / "s", ["--classes", 2, "--train-per-class", 3, "--val-per-class", 1, "--size", 32]
+  assert run_prep("synthetic-imagenet", "--out", out, *args) == 0
+  (out / "train" / "n00000000" / "n00000000_00000.JPEG").unlink()
+  capsys.readouterr()
+  assert run_prep("imagenet", "--verify", out) == 1
+  assert f"delete {out / 'manifest.json'} and rerun" in capsys.readouterr().err
+  (out / "manifest.json").write_text("{")
+  assert run_prep("synthetic-imagenet", "--out", out, *args) == 2
+  assert f"delete {out / 'manifest.json'} and rerun" in capsys.readouterr().err
+  (out / "manifest.json").unlink()
+  assert run_prep("synthetic-imagenet", "--out", out, *args) == 0
+  assert run_prep("imagenet", "--verify", out) == 0
+
+
 def test_synthetic_bytes_do_not_depend_on_the_worker_count(tmp_path):
   # full-size sets are drawn on all cores (the H200 hosts: 7040 images at 400 px in 13 s); chunks of 32 images per task
   # split a class across workers, and the val files' serials run across classes
