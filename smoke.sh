@@ -12,11 +12,17 @@ if [ -n "${NEXP:-}" ] && ! [[ "$NEXP" =~ ^[1-9][0-9]*$ ]]; then
   echo "smoke.sh: NEXP=$NEXP: the number of runs is a whole number of at least 1 (unset: as many as MLPerf requires)." >&2
   exit 2
 fi
+# ORG names the submitter directory and the tarball (tinyperf's ORG_NAME): checked here, before anything is installed
+ORG="${ORG:-$(basename "${OUT:-out/smoke}")}"
+if ! [[ "$ORG" =~ ^[A-Za-z0-9][A-Za-z0-9_.+-]*$ ]]; then
+  echo "smoke.sh: ORG=$ORG: the submitter name (default: the name of OUT) names a directory and the tarball: letters," \
+    "digits and _ . + - only, no spaces, no leading dot. Pass ORG=name (or an OUT whose name is one)." >&2
+  exit 2
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source ./scripts/env.sh
 OUT="${OUT:-out/smoke}"
 NEXP="${NEXP:-$(python3 -c 'from benchmarks.common.rules import required_runs; print(required_runs("resnet"))')}"
-ORG="${ORG:-$(basename "$OUT")}"
 RES="$OUT/results/cpu_smoke/resnet"
 if [ ! -f "$OUT/data/manifest.json" ]; then
   # its progress bar goes to a log (the console keeps one line per step); on failure the log is shown

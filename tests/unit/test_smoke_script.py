@@ -16,3 +16,14 @@ def test_a_bad_nexp_is_refused_before_anything_is_written(nexp, tmp_path):
   assert r.stderr.strip() == (f"smoke.sh: NEXP={nexp}: the number of runs is a whole number of at least 1 (unset: as many "
                               "as MLPerf requires).")
   assert not list(tmp_path.iterdir()) and not (REPO / "out" / "out").exists()
+
+
+@pytest.mark.parametrize("env,shown", [({"OUT": "my smoke"}, "my smoke"), ({"OUT": "out", "ORG": "my org"}, "my org")])
+def test_an_org_that_cannot_name_a_submitter_is_refused_before_anything_is_written(env, shown, tmp_path):
+  # ORG defaults to OUT's name: OUT="my smoke" once installed, ran nothing (`run --org` refused it with a usage dump) and
+  # ended SMOKE FAILED telling the user to rerun ./smoke.sh, which failed the same way
+  r = subprocess.run([str(REPO / "smoke.sh")], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                     env={**os.environ, **env})
+  assert r.returncode == 2 and "Traceback" not in r.stderr and "usage:" not in r.stderr, r.stderr
+  assert r.stderr.strip().startswith(f"smoke.sh: ORG={shown}: ") and "ORG=name" in r.stderr, r.stderr
+  assert not list(tmp_path.iterdir())
