@@ -63,6 +63,15 @@ def test_truncated_mllog_json(capsys, tmp_path):
   assert_bad_input(capsys, p, f"{p}:12:", "not valid JSON", "truncated")
 
 
+def test_a_line_cut_inside_a_string_reads_once_at(capsys, tmp_path):
+  # json says "Unterminated string starting at"; the message went on " at column N": "starting at at column"
+  p = write_log(tmp_path / "result_0.txt", "resnet")
+  lines = p.read_text().splitlines(keepends=True)
+  lines[11] = lines[11][:lines[11].index('"key": "') + 10] + "\n"
+  p.write_text("".join(lines))
+  assert_bad_input(capsys, p, f"{p}:12:", "Unterminated string starting at column")
+
+
 def test_mllog_event_without_time_ms(capsys, tmp_path):
   p = tmp_path / "result_0.txt"
   p.write_text(':::MLLOG {"key": "submission_benchmark", "value": "bert", "metadata": {}}\n')

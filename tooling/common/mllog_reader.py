@@ -96,7 +96,7 @@ def read_log(path: str | Path, require_benchmark: bool = True) -> MLLog:
       obj = json.loads(body)
     except json.JSONDecodeError as e:
       col = raw.rindex(TOKEN) + len(TOKEN) + e.pos + 1
-      raise UserError(f"{path}:{lineno}: `:::MLLOG` line is not valid JSON ({e.msg} at column {col}); the line is "
+      raise UserError(f"{path}:{lineno}: `:::MLLOG` line is not valid JSON ({e.msg.removesuffix(' at')} at column {col}); the line is "
                       f"truncated or corrupted (a killed run or a full disk). The compliance checker rejects the whole "
                       f"file for it: repair or drop the line only if you know why it broke.") from None
     if not isinstance(obj, dict) or any(k not in obj for k in REQUIRED_FIELDS):

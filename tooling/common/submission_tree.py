@@ -58,7 +58,7 @@ def read_systems_json(path: Path) -> dict:
   try:
     data = json.loads(text)
   except json.JSONDecodeError as e:
-    raise UserError(f"{path}:{e.lineno}: systems JSON does not parse ({e.msg} at column {e.colno}); package_checker and "
+    raise UserError(f"{path}:{e.lineno}: systems JSON does not parse ({e.msg.removesuffix(' at')} at column {e.colno}); package_checker and "
                     f"result_summarizer would crash on it. Fix the JSON syntax.") from None
   if not isinstance(data, dict):
     raise UserError(f"{path}: systems JSON must be an object of fields, got {type(data).__name__}.")
