@@ -1,7 +1,11 @@
 """The preflight's data check, where the run runs: a ResNet data set must hold both splits the run reads."""
+import pytest
+
 from benchmarks import preflight as PF
 from benchmarks.common.config import load_config
 from benchmarks.resnet.prep import synthetic_imagenet
+from tooling.common.errors import UserError
+from tooling.prep.prep import check_prepared
 
 
 def test_a_data_set_without_val_images_fails_the_preflight(tmp_path, capsys):
@@ -15,3 +19,12 @@ def test_a_data_set_without_val_images_fails_the_preflight(tmp_path, capsys):
     (name, passed, detail), = pf.results
     assert (name, passed) == ("data", ok), detail
     if not ok: assert "has no 'val' split" in detail and "--val-per-class of at least 1" in detail
+
+
+def test_the_host_side_check_says_whether_data_is_missing_or_a_file(tmp_path):
+  # `--data afile` said the directory "does not exist", which sends the user looking for a typo in a path that is there
+  cfg = load_config("resnet", "cpu_smoke", environ={})
+  (tmp_path / "afile").write_text("x")
+  for name, said in (("afile", "is a file, not a directory"), ("nothing", "does not exist")):
+    with pytest.raises(UserError, match=said):
+      check_prepared(cfg, tmp_path / name)

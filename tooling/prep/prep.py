@@ -53,8 +53,9 @@ def check_prepared(cfg, data: Path):
   """Cheap host-side check that `data` is a prepared data set for cfg's benchmark (run and Slurm, before anything is
   started); the preflight where the run runs verifies it in full."""
   if not data.is_dir():
-    raise UserError(f"data directory {data} does not exist; prepare it with `tinyperf prep ...` and pass --data. "
-                    f"Nothing was run.")
+    what = "is a file, not a directory" if data.exists() else "does not exist"
+    raise UserError(f"data directory {data} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
+                    f"as --data. Nothing was run.")
   marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
   if not marker.is_file():
     q = shlex.quote(str(data))
