@@ -157,6 +157,21 @@ def test_smoke_typed_from_another_directory_resumes_the_finished_tree(smoke):
   p = sh("OUT=smoke ../smoke.sh", cwd=smoke.root / "out", env=user_env(), timeout=900)
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
   last = p.stdout.strip().splitlines()[-1]
-  assert re.fullmatch(rf"SMOKE PASSED: 5/5 compliant, score \d+\.\d\d min, results in {re.escape(str(smoke.R))}", last), last
+  # the verdict names the tree as it can be typed there: `smoke`, not the checkout's out/smoke
+  assert re.fullmatch(r"SMOKE PASSED: 5/5 compliant, score \d+\.\d\d min, results in smoke", last), last
   assert json.loads((smoke.R / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"] == before
   assert not (smoke.root / "smoke").exists()
+  # the default OUT (the checkout's out/smoke) typed from the clone's parent: named as seen from there
+  p = sh(f"./{smoke.root.name}/smoke.sh", cwd=smoke.root.parent, env=user_env(), timeout=900)
+  last = p.stdout.strip().splitlines()[-1]
+  assert p.returncode == 0 and last.endswith(f"results in {smoke.root.name}/out/smoke"), p.stdout[-3000:] + p.stderr[-3000:]
+  assert json.loads((smoke.R / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"] == before
+
+
+def test_smoke_with_fewer_runs_than_a_set_judges_each_log_and_says_it_is_not_scored(fresh_clone, smoke):
+  """NEXP=1: the check rejects a directory of one log (a set is five), which made every such smoke end FAILED; the
+  verdict now judges the log and says the set is not scored. After `smoke`: it reuses the clone's venv."""
+  p = sh("NEXP=1 OUT=one ./smoke.sh", cwd=fresh_clone, env=user_env(), timeout=900)
+  last = p.stdout.strip().splitlines()[-1]
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  assert last == f"SMOKE PASSED: 1/1 compliant, not scored (a set of 1: MLPerf scores {NEXP}), results in one", last
