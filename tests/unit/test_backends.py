@@ -121,7 +121,9 @@ def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   assert cli.main([*base, "--nexp", "2", "--no-container"]) == 0
   o, e = capsys.readouterr()
   assert "--no-container is deprecated" in e and "2 runs, 1 already finished, running [1]" in o
-  attempts = json.loads((out / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  ledger = json.loads((out / "runs/cpu_smoke/resnet/ledger.json").read_text())
+  attempts = ledger["attempts"]
+  assert ledger["nexp"] == 2   # the set size the last run asked for (tinyperf status reads it)
   assert [(a["index"], a["status"], a["backend"], a["image"]) for a in attempts] == [(0, "done", "host", None),
                                                                                     (1, "done", "host", None)]
   assert all(a["cache_drop"] for a in attempts)

@@ -144,3 +144,22 @@ def test_status_hint_for_a_local_set_is_the_run_command(tmp_path):
   assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
   assert "--resume" not in r.stdout, r.stdout
   assert "Rerun the same `tinyperf run` command" in r.stdout, r.stdout
+
+
+def test_status_counts_the_runs_a_set_asked_for_not_only_those_it_started(tmp_path):
+  # `tinyperf run --nexp 5` stopped between runs 1 and 2 left two attempts: status said "2 runs", all done, exit 0
+  root = tmp_path / "out"
+  path = _ledger(root, [L.Attempt(index=i, seed=i + 1) for i in range(2)])
+  with L.Ledger.locked(path) as led:
+    for att in led.attempts:
+      log = _finished_log(led, att)
+      res = root / "results" / "sys1" / "resnet" / f"result_{att.index}.txt"; res.parent.mkdir(parents=True, exist_ok=True)
+      res.write_bytes(log.read_bytes())
+      att.status, att.result, att.sha256 = L.DONE, str(res), file_digest(log, "sha256")
+    led.nexp = 5
+    led.save()
+  assert L.Ledger(path).nexp == 5
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", "out", "--json"], cwd=tmp_path,
+                     capture_output=True, text=True, timeout=120)
+  st, = json.loads(r.stdout)["sets"]
+  assert r.returncode == 1 and [x["state"] for x in st["runs"]] == ["done", "done", "missing", "missing", "missing"], r.stdout

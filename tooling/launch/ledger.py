@@ -110,14 +110,16 @@ class Ledger:
     self.path = Path(os.path.abspath(path))
     self.root = self.path.parents[3] if len(self.path.parents) > 3 else self.path.parent  # R of R/runs/<sys>/<bm>/
     self.attempts: list[Attempt] = []
+    self.nexp = 0   # the set size the last `tinyperf run` asked for (0: not recorded, an older ledger)
     if self.path.exists():
       try:
         raw = json.loads(self.path.read_text())
         self.attempts = [Attempt(**a) for a in raw["attempts"]]
+        self.nexp = int(raw.get("nexp", 0))
         for a in self.attempts:
           for k in _PATH_FIELDS:
             if getattr(a, k) is not None: setattr(a, k, str(self._on_read(str(getattr(a, k)))))
-      except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+      except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
         raise UserError(f"{self.path}: the run ledger is unreadable ({e}). It records which runs are finished; restore it "
                         f"from a backup or move it away to start a fresh set of runs (finished result files stay).") from None
 
@@ -149,7 +151,8 @@ class Ledger:
       for k in _PATH_FIELDS:
         if d[k] is not None: d[k] = self._on_write(d[k])
       rows.append(d)
-    write_atomic(self.path, json.dumps({"format": "tinyperf-ledger-v1", "attempts": rows}, indent=1), overwrite=True)
+    head = {"format": "tinyperf-ledger-v1", **({"nexp": self.nexp} if self.nexp else {})}
+    write_atomic(self.path, json.dumps({**head, "attempts": rows}, indent=1), overwrite=True)
 
   def work(self, att: Attempt) -> Path: return T.work_dir(self.path.parent, att.index, att.seed)
 

@@ -291,6 +291,11 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
   else:
     print(f"{cfg.benchmark} on {cfg.platform} {where}: run {args.only_index} of {nexp}"
           f"{'' if pending else ' is already finished'}{others}", flush=True)
+  # the set's size, for `tinyperf status`: a set stopped between runs has no attempt yet for the runs still to come
+  with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+    if led.nexp != nexp:
+      led.nexp = nexp
+      led.save()
   # scancel, a Slurm time limit, `kill` or a closed terminal: record the run as interrupted
   for sig in _STOPPED_BY: signal.signal(sig, _stop_signal)
   from tooling.launch.console import Console

@@ -72,7 +72,7 @@ def set_states(work: Path, tasks: dict | None) -> dict:
   rec = slurm.load_record(work)
   led = L.Ledger(work / T.LEDGER)
   jobs = rec["jobs"]
-  nexp = max([j["spec"]["nexp"] for j in jobs] + [a.index + 1 for a in led.attempts] + [0])
+  nexp = max([j["spec"]["nexp"] for j in jobs] + [a.index + 1 for a in led.attempts] + [led.nexp])
   runs = []
   for i in range(nexp):
     att = led.latest(i)
