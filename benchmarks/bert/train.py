@@ -172,19 +172,32 @@ def initial_weights(cfg: PlatformConfig, args):
   return safe_load(str(path))
 
 
-def open_data(cfg: PlatformConfig, data: Path | None):
-  """(train shard paths, eval shard path, vocab md5), validated against the config and the model's vocab."""
+def data_files(cfg: PlatformConfig, data: Path | None) -> tuple[list[Path], Path]:
+  """(train shard paths, eval shard path) of a prepared data directory, by name only (nothing is read), or InputError
+  with the prep commands: all_phases asks before INIT, so a wrong DATA_DIR is not found after a whole INIT."""
   from benchmarks.bert.data import train_shard_paths
-  from benchmarks.bert.shard import ShardError, read_header
+  from benchmarks.bert.shard import ShardError
   if data is None: raise InputError("--data is required for the RUN phase (the prepared BERT data directory)")
+  prep = (f"`tinyperf prep wiki pretrain --data {data} --platform {cfg.platform}` and `tinyperf prep wiki eval --data "
+          f"{data} --platform {cfg.platform}` (the platform's init_datasets.sh runs them), or point DATA_DIR (--data) "
+          f"at the prepared directory. Nothing was run.")
   try:
     paths = train_shard_paths(data)
+  except ShardError:
+    raise InputError(f"{data / 'train'}: no train shards (part-*.shard). Prepare them: {prep}") from None
+  ev = data / "eval.shard"
+  if not ev.is_file(): raise InputError(f"{ev}: eval shard not found. Prepare it: {prep}")
+  return paths, ev
+
+
+def open_data(cfg: PlatformConfig, data: Path | None):
+  """(train shard paths, eval shard path, vocab md5), validated against the config and the model's vocab."""
+  from benchmarks.bert.shard import ShardError, read_header
+  paths, ev = data_files(cfg, data)
+  try:
     h = read_header(paths[0])
   except ShardError as e:
     raise InputError(str(e)) from None
-  ev = data / "eval.shard"
-  if not ev.is_file():
-    raise InputError(f"{ev}: eval shard not found. Run `python -m benchmarks.bert.prep eval --data {data}`.")
   if h.get("vocab_size") != VOCAB_SIZE:
     raise InputError(f"{paths[0]}: made with a {h.get('vocab_size')}-token vocab, the model has {VOCAB_SIZE}. "
                      f"Prepare the data with the BERT uncased vocab.")
@@ -263,6 +276,7 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
 def all_phases(cfg: PlatformConfig, args) -> int:
   """INIT then RUN in one process: RUN's steps are replays of what INIT captured on the full model."""
   check_dropout(cfg)   # before INIT: a closed run with the wrong model must not spend its INIT first
+  data_files(cfg, args.data)   # nor one whose data is not there (file names only: no data is read before run_start)
   return run_phase(cfg, args, init(cfg, args, full_depth=True))
 
 

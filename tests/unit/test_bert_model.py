@@ -181,6 +181,25 @@ def test_closed_run_refuses_a_changed_dropout(tmp_path):
   assert not any(":::MLLOG" in f.read_text() for f in (tmp_path / "results").rglob("*.txt"))   # refused before any log line
 
 
+@pytest.mark.parametrize("layout, says", [((), "train: no train shards"),
+                                          (("train/part-00000.shard",), "eval.shard: eval shard not found")],
+                         ids=["no_data", "no_eval_shard"])
+def test_run_and_time_refuses_missing_data_before_init(tmp_path, layout, says):
+  """DATA_DIR=typo ./run_and_time.sh (--phase all) stops before INIT (minutes of JIT and BEAM on a GPU box), naming the
+  directory and the prep commands for this platform; no MLPerf log line is written."""
+  import os, subprocess, sys
+  from tests.conftest import REPO
+  data = tmp_path / "data"
+  for f in layout: (data / f).parent.mkdir(parents=True, exist_ok=True); (data / f).write_bytes(b"")
+  r = subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", "all",
+                      "--seed", "1", "--results", str(tmp_path / "results"), "--data", str(data)],
+                     cwd=REPO, env={**os.environ, "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 2, r.stderr[-2000:]
+  assert says in r.stderr and "--platform cpu_smoke" in r.stderr and "Traceback" not in r.stderr
+  assert "init took" not in r.stdout
+  assert not any(":::MLLOG" in f.read_text() for f in (tmp_path / "results").rglob("*.txt"))   # refused before init_start
+
+
 @pytest.mark.parametrize("ndev, H", [(1, 256), (2, 256), (1, 96)], ids=["one_device", "two_devices", "hidden_96"])
 def test_atomic_embedding_gradient_is_the_one_hot_gradient(ndev, H):
   """USE_ATOMICS' scatter-add backward against numpy's np.add.at and tinygrad's autodiff of the one-hot form, with
