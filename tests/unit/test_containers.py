@@ -363,6 +363,18 @@ def test_compose_prepare_writes_env_and_owned_dirs(tmp_path):
     CO.prepare(["resnet-nope"], cwd=tmp_path, environ={})
 
 
+def test_compose_prepare_points_bert_cpu_at_the_stand_in_corpus(tmp_path):
+  """bert-cpu trains on `prep wiki corpus` data at cpu_smoke's shapes: the missing-WIKI_DIR hint must not send its user
+  to prep-wiki's default (MLCommons' Wikipedia download, shards at 512/76 that cpu_smoke refuses)."""
+  warnings = []
+  CO.prepare(["bert-cpu"], cwd=tmp_path, environ={}, warnings=warnings)
+  assert len(warnings) == 1 and f"WIKI_DIR={tmp_path / 'data/wiki'}" in warnings[0], warnings
+  assert f"tinyperf prep wiki corpus --out {tmp_path / 'data/wiki'}" in warnings[0]
+  assert "pretrain --data /data --platform cpu_smoke" in warnings[0]
+  CO.prepare(["bert-green"], cwd=tmp_path, environ={}, warnings=warnings)   # closed: the download is right
+  assert "corpus" not in warnings[1] and "`docker compose run --rm prep-wiki`" in warnings[1]
+
+
 def test_compose_prepare_refuses_a_dir_the_container_user_cannot_write(tmp_path):
   res = tmp_path / "res"; res.mkdir(); res.chmod(0o755)
   owner = res.stat().st_uid

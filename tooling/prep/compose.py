@@ -247,9 +247,13 @@ def prepare(services: list[str], cwd: Path | None = None, environ: dict | None =
       if b.get("read_only") and var not in ("RESULTS_DIR", "CACHE_DIR"):   # data: prepared by a prep service
         if not host.is_dir():
           prep = {"SYNTHETIC_DIR": "prep-synthetic", "IMAGENET_DIR": "prep-imagenet", "WIKI_DIR": "prep-wiki"}.get(var)
-          warnings.append(f"{s}: {var}={host} does not exist yet; prepare it first"
-                          + (f" (`docker compose run --rm {prep}`, after `tinyperf compose {prep}`)" if prep else "")
-                          + f" or set {var} to the directory that holds it")
+          how = f" (`docker compose run --rm {prep}`, after `tinyperf compose {prep}`)" if prep else ""
+          platform = known[s].get("labels", {}).get("io.tinyperf.platform")
+          if var == "WIKI_DIR" and platform == "cpu_smoke":   # the stand-in corpus, not MLCommons' Wikipedia download
+            how = (f" (on the host `tinyperf prep wiki corpus --out {host}`, then `tinyperf compose prep-wiki` and "
+                   f"`docker compose run --rm prep-wiki pretrain --data /data --platform cpu_smoke`, the same with eval)")
+          warnings.append(f"{s}: {var}={host} does not exist yet; prepare it first{how} or set {var} to the directory "
+                          f"that holds it")
         continue
       try: host.mkdir(parents=True, exist_ok=True)
       except OSError as e:
