@@ -28,3 +28,14 @@ def test_the_host_side_check_says_whether_data_is_missing_or_a_file(tmp_path):
   for name, said in (("afile", "is a file, not a directory"), ("nothing", "does not exist")):
     with pytest.raises(UserError, match=said):
       check_prepared(cfg, tmp_path / name)
+
+
+def test_the_host_side_check_names_runnable_bert_prep_commands(tmp_path):
+  # it said `tinyperf prep wiki pretrain/eval --data D`: no such command, and without --platform cpu_smoke prep makes
+  # 512/76 shards that the cpu_smoke run then refuses
+  cfg = load_config("bert", "cpu_smoke", environ={})
+  with pytest.raises(UserError) as e:
+    check_prepared(cfg, tmp_path)
+  msg = str(e.value)
+  assert f"`tinyperf prep wiki pretrain --data {tmp_path} --platform cpu_smoke`" in msg, msg
+  assert f"`tinyperf prep wiki eval --data {tmp_path} --platform cpu_smoke`" in msg and "pretrain/eval" not in msg

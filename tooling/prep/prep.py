@@ -60,6 +60,9 @@ def check_prepared(cfg, data: Path):
   if not marker.is_file():
     q = shlex.quote(str(data))
     how = (f"tinyperf prep imagenet --out {q}` (or `tinyperf prep synthetic-imagenet --out {q}` for smoke runs)"
-           if cfg.benchmark == "resnet" else f"tinyperf prep wiki pretrain/eval --data {q}`")
+           if cfg.benchmark == "resnet" else
+           # --platform: the shard shapes (and eval size) are the platform's; without it prep makes 512/76 shards
+           f"tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data {q} "
+           f"--platform {cfg.platform}`")
     raise UserError(f"{data} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
                     f"verifying). Run `{how}. Nothing was run.")
