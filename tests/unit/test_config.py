@@ -115,6 +115,19 @@ def test_rendered_scripts_are_executable_bash():
         assert f.stat().st_mode & 0o111, f"{f} is not executable"
 
 
+def test_init_datasets_names_run_and_time_as_the_caller_can_type_it(tmp_path):
+  """Typed from another directory, init_datasets.sh ended with `DATA_DIR=... ./run_and_time.sh`, a file that is not
+  there: the path must be the one the caller used for init_datasets.sh (the BERT stand-in data: seconds)."""
+  impl = config_path("bert", "cpu_smoke").parent
+  rel = os.path.relpath(impl, tmp_path)
+  p = subprocess.run(f"DATA_DIR=data {rel}/init_datasets.sh", shell=True, cwd=tmp_path, capture_output=True, text=True,
+                     timeout=600)
+  assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+  last = p.stdout.strip().splitlines()[-1]
+  assert last == f"data ready and verified: DATA_DIR={tmp_path}/data {rel}/run_and_time.sh", last
+  assert (tmp_path / rel / "run_and_time.sh").is_file()
+
+
 # --- attacks on the knobs: every out-of-range value is refused at load, before anything runs or is written ----------
 
 @pytest.mark.parametrize("bm,env,knob", [

@@ -122,7 +122,8 @@ VENV="${{VENV:-.venv}}"
 {_stand_in_vocab(cfg)}if [ "${{BUILD_IMAGE:-1}}" = 1 ]; then
   "$VENV/bin/python" -m tooling.cli build --platform {cfg.platform}
 fi
-echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... ./init_datasets.sh and DATA_DIR=... ./run_and_time.sh"
+here="$(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")"   # as the caller named it: the commands work from where they are
+echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and DATA_DIR=... $here/run_and_time.sh"
 """
 
 
@@ -168,7 +169,8 @@ def render_init_datasets(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   var = DATA[cfg.benchmark][0]
   return _script_head(cfg, "download (or make) the data set into DATA_DIR and verify it; a rerun resumes.",
                       root) + f""": "${{{var}:?set {var} to the directory to prepare the data in}}"
-{_init_steps(cfg)}echo "data ready and verified: {var}=${var} ./run_and_time.sh"
+{_init_steps(cfg)}# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
+echo "data ready and verified: {var}=$(printf %q "${var}") $(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")/run_and_time.sh"
 """
 
 

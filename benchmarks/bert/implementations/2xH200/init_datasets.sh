@@ -16,4 +16,5 @@ python3 -m tooling.cli prep wiki eval --data "$DATA_DIR" --platform 2xH200
 [ -f "$DATA_DIR/bert-large.safetensors" ] || \
   python3 -m tooling.cli prep wiki checkpoint --tf "$DATA_DIR" --out "$DATA_DIR/bert-large.safetensors"
 python3 -m tooling.cli prep wiki verify --data "$DATA_DIR"
-echo "data ready and verified: DATA_DIR=$DATA_DIR ./run_and_time.sh"
+# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
+echo "data ready and verified: DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"

@@ -12,4 +12,5 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools a
 python3 -m tooling.cli prep wiki pretrain --data "$DATA_DIR" --platform cpu_smoke --workers "${WORKERS:-2}"
 python3 -m tooling.cli prep wiki eval --data "$DATA_DIR" --platform cpu_smoke
 python3 -m tooling.cli prep wiki verify --data "$DATA_DIR"
-echo "data ready and verified: DATA_DIR=$DATA_DIR ./run_and_time.sh"
+# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
+echo "data ready and verified: DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"

@@ -12,4 +12,5 @@ if [ ! -f "$DATA_DIR/manifest.json" ]; then   # prep writes the manifest last, a
   python3 -m tooling.cli prep imagenet --out "$DATA_DIR" --val-labels "$VAL_LABELS" ${IMAGENET_TARS:+--from-tars "$IMAGENET_TARS"}
 fi
 python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"   # every image decoded, sizes against the manifest
-echo "data ready and verified: DATA_DIR=$DATA_DIR ./run_and_time.sh"
+# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
+echo "data ready and verified: DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"

@@ -10,4 +10,5 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools a
 # the same arguments give the same bytes, and a finished set is left as it is)
 python3 -m tooling.cli prep synthetic-imagenet --out "$DATA_DIR" --classes 4 --train-per-class 160 --val-per-class 40 --size 48 --seed 0
 python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"
-echo "data ready and verified: DATA_DIR=$DATA_DIR ./run_and_time.sh"
+# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
+echo "data ready and verified: DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"
