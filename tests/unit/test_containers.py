@@ -2,6 +2,7 @@
 arguments handed to the docker SDK, build-error handling, preflight on a fake /dev and /sys, and bad input that must
 fail before anything runs. (tests/integration/test_containers.py does the same things against a real engine.)"""
 from __future__ import annotations
+import argparse
 import os
 import re
 import socket
@@ -373,6 +374,26 @@ def test_compose_prepare_points_bert_cpu_at_the_stand_in_corpus(tmp_path):
   assert "pretrain --data /data --platform cpu_smoke" in warnings[0]
   CO.prepare(["bert-green"], cwd=tmp_path, environ={}, warnings=warnings)   # closed: the download is right
   assert "corpus" not in warnings[1] and "`docker compose run --rm prep-wiki`" in warnings[1]
+
+
+def test_compose_from_another_directory_says_where_relative_paths_go(tmp_path, monkeypatch, capsys):
+  """`RESULTS_DIR=out tinyperf compose check` typed outside the clone: compose reads `out` from compose.yaml's
+  directory, so tinyperf made the clone's out/ in silence and printed `docker compose run --rm check`, which finds no
+  compose.yaml where the user is."""
+  proj, elsewhere = tmp_path / "clone", tmp_path / "home"
+  proj.mkdir(); elsewhere.mkdir()
+  monkeypatch.chdir(elsewhere)
+  monkeypatch.setattr(CO, "compose_dir", lambda: proj)
+  monkeypatch.setattr(CO, "check_engine", lambda *a, **k: None)
+  monkeypatch.setenv("RESULTS_DIR", "out")
+  assert CO.main(argparse.Namespace(service=["check"])) == 0
+  out = capsys.readouterr().out
+  assert f"RESULTS_DIR=out is relative: compose reads it from {proj}" in out and str(elsewhere / "out") in out
+  assert f"ready: cd {proj} && docker compose run --rm check" in out
+  monkeypatch.chdir(proj)   # from the clone, as the docs say: no warning, no cd
+  assert CO.main(argparse.Namespace(service=["check"])) == 0
+  out = capsys.readouterr().out
+  assert "is relative" not in out and "ready: docker compose run --rm check" in out
 
 
 def test_compose_prepare_refuses_a_dir_the_container_user_cannot_write(tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 import yaml
@@ -231,6 +232,12 @@ def prepare(services: list[str], cwd: Path | None = None, environ: dict | None =
   out = {"TINYPERF_UID": values.get("TINYPERF_UID") or str(os.getuid()),
          "TINYPERF_GID": values.get("TINYPERF_GID") or str(os.getgid())}
   for var, default in DIRS.items(): out[var] = str((cwd / (values.get(var) or default)).resolve())
+  here = Path.cwd().resolve()
+  for var in DIRS:   # compose takes a relative path from compose.yaml's directory, not from where the user typed it
+    given = environ.get(var)
+    if given and not Path(given).is_absolute() and here != cwd.resolve():
+      warnings.append(f"{var}={given} is relative: compose reads it from {cwd} (where compose.yaml is), so it is "
+                      f"{out[var]}, not {here / given}. Give an absolute path if you meant the latter.")
   # the cache sits in the results directory unless placed elsewhere (compose 1.29 cannot nest ${} defaults)
   # (one .env wrote: a derived CACHE_DIR follows a new RESULTS_DIR)
   saved = read_env_file(env_path)
@@ -305,8 +312,10 @@ def main(args: argparse.Namespace) -> int:
   where = compose_dir() / ENV_FILE
   print(f"{where}: TINYPERF_UID={out['TINYPERF_UID']} TINYPERF_GID={out['TINYPERF_GID']} RESULTS_DIR={out['RESULTS_DIR']}")
   for w in warnings: print(f"WARNING {w}")
+  # compose finds compose.yaml (and .env) in the current directory: from elsewhere, the command must go there first
+  cd = "" if Path.cwd().resolve() == compose_dir().resolve() else f"cd {shlex.quote(str(compose_dir()))} && "
   for s in args.service:
-    print(f"ready: docker compose run --rm {s}    (compose v1: docker-compose run --rm {s})")
+    print(f"ready: {cd}docker compose run --rm {s}    (compose v1: {cd}docker-compose run --rm {s})")
   return 0
 
 
