@@ -119,7 +119,8 @@ def test_cross_checks_against_directories_and_systems_json(tmp_path):
   report = check_path(org)
   msgs = [f.message for f in dir_findings(report, "cross-check", WARN)]
   assert sum("submission_platform is 'tinybox_red' but the run sits in results/tinybox_green" in m for m in msgs) == 5
-  assert sum("submission_org is 'someone' but the submitter directory is 'tinycorp'" in m for m in msgs) == 5
+  assert sum("submission_org is 'someone' but the submitter directory is 'tinycorp' (`tinyperf package --org someone`"
+             in m for m in msgs) == 5
   assert sum("logs division 'closed' but systems/tinybox_green.json says 'open'" in m for m in msgs) == 5
 
 

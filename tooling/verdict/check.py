@@ -386,7 +386,8 @@ def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
       dr.findings.append(Finding(WARN, "cross-check", f"no submission_org logged; it should be {t.org!r}", log.path.name))
     elif e.value != t.org:
       dr.findings.append(Finding(WARN, "cross-check", f"submission_org is {e.value!r} but the submitter directory is "
-                                 f"{t.org!r}", log.path.name, e.line))
+                                 f"{t.org!r} (`tinyperf package --org {e.value}` packs it under a directory of that "
+                                 f"name, as MLCommons expects)", log.path.name, e.line))
     if sysjson is not None and log.division and sysjson.get("division") != log.division:
       e = log.first("submission_division")
       dr.findings.append(Finding(WARN, "cross-check", f"logs division {log.division!r} but systems/{bd.system}.json says "
