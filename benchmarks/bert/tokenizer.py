@@ -42,7 +42,10 @@ def load_vocab(path: str | os.PathLike) -> dict[str, int]:
   """vocab.txt -> {token: id}; id = line number (0-based). Raises InputError naming the file when unusable."""
   path = Path(path)
   if not path.is_file():
-    raise InputError(f"{path}: vocab file not found. Run `python -m benchmarks.bert.prep download --out {path.parent}` "
+    if path.name != "vocab.txt":   # download writes DIR/vocab.txt: it would not make this name
+      raise InputError(f"{path}: vocab file not found. Check the path (--vocab); `tinyperf prep wiki download --out DIR` "
+                      f"writes the BERT uncased vocab as DIR/vocab.txt.")
+    raise InputError(f"{path}: vocab file not found. Run `tinyperf prep wiki download --out {path.parent}` "
                     f"(or copy the BERT uncased vocab.txt there) and rerun.")
   try:
     text = path.read_text(encoding="utf-8")

@@ -521,7 +521,7 @@ def test_missing_vocab(tmp_path, capsys):
   d = write_text(tmp_path / "d", parts=1, docs_per_part=2)
   assert run("pretrain", "--data", d) == 2
   err = capsys.readouterr().err
-  assert f"{d / 'vocab.txt'}: vocab file not found" in err and "prep download" in err
+  assert f"{d / 'vocab.txt'}: vocab file not found" in err and "tinyperf prep wiki download --out" in err
   assert not (d / "train").exists()
 
 
