@@ -54,8 +54,8 @@ def _params(args):
 
 def discover_parts(text_dir: Path) -> dict[int, Path]:
   if not text_dir.is_dir():
-    raise InputError(f"{text_dir}: text directory not found. Run `prep download --out {text_dir.parent}` "
-                    f"(or `prep corpus --out {text_dir.parent}` for the smoke corpus).")
+    raise InputError(f"{text_dir}: text directory not found. Run `tinyperf prep wiki download --out {text_dir.parent}` "
+                    f"(or `tinyperf prep wiki corpus --out {text_dir.parent}` for the smoke corpus).")
   parts = {}
   for p in text_dir.iterdir():
     m = PART_RE.match(p.name)
