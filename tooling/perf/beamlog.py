@@ -178,9 +178,15 @@ def pair(a: BeamLog, b: BeamLog, names=("A", "B"), out=None) -> dict:
 class LogError(Exception): pass
 
 
+def read_text(path: Path) -> str:
+  """A log's text, plain or gzipped (by its .gz name or its gzip magic); OSError or EOFError when it cannot be read,
+  for the caller to word (a .gz that is not gzip is BadGzipFile, an OSError; one cut short is EOFError)."""
+  raw = path.read_bytes()
+  return (gzip.decompress(raw) if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b" else raw).decode(errors="replace")
+
+
 def read(path: Path) -> str:
-  try:
-    with (gzip.open(path, "rt", errors="replace") if path.suffix == ".gz" else path.open(errors="replace")) as f: return f.read()
+  try: return read_text(path)
   except (OSError, EOFError) as e:   # missing, unreadable, or a .gz that is not gzip / is cut short
     raise LogError(f"error: cannot read {path}: {getattr(e, 'strerror', None) or e}. Pass the log (plain or .gz) that "
                    f"a `DEBUG=2 tinyperf bench` run wrote.") from None

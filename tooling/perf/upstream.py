@@ -8,22 +8,17 @@ at BEAM=0 and step 1 captures the JIT and runs the whole BEAM search; steps 2 on
 with a replayed step, 1 without one yet (the search is still going or was stopped), 2 on a file it cannot read."""
 from __future__ import annotations
 import argparse
-import gzip
 import json
 import re
 import statistics
 import sys
 from pathlib import Path
 
+from tooling.perf.beamlog import read_text
+
 STEP = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,\s+([\d.]+) ms python,\s+([\d.]+) ms fetch data,\s+([\d.]+) ms (\w+)", re.M)
 BATCH = re.compile(r"training with (?:global )?batch size (\d+)")
 CAPTURED = 2   # steps 0 (uncaptured) and 1 (the JIT capture, with the search) come before the first replay
-
-
-def read_log(path: Path) -> str:
-  """The log's text (gzipped or plain); a missing or unreadable file is an OSError for the caller to word."""
-  raw = path.read_bytes()
-  return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode(errors="replace")
 
 
 def summary(text: str) -> dict:
@@ -59,9 +54,9 @@ def main(argv: list[str] | None = None) -> int:
   p.add_argument("log", type=Path, help="tinycorp's train log (scripts/upstream_beam.sh's LOG), plain or gzipped")
   p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
   args = p.parse_args(argv)
-  try: text = read_log(args.log)
+  try: text = read_text(args.log)
   except (OSError, EOFError) as e:
-    print(f"upstream: cannot read {args.log} ({e.strerror if isinstance(e, OSError) and e.strerror else e}). Give the "
+    print(f"upstream: cannot read {args.log} ({getattr(e, 'strerror', None) or e}). Give the "
           f"log scripts/upstream_beam.sh wrote (LOG, by default beside CACHE with .log).", file=sys.stderr)
     return 2
   s = summary(text)
