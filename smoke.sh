@@ -7,8 +7,8 @@
 # logs record; `tinyperf check` reads OUT as the submitter directory <org>/, so it defaults to OUT's name (smoke).
 # Ends with one verdict line: SMOKE PASSED (exit 0) or SMOKE FAILED (exit 1).
 set -euo pipefail
-# OUT=dir is where it was typed (made absolute before moving into the checkout); the default is this checkout's out/smoke.
-# The verdict names paths as seen from there too (CALLER).
+# OUT=dir is where it was typed (made absolute before moving into the checkout); the default is this checkout's
+# out/smoke. The verdict names paths as seen from there too (CALLER).
 CALLER="$PWD"
 if [ -n "${OUT:-}" ] && [ "${OUT#/}" = "$OUT" ]; then OUT="$PWD/$OUT"; fi
 if [ -n "${NEXP:-}" ] && ! [[ "$NEXP" =~ ^[1-9][0-9]*$ ]]; then
@@ -25,7 +25,8 @@ fi
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source ./scripts/env.sh
 OUT="${OUT:-out/smoke}"
-NEXP="${NEXP:-$(python3 -c 'from benchmarks.common.rules import required_runs; print(required_runs("resnet"))')}"
+NEED="$(python3 -c 'from benchmarks.common.rules import required_runs; print(required_runs("resnet"))')"   # a set
+NEXP="${NEXP:-$NEED}"
 RES="$OUT/results/cpu_smoke/resnet"
 if [ ! -f "$OUT/data/manifest.json" ]; then
   # its progress bar goes to a log (the console keeps one line per step); on failure the log is shown
@@ -40,19 +41,18 @@ ran=$?
 tinyperf check --json "$RES" > "$OUT/check.json"
 checked=$?
 set -e
-python3 - "$OUT" "$NEXP" "$ran" "$checked" "$CALLER" <<'PY'
+python3 - "$OUT" "$RES" "$NEXP" "$NEED" "$ran" "$checked" "$CALLER" <<'PY'
 import json, os, shlex, sys
-from benchmarks.common.rules import required_runs
-out, nexp, ran, checked, caller = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-# a path as the user can type it where they ran smoke.sh: relative below that directory, absolute elsewhere
-rel = os.path.relpath(os.path.abspath(out), caller)
-shown = rel if not rel.startswith("..") else os.path.abspath(out)
+out, res, caller = sys.argv[1], sys.argv[2], sys.argv[7]
+nexp, need, ran, checked = map(int, sys.argv[3:7])
+def shown(p):   # a path as the user can type it where they ran smoke.sh: relative below that directory, else absolute
+  rel = os.path.relpath(os.path.abspath(p), caller)
+  return rel if not rel.startswith("..") else os.path.abspath(p)
 try: rep = json.load(open(f"{out}/check.json"))
 except (OSError, ValueError): rep = None
 files = [f for d in (rep or {}).get("dirs", []) for f in d["files"]]
 ok = sum(f["compliant"] for f in files)
 score = next((d["score_minutes"] for d in (rep or {}).get("dirs", []) if d["score_minutes"] is not None), None)
-need = required_runs("resnet")
 if nexp >= need:   # a whole set: judged as the package checker judges it (compliant logs, a score)
   passed = ran == 0 and checked == 0 and rep is not None and rep["accepted"] and ok == nexp
   what = f"{ok}/{nexp} compliant" + (f", score {score:.2f} min" if score is not None else ", no score")
@@ -61,8 +61,8 @@ else:              # NEXP below a set: each log is judged; the set is too small 
   what = f"{ok}/{nexp} compliant, not scored (a set of {nexp}: MLPerf scores {need})"
 if rep is None: what = f"tinyperf check exited {checked} without a report"
 elif nexp >= need and not rep["accepted"]:
-  what += f" (rejected: tinyperf check {shlex.quote(os.path.join(shown, 'results/cpu_smoke/resnet'))} says why)"
+  what += f" (rejected: tinyperf check {shlex.quote(shown(res))} says why)"
 if ran != 0: what += f"; tinyperf run exited {ran} (rerun the same command to resume)"
-print(f"SMOKE {'PASSED' if passed else 'FAILED'}: {what}, results in {shown}")
+print(f"SMOKE {'PASSED' if passed else 'FAILED'}: {what}, results in {shown(out)}")
 sys.exit(0 if passed else 1)
 PY

@@ -3,8 +3,8 @@
 # (issue 20: fully searched steps against tinycorp's code with the same BEAM settings; ours is PERFORMANCE.md row 3).
 # A full search takes longer than one device command (ResNet-50: 23 min on 16 cores seeded with our cache, row 18), so
 # each call searches for at most TIME_LIMIT seconds, keeps what was searched (tinygrad's beam_search tables, a few
-# hundred kB) in CACHE, and the next call goes on from there. Its whole search runs in step 1 (the JIT capture); steps 2 on replay it, and the script
-# ends with their median and INIT read from LOG (`python -m tooling.perf.upstream`).
+# hundred kB) in CACHE, and the next call goes on from there. Its whole search runs in step 1 (the JIT capture); steps
+# 2 on replay it, and the script ends with their median and INIT read from LOG (`python -m tooling.perf.upstream`).
 #   UPSTREAM=.upstream CACHE=.whl/upstream_resnet_beam.db TIME_LIMIT=540 scripts/upstream_beam.sh resnet 256
 # Each start first rebuilds step 0 unsearched (49 s at BEAM=0 on 2026-12-01), so one long search beats many short ones:
 # start it detached with TIME_LIMIT up to the lease's end (`setsid nohup env ... scripts/upstream_beam.sh ... &`) and
