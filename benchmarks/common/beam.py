@@ -5,7 +5,8 @@ an hour of search on 16 cores, over the closed 30-minute INIT limit. With BEAM_C
 JIT's compile is wrapped: each distinct kernel is compiled with tinygrad's hand-coded optimizations and timed alone (on
 fresh buffers, as BEAM times a candidate), ranked by time x uses per step, and searched in that order until the
 searched kernels hold BEAM_COVERAGE of the step's BEAM=0 time or the process has spent BEAM_BUDGET_S searching; the rest
-keep the hand-coded optimizations. Search results land in tinygrad's cache (CACHEDB) as a plain search's do.
+keep the hand-coded optimizations, except those whose search result is already in tinygrad's cache (CACHEDB): a cached
+result costs no search, so a spent budget still takes it. Search results land in that cache as a plain search's do.
 
 Leans on tinygrad 0.14.0 internals (engine.jit.compile_linear, codegen.to_program, the search's own timer); the
 project pins that version and tests/integration/test_ranked_beam.py runs them.
@@ -28,6 +29,7 @@ class SearchReport:
   searched: list[str] = field(default_factory=list)   # kernel names, in search order
   covered_s: float = 0.0            # BEAM=0 time of the searched kernels
   search_s: float = 0.0             # wall time of this compile's searches
+  cached: int = 0                   # searched kernels taken from the cache after the budget was spent
   stopped: str = ""                 # why the search stopped before the coverage: "budget", "" if it did not
 
   @property
@@ -36,7 +38,7 @@ class SearchReport:
   def line(self) -> str:
     return (f"ranked BEAM: searched {len(self.searched)}/{self.kernels} kernels holding {self.covered:.1%} of the step's "
             f"BEAM=0 time ({self.step_s*1e3:.1f} ms) in {self.search_s:.0f} s" +
-            (" (stopped: BEAM_BUDGET_S spent)" if self.stopped == "budget" else ""))
+            (f" (stopped: BEAM_BUDGET_S spent; {self.cached} more from the cache)" if self.stopped == "budget" else ""))
 
 
 def rank(cost_s: dict, coverage: float) -> list:
@@ -86,19 +88,23 @@ class RankedBeam:
     rep = SearchReport(kernels=len(uses), step_s=sum(cost.values()))
     searched = set()
     for s in rank(cost, self.coverage):
-      if self.budget_s is not None and self.spent_s >= self.budget_s:
-        rep.stopped = "budget"
-        break
+      spent = self.budget_s is not None and self.spent_s >= self.budget_s
+      if spent: rep.stopped = "budget"
       t0 = time.perf_counter()
-      prg = to_program(s.replace(arg=replace(s.arg, beam=amt)), renderer[s])
+      try:
+        with cache_only() if spent else contextlib.nullcontext():
+          prg = to_program(s.replace(arg=replace(s.arg, beam=amt)), renderer[s])
+      except NotCached: continue
+      rep.cached += spent
       dt = time.perf_counter() - t0
       self.spent_s += dt
       rep.search_s += dt
       rep.covered_s += cost[s]
       rep.searched.append(ansistrip(prg.src[0].arg.name))
       searched.add(s)
-      self.log(f"ranked BEAM {len(searched)}: {rep.searched[-1]} {cost[s]*1e3:.2f} ms at BEAM=0, searched in {dt:.1f} s, "
-               f"{rep.covered:.1%} of the step covered, {self.spent_s:.0f} s spent")
+      self.log(f"ranked BEAM {len(searched)}: {rep.searched[-1]} {cost[s]*1e3:.2f} ms at BEAM=0, "
+               f"{'from the cache' if spent else 'searched'} in {dt:.1f} s, {rep.covered:.1%} of the step covered, "
+               f"{self.spent_s:.0f} s spent")
       runtime.metric("beam_kernel", rank=len(searched), name=rep.searched[-1], beam0_s=round(cost[s], 6),
                      search_s=round(dt, 2), covered=round(rep.covered, 4), spent_s=round(self.spent_s, 1))
     self.reports.append(rep)
@@ -109,6 +115,26 @@ class RankedBeam:
       if c.op is not Ops.CALL or c.src[0] not in searched: return c
       return c.replace(src=(c.src[0].replace(arg=replace(c.src[0].arg, beam=amt)), *c.src[1:]))
     return linear.replace(src=tuple(marked(c) for c in linear.src))
+
+
+class NotCached(Exception):
+  """A kernel whose BEAM search result is not in tinygrad's cache, met inside cache_only()."""
+
+
+@contextlib.contextmanager
+def cache_only():
+  """tinygrad's BEAM inside takes search results from its cache (CACHEDB) and raises NotCached where it would search.
+  The cache key is beam_search's own (tinygrad 0.14.0: the kernel's AST, BEAM amount, test size, device, suffix)."""
+  import tinygrad.codegen.opt.search as search
+  plain = search.beam_search
+  def cached(s, rawbufs, var_vals, amt, allow_test_size=True, disable_cache=search.IGNORE_BEAM_CACHE.value):
+    key = {"ast": s.ast.key, "amt": amt, "allow_test_size": allow_test_size, "device": s.ren.target.device,
+           "suffix": s.ren.suffix}
+    if disable_cache or search.diskcache_get("beam_search", key) is None: raise NotCached
+    return plain(s, rawbufs, var_vals, amt, allow_test_size, disable_cache)
+  search.beam_search = cached   # apply_opts imports it at each call, so the patch is what it meets
+  try: yield
+  finally: search.beam_search = plain
 
 
 def kernel_time(sink, renderer, runs: int = 3, log=print) -> float:

@@ -1,7 +1,7 @@
 """Ranked BEAM on tinygrad's CPU device (benchmarks/common/beam.py): a jitted step of one large matmul and small
 elementwise kernels, captured under BEAM=1. With BEAM_COVERAGE 0.5 only the matmul is searched (it holds most of the
-step at BEAM=0) and the step computes what the plain BEAM=0 step computes; with BEAM_BUDGET_S 0 nothing is searched.
-The search's metrics lines are what `tinyperf report` plots."""
+step at BEAM=0) and the step computes what the plain BEAM=0 step computes; with BEAM_BUDGET_S 0 nothing is searched,
+but what tinygrad's cache holds is taken. The search's metrics lines are what `tinyperf report` plots."""
 import numpy as np
 import pytest
 
@@ -12,7 +12,7 @@ from tooling.perf.report import read_beam_search
 pytestmark = pytest.mark.integration
 
 
-def captured_step(n: int, rb: RankedBeam | None, beam: int):
+def captured_step(n: int, rb: RankedBeam | None, beam: int, cachelevel: int = 0):
   from tinygrad import Context, Tensor, TinyJit
   w = Tensor(np.linspace(-1, 1, n * n, dtype=np.float32).reshape(n, n)).realize()
   @TinyJit
@@ -23,7 +23,7 @@ def captured_step(n: int, rb: RankedBeam | None, beam: int):
   run = lambda: [t.numpy() for t in step(x.contiguous().realize())]
   with Context(BEAM=0): run()                      # the uncaptured first call, as IGNORE_JIT_FIRST_BEAM=1 runs it
   # CACHELEVEL 0: no search result from tinygrad's disk cache, so the search really runs
-  with Context(BEAM=beam, CACHELEVEL=0), (rb.active() if rb else Context()):
+  with Context(BEAM=beam, CACHELEVEL=cachelevel), (rb.active() if rb else Context()):
     run()                                          # the capture: ranked, searched, compiled
     return run()                                   # a replay
 
@@ -51,3 +51,24 @@ def test_a_spent_budget_searches_nothing():
   captured_step(64, rb, beam=1)
   (rep,) = rb.reports
   assert rep.kernels == 3 and rep.searched == [] and rep.stopped == "budget" and rep.covered == 0.0
+
+
+def test_a_spent_budget_still_takes_the_cached_results(tmp_path, monkeypatch):
+  import tinygrad.helpers
+  import tinygrad.codegen
+  monkeypatch.setattr(tinygrad.helpers, "CACHEDB", str(tmp_path / "cache.db"))   # an empty cache of this test's own
+  monkeypatch.setattr(tinygrad.helpers, "_db_connection", None)
+  first = RankedBeam(coverage=0.5, log=lambda s: None)
+  captured_step(80, first, beam=1, cachelevel=1)       # searches the matmul, and the cache keeps its result
+  (rep,) = first.reports
+  assert len(rep.searched) == 1 and rep.search_s > 0
+  monkeypatch.setattr(tinygrad.codegen, "to_program_cache", {})  # as a new process: only the disk cache remembers
+  lines = []
+  again = RankedBeam(coverage=1.0, budget_s=0, log=lines.append)
+  got = captured_step(80, again, beam=1, cachelevel=1)
+  (rep2,) = again.reports
+  assert rep2.searched == rep.searched and rep2.cached == 1 and rep2.stopped == "budget", lines
+  assert rep2.search_s < rep.search_s / 5, (rep2.search_s, rep.search_s)     # taken, not searched again
+  assert any("from the cache" in line for line in lines) and "1 more from the cache" in lines[-1], lines
+  want = captured_step(80, None, beam=0)
+  for g, w in zip(got, want): np.testing.assert_allclose(g, w, rtol=1e-5)
