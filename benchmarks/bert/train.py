@@ -156,7 +156,7 @@ def init(cfg: PlatformConfig, args, full_depth: bool) -> Trainer:
   if args.benchmark_steps:
     print(timer.summary(cfg["BS"], cfg["TRAIN_STEPS"], "seq"), flush=True)
     runtime.print_bench_record(cfg, timer, items_per_step=cfg["BS"], steps_to_train=cfg["TRAIN_STEPS"], unit="seq",
-                               init_s=init_s)
+                               init_s=init_s, ranked_beam=tr.ranked and [r.summary() for r in tr.ranked.reports])
   return tr
 
 

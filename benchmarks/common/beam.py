@@ -35,6 +35,12 @@ class SearchReport:
   @property
   def covered(self) -> float: return self.covered_s / self.step_s if self.step_s else 1.0
 
+  def summary(self) -> dict:
+    """The figures a record keeps (the "beam" metrics line, a bench record's ranked_beam)."""
+    return {"kernels": self.kernels, "searched": len(self.searched), "cached": self.cached,
+            "covered": round(self.covered, 4), "step_beam0_s": round(self.step_s, 6), "search_s": round(self.search_s, 1),
+            "stopped": self.stopped}
+
   def line(self) -> str:
     return (f"ranked BEAM: searched {len(self.searched)}/{self.kernels} kernels holding {self.covered:.1%} of the step's "
             f"BEAM=0 time ({self.step_s*1e3:.1f} ms) in {self.search_s:.0f} s" +
@@ -109,8 +115,7 @@ class RankedBeam:
                      search_s=round(dt, 2), covered=round(rep.covered, 4), spent_s=round(self.spent_s, 1))
     self.reports.append(rep)
     self.log(rep.line())
-    runtime.metric("beam", kernels=rep.kernels, searched=len(rep.searched), covered=round(rep.covered, 4),
-                   step_beam0_s=round(rep.step_s, 6), search_s=round(rep.search_s, 1), stopped=rep.stopped)
+    runtime.metric("beam", **rep.summary())
     def marked(c):
       if c.op is not Ops.CALL or c.src[0] not in searched: return c
       return c.replace(src=(c.src[0].replace(arg=replace(c.src[0].arg, beam=amt)), *c.src[1:]))

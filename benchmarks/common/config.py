@@ -305,6 +305,13 @@ def _check_consistency(path: Path, benchmark: str, k: dict, from_env: set):
   if k[warmup] >= k[total]:
     fail((warmup, total), f"{warmup}={k[warmup]} is not below {total}={k[total]}; the learning rate warms up for {warmup} "
                           f"and then decays until {total}. Lower {warmup} or raise {total}.")
+  ranked = [key for key in ("BEAM_BUDGET_S", "BEAM_COVERAGE") if key in k and (key == "BEAM_BUDGET_S" or k[key] < 1)]
+  if ranked and max(k["TRAIN_BEAM"], k["EVAL_BEAM"]) >= 1 and k.get("IGNORE_JIT_FIRST_BEAM") != 1:
+    # the ranked search bounds the JIT's capture; tinygrad's own BEAM in the uncaptured first call would search every
+    # kernel before it, outside any bound
+    fail((*ranked, "TRAIN_BEAM", "EVAL_BEAM", "IGNORE_JIT_FIRST_BEAM"),
+         f"{' and '.join(ranked)} bound the BEAM search only with IGNORE_JIT_FIRST_BEAM=1: without it the first, "
+         f"uncaptured step searches every kernel first. Set IGNORE_JIT_FIRST_BEAM: 1 (as the H200 configs do).")
   if benchmark == "resnet":
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []

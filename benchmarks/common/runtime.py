@@ -180,8 +180,9 @@ def epoch_summary(epoch: int, timer: StepTimer, first: int, items_per_step: int,
 
 
 def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: int, steps_to_train: int, unit: str,
-                       init_s: float):
-  """One machine-readable line for `tinyperf bench` (which runs this entrypoint as a process and parses it)."""
+                       init_s: float, ranked_beam: list[dict] | None = None):
+  """One machine-readable line for `tinyperf bench` (which runs this entrypoint as a process and parses it).
+  ranked_beam: a ranked search's summary per captured step (beam.SearchReport.summary), None without one."""
   import json
   from tinygrad import Device, GlobalCounters
   med = timer.median()
@@ -191,5 +192,6 @@ def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: in
          "step_ms": [round(t * 1e3, 1) for t in timer.timed()], "warmup_ms": [round(t * 1e3, 1) for t in timer.steps[:timer.warmup]],
          "mem_used_gb": GlobalCounters.mem_used / 1e9, "init_s": init_s,
          "projected_minutes": med * steps_to_train / 60,
-         "beam": {k: cfg.knobs[k] for k in cfg.knobs if "BEAM" in k}, **provenance()}
+         "beam": {k: cfg.knobs[k] for k in cfg.knobs if "BEAM" in k},
+         **({"ranked_beam": ranked_beam} if ranked_beam is not None else {}), **provenance()}
   print("tinyperf-bench " + json.dumps(rec), flush=True)

@@ -131,7 +131,7 @@ def init(cfg: PlatformConfig, args) -> Trainer:
   if args.benchmark_steps:
     print(timer.summary(cfg["BS"], spe * cfg["EPOCHS"], "img"), flush=True)
     runtime.print_bench_record(cfg, timer, items_per_step=cfg["BS"], steps_to_train=spe * cfg["EPOCHS"], unit="img",
-                               init_s=init_s)
+                               init_s=init_s, ranked_beam=tr.ranked and [r.summary() for r in tr.ranked.reports])
   return tr
 
 

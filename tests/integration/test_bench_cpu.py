@@ -31,3 +31,19 @@ def test_bench_times_replayed_steps_and_records_the_warmup(tmp_path):
   assert min(rec["warmup_ms"]) > max(rec["step_ms"])     # the compiling steps are the slow ones, and they are left out
   assert rec["img_per_s"] == pytest.approx(rec["bs"] / (rec["median_step_ms"] / 1e3))
   assert r.stdout.count("init train step 4:") == 2 and "init train step 5:" not in r.stdout
+
+
+def test_bench_records_what_the_ranked_search_covered(tmp_path):
+  """A ranked search's figures go into the bench record and the printed summary: a step figure says how much of the
+  step was searched. BEAM_BUDGET_S=0 with an empty cache of the test's own: every kernel ranked, none searched."""
+  record = tmp_path / "bench.jsonl"
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+                      "--steps", "1", "--beam", "1", "--record", str(record)], cwd=REPO, capture_output=True, text=True,
+                     timeout=900, env={**os.environ, "RESNET_LAYERS": "1", "BEAM_BUDGET_S": "0", "IGNORE_JIT_FIRST_BEAM": "1",
+                                       "CACHEDB": str(tmp_path / "cache.db")})
+  assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+  (rec,) = [json.loads(line) for line in record.read_text().splitlines()]
+  (train,) = rec["ranked_beam"]                    # the train step's capture (a bench warms no eval step)
+  assert train["kernels"] > 10 and train["searched"] == 0 and train["stopped"] == "budget", train
+  assert train["covered"] == 0.0 and train["step_beam0_s"] > 0
+  assert f"ranked BEAM: 0/{train['kernels']} kernels searched (0 taken from the cache after the budget)" in r.stdout

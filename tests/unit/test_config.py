@@ -263,3 +263,16 @@ def test_a_closed_bert_config_file_must_be_bert_large(tmp_path):
   d = tmp_path / "1xH200"; d.mkdir(); (d / "config.yaml").write_text(yaml.safe_dump(raw))
   with pytest.raises(ConfigError, match="division closed requires BERT-large .*not BERT_LAYERS 12"):
     load_config("bert", "1xH200", environ={}, path=d / "config.yaml")
+
+
+@pytest.mark.parametrize("env", [{"TRAIN_BEAM": "1", "BEAM_BUDGET_S": "60"}, {"EVAL_BEAM": "2", "BEAM_COVERAGE": "0.9"}])
+def test_a_ranked_search_needs_the_first_uncaptured_step_without_beam(env):
+  # without IGNORE_JIT_FIRST_BEAM=1 tinygrad searched every kernel in the first, uncaptured step (cpu_smoke ResNet: a
+  # 247 s step 0 under BEAM_BUDGET_S=0) before the bounded search began
+  with pytest.raises(ConfigError, match="bound the BEAM search only with IGNORE_JIT_FIRST_BEAM=1") as e:
+    load_config("resnet", "cpu_smoke", environ=env)
+  assert "comes from the environment" in str(e.value) or "come from the environment" in str(e.value)
+  load_config("resnet", "cpu_smoke", environ={**env, "IGNORE_JIT_FIRST_BEAM": "1"})
+  load_config("resnet", "cpu_smoke", environ={**env, "TRAIN_BEAM": "0", "EVAL_BEAM": "0"})   # no BEAM: nothing to bound
+  load_config("resnet", "1xH200", environ={})                                                  # the configs that rank
+  load_config("bert", "1xH200", environ={})

@@ -264,6 +264,9 @@ def main(args) -> int:
   for t in theirs: print(f"ratio tinygrad/torch {t['mode']} per GPU: {per_gpu / t[unit]:.3f}")
   print(f"tinygrad init {ours['init_s']:.0f} s; projected time to train {ours['projected_minutes']:.0f} min "
         f"(train steps only, no eval or data loading)")
+  for r in ours.get("ranked_beam") or []:   # what the step's figure stands on: how much of it was searched
+    print(f"ranked BEAM: {r['searched']}/{r['kernels']} kernels searched ({r['cached']} taken from the cache after the "
+          f"budget), {r['covered']:.1%} of the step's BEAM=0 time {r['step_beam0_s'] * 1e3:.1f} ms, {r['search_s']:.0f} s")
   if args.record:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with open(args.record, "a") as f:
