@@ -129,6 +129,39 @@ def test_not_a_tarball(capsys, tmp_path):
   assert code == 2 and "no such file" in err
 
 
+def with_sha1(path: Path, data: bytes) -> Path:
+  path.write_bytes(data)
+  path.with_name(NAME.replace(".tar.gz", ".sha1")).write_text(sha1sum_line(path))
+  return path
+
+
+def test_corrupted_tarball_whose_sha1_matches_is_refused_not_unpacked_in_part(capsys, tmp_path):
+  """The sha1 proves only that the file is the one hashed: damage before hashing reaches the tar reader. tarfile ends
+  its listing at the first header it cannot read and never checks the gzip CRC, so most flipped bytes once gave exit 0
+  and a tree missing most of its files (and one a zlib.error traceback)."""
+  members = GOOD + [(f"tinycorp/benchmarks/f{i}.py", (f"line {i}\n" * 4000).encode() + os.urandom(256)) for i in range(8)]
+  good = make_tar(tmp_path / "good.tar.gz", members, sha1=False).read_bytes()
+  for k in range(1, 12):
+    off = len(good) * k // 12
+    d = tmp_path / f"c{k}"; d.mkdir()
+    bad = bytearray(good); bad[off:off + 4] = bytes(x ^ 0x5A for x in bad[off:off + 4])
+    code, out, err = verify(capsys, with_sha1(d / NAME, bytes(bad)), "--into", d / "dest")
+    assert code == 1 and "the archive is damaged" in err and "nothing was unpacked" in err, (off, out, err)
+    assert "Traceback" not in err and not (d / "dest").exists()
+
+
+def test_unreadable_tar_header_inside_a_sound_gzip_is_refused(capsys, tmp_path):
+  raw = io.BytesIO()
+  with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+    for n, d in GOOD:
+      ti = tarfile.TarInfo(n); ti.size = len(d); tar.addfile(ti, io.BytesIO(d))
+  data = bytearray(raw.getvalue())
+  data[1024 + 148:1024 + 156] = b"9999999\0"     # the second member's header checksum: tarfile reads "end of archive"
+  tb = with_sha1(tmp_path / NAME, gzip.compress(bytes(data)))
+  _, out, err = refused_untouched(capsys, tmp_path, tb, "the archive is damaged", "not the end-of-archive blocks")
+  assert "result_0.txt" not in out
+
+
 def test_openssl_round_trip_and_cli_compatibility(capsys, tmp_path):
   """Our encryption is what `openssl enc -d -aes256` (default options, password from a file) decrypts, and the other
   way round: a tarball encrypted by the openssl CLI verifies here."""

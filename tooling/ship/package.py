@@ -40,6 +40,7 @@ import sys
 import tarfile
 import tempfile
 import unicodedata
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -624,6 +625,21 @@ def safe_members(tar: tarfile.TarFile) -> tuple[list[Member], list[str]]:
   return members, problems
 
 
+def damage(tar: tarfile.TarFile) -> str | None:
+  """Why an archive whose members were all read is not whole, or None. tarfile ends its listing at the first header it
+  cannot parse, as if the archive ended there, and never reads the gzip trailer (its CRC): what follows the
+  end-of-archive blocks must be zeros up to a gzip stream that checks. Raises what a damaged stream raises."""
+  f = tar.fileobj
+  f.seek(tar.offset)
+  left = MAX_UNPACKED_BYTES
+  while chunk := f.read(MiB):
+    if chunk.count(0) != len(chunk):
+      return f"at byte {tar.offset} of the tar, where the member list ends, comes data, not the end-of-archive blocks"
+    left -= len(chunk)
+    if left < 0: return f"over {MAX_UNPACKED_BYTES // MiB} MiB of padding after the last member"
+  return None
+
+
 def extract(tar: tarfile.TarFile, members: list[Member], dest: Path) -> None:
   """Write the checked members under dest (which this call creates): directories, then files opened with O_EXCL and
   O_NOFOLLOW, modes 0755/0644 (no setuid bits, no owners)."""
@@ -686,14 +702,18 @@ def verify(args: argparse.Namespace) -> int:
       return 1
     try:
       tar = tarfile.open(plain, "r:gz")
-    except (tarfile.TarError, OSError, EOFError) as e:
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
       print(f"{tarball}: not a readable gzip tar ({e})", file=sys.stderr)
       return 1
     with tar:
       try:
         members, problems = safe_members(tar)
-      except (tarfile.TarError, OSError, EOFError) as e:
-        print(f"{tarball}: the archive is damaged ({e})", file=sys.stderr)
+        broken = None if problems else damage(tar)
+      except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
+        broken = str(e)
+      if broken:
+        print(f"{tarball}: the archive is damaged ({broken}); nothing was unpacked. Ask the submitter for the tarball "
+              f"again.", file=sys.stderr)
         return 1
       files = [x for x in members if x.kind == "file"]
       print(f"{len(files)} files, {len(members) - len(files)} directories, {sum(x.size for x in files)} bytes:")
@@ -714,7 +734,7 @@ def verify(args: argparse.Namespace) -> int:
         raise UserError(f"cannot create {dest} ({e.strerror or e}); pass a writable --into.") from None
       try:
         extract(tar, members, dest)
-      except (tarfile.TarError, OSError, EOFError) as e:
+      except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
         print(f"{tarball}: unpacking failed ({e}); {dest} holds a partial copy", file=sys.stderr)
         return 1
   print(f"unpacked into {dest}: {', '.join(tops)}" + (f" (check it: tinyperf check {shlex.quote(str(dest / tops[0]))})" if len(tops) == 1
