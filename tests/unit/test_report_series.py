@@ -52,3 +52,19 @@ def test_the_beam_search_plot_draws_what_the_metrics_file_holds(tmp_path):
   b = report.BenchData("1xH200", "resnet", "4.0.0", "closed", 0.759, "t", runs, None, "", 1.0, None, True, "", [], None)
   png = report.plot_beam_search(b)
   assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_time_to_train_bars_are_labelled_as_precisely_as_the_score_and_fill_the_plot():
+  """The smoke set's runs take 0.09-0.21 min: its bars were labelled 0.1 and 0.2 under a mean of 0.14, and squashed into
+  the bottom sixth of a y axis that started at 1 minute."""
+  mins = [0.13, 0.15, 0.21, 0.15, 0.09]
+  notes = ["", "", "slowest: not in the mean", "", "fastest: not in the mean"]
+  runs = [report.RunData(f"result_{i}.txt", i, m, "compliant", True, True, n, "") for i, (m, n) in enumerate(zip(mins, notes))]
+  b = report.BenchData("cpu_smoke", "resnet", "4.0.0", "open", 0.9, "t", runs, 0.1433, "", 1.0, None, True, "", [], None)
+  plt, fig, ax = report.time_to_train_figure(b)
+  labels = [t.get_text().split("\n")[0] for t in ax.texts]
+  top = ax.get_ylim()[1]
+  plt.close(fig)
+  assert labels == ["0.13", "0.15", "0.21", "0.15", "0.09"]
+  assert top < 2 * max(mins)
+  assert report.plot_time_to_train(b)[:8] == b"\x89PNG\r\n\x1a\n"

@@ -254,18 +254,23 @@ def plot_accuracy(b: BenchData) -> bytes:
 
 
 def plot_time_to_train(b: BenchData) -> bytes:
+  plt, fig, _ = time_to_train_figure(b)
+  return _save(fig, plt)
+
+
+def time_to_train_figure(b: BenchData):
   plt, fig, ax = _figure()
   names = [r.name.replace(".txt", "") for r in b.runs]
-  top = max([r.minutes for r in b.runs if r.minutes] + [1.0])
+  top = max((r.minutes for r in b.runs if r.minutes), default=1.0)   # no floor: a smoke run's bars are 0.1 min tall
   for i, r in enumerate(b.runs):
     dropped = r.score_note.startswith("dropped")
     excluded = "not in the mean" in r.score_note
     h = r.minutes if r.minutes is not None else 0.0
     color = "indianred" if dropped else ("silver" if excluded else "steelblue")
     ax.bar(i, h, color=color, hatch="//" if dropped else None, edgecolor="black", lw=0.6)
-    label = "no run_stop" if r.minutes is None else f"{r.minutes:.1f}"
+    label = "no run_stop" if r.minutes is None else f"{r.minutes:.2f}"   # the precision of check, score and the mean
     ax.text(i, h + top * 0.01, label + ("\ndropped" if dropped else ("\nexcluded" if excluded else "")),
-            ha="center", va="bottom", fontsize=7.5)
+            ha="center", va="bottom", fontsize=7.5, bbox=dict(facecolor="white", edgecolor="none", pad=1))
   if b.score_minutes is not None:
     mean = b.score_minutes / b.scaling
     ax.axhline(mean, color="black", ls="--", lw=1.3, label=f"olympic mean {mean:.2f} min")
@@ -280,7 +285,7 @@ def plot_time_to_train(b: BenchData) -> bytes:
   ax.set_ylim(0, top * 1.3)
   ax.set_title(f"{b.benchmark} on {b.system}: time to train per run")
   ax.grid(axis="y", alpha=0.3)
-  return _save(fig, plt)
+  return plt, fig, ax
 
 
 def plot_throughput(b: BenchData) -> bytes:
