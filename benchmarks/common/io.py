@@ -13,6 +13,21 @@ class InputError(Exception):
   """Bad input or environment: the message names the file (and line) and says how to fix it."""
 
 
+def file_in_the_way(path: str | os.PathLike) -> Path | None:
+  """The nearest existing ancestor of path when it is not a directory (mkdir then says only "File exists")."""
+  for p in Path(path).parents:
+    if p.exists(): return None if p.is_dir() else p
+  return None
+
+
+def require_dir_possible(path: str | os.PathLike, what: str) -> None:
+  """InputError when a file stands where path's directories would go."""
+  blocker = file_in_the_way(Path(path) / "_")
+  if blocker is not None:
+    which = "" if blocker == Path(path) else f" {blocker} is"
+    raise InputError(f"{what} {path}:{which} a file, not a directory; move it away or choose another path.")
+
+
 def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = False) -> Path:
   """Write a file so that readers see either nothing or the whole file.
 
@@ -20,6 +35,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = F
   path = Path(path)
   if not overwrite and path.exists():
     raise InputError(f"{path} already exists and results are never overwritten; move it away or choose another path.")
+  require_dir_possible(path.parent, "cannot write into")
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   try:

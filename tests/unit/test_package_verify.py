@@ -162,6 +162,18 @@ def test_unreadable_tar_header_inside_a_sound_gzip_is_refused(capsys, tmp_path):
   assert "result_0.txt" not in out
 
 
+def test_a_file_where_the_output_directory_goes_is_named(capsys, tmp_path):
+  """mkdir says only "File exists": --into FILE/x was reported as "FILE/x already exists", a path that does not."""
+  tb = make_tar(tmp_path / NAME, GOOD)
+  (tmp_path / "f").write_text("keep")
+  code, out, err = verify(capsys, tb, "--into", tmp_path / "f" / "x")
+  assert code == 2 and f"--into {tmp_path / 'f' / 'x'}: {tmp_path / 'f'} is a file, not a directory" in err, err
+  code = cli(["package", "--org", "tinycorp", "--out", str(tmp_path / "f"), "--results", str(tmp_path)])
+  err = capsys.readouterr().err
+  assert code == 2 and f"--out {tmp_path / 'f'}: a file, not a directory" in err, err
+  assert (tmp_path / "f").read_text() == "keep"
+
+
 def test_openssl_round_trip_and_cli_compatibility(capsys, tmp_path):
   """Our encryption is what `openssl enc -d -aes256` (default options, password from a file) decrypts, and the other
   way round: a tarball encrypted by the openssl CLI verifies here."""

@@ -247,7 +247,7 @@ def test_bad_names_and_arguments(capsys, tmp_path, recorded):
       needles=["9.9.9", "not a ruleset"])
   (tmp_path / "f").write_text("")
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "f" / "s.json",
-      needles=["cannot write"])
+      needles=["cannot write", f"{tmp_path / 'f'}: a file, not a directory"])   # it said "(File exists)"
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
-from benchmarks.common.io import file_digest
+from benchmarks.common.io import file_digest, require_dir_possible
 from benchmarks.common.rules import required_runs, result_name
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
@@ -471,6 +471,7 @@ def pack(args: argparse.Namespace) -> int:
     raise UserError(f"--org {org!r}: the submitter name names a directory and the tarball; use letters, digits and "
                     f"_ . + - (no spaces, no leading dot).")
   out: Path = args.out
+  require_dir_possible(out, "--out")
   targets = [out / org, out / tarball_name(org), out / sha1_name(org)]
   existing = [str(t) for t in targets if t.exists() or t.is_symlink()]
   if existing:
@@ -686,6 +687,7 @@ def verify(args: argparse.Namespace) -> int:
   print(f"sha1: ok ({got.strip()})")
   stem = tarball.name[:-len(".tar.gz")] if tarball.name.endswith(".tar.gz") else tarball.name
   dest = args.into or tarball.with_name(stem + "_unpacked")
+  require_dir_possible(dest, "--into")
   if dest.exists() or dest.is_symlink():
     raise UserError(f"{dest} already exists; --verify unpacks only into a fresh directory. Remove it or pass "
                     f"--into NEW_DIR.")
