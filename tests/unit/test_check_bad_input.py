@@ -47,6 +47,20 @@ def test_binary_file(capsys, tmp_path):
   assert_bad_input(capsys, p, f"{p}:2:", "binary")
 
 
+@pytest.mark.parametrize("verb", ["check", "score"])
+def test_the_tarball_or_the_directory_around_the_submitter_tree_names_what_to_type(capsys, tmp_path, verb):
+  """What a reviewer holds first: the tarball (it was "binary data ... point check at the text log"), package's --out
+  and --verify's unpacked directory, which hold the submitter tree one level down."""
+  org = make_package(tmp_path / "unpacked dir", "resnet", n=5)
+  tb = tmp_path / "unpacked dir" / "mlperf_submission_tinycorp.tar.gz"
+  for magic in (b"\x1f\x8b\x08\x00", b"Salted__\x01\x02"):
+    tb.write_bytes(magic + b"\x00" * 64)
+    assert_bad_input(capsys, tb, "a submission tarball", f"`tinyperf package --verify '{tb}'`", verb=verb)
+  assert_bad_input(capsys, org.parent, "no result logs", f"`tinyperf check '{org}'`", verb=verb)
+  tb.unlink()
+  assert_bad_input(capsys, org.parent, "neither", f"`tinyperf check '{org}'`", verb=verb)
+
+
 def test_non_utf8_file(capsys, tmp_path):
   p = write_log(tmp_path / "result_0.txt", "resnet")
   lines = p.read_bytes().splitlines(keepends=True)

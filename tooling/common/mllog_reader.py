@@ -7,11 +7,12 @@ checker would crash on or silently mis-read (binary data, non-UTF-8 text, trunca
 from __future__ import annotations
 import json
 import math
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tooling.common.errors import UserError
-from tooling.common.safe_read import MAX_LOG_BYTES, read_bytes
+from tooling.common.safe_read import ENC_MAGIC, GZIP_MAGIC, MAX_LOG_BYTES, read_bytes
 
 TOKEN = ":::MLLOG "
 REQUIRED_FIELDS = ("time_ms", "key", "value", "metadata")
@@ -78,6 +79,9 @@ def read_log(path: str | Path, require_benchmark: bool = True) -> MLLog:
   """Parse one result log; UserError (naming file and line) on anything the checkers cannot read reliably."""
   path = Path(path)
   data = read_bytes(path, MAX_LOG_BYTES, "result log")
+  if data.startswith((GZIP_MAGIC, ENC_MAGIC)):
+    raise UserError(f"{path}: a submission tarball (gzip or openssl-encrypted), not a result log. Unpack it with "
+                    f"`tinyperf package --verify {shlex.quote(str(path))}` and check the directory it names.")
   if b"\x00" in data:
     line = data[:data.index(b"\x00")].count(b"\n") + 1
     raise UserError(f"{path}:{line}: binary data (NUL byte), not an MLPerf result log. Point check at the text log "

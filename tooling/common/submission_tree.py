@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,6 +109,12 @@ def _check_tree_entries(d: Path) -> None:
     if _entry_kind(p) == "directory": _check_tree_entries(p)
 
 
+def _org_hint(entries: list[Path]) -> str:
+  """Where package's --out or --verify's directory was given for the submitter directory inside it."""
+  orgs = [p for p in entries if (p / T.RESULTS).is_dir() and (p / T.SYSTEMS).is_dir()]
+  return f" {orgs[0].name} is a submitter directory: `tinyperf check {shlex.quote(str(orgs[0]))}`." if orgs else ""
+
+
 def _read_bench_dir(d: Path, system: str) -> BenchDir:
   entries = list_dir(d)
   if not entries:
@@ -125,7 +132,8 @@ def _read_bench_dir(d: Path, system: str) -> BenchDir:
       logs.append(read_log(p))     # strict: a broken result log is bad input, not an unknown file
     else: other.append(p)          # console logs, notes: package_checker warns about them, so do we
   if not logs:
-    raise UserError(f"{d}: no result logs (result_<i>.txt) in this directory, only {', '.join(p.name for p in entries)}.")
+    raise UserError(f"{d}: no result logs (result_<i>.txt) in this directory, only "
+                    f"{', '.join(p.name for p in entries)}.{_org_hint(entries)}")
   bd = BenchDir(d, system, d.name, logs, other)
   bd.scaling = read_scaling(d)
   first = logs[0]
@@ -216,7 +224,7 @@ def _discover(path: Path, ruleset: str | None) -> Target:
     if t.org_dir: _load_systems(t, {path.parent.name})
   else:
     raise UserError(f"{path}: neither a results/<system>/<benchmark> directory (it holds no files) nor a submitter "
-                    f"directory (it has no results/ subdirectory).")
+                    f"directory (it has no results/ subdirectory).{_org_hint(list_dir(path))}")
   for bd in t.bench_dirs:
     bd.ruleset = choose_ruleset(bd.benchmark, bd.division, ruleset, str(bd.path))
   return t

@@ -54,7 +54,8 @@ from tooling.prep import render
 from tooling.prep.compose import render_compose
 from tooling.common.errors import UserError, write_atomic
 from tooling.common.mllog_reader import read_log
-from tooling.common.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines, read_bytes, require_regular
+from tooling.common.safe_read import (ENC_MAGIC, GZIP_MAGIC, MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines,
+                                      read_bytes, require_regular)
 from tooling.common.submission_tree import ORG_NAME, read_systems_json
 
 MAX_FILE_BYTES = 50 * MiB              # repo_checker's limit (its "50MB" is 50 MiB)
@@ -64,8 +65,6 @@ MAX_MEMBERS = 10_000
 MAX_MEMBER_BYTES = MAX_FILE_BYTES      # what the repository rules allow one file
 MAX_UNPACKED_BYTES = 256 * MiB
 MAX_SHA1_BYTES = 4096                  # one `sha1sum` line
-ENC_MAGIC = b"Salted__"               # what `openssl enc` with a password writes first
-GZIP_MAGIC = b"\x1f\x8b"
 MAX_PASSPHRASE = 1024
 
 # What a packaged implementation holds, relative to the repository root. benchmarks/<bm>/ is added per benchmark, and
