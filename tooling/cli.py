@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
   except KeyboardInterrupt:
     print(f"tinyperf {args.verb}: interrupted", file=sys.stderr)
     return 130
+  except BrokenPipeError:   # `tinyperf check X | head`: the reader left; no traceback, and none again at exit
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 if __name__ == "__main__":

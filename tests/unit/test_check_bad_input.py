@@ -131,6 +131,13 @@ def test_bad_input_exit_code_through_the_real_entry_point(tmp_path):
   assert r.returncode == 2 and "Traceback" not in r.stderr and f"{p}:1:" in r.stderr and r.stdout == ""
 
 
+def test_output_into_a_pipe_whose_reader_left_ends_without_a_traceback(tmp_path):
+  org = make_package(tmp_path, "resnet", n=5)
+  r = subprocess.run(f"{sys.executable} -m tooling.cli score {org} | true", shell=True, cwd=REPO,
+                     capture_output=True, text=True)
+  assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr   # `true` has left before any output
+
+
 def test_usage_error_exits_2(capsys):
   with pytest.raises(SystemExit) as e: cli(["check"])
   assert e.value.code == 2
