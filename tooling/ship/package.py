@@ -704,7 +704,7 @@ def verify(args: argparse.Namespace) -> int:
     try:
       tar = tarfile.open(plain, "r:gz")
     except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-      print(f"{tarball}: not a readable gzip tar ({e})", file=sys.stderr)
+      print(f"{tarball}: not a readable gzip tar ({e}); nothing was unpacked.", file=sys.stderr)
       return 1
     with tar:
       try:
