@@ -220,6 +220,23 @@ def test_array_job_docker_runtime(partition, smoke_data, tmp_path):
   _check_results(res, 1)
 
 
+def test_sbatch_arg_reaches_sbatch_verbatim(partition, smoke_data, tmp_path):
+  """An --sbatch-arg value with spaces, quotes, a backslash and '#' is the one option sbatch gets (sbatch split it at
+  the spaces and refused the job, or cut it at '#' silently). --hold keeps the job from running; it is cancelled."""
+  res, comment = tmp_path / "res", "audit \"run\" #1, it's a\\b"
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", smoke_data, "--results", res,
+               "--scheduler", "slurm", "--partition", partition, *_shared(tmp_path), "--runtime", "host",
+               "--sbatch-arg=--hold", f"--sbatch-arg=--comment={comment}")
+  assert r.returncode == 0 and "submitted Slurm job" in r.stdout, r.stdout + r.stderr
+  (job,) = json.loads((res / "runs/cpu_smoke/resnet/slurm.json").read_text())["jobs"]
+  try:
+    q = subprocess.run(["squeue", "--noheader", f"--jobs={job['job_id']}", "--format=%k"], capture_output=True,
+                       text=True, timeout=60)
+    assert q.stdout.strip() == comment, q.stdout + q.stderr
+  finally:
+    subprocess.run(["scancel", job["job_id"]], timeout=60)
+
+
 def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
   """Refused before submission, exit 2, one paragraph, nothing queued or recorded."""
   def jobs_named():
@@ -241,6 +258,9 @@ def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
   bad(tinyperf(*base, "--results", tmp_path / "c", "--partition", partition, *_shared(tmp_path),
               "--sbatch-arg=--gpus-per-node=1"),
       "sbatch refused the job", "Nothing was submitted")
+  # two options in one --sbatch-arg would reach sbatch as one value: refused before anything is asked of Slurm
+  bad(tinyperf(*base, "--results", tmp_path / "d", "--sbatch-arg=--account=a --qos=b"), "one sbatch option per")
+  assert not (tmp_path / "d").exists()
   work = tmp_path / "c/runs/cpu_smoke/resnet"
   assert not (work / "slurm.json").exists() and not list((work / "slurm").iterdir())
   assert jobs_named() == before

@@ -274,7 +274,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
         f"#SBATCH --time={limit + TIME_MARGIN_MIN}",
         f"#SBATCH --partition={spec['partition']}",
         f"#SBATCH --output={slurm_dir}/job_%A_%a.out"]
-  s += [f"#SBATCH {a}" for a in spec["sbatch_args"]]
+  s += [f"#SBATCH {sbatch_quote(a)}" for a in spec["sbatch_args"]]
   knobs = spec["knobs"]
   s += ["set -uo pipefail", "",
         "# knobs: the platform's config.yaml plus the overrides given at submission, and nothing else: a knob set in the",
@@ -303,6 +303,13 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
   return "\n".join(s)
 
 
+def sbatch_quote(arg: str) -> str:
+  """One sbatch option as an #SBATCH line carries it verbatim: sbatch splits a directive at whitespace, drops quotes
+  and cuts it at '#'; inside double quotes it keeps all of them and a backslash escapes the next character."""
+  if not re.search(r"[\s\"'\\#]", arg): return arg
+  return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 # ----------------------------------------------------------------------------------------------------- submitting
 def _check_path_chars(path: str, runtime: str):
   # #SBATCH lines are not shell-quoted, --output expands %, pyxis mounts split on ',' and ':'
@@ -316,10 +323,6 @@ def _check_path_chars(path: str, runtime: str):
 def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
   """`tinyperf run --scheduler slurm` (its flags already checked together by tooling/launch/run.py launch_mode): check what can
   be checked here, then submit the runs not yet done or queued. runtime: one of RUNTIMES."""
-  for a in args.sbatch_arg:
-    if not a.startswith("-") or "\n" in a:
-      raise UserError(f"--sbatch-arg {a!r}: give one sbatch option per --sbatch-arg, e.g. --sbatch-arg=--account=mlperf.")
-  for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
   spec = {"benchmark": cfg.benchmark, "platform": cfg.platform, "nexp": nexp, "data": str(args.data.resolve()),
           "results": str(args.results.resolve()), "runtime": runtime, "image": args.image, "partition": args.partition,
           "sbatch_args": list(args.sbatch_arg), "no_check": bool(args.no_check), "assume_shared": bool(args.assume_shared),
@@ -331,6 +334,11 @@ def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
 
 def _check_before_submitting(cfg: PlatformConfig, spec: dict):
   """Everything that can be checked from here, in the order a person would fix it; sets spec's partition."""
+  for a in spec["sbatch_args"]:   # each one is written as one option (sbatch_quote): two in one would become one value
+    if not a.startswith("-") or "\n" in a or re.search(r"\s--?[A-Za-z]", a):
+      raise UserError(f"--sbatch-arg {a!r}: give one sbatch option per --sbatch-arg, e.g. --sbatch-arg=--account=mlperf "
+                      f"--sbatch-arg=--qos=high. Nothing was submitted.")
+  for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
   spec["partition"] = check_partition(spec["partition"])
   for p in (spec["results"], spec["data"]): _check_path_chars(p, spec["runtime"])
   check_prepared(cfg, Path(spec["data"]))
@@ -391,6 +399,5 @@ def resubmit(work_root: Path) -> int:
   rec = load_record(work_root)
   spec = dict(rec["jobs"][-1]["spec"])
   cfg = load_config(spec["benchmark"], spec["platform"], environ=spec["knobs"])  # the recorded knobs, not this shell's
-  for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
   _check_before_submitting(cfg, spec)
   return submit_runs(cfg, spec)
