@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -88,6 +89,14 @@ def absolute_paths(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+  try: return _main(argv)
+  except BrokenPipeError:
+    # stdout closed early (status piped into head -1): what was done stays done; end quietly, as `yes | head` does
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str] | None) -> int:
   parser = build_parser()
   args = absolute_paths(parser.parse_args(argv))
   try:

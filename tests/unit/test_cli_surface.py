@@ -56,3 +56,15 @@ def test_run_org_must_be_a_submitter_name(tmp_path):
 def test_prep_usage_names_the_command_the_user_typed(tmp_path, args, usage):
   r = tinyperf("prep", *args, cwd=tmp_path)
   assert r.returncode == 0 and r.stdout.startswith(usage), r.stdout[:200]
+
+
+def test_a_closed_stdout_ends_quietly(tmp_path):
+  """`tinyperf run --scheduler slurm ... | head -1` submitted the job, then ended in a BrokenPipeError traceback and exit 1,
+  which reads as a failed submission."""
+  r, w = os.pipe()
+  os.close(r)   # the reader is gone before tinyperf writes its first line
+  try:
+    p = subprocess.run([sys.executable, "-m", "tooling.cli", "images", "show"], cwd=tmp_path, stdout=w, stderr=subprocess.PIPE,
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, text=True, timeout=120)
+  finally: os.close(w)
+  assert p.returncode == 141 and p.stderr == "", p.stderr
