@@ -105,12 +105,33 @@ def test_script_pyxis_runtime_runs_the_image_with_srun(tmp_path):
 def test_a_record_from_before_runtime_reads_none_as_host(tmp_path):
   """slurm.json written by the --container-runtime releases says runtime "none": resubmitting reads it as host."""
   old = {"format": "tinyperf-slurm-v1", "jobs": [{"job_id": "7", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [0],
-                                                  "spec": spec(platform="cpu_smoke", runtime="none")}]}
+                                                  "submitted": 0.0, "spec": spec(platform="cpu_smoke", runtime="none")}]}
   S.record_path(tmp_path).write_text(json.dumps(old))
   job_spec = S.load_record(tmp_path)["jobs"][0]["spec"]
   assert job_spec["runtime"] == "host"
   text = render(load_config("resnet", "cpu_smoke", environ={}), job_spec)
   assert "export TINYPERF_SLURM_RUNTIME=host" in text and "--runtime host --only-index" in text
+
+
+@pytest.mark.parametrize("damage, needle", [
+  (lambda j: j.clear(), "job 0: 'job_id' is missing"),
+  (lambda j: j.update(indices="0"), "job 0: 'indices' is '0'"),
+  (lambda j: j.update(indices=[5]), "indices [5] are not run numbers 0 to 1"),
+  (lambda j: j.update(job_id="12; rm"), "not a Slurm job id"),
+  (lambda j: j["spec"].pop("results"), "job 0 spec: 'results' is missing"),
+  (lambda j: j["spec"].update(nexp=True), "job 0 spec: 'nexp' is True"),
+])
+def test_a_damaged_record_is_bad_input(tmp_path, damage, needle):
+  """A hand-edited slurm.json: status and --resume name the file and what is wrong (they ended in a KeyError or
+  TypeError traceback)."""
+  work = tmp_path / "out/runs/cpu_smoke/resnet"; work.mkdir(parents=True)
+  job = {"job_id": "7", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [0, 1], "submitted": 0.0,
+         "spec": spec(platform="cpu_smoke", runtime="host", nexp=2)}
+  damage(job)
+  S.record_path(work).write_text(json.dumps({"format": "tinyperf-slurm-v1", "jobs": [job]}))
+  for extra in ((), ("--resume",)):
+    _bad(tinyperf("status", "--results", str(tmp_path / "out"), *extra), f"{work}/slurm.json", "unreadable", needle,
+         "Restore it")
 
 
 def test_array_spec():

@@ -180,6 +180,28 @@ def check_shared(results: Path, partition: str, assume_shared: bool, nodes: list
 def record_path(work_root: Path) -> Path: return T.slurm_record(work_root)
 
 
+# what submit_runs records of each job and of its arguments, as status and --resume read them
+JOB_FIELDS = {"job_id": (str, int), "job_name": str, "indices": list, "submitted": (int, float), "spec": dict}
+SPEC_FIELDS = {"benchmark": str, "platform": str, "nexp": int, "data": str, "results": str, "runtime": str,
+               "image": (str, type(None)), "partition": str, "sbatch_args": list, "no_check": bool, "assume_shared": bool,
+               "knobs": dict, "python": str, "repo": str}
+
+
+def _check_job(k: int, job) -> None:
+  """ValueError naming what is wrong with the record's job k (a hand edit, a copy from elsewhere)."""
+  if not isinstance(job, dict): raise ValueError(f"job {k} is not an object")
+  for fields, where in ((JOB_FIELDS, f"job {k}"), (SPEC_FIELDS, f"job {k} spec")):
+    d = job if fields is JOB_FIELDS else job["spec"]   # JOB_FIELDS has made sure spec is an object
+    for key, kind in fields.items():
+      if key not in d: raise ValueError(f"{where}: {key!r} is missing")
+      if not isinstance(d[key], kind) or (isinstance(d[key], bool) and kind is not bool):   # True is an int
+        raise ValueError(f"{where}: {key!r} is {d[key]!r}")
+  if not str(job["job_id"]).isdigit(): raise ValueError(f"job {k}: job_id {job['job_id']!r} is not a Slurm job id")
+  nexp = job["spec"]["nexp"]
+  if not all(type(i) is int and 0 <= i < nexp for i in job["indices"]):
+    raise ValueError(f"job {k}: indices {job['indices']!r} are not run numbers 0 to {nexp - 1}")
+
+
 def load_record(work_root: Path) -> dict:
   path = record_path(work_root)
   if not path.exists(): return {"format": "tinyperf-slurm-v1", "jobs": []}
@@ -189,6 +211,7 @@ def load_record(work_root: Path) -> dict:
     for job in rec["jobs"]:   # a record written before --runtime says "none" for what is now "host"
       if isinstance(job, dict) and isinstance(job.get("spec"), dict) and job["spec"].get("runtime") == "none":
         job["spec"]["runtime"] = "host"
+    for k, job in enumerate(rec["jobs"]): _check_job(k, job)
     return rec
   except ValueError as e:  # json.JSONDecodeError is one
     raise UserError(f"{path}: the record of Slurm submissions is unreadable ({e}). Restore it from a backup; the ledger "
