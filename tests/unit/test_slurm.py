@@ -305,7 +305,8 @@ def test_slurm_options_need_the_slurm_scheduler(smoke_args):
 
 def test_bad_slurm_options(smoke_args, tmp_path):
   _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "pyxis"), "needs --image", "enroot import")
-  _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--only-index", "1"), "--only-index is what each array task runs")
+  _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--only-index", "1"), "--only-index is what each array task runs",
+       "Drop --only-index", "Nothing was submitted")
   _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "host", "--sbatch-arg", "account=x"), "one sbatch option")
   _bad(tinyperf(*smoke_args, "--runtime", "host", "--only-index", "2"), "--only-index 2: runs are numbered 0 to 1")
   assert not (tmp_path / "out").exists()
