@@ -257,7 +257,10 @@ def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
   # a request no node can satisfy: sbatch itself refuses it at submission, and nothing is left behind
   bad(tinyperf(*base, "--results", tmp_path / "c", "--partition", partition, *_shared(tmp_path),
               "--sbatch-arg=--gpus-per-node=1"),
-      "sbatch refused the job", "Nothing was submitted")
+      "sbatch refused the job", "asked for --array=0-1 --nodes=1", f"--partition={partition} --gpus-per-node=1 (GPUs", "Change --partition or --sbatch-arg", "Nothing was submitted")
+  # a first submission has no record for `status --resume` to resubmit: the message does not point there
+  r = tinyperf(*base, "--results", tmp_path / "c", "--partition", partition, *_shared(tmp_path), "--sbatch-arg=--gpus-per-node=1")
+  assert "status --resume" not in r.stderr, r.stderr
   # two options in one --sbatch-arg would reach sbatch as one value: refused before anything is asked of Slurm
   bad(tinyperf(*base, "--results", tmp_path / "d", "--sbatch-arg=--account=a --qos=b"), "one sbatch option per")
   assert not (tmp_path / "d").exists()

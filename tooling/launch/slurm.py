@@ -398,9 +398,13 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
       out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
     except UserError as e:
       tmp.unlink(missing_ok=True)
-      raise UserError(f"sbatch refused the job: {e}. Fix the request (`tinyperf run`'s --partition and --sbatch-arg; "
-                      f"`tinyperf status --resume` resubmits what that run recorded) and rerun. "
-                      f"Nothing was submitted.") from None
+      asked = " ".join(l.split(" ", 1)[1] for l in text.splitlines()
+                       if l.startswith("#SBATCH ") and not l.startswith(("#SBATCH --job-name=", "#SBATCH --output=")))
+      raise UserError(f"sbatch refused the job: {e}. The job asked for {asked} (GPUs and time from the platform's "
+                      f"config, the rest from --partition and --sbatch-arg). Change --partition or --sbatch-arg and rerun "
+                      f"`tinyperf run ... --scheduler slurm`"
+                      + ("; `tinyperf status --resume` resubmits the last submission's arguments unchanged"
+                         if rec["jobs"] else "") + ". Nothing was submitted.") from None
     job_id = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
     if not job_id.isdigit():
       raise UserError(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before resubmitting.")
