@@ -342,5 +342,13 @@ def test_paths_sbatch_cannot_carry():
   S._check_path_chars("/shared/a,b", "none")
 
 
+@pytest.mark.parametrize("poll", ["-1", "nan", "inf", "0", "soon"])
+def test_status_poll_must_be_a_sane_interval(tmp_path, poll):
+  """--poll -1, nan or inf ended `status --wait` in a ValueError/OverflowError traceback at its first sleep, and 0
+  polled squeue in a tight loop."""
+  r = tinyperf("status", "--results", str(tmp_path), "--wait", f"--poll={poll}")
+  assert r.returncode == 2 and "Traceback" not in r.stderr and "--poll" in r.stderr and "at least" in r.stderr, r.stderr
+
+
 def test_status_without_result_sets(tmp_path):
   _bad(tinyperf("status", "--results", str(tmp_path)), "no result sets")

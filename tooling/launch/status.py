@@ -13,6 +13,7 @@ Slurm run is pending or running. Exit status: 0 when every run is done, 1 otherw
 from __future__ import annotations
 import argparse
 import json
+import math
 import shlex
 import sys
 import time
@@ -24,12 +25,25 @@ from tooling.launch import slurm
 from tooling.common.errors import UserError
 
 
+MIN_POLL_S = 1.0   # each poll is an squeue call to slurmctld, which sites ask users not to run in a tight loop
+
+
+def _poll(text: str) -> float:
+  try: s = float(text)
+  except ValueError: s = math.nan
+  if not (math.isfinite(s) and s >= MIN_POLL_S):
+    raise argparse.ArgumentTypeError(f"{text!r}: the seconds between two polls of squeue, a number of at least "
+                                     f"{MIN_POLL_S:g} (e.g. --poll 30)")
+  return s
+
+
 def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--results", type=Path, default=Path("out"), help="output root given to tinyperf run (default: ./out)")
   p.add_argument("--resume", action="store_true",
                  help="resubmit the failed and missing runs of every Slurm set (finished and queued runs are left alone)")
   p.add_argument("--wait", action="store_true", help="poll until no Slurm run is pending or running, then report")
-  p.add_argument("--poll", type=float, default=30.0, metavar="S", help="seconds between polls with --wait (default 30)")
+  p.add_argument("--poll", type=_poll, default=30.0, metavar="S",
+                 help=f"seconds between polls with --wait (default 30, at least {MIN_POLL_S:g})")
   p.add_argument("--json", action="store_true", help="print the states as JSON")
 
 
