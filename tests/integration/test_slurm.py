@@ -222,17 +222,18 @@ def test_array_job_docker_runtime(partition, smoke_data, tmp_path):
 
 def test_sbatch_arg_reaches_sbatch_verbatim(partition, smoke_data, tmp_path):
   """An --sbatch-arg value with spaces, quotes, a backslash and '#' is the one option sbatch gets (sbatch split it at
-  the spaces and refused the job, or cut it at '#' silently). --hold keeps the job from running; it is cancelled."""
+  the spaces and refused the job, or cut it at '#' silently); '--time 45' (option and value apart) still works.
+  --hold keeps the job from running; it is cancelled."""
   res, comment = tmp_path / "res", "audit \"run\" #1, it's a\\b"
   r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", smoke_data, "--results", res,
                "--scheduler", "slurm", "--partition", partition, *_shared(tmp_path), "--runtime", "host",
-               "--sbatch-arg=--hold", f"--sbatch-arg=--comment={comment}")
+               "--sbatch-arg=--hold", f"--sbatch-arg=--comment={comment}", "--sbatch-arg=--time 45")
   assert r.returncode == 0 and "submitted Slurm job" in r.stdout, r.stdout + r.stderr
   (job,) = json.loads((res / "runs/cpu_smoke/resnet/slurm.json").read_text())["jobs"]
   try:
-    q = subprocess.run(["squeue", "--noheader", f"--jobs={job['job_id']}", "--format=%k"], capture_output=True,
+    q = subprocess.run(["squeue", "--noheader", f"--jobs={job['job_id']}", "--format=%l|%k"], capture_output=True,
                        text=True, timeout=60)
-    assert q.stdout.strip() == comment, q.stdout + q.stderr
+    assert q.stdout.strip() == f"45:00|{comment}", q.stdout + q.stderr   # an option and its value given apart work too
   finally:
     subprocess.run(["scancel", job["job_id"]], timeout=60)
 

@@ -328,9 +328,11 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
 
 def sbatch_quote(arg: str) -> str:
   """One sbatch option as an #SBATCH line carries it verbatim: sbatch splits a directive at whitespace, drops quotes
-  and cuts it at '#'; inside double quotes it keeps all of them and a backslash escapes the next character."""
-  if not re.search(r"[\s\"'\\#]", arg): return arg
-  return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+  and cuts it at '#'; inside double quotes it keeps all of them and a backslash escapes the next character. An option
+  and its value given apart ('-A mlperf', '--comment a b') stay two words, the value quoted."""
+  q = lambda w: w if not re.search(r"[\s\"'\\#]", w) else '"' + w.replace("\\", "\\\\").replace('"', '\\"') + '"'
+  if m := re.fullmatch(r"(-[A-Za-z]|--[A-Za-z][A-Za-z-]*)\s+(.*\S)\s*", arg, re.S): return f"{m[1]} {q(m[2])}"
+  return q(arg)
 
 
 # ----------------------------------------------------------------------------------------------------- submitting
