@@ -309,6 +309,12 @@ def test_bad_slurm_options(smoke_args, tmp_path):
        "Drop --only-index", "Nothing was submitted")
   _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "host", "--sbatch-arg", "account=x"), "one sbatch option")
   _bad(tinyperf(*smoke_args, "--runtime", "host", "--only-index", "2"), "--only-index 2: runs are numbered 0 to 1")
+  # options the bookkeeping relies on: --job-name=mine had status call a queued run failed and offer --resume
+  for own, name in (("--job-name=mine", "job-name"), ("--job=mine", "job-name"), ("-Jmine", "job-name"), ("--job-name mine", "job-name"),
+                    ("--array=0-9", "array"), ("-o/tmp/x.out", "output"), ("--error=e.txt", "error"), ("--part=gpu", "partition")):
+    _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "host", f"--sbatch-arg={own}"),
+         f"tinyperf sets --{name} itself", "Drop this --sbatch-arg")
+  S._check_sbatch_arg("--exclusive=user"); S._check_sbatch_arg("--time=60"); S._check_sbatch_arg("-A mlperf")
   assert not (tmp_path / "out").exists()
 
 

@@ -357,12 +357,29 @@ def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
   return submit_runs(cfg, spec)
 
 
+# options render_script sets that the bookkeeping relies on: a later #SBATCH line would override them (long name, short)
+OWN_OPTIONS = {"job-name": ("J", "`tinyperf status` finds the set's tasks in squeue by the job name"),
+               "array": ("a", "the array holds one task per run not yet finished, as the ledger says"),
+               "output": ("o", "`tinyperf status` reads each task's output from slurm/job_<id>_<i>.out"),
+               "error": ("e", "`tinyperf status` reads each task's errors from slurm/job_<id>_<i>.out"),
+               "partition": ("p", "pass the partition as tinyperf's own --partition, which is checked and recorded")}
+
+
+def _check_sbatch_arg(a: str):
+  if not a.startswith("-") or "\n" in a or re.search(r"\s--?[A-Za-z]", a):
+    raise UserError(f"--sbatch-arg {a!r}: give one sbatch option per --sbatch-arg, e.g. --sbatch-arg=--account=mlperf "
+                    f"--sbatch-arg=--qos=high. Nothing was submitted.")
+  name = re.split(r"[=\s]", a[2:], maxsplit=1)[0] if a.startswith("--") else None
+  for long, (short, why) in OWN_OPTIONS.items():
+    # sbatch takes any unambiguous prefix of a long option (--job=x), and a short one with its value attached (-Jx)
+    if (name and len(name) >= 2 and long.startswith(name)) or (not name and a[1:2] == short):
+      raise UserError(f"--sbatch-arg {a!r}: tinyperf sets --{long} itself and must keep it: {why}. Drop this "
+                      f"--sbatch-arg. Nothing was submitted.")
+
+
 def _check_before_submitting(cfg: PlatformConfig, spec: dict):
   """Everything that can be checked from here, in the order a person would fix it; sets spec's partition."""
-  for a in spec["sbatch_args"]:   # each one is written as one option (sbatch_quote): two in one would become one value
-    if not a.startswith("-") or "\n" in a or re.search(r"\s--?[A-Za-z]", a):
-      raise UserError(f"--sbatch-arg {a!r}: give one sbatch option per --sbatch-arg, e.g. --sbatch-arg=--account=mlperf "
-                      f"--sbatch-arg=--qos=high. Nothing was submitted.")
+  for a in spec["sbatch_args"]: _check_sbatch_arg(a)   # each is written as one option (sbatch_quote)
   for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
   spec["partition"] = check_partition(spec["partition"])
   for p in (spec["results"], spec["data"]): _check_path_chars(p, spec["runtime"])
