@@ -102,6 +102,18 @@ def test_one_unfinished_run_is_olympic_two_are_rejected(tmp_path):
   assert any("2 files do not comply" in f.message for f in dir_findings(report, "package-checker", FAIL))
 
 
+def test_a_tolerated_run_in_a_set_rejected_for_another_reason_is_not_called_accepted(tmp_path):
+  # the summary said "accepted under olympic scoring" and then "directory REJECTED" (one log's division differed)
+  report = check_path(make_package(tmp_path, "resnet", runs=[{}, {}, {"run_stop": False}, {"division": "open"}]))
+  assert not report.accepted and dir_findings(report, "cross-check", FAIL)
+  (dr,) = report.dirs
+  assert dr.summary.startswith("4 of 5 compliant: tolerated by olympic scoring (result_2.txt counts as the slowest run); ")
+  assert "set-level failure" in dr.summary and "accepted" not in dr.summary
+  out = report.render()
+  assert "directory REJECTED" in out and "accepted under olympic scoring" not in out
+  if dr.score_minutes is not None: assert "no valid score while rejected" in out
+
+
 def test_duplicate_key_is_a_warning_until_werror(tmp_path):
   org = make_package(tmp_path, "bert", runs=[{"duplicate": "opt_lamb_beta_1"}])   # bert: its checker rules warn on it
   report = check_path(org)
