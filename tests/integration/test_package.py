@@ -217,7 +217,7 @@ def test_missing_systems_json_and_bad_input(capsys, tmp_path):
 def test_unwritable_out_and_nothing_is_overwritten(capsys, tmp_path):
   R = make_runs(tmp_path, "resnet")
   (tmp_path / "afile").write_text("x")
-  refused(capsys, tmp_path, R, "cannot create", out="afile/sub")
+  refused(capsys, tmp_path, R, "afile is a file, not a directory", out="afile/sub")
   (tmp_path / "out").mkdir()
   (tmp_path / "out" / SHA).write_text("keep")
   refused(capsys, tmp_path, R, "already exist", "never overwritten", fresh=False)
