@@ -44,7 +44,7 @@ class SearchReport:
   def line(self) -> str:
     return (f"ranked BEAM: searched {len(self.searched)}/{self.kernels} kernels holding {self.covered:.1%} of the step's "
             f"BEAM=0 time ({self.step_s*1e3:.1f} ms) in {self.search_s:.0f} s" +
-            (f" (stopped: BEAM_BUDGET_S spent; {self.cached} more from the cache)" if self.stopped == "budget" else ""))
+            (f" (stopped: BEAM_BUDGET_S spent; {self.cached} of them from the cache)" if self.stopped == "budget" else ""))
 
 
 def rank(cost_s: dict, coverage: float) -> list:

@@ -69,6 +69,6 @@ def test_a_spent_budget_still_takes_the_cached_results(tmp_path, monkeypatch):
   (rep2,) = again.reports
   assert rep2.searched == rep.searched and rep2.cached == 1 and rep2.stopped == "budget", lines
   assert rep2.search_s < rep.search_s / 5, (rep2.search_s, rep.search_s)     # taken, not searched again
-  assert any("from the cache" in line for line in lines) and "1 more from the cache" in lines[-1], lines
+  assert any("from the cache" in line for line in lines) and "1 of them from the cache" in lines[-1], lines
   want = captured_step(80, None, beam=0)
   for g, w in zip(got, want): np.testing.assert_allclose(g, w, rtol=1e-5)
