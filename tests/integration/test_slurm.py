@@ -259,12 +259,14 @@ def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
   bad(tinyperf(*base, "--results", tmp_path / "c", "--partition", partition, *_shared(tmp_path),
               "--sbatch-arg=--gpus-per-node=1"),
       "sbatch refused the job", "asked for --array=0-1 --nodes=1", f"--partition={partition} --gpus-per-node=1 (GPUs", "Change --partition or --sbatch-arg", "Nothing was submitted")
-  # a first submission has no record for `status --resume` to resubmit: the message does not point there
+  assert not (tmp_path / "c").exists(), "a refused submission removes the directories and locks it created"
+  # a first submission has no record for `status --resume` to resubmit: the message does not point there; what was
+  # there before stays, and only that
+  (tmp_path / "c/runs/cpu_smoke").mkdir(parents=True)
   r = tinyperf(*base, "--results", tmp_path / "c", "--partition", partition, *_shared(tmp_path), "--sbatch-arg=--gpus-per-node=1")
   assert "status --resume" not in r.stderr, r.stderr
+  assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "c").rglob("*")) == [Path("c/runs"), Path("c/runs/cpu_smoke")]
   # two options in one --sbatch-arg would reach sbatch as one value: refused before anything is asked of Slurm
   bad(tinyperf(*base, "--results", tmp_path / "d", "--sbatch-arg=--account=a --qos=b"), "one sbatch option per")
   assert not (tmp_path / "d").exists()
-  work = tmp_path / "c/runs/cpu_smoke/resnet"
-  assert not (work / "slurm.json").exists() and not list((work / "slurm").iterdir())
   assert jobs_named() == before

@@ -138,11 +138,14 @@ class Ledger:
     except ValueError: return p
 
   @staticmethod
+  def lock_path(path: Path) -> Path: return Path(path).with_suffix(".lock")
+
+  @staticmethod
   @contextmanager
   def locked(path: Path):
     """Read the ledger under an exclusive lock (held until the block ends) for a read-modify-write."""
     path = Path(path)
-    with file_lock(path.with_suffix(".lock")): yield Ledger(path)
+    with file_lock(Ledger.lock_path(path)): yield Ledger(path)
 
   def save(self):
     rows = []

@@ -40,6 +40,7 @@ RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGN
 LOCAL_ONLY_FS = {"tmpfs", "ramfs", "devtmpfs", "overlay", "aufs", "squashfs"}
 SHARED_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "ceph", "cephfs", "fuse.ceph", "glusterfs", "fuse.glusterfs",
              "cifs", "smb3", "panfs", "wekafs", "afs", "ocfs2", "gfs2", "fuse.juicefs"}
+SUBMIT_LOCK = "slurm.lock"   # beside the ledger: two submitters of one result set never both submit a run
 
 
 def add_run_arguments(p):
@@ -353,8 +354,31 @@ def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
           "sbatch_args": list(args.sbatch_arg), "no_check": bool(args.no_check), "assume_shared": bool(args.assume_shared),
           "system_overrides": str(args.system_overrides.resolve()) if getattr(args, "system_overrides", None) else None,
           "knobs": {k: str(new) for k, (_, new) in cfg.overridden.items()}, "python": sys.executable, "repo": str(ROOT)}
-  _check_before_submitting(cfg, spec)
-  return submit_runs(cfg, spec)
+  return _check_and_submit(cfg, spec)
+
+
+class MaybeSubmitted(UserError):
+  """sbatch accepted the script but its answer is not a job id: a job may be queued, so nothing is cleaned up."""
+
+
+def _absent(paths: list[Path]) -> list[Path]:
+  """Those of paths and their ancestors that do not exist yet, deepest first."""
+  return sorted({a for p in paths for a in (p, *p.parents) if not os.path.lexists(a)}, key=lambda p: -len(p.parts))
+
+
+def _check_and_submit(cfg: PlatformConfig, spec: dict) -> int:
+  """A refused submission leaves --results as it found it: it removes what this call created there, and only that."""
+  results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
+  new = _absent([results_dir, T.slurm_dir(work_root), work_root / SUBMIT_LOCK, L.Ledger.lock_path(work_root / T.LEDGER)])
+  try:
+    _check_before_submitting(cfg, spec)
+    return submit_runs(cfg, spec)
+  except MaybeSubmitted: raise
+  except UserError:
+    for p in new:   # a directory only when empty: what another process put there meanwhile stays
+      try: p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+      except OSError: pass
+    raise
 
 
 # options render_script sets that the bookkeeping relies on: a later #SBATCH line would override them (long name, short)
@@ -399,7 +423,7 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
     raise UserError(f"cannot create {slurm_dir} ({e.strerror}); choose a writable --results directory.") from None
   ledger_path, nexp = work_root / T.LEDGER, spec["nexp"]
   job_name = f"tinyperf-{cfg.benchmark}-{cfg.platform}"
-  with L.file_lock(work_root / "slurm.lock"):  # two submitters of one result set never both submit a run
+  with L.file_lock(work_root / SUBMIT_LOCK):
     rec = load_record(work_root)
     active = queued_indices(rec, queue(job_name)) if rec["jobs"] else {}
     with L.Ledger.locked(ledger_path) as led: unfinished = led.pending(nexp)
@@ -426,7 +450,7 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
                          if rec["jobs"] else "") + ". Nothing was submitted.") from None
     job_id = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
     if not job_id.isdigit():
-      raise UserError(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before resubmitting.")
+      raise MaybeSubmitted(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before resubmitting.")
     script = slurm_dir / f"job_{job_id}.sbatch"
     os.replace(tmp, script)
     rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "script": str(script),
@@ -445,5 +469,4 @@ def resubmit(work_root: Path) -> int:
   rec = load_record(work_root)
   spec = dict(rec["jobs"][-1]["spec"])
   cfg = load_config(spec["benchmark"], spec["platform"], environ=spec["knobs"])  # the recorded knobs, not this shell's
-  _check_before_submitting(cfg, spec)
-  return submit_runs(cfg, spec)
+  return _check_and_submit(cfg, spec)
