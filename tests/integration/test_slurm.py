@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -236,6 +238,35 @@ def test_sbatch_arg_reaches_sbatch_verbatim(partition, smoke_data, tmp_path):
     assert q.stdout.strip() == f"45:00|{comment}", q.stdout + q.stderr   # an option and its value given apart work too
   finally:
     subprocess.run(["scancel", job["job_id"]], timeout=60)
+
+
+def test_wait_names_a_held_run_and_the_command_that_releases_it(partition, smoke_data, tmp_path):
+  """`status --wait` on a held task printed '1 pending' and blocked with no hint. Its progress line gives squeue's
+  reason and the command that releases the task; typed in a shell, that command releases it (--begin keeps it queued,
+  with the new reason)."""
+  res = tmp_path / "res"
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", smoke_data, "--results", res,
+               "--scheduler", "slurm", "--partition", partition, *_shared(tmp_path), "--runtime", "host",
+               "--sbatch-arg=--hold", "--sbatch-arg=--begin=now+1hour")
+  assert r.returncode == 0 and "submitted Slurm job" in r.stdout, r.stdout + r.stderr
+  (job,) = json.loads((res / "runs/cpu_smoke/resnet/slurm.json").read_text())["jobs"]
+  jid, lines = job["job_id"], queue.Queue()
+  wait = subprocess.Popen([sys.executable, "-m", "tooling.cli", "status", "--results", str(res), "--wait", "--poll", "1"],
+                          cwd=REPO, stdout=subprocess.PIPE, text=True)
+  threading.Thread(target=lambda: [lines.put(l) for l in wait.stdout], daemon=True).start()
+  def line_with(needle):
+    seen = []
+    while not any(needle in l for l in seen): seen.append(lines.get(timeout=90))
+    return seen[-1]
+  try:
+    held = line_with("pending (")
+    assert held.endswith(f" resnet/cpu_smoke: 1 pending (run 0: JobHeldUser, held until `scontrol release {jid}_0`)\n"), held
+    subprocess.run(held.split("`")[1], shell=True, check=True, timeout=60)
+    line_with("1 pending (run 0: BeginTime)")
+    assert wait.poll() is None, "--wait keeps waiting: it has no time limit of its own"
+  finally:
+    wait.kill(); wait.wait()
+    subprocess.run(["scancel", jid], timeout=60)
 
 
 def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):

@@ -203,6 +203,21 @@ def test_states_from_ledger_record_and_queue(tmp_path):
                                                           4: "unknown", 5: "unknown"}
 
 
+def test_wait_says_why_runs_are_pending(tmp_path):
+  """`status --wait` on held tasks printed only '3 pending' and blocked with no hint: its progress line gives squeue's
+  reason, and for a held task the command that releases it (a user's hold, an administrator's)."""
+  work = _set(tmp_path, [L.Attempt(index=4, seed=1, status=L.DONE, converged=True, note="ok", slurm={"job": "7_4"})],
+              [("7", [0, 1, 2, 3, 4], time.time() - 100, 5)])
+  st = ST.set_states(work, {("7", 0): ("PENDING", "JobHeldUser"), ("7", 1): ("PENDING", "JobHeldUser"),
+                            ("7", 2): ("PENDING", "JobHeldAdmin"), ("7", 3): ("PENDING", "None")})
+  assert ST.progress([st]) == (
+    "resnet/cpu_smoke: 4 pending (runs 0, 1: JobHeldUser, held until `scontrol release 7_0,7_1`; run 2: JobHeldAdmin, "
+    "held by a Slurm administrator until an operator runs `scontrol release 7_2`), 1 done")
+  assert st["runs"][0]["detail"] == "task 7_0 PENDING (JobHeldUser, held until `scontrol release 7_0`)"
+  st = ST.set_states(work, {("7", i): ("PENDING", "Priority") for i in range(4)})
+  assert ST.progress([st]) == "resnet/cpu_smoke: 4 pending (runs 0, 1, 2, 3: Priority), 1 done"
+
+
 def test_a_done_run_whose_task_still_writes_its_result_is_running(tmp_path):
   """The launcher records a run done before it copies the log to result_<i>.txt: in between, status (and --wait, which
   stops when nothing runs) must not call it broken while its task still runs; once the task has ended, it is."""

@@ -9,7 +9,8 @@
   missing   never run and not submitted
 Slurm's view is read before the ledger, so a task that ends in between is seen as done rather than as lost. --resume
 resubmits each Slurm set's failed and missing runs with the arguments of its last submission; --wait polls until no
-Slurm run is pending or running. Exit status: 0 when every run is done, 1 otherwise, 2 on bad input."""
+Slurm run is pending or running (its progress line gives Slurm's reason for each pending run, and how to release a held
+one; it has no time limit). Exit status: 0 when every run is done, 1 otherwise, 2 on bad input."""
 from __future__ import annotations
 import argparse
 import json
@@ -26,6 +27,10 @@ from tooling.common.errors import UserError
 
 
 MIN_POLL_S = 1.0   # each poll is an squeue call to slurmctld, which sites ask users not to run in a tight loop
+# squeue %r of a held task, which stays pending until released however long --wait polls; a user's own hold is theirs
+# to release, an administrator's (root's `scontrol hold`) only an operator's
+HELD = {"JobHeldUser": "held until `scontrol release {}`",
+        "JobHeldAdmin": "held by a Slurm administrator until an operator runs `scontrol release {}`"}
 
 
 def _poll(text: str) -> float:
@@ -116,7 +121,8 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       state, where = tasks[key]
       r["state"] = "pending" if state in slurm.QUEUED else "running"
       ours = att is not None and att.slurm.get("job") == r["job"]  # the task has started its run (and drawn its seed)
-      r["detail"] = (f"task {r['job']} {state} ({where})" if state in slurm.QUEUED else
+      if state in slurm.QUEUED: r["reason"] = where
+      r["detail"] = (f"task {r['job']} {state} ({_why_pending(where, [r['job']])})" if state in slurm.QUEUED else
                      f"task {r['job']} {state} on {where}" + (f", seed {att.seed}" if ours else ""))
     elif local_after_job:  # run by a local `tinyperf run`, after any Slurm job of this index (--wait does not wait for it)
       alive = led.alive(att)
@@ -147,10 +153,29 @@ def collect(results: Path) -> tuple[list[dict], list[str]]:
   return states, warnings
 
 
-def _counts(st: dict) -> str:
+def _why_pending(reason: str, tasks: list[str]) -> str:
+  return f"{reason}, " + HELD[reason].format(",".join(tasks)) if reason in HELD else reason
+
+
+def progress(states: list[dict]) -> str:
+  """--wait's progress line: each set's counts, and Slurm's reason for its pending runs (None says nothing: not yet
+  looked at by the scheduler)."""
+  out = []
+  for st in states:
+    by_reason = {}
+    for r in st["runs"]:
+      if r["state"] == "pending" and r.get("reason", "None") != "None": by_reason.setdefault(r["reason"], []).append(r)
+    why = "; ".join(f"run{'s' if len(rs) > 1 else ''} {', '.join(str(r['index']) for r in rs)}: "
+                    f"{_why_pending(reason, [r['job'] for r in rs])}" for reason, rs in by_reason.items())
+    out.append(f"{st['benchmark']}/{st['system']}: {_counts(st, why)}")
+  return "; ".join(out)
+
+
+def _counts(st: dict, pending_why: str = "") -> str:
   n = {}
   for r in st["runs"]: n[r["state"]] = n.get(r["state"], 0) + 1
-  return ", ".join(f"{v} {k}" for k, v in n.items()) or "no runs"
+  return ", ".join(f"{v} {k}" + (f" ({pending_why})" if k == "pending" and pending_why else "")
+                   for k, v in n.items()) or "no runs"
 
 
 def render(states: list[dict]) -> str:
@@ -175,7 +200,7 @@ def main(args) -> int:
   if args.wait:
     last = None
     while any(r["state"] in ("pending", "running") and r["job"] for st in states for r in st["runs"]):
-      summary = "; ".join(f"{st['benchmark']}/{st['system']}: {_counts(st)}" for st in states)
+      summary = progress(states)
       if summary != last: print(f"{time.strftime('%H:%M:%S')} {summary}", flush=True); last = summary
       time.sleep(args.poll)
       states, warnings = collect(results)
