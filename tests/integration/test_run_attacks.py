@@ -214,6 +214,21 @@ def test_a_dangling_symlink_at_a_result_is_refused_before_the_run(data, tmp_path
   assert not (_work(out) / "ledger.json").exists() or _attempts(out) == []
 
 
+def test_a_slurm_task_names_the_command_that_redoes_its_run(data, tmp_path):
+  """A Slurm array task runs `tinyperf run ... --only-index I`, which nobody types: its failed run is redone with the
+  set's `status --resume` (it said "rerun the same command"). The same run outside a task still says that."""
+  out, task = tmp_path / "out space", {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_JOB_ID": "9", "SLURM_JOB_ID": "10",
+                                       "TINYPERF_SLURM_RUNTIME": "host"}
+  fail = {TRAIN_MODULE_ENV: "tests.no_such_trainer"}
+  r = subprocess.run(_cmd(data, out, extra=("--only-index", "0")), cwd=REPO, capture_output=True, text=True,
+                     timeout=300, env=_env(**task, **fail))
+  assert r.returncode == 1 and "1 run(s) not finished: [0]; run `tinyperf status --results " \
+    f"'{out}' --resume` to redo them" in r.stderr and "the same command" not in r.stderr, r.stderr
+  r = subprocess.run(_cmd(data, out, extra=("--only-index", "0")), cwd=REPO, capture_output=True, text=True,
+                     timeout=300, env=_env(**fail))
+  assert r.returncode == 1 and "rerun the same command to redo them" in r.stderr, r.stderr
+
+
 def test_the_overrides_a_run_used_are_in_the_ledger(data, tmp_path):
   """A set whose runs differ in a knob is caught by `check` (hyperparameters); the ledger says which run was changed."""
   out = tmp_path / "R"

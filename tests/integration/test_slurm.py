@@ -285,6 +285,8 @@ def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
       "partition 'no-such-partition' is unknown", f"sinfo lists: {partition}")
   shm = Path("/dev/shm") / f"tinyperf-test-{os.getpid()}"
   bad(tinyperf(*base, "--results", shm / "out", "--partition", partition), "is on tmpfs", "every node mounts")
+  bad(tinyperf(*base, "--data", tmp_path / "no-data", "--results", tmp_path / "b", "--partition", partition),
+      "no-data does not exist", "Nothing was submitted")
   assert not shm.exists()
   # a request no node can satisfy: sbatch itself refuses it at submission, and nothing is left behind
   bad(tinyperf(*base, "--results", tmp_path / "c", "--partition", partition, *_shared(tmp_path),

@@ -37,7 +37,7 @@ from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN
 from benchmarks.preflight import shm_size_for
 from tooling.common import container as C
 from tooling.common.errors import UserError
-from tooling.launch import ledger as L
+from tooling.launch import ledger as L, slurm
 from tooling.common import results_tree as T
 
 class Backend(Protocol):
@@ -182,7 +182,7 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
   if r.returncode != 0:
     failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
     raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + "\n  ".join(failed) +
-                    "\nNothing was run or timed; fix the above and rerun the same command.")
+                    f"\nNothing was run or timed; fix the above and {slurm.redo_hint(L.root_of(work_root / T.LEDGER))}.")
 
 
 def drop_host_page_cache(data: Path) -> str:
@@ -308,7 +308,8 @@ class ContainerBackend:
       failed = [l for l in out.decode(errors="replace").splitlines() if "FAILED" in l or "Error" in l] or \
                out.decode(errors="replace").splitlines()[-5:]
       raise UserError(f"preflight failed in {self.tag} for {self.cfg.benchmark} on {self.cfg.platform} (exit {rc}):\n  " +
-                      "\n  ".join(failed) + "\nNothing was run or timed; fix the above and rerun the same command.")
+                      "\n  ".join(failed) + f"\nNothing was run or timed; fix the above and "
+                      f"{slurm.redo_hint(L.root_of(self.work_root / T.LEDGER))}.")
 
   # ------------------------------------------------------------------------------------------------------ sysinfo
   def detect_system(self) -> tuple[dict, list[str]]:

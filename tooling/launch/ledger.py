@@ -105,10 +105,16 @@ def log_outcome(log: Path) -> bool | None:
   return None if stop is None else (stop.metadata or {}).get("status") == "success"
 
 
+def root_of(ledger: Path) -> Path:
+  """R of R/runs/<sys>/<bm>/ledger.json."""
+  ledger = Path(os.path.abspath(ledger))
+  return ledger.parents[3] if len(ledger.parents) > 3 else ledger.parent
+
+
 class Ledger:
   def __init__(self, path: Path):
     self.path = Path(os.path.abspath(path))
-    self.root = self.path.parents[3] if len(self.path.parents) > 3 else self.path.parent  # R of R/runs/<sys>/<bm>/
+    self.root = root_of(self.path)
     self.attempts: list[Attempt] = []
     self.nexp = 0   # the set size the last `tinyperf run` asked for (0: not recorded, an older ledger)
     if self.path.exists():

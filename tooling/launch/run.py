@@ -177,7 +177,7 @@ def reap_rings() -> list[str]:
   return said
 
 
-def _io(what: str, then: str):
+def _io(ledger_path: Path, what: str, then: str):
   """OSError (a full disk, a read-only mount) while writing the run's records -> one paragraph, exit 2."""
   from contextlib import contextmanager
   @contextmanager
@@ -185,7 +185,7 @@ def _io(what: str, then: str):
     try: yield
     except OSError as e:
       raise UserError(f"{what}: {e.strerror or e}{f' ({e.filename})' if e.filename else ''}. Free space (or fix the "
-                      f"file system) and rerun the same command: {then}") from None
+                      f"file system) and {slurm.redo_hint(L.root_of(ledger_path))}: {then}") from None
   return guard()
 
 
@@ -199,7 +199,7 @@ def verify_results(ledger_path: Path, fix: bool) -> list[str]:
       if att.status != L.DONE: continue
       kind, msg = led.check_result(att)
       if kind == "copy" and fix and not led.held(att):   # its launcher may be copying it right now
-        with _io(f"copying run {i}'s log to {att.result}", "the copy is retried, the run is not redone"):
+        with _io(ledger_path, f"copying run {i}'s log to {att.result}", "the copy is retried, the run is not redone"):
           write_atomic(Path(att.result), (led.work(att) / T.RUN_LOG).read_bytes())
         print(f"run {i} (seed {att.seed}): {msg}", file=sys.stderr)
       elif kind in ("missing", "changed"): problems.append(msg)
@@ -211,7 +211,7 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
                 backend: Backend):
   """Under the ledger lock: settle dead launchers' attempts, pick the first unfinished run nobody live has claimed
   (and this launcher has not tried yet), draw its seed and claim it. None when there is none."""
-  with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+  with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
     for m in (settled := led.settle()): print(m, file=sys.stderr)
     busy = led.claimed(nexp)
     todo = [i for i in led.pending(nexp) if i not in busy and i not in tried and only in (None, i)]
@@ -269,7 +269,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
   ledger_path = work_root / T.LEDGER
   if args.only_index is None: slurm.refuse_if_queued(work_root)  # a Slurm job of this result set would redo them too
   for line in reap_rings(): print(line, file=sys.stderr)
-  with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+  with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
     if settled := led.settle():
       for m in settled: print(m, file=sys.stderr)
       led.save()
@@ -293,7 +293,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
     print(f"{cfg.benchmark} on {cfg.platform} {where}: run {args.only_index} of {nexp}"
           f"{'' if pending else ' is already finished'}{others}", flush=True)
   # the set's size, for `tinyperf status`: a set stopped between runs has no attempt yet for the runs still to come
-  with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+  with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
     if led.nexp != nexp:
       led.nexp = nexp
       led.save()
@@ -320,7 +320,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
           f"until they are restored", file=sys.stderr)
     return 1
   if redo:
-    print(f"{len(redo)} run(s) not finished: {redo}; rerun the same command to redo them", file=sys.stderr)
+    print(f"{len(redo)} run(s) not finished: {redo}; {slurm.redo_hint(args.results)} to redo them", file=sys.stderr)
     return 1
   if others: return 1   # finished here, but the set is not complete yet
   print(f"all {nexp} runs finished: {results_dir}" if args.only_index is None else
@@ -360,21 +360,21 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
   except KeyboardInterrupt as e:
     att.status, att.finished, att.note = L.INTERRUPTED, time.time(), str(e) or "interrupted by the user (Ctrl-C)"
     L.update_attempt(ledger_path, att)
-    print(f"\nrun {i} interrupted; rerun the same command to redo it (finished runs are kept)", file=sys.stderr)
+    print(f"\nrun {i} interrupted; {slurm.redo_hint(args.results)} to redo it (finished runs are kept)", file=sys.stderr)
     return 130
   except OSError as e:   # a full disk mid-INIT or mid-RUN (the output log, the ledger): the next start settles it
     att.status, att.finished, att.note = L.FAILED, time.time(), f"stopped by an I/O error: {e}"
     try: L.update_attempt(ledger_path, att)
     except OSError: pass
     raise UserError(f"run {i} (seed {seed}) stopped: {e.strerror or e}{f' ({e.filename})' if e.filename else ''}. "
-                    f"Free space (or fix the file system) and rerun the same command: finished runs are kept, and this "
+                    f"Free space (or fix the file system) and {slurm.redo_hint(args.results)}: finished runs are kept, and this "
                     f"one is redone unless its MLPerf log finished.") from None
   att.finished = time.time()
   converged = L.log_outcome(log) if log.is_file() else None   # the run's own log decides, not its exit codes
   if converged is None:
     att.status = L.FAILED
     att.note = f"{att.note + '; ' if att.note else ''}exit codes {att.exit_codes}, no run_stop in its log; see {att.output}"
-    with _io(f"writing the run ledger {ledger_path}", "finished runs are kept"): L.update_attempt(ledger_path, att)
+    with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"): L.update_attempt(ledger_path, att)
     print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
     return None
   att.converged = converged
@@ -384,10 +384,10 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
     except UserError as e: accepted, summary = False, f"the checker could not read it: {e}"
   result = results_dir / T.result_name(i)
   att.status, att.result, att.note, att.sha256 = L.DONE, str(result), summary, file_digest(log, "sha256")
-  with _io(f"run {i} (seed {seed}) finished but recording it in {ledger_path} failed",
+  with _io(ledger_path, f"run {i} (seed {seed}) finished but recording it in {ledger_path} failed",
            "the next start records it from its finished log; it is not redone"):
     L.update_attempt(ledger_path, att)   # done from the log itself, before the copy: a failed copy never redoes it
-  with _io(f"run {i} (seed {seed}) finished and is recorded as done, but writing {result} failed",
+  with _io(ledger_path, f"run {i} (seed {seed}) finished and is recorded as done, but writing {result} failed",
            f"it copies the run's own log {log} there; the run is not redone"):
     write_atomic(result, log.read_bytes())  # never overwrites
   mins = (att.finished - t0) / 60

@@ -41,6 +41,7 @@ LOCAL_ONLY_FS = {"tmpfs", "ramfs", "devtmpfs", "overlay", "aufs", "squashfs"}
 SHARED_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "ceph", "cephfs", "fuse.ceph", "glusterfs", "fuse.glusterfs",
              "cifs", "smb3", "panfs", "wekafs", "afs", "ocfs2", "gfs2", "fuse.juicefs"}
 SUBMIT_LOCK = "slurm.lock"   # beside the ledger: two submitters of one result set never both submit a run
+TASK_RUNTIME_ENV = "TINYPERF_SLURM_RUNTIME"   # every task's script exports it; recorded with each attempt in the ledger
 
 
 def add_run_arguments(p):
@@ -225,9 +226,20 @@ def task_info() -> dict:
   job, index = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
   info = {"job": f"{job}_{index}" if job and index else os.environ["SLURM_JOB_ID"],
           "node": os.environ.get("SLURMD_NODENAME", socket.gethostname())}
-  for key, env in (("runtime", "TINYPERF_SLURM_RUNTIME"), ("image", "TINYPERF_SLURM_IMAGE")):
+  for key, env in (("runtime", TASK_RUNTIME_ENV), ("image", "TINYPERF_SLURM_IMAGE")):
     if os.environ.get(env): info[key] = os.environ[env]
   return info
+
+
+def resume_command(results: Path) -> str:
+  return f"tinyperf status --results {shlex.quote(str(results))} --resume"
+
+
+def redo_hint(results: Path) -> str:
+  """How a message tells the user to redo unfinished runs of the set under results. An array task's own command
+  (`tinyperf run ... --only-index`) is typed by no one: its runs are resubmitted with `status --resume`."""
+  if os.environ.get(TASK_RUNTIME_ENV) and "SLURM_ARRAY_TASK_ID" in os.environ: return f"run `{resume_command(results)}`"
+  return "rerun the same command"
 
 
 def queued_indices(rec: dict, tasks: dict) -> dict[int, str]:
@@ -306,7 +318,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
         " \\\n".join(textwrap.wrap("unset " + " ".join(k for k in SCHEMA[bm] if k not in knobs), 110,
                                     subsequent_indent="  ", break_on_hyphens=False))]
   s += [f"export {k}={q(v)}" for k, v in knobs.items()]
-  s += [f"export TINYPERF_SLURM_RUNTIME={runtime}"]  # recorded with each attempt in the ledger
+  s += [f"export {TASK_RUNTIME_ENV}={runtime}"]
   if spec["image"]: s += [f"export TINYPERF_SLURM_IMAGE={q(spec['image'])}"]
   s += [f"slurm_dir={q(str(slurm_dir))}", "", "rc=0"]
   if runtime == "pyxis":
@@ -407,7 +419,7 @@ def _check_before_submitting(cfg: PlatformConfig, spec: dict):
   for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
   spec["partition"] = check_partition(spec["partition"])
   for p in (spec["results"], spec["data"]): _check_path_chars(p, spec["runtime"])
-  check_prepared(cfg, Path(spec["data"]))
+  check_prepared(cfg, Path(spec["data"]), "Nothing was submitted.")
   check_shared(Path(spec["results"]), spec["partition"], spec["assume_shared"])  # before anything is created there
   T.ensure_writable(Path(spec["results"]))
 

@@ -214,7 +214,7 @@ def main(args) -> int:
   if left and not args.json and not args.resume:
     unfinished = [st for st in states if any(r["state"] in ("failed", "missing") for r in st["runs"])]
     if any(st["jobs"] for st in unfinished):
-      print(f"`tinyperf status --results {shlex.quote(str(results))} --resume` resubmits the failed and missing runs of "
+      print(f"`{slurm.resume_command(results)}` resubmits the failed and missing runs of "
             f"Slurm sets.")
     if any(not st["jobs"] for st in unfinished):   # --resume leaves a local set alone: its `tinyperf run` redoes them
       print("Rerun the same `tinyperf run` command to redo the failed runs of a local set (finished runs are kept).")

@@ -487,12 +487,13 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   # Slurm array tasks on several nodes start together: compare-then-write happens under a lock across nodes, or the
   # second writer would find the first one's file appearing under it
   from tooling.launch.ledger import file_lock
+  from tooling.launch.slurm import redo_hint
   try:
     with file_lock(T.systems_lock(Path(results))):
       return _record_run_system(Path(results), system, data)
   except OSError as e:   # the lock's directory: the same cause and fix as an unwritable systems/ (writes raise UserError)
     raise UserError(f"cannot write the system description {T.systems_json(Path(results), system)} "
-                    f"({e.strerror or e}); make {results} writable and rerun the same command. Nothing was run.") from None
+                    f"({e.strerror or e}); make {results} writable and {redo_hint(results)}. Nothing was run.") from None
 
 
 def _record_run_system(results: Path, system: str, data: dict) -> Path:
@@ -504,7 +505,7 @@ def _record_run_system(results: Path, system: str, data: dict) -> Path:
       write_atomic(path, text).chmod(0o644)
     except OSError as e:
       raise UserError(f"cannot write the system description {path} ({e.strerror or e}); make {path.parent} writable "
-                      f"and rerun the same command. Nothing was run.") from None
+                      f"and {redo_hint(results)}. Nothing was run.") from None
   if not target.exists():
     write(target)
     print(f"system description: wrote {target} (system_desc_checker passed)", flush=True)

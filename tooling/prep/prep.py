@@ -49,13 +49,13 @@ def main(args) -> int:
     return proc.wait() or 130
 
 
-def check_prepared(cfg, data: Path):
+def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
   """Cheap host-side check that `data` is a prepared data set for cfg's benchmark (run and Slurm, before anything is
   started); the preflight where the run runs verifies it in full."""
   if not data.is_dir():
     what = "is a file, not a directory" if data.exists() else "does not exist"
     raise UserError(f"data directory {data} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
-                    f"as --data. Nothing was run.")
+                    f"as --data. {nothing}")
   marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
   if not marker.is_file():
     q = shlex.quote(str(data))
@@ -65,4 +65,4 @@ def check_prepared(cfg, data: Path):
            f"tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data {q} "
            f"--platform {cfg.platform}`")
     raise UserError(f"{data} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
-                    f"verifying). Run `{how}. Nothing was run.")
+                    f"verifying). Run `{how}. {nothing}")
