@@ -39,10 +39,14 @@ def test_default_out_of_a_run_directory_that_records_its_system(tmp_path):
   for d in (R / "results/cpu_smoke/resnet", R / "runs/cpu_smoke/resnet", R / "systems", org / "results/x/resnet",
             org / "systems"):
     d.mkdir(parents=True)
-  assert report.default_out(R) == (R / "report").resolve()
-  assert report.default_out(R / "results/cpu_smoke/resnet") == (R / "report").resolve()
-  assert report.default_out(org) == (tmp_path / "tinycorp_report").resolve()
-  assert report.default_out(org / "results/x/resnet") == (tmp_path / "tinycorp_report").resolve()
+  assert report.default_out(R) == R / "report"
+  assert report.default_out(R / "results/cpu_smoke/resnet") == R / "report"
+  assert report.default_out(org) == tmp_path / "tinycorp_report"
+  assert report.default_out(org / "results/x/resnet") == tmp_path / "tinycorp_report"
+  # a symlinked directory keeps the name the user gave it (the report was named after the link's target)
+  (tmp_path / "mine").symlink_to(org); (tmp_path / "latest").symlink_to(R)
+  assert report.default_out(tmp_path / "mine") == tmp_path / "mine_report"
+  assert report.default_out(tmp_path / "latest/results/cpu_smoke/resnet") == tmp_path / "latest/report"
 
 
 def test_the_beam_search_plot_draws_what_the_metrics_file_holds(tmp_path):

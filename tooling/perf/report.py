@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -393,7 +394,7 @@ def markdown(results: Path, data: list[BenchData], images: dict[tuple[str, str],
 def default_out(results: Path) -> Path:
   """Never inside a results/ tree (check would take it for a benchmark) nor inside a submitter tree (it would be
   packed): RESULTS/report for a `tinyperf run` directory, <org>_report beside a submitter tree."""
-  results = results.resolve()
+  results = Path(os.path.abspath(results))   # as tooling/cli.absolute_paths: a symlink keeps the name the user gave it
   if results.parent.parent.name == T.RESULTS: results = results.parent.parent.parent   # results/<system>/<bm>
   # a `tinyperf run` directory has run ledgers (runs/), and since it records the system also a systems/
   if (results / T.RESULTS).is_dir() and (results / T.RUNS).is_dir(): return results / "report"
