@@ -207,6 +207,8 @@ def test_missing_systems_json_and_bad_input(capsys, tmp_path):
   for argv, needle in ((["package", "--org", ORG], "--out DIR"), (["package", "--org", "bad name", "--out", "x"], "no spaces"),
                        (["package", "--org", ORG, "--out", str(tmp_path / "o"), "--results", str(tmp_path / "nope")],
                         "no such directory"),
+                       (["package", "--org", ORG, "--out", str(tmp_path / "o"), "--results", str(tmp_path / "systems/tinybox_green.json")],
+                        "tinybox_green.json: a file, not a directory"),
                        (["package", "--org", ORG, "--out", str(tmp_path / "o"), "--results", str(tmp_path)],
                         "no run ledgers")):
     assert cli(argv) == 2

@@ -78,4 +78,4 @@ def test_bad_input(capsys, tmp_path):
   assert code == 2 and "no such directory" in err and "Traceback" not in err
   p = write_log(tmp_path / "result_0.txt", "resnet")
   code, out, err = run(capsys, p)
-  assert code == 2 and "no such directory" in err and "Traceback" not in err
+  assert code == 2 and f"{p}: a file, not a directory" in err and "Traceback" not in err

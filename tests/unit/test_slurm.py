@@ -373,3 +373,5 @@ def test_status_poll_must_be_a_sane_interval(tmp_path, poll):
 
 def test_status_without_result_sets(tmp_path):
   _bad(tinyperf("status", "--results", str(tmp_path)), "no result sets")
+  (tmp_path / "afile").write_text("")   # it said "afile/runs: no result sets"
+  _bad(tinyperf("status", "--results", str(tmp_path / "afile")), "afile: a file, not a directory")

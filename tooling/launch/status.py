@@ -23,6 +23,7 @@ from pathlib import Path
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
 from tooling.launch import slurm
+from benchmarks.common.io import require_dir_possible
 from tooling.common.errors import UserError
 
 
@@ -54,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser):
 
 def result_sets(results: Path) -> list[Path]:
   """R/runs/<system>/<benchmark> directories with a ledger or a Slurm record."""
+  require_dir_possible(results, "--results")
   sets = T.run_roots(results)
   if not sets:
     raise UserError(f"{results / T.RUNS}: no result sets ({T.RUNS}/<system>/<benchmark>/{T.LEDGER} or "

@@ -28,6 +28,7 @@ from benchmarks.common.config import available_platforms, load_config
 from benchmarks.common.runtime import metrics_path
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
+from benchmarks.common.io import require_dir_possible
 from tooling.common.errors import UserError, write_atomic
 from tooling.common.mllog_reader import MLLog
 from tooling.common.safe_read import iter_lines
@@ -414,6 +415,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
   results: Path = args.results
+  require_dir_possible(results, "RESULTS")
   if not results.is_dir():
     raise UserError(f"{results}: no such directory; give `tinyperf run`'s --results directory, a submitter tree, or "
                     f"a results/<system>/<benchmark> directory.")

@@ -476,6 +476,7 @@ def pack(args: argparse.Namespace) -> int:
   if existing:
     raise UserError(f"{', '.join(existing)} already exist(s); a package is never overwritten. Move them away or choose "
                     f"another --out.")
+  require_dir_possible(args.results, "--results")
   if not args.results.is_dir():
     raise UserError(f"--results {args.results}: no such directory; give the --results directory of `tinyperf run`.")
   systems_dir = args.systems
