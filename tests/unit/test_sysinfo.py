@@ -10,6 +10,7 @@ from conftest import REPO
 from tooling.common import mlperf_tools
 from tooling.launch import sysinfo
 from tooling.common import results_tree as T
+from tooling.common.errors import UserError
 from tooling.cli import main as cli
 
 FIX = REPO / "tests" / "fixtures" / "sysinfo"
@@ -376,3 +377,11 @@ def test_record_run_system_from_simultaneous_tasks_writes_one_file(tmp_path):
     written = list(pool.map(_record_at, [(R, data, start)] * 6))
   assert written == [str(R / "systems" / "cpu_smoke.json")] * 6          # nobody failed, nobody saw a "variant"
   assert not T.variants_dir(R).exists() and json.loads((R / "systems" / "cpu_smoke.json").read_text()) == data
+
+
+def test_a_description_that_cannot_be_written_is_bad_input_with_the_fix(tmp_path, monkeypatch):
+  def full_disk(path, text): raise OSError(28, "No space left on device")
+  monkeypatch.setattr(sysinfo, "write_atomic", full_disk)
+  with pytest.raises(UserError, match=r"\(No space left on device\); make .* writable and rerun the same command\. "
+                                      r"Nothing was run\."):
+    sysinfo.record_run_system(tmp_path / "r", "cpu_smoke", {"system_name": "a"})

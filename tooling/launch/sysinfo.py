@@ -37,6 +37,7 @@ from benchmarks.common.rules import RULESETS
 from tooling.common import mlperf_tools
 from tooling.common.errors import UserError, write_atomic
 from tooling.common import results_tree as T
+from tooling.launch.slurm import redo_hint
 
 # The fields system_desc_checker requires (presence only), in its order.
 FIELDS = (
@@ -487,7 +488,6 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   # Slurm array tasks on several nodes start together: compare-then-write happens under a lock across nodes, or the
   # second writer would find the first one's file appearing under it
   from tooling.launch.ledger import file_lock
-  from tooling.launch.slurm import redo_hint
   try:
     with file_lock(T.systems_lock(Path(results))):
       return _record_run_system(Path(results), system, data)
