@@ -272,8 +272,8 @@ def render_readme(cfg: PlatformConfig) -> str:
       "Evaluation thoroughness": f"Exactly {cfg['EVAL_SAMPLES']} samples (EVAL_SAMPLES) at every evaluation; the last "
                                  "batch is padded, never wrapped around.",
     }
-  stand_in = (f"\nThis platform trains a toy model on stand-in data made by `init_datasets.sh`; sections 3 to 5 describe "
-              f"the benchmark, and the knobs below what this platform changes." if stand_in_data(cfg) else "")
+  stand_in = ("\nThis platform trains a toy model on stand-in data made by `init_datasets.sh`; sections 3 to 5 describe "
+              "the benchmark, and the knobs below what this platform changes." if stand_in_data(cfg) else "")
 
   def sections(d: dict) -> str: return "\n\n".join(f"### {k}\n{v}" for k, v in d.items())
 

@@ -498,7 +498,7 @@ def pack(args: argparse.Namespace) -> int:
       print(f"  not packaged (finished after the first {len(sel.runs)}; keep their logs): "
             + ", ".join(f"run {a.index} seed {a.seed}" for a in sel.left_out))
     if sel.not_finished:
-      print(f"  attempts that did not finish (crashed, interrupted or running; not runs of the package): "
+      print("  attempts that did not finish (crashed, interrupted or running; not runs of the package): "
             + ", ".join(f"run {a.index} seed {a.seed} {a.status}" for a in sel.not_finished))
   sources = {}
   for system in dict.fromkeys(sel.system for sel in sels):
