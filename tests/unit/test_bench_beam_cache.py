@@ -76,6 +76,24 @@ def test_a_beam_cache_in_a_missing_folder_is_refused_before_the_search(tmp_path)
   assert "tinyperf-bench" not in r.stdout           # refused before the run
 
 
+def test_a_beam_cache_that_cannot_be_replaced_is_refused_before_the_search(tmp_path):
+  """A directory once ran the whole search and then failed to save it (IsADirectoryError); a read-only cache was
+  replaced by a writable one."""
+  (tmp_path / "adir").mkdir()
+  ro = tmp_path / "ro.db"
+  copy_beam_tables(tmp_path / "none.db", ro)
+  ro.chmod(0o444)
+  before = ro.read_bytes()
+  for name, says in (("adir", "adir: a directory, not a file"), ("ro.db", "ro.db: the file is read-only")):
+    r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against",
+                        "none", "--beam-cache", name], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "tinyperf-bench" not in r.stdout
+  assert ro.read_bytes() == before and ro.stat().st_mode & 0o777 == 0o444
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "none.db", "ro.db"]
+
+
 def test_time_limit_stops_the_whole_process_group(tmp_path):
   """What --time-limit relies on: the phase and the processes it started (BEAM's workers) are killed together."""
   import io

@@ -127,10 +127,18 @@ def seed_beam_cache(label: str, cache: Path, db: Path) -> int:
 
 
 def require_saving_folder(label: str, path: Path) -> None:
-  """A file written at the end of a long run (a record, a BEAM cache) needs a folder to go to: checked before the run."""
+  """A file written at the end of a long run (a record, a BEAM cache) needs a folder to go to and must be a file it may
+  write: checked before the run."""
+  if path.is_dir():
+    raise UserError(f"{label}: a directory, not a file, so what this run measures could not be saved. Pass a file's "
+                    f"path (e.g. {path / ('beam.db' if 'cache' in label else 'perf.jsonl')}).")
   if not os.access(path.parent, os.W_OK):
     raise UserError(f"{label}: its folder {path.parent} does not exist or is not writable, so what this run measures "
                     "could not be saved. Create the folder or pass another path.")
+  # by the mode bits, not os.access: root may write any file, but a file made read-only is one meant to stay as it is
+  if path.exists() and not (path.stat().st_mode & 0o222 and os.access(path, os.W_OK)):
+    raise UserError(f"{label}: the file is read-only, and this run would write into it. Pass a copy (cp {path} "
+                    f"COPY), or make it writable (chmod u+w {path}); it was not changed.")
 
 
 def beam_rows(db: Path, only: list[str] | None = None) -> int:
