@@ -17,11 +17,12 @@ def test_dropout_only_for_bert_and_only_a_probability(argv):
 @pytest.mark.parametrize("argv, says", [(["--steps", "0"], "--steps 0: time at least one step"),
                                         (["--time-limit", "0"], "--time-limit 0: give a number of seconds above 0"),
                                         (["--time-limit", "-5"], "--time-limit -5: give a number of seconds above 0"),
+                                        (["--time-limit", "inf"], "--time-limit inf: give a number of seconds above 0"),
                                         (["--record", "no-such-dir/r.jsonl"], "no-such-dir does not exist or is not writable"),
                                         (["--record", "docs"], "docs: a directory, not a file")])
 def test_steps_time_limit_and_record_are_refused_before_init(argv, says):
   # each once ran INIT on the CPU first (about 20 s) and only then failed; --record with a traceback after the bench
-  # (also onto a directory)
+  # (also onto a directory); --time-limit inf with an OverflowError traceback from the limit's timer thread
   r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
                       *argv], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr

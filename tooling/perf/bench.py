@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import io
+import math
 import os
 import sqlite3
 import subprocess
@@ -247,7 +248,7 @@ def main(args) -> int:
   # each of these was found out only after INIT had run: --steps 0 times nothing, a limit <= 0 stops the run at once,
   # and the record and the search cache are written at the end
   if args.steps < 1: raise UserError(f"--steps {args.steps}: time at least one step (default 20).")
-  if args.time_limit is not None and not args.time_limit > 0:
+  if args.time_limit is not None and not 0 < args.time_limit < math.inf:
     raise UserError(f"--time-limit {args.time_limit:g}: give a number of seconds above 0, or leave it out for no limit.")
   for flag, path in (("--record", args.record), ("--beam-cache", args.beam_cache)):
     if path is not None: require_saving_folder(f"{flag} {path}", path)
