@@ -52,6 +52,24 @@ def test_a_running_search_is_saved_as_it_goes(tmp_path):
   assert not saver.is_alive()
 
 
+def test_two_runs_saving_into_one_cache_keep_both_searches(tmp_path):
+  """Two benches given the same --beam-cache (or a bench and scripts/upstream_beam.sh): each save merged the old file
+  and replaced it, so the later replace dropped what the other had just added (and one's .tmp was the other's)."""
+  from tooling.perf.bench import beam_rows
+  runs = []
+  for i in range(4):
+    run = tmp_path / f"run{i}.db"
+    tinygrad_cache(run, "\n".join(f"diskcache_put('beam_search', {key(f'r{i}k{j}'.encode())}, ['opt'])" for j in range(20)))
+    runs.append(run)
+  save = ("import sys\nfrom pathlib import Path\nfrom tooling.perf.bench import save_beam_cache\n"
+          "for _ in range(10): save_beam_cache(Path(sys.argv[1]), Path(sys.argv[2]), quiet=True)")
+  procs = [subprocess.Popen([sys.executable, "-c", save, str(run), str(tmp_path / "beam.db")], cwd=REPO,
+                            stderr=subprocess.PIPE, text=True) for run in runs]
+  errors = [p.communicate(timeout=120)[1] for p in procs]
+  assert all(p.returncode == 0 for p in procs), errors
+  assert beam_rows(tmp_path / "beam.db") == 4 * 20
+
+
 def test_missing_cache_db_saves_nothing(tmp_path):
   save_beam_cache(tmp_path / "never-written.db", tmp_path / "beam.db")
   assert not (tmp_path / "beam.db").exists()

@@ -6,6 +6,7 @@ benchmarks/<bm>/bench_torch.py (PyTorch is only needed where this runs; it is no
 Prints throughput, step time, memory and the ratios; --record appends every figure as one JSON line."""
 from __future__ import annotations
 import argparse
+import fcntl
 import json
 import io
 import math
@@ -157,10 +158,17 @@ def save_beam_cache(cache_db: Path, dest: Path, quiet: bool = False) -> None:
   """Write cache_db's BEAM results to dest (a new file moved into place: an interrupted save leaves the old one)."""
   if not cache_db.is_file(): return
   tmp = dest.with_name(dest.name + ".tmp")
-  tmp.unlink(missing_ok=True)
-  if dest.is_file(): copy_beam_tables(dest, tmp)
-  n = copy_beam_tables(cache_db, tmp)
-  os.replace(tmp, dest)
+  # two runs saving into one dest (two benches, a bench and its periodic saver) would each merge the old dest and
+  # replace it: the later replace drops what the other added. dest's folder is locked, as dest itself is replaced.
+  folder = os.open(dest.parent, os.O_RDONLY)
+  try:
+    fcntl.flock(folder, fcntl.LOCK_EX)
+    tmp.unlink(missing_ok=True)
+    if dest.is_file(): copy_beam_tables(dest, tmp)
+    n = copy_beam_tables(cache_db, tmp)
+    os.replace(tmp, dest)
+  finally:
+    os.close(folder)
   if not quiet: print(f"bench: {n} BEAM-searched kernels saved in {dest}", flush=True)
 
 
