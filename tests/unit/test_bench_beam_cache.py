@@ -70,6 +70,22 @@ def test_two_runs_saving_into_one_cache_keep_both_searches(tmp_path):
   assert beam_rows(tmp_path / "beam.db") == 4 * 20
 
 
+def test_results_of_another_tinygrad_version_are_kept_but_not_counted_as_carried_in(tmp_path, capsys):
+  """tinygrad reads only beam_search_<its VERSION>: a cache from another version's search once said "5 BEAM-searched
+  kernels carried in" and then searched all of them again."""
+  import sqlite3
+  from tooling.perf.bench import beam_rows, seed_beam_cache
+  cache = tmp_path / "beam.db"
+  tinygrad_cache(cache, f"diskcache_put('beam_search', {key(b'k1')}, ['opt'])")
+  con = sqlite3.connect(cache)
+  con.execute("CREATE TABLE beam_search_21 (ast blob, val blob, PRIMARY KEY (ast))")
+  con.executemany("INSERT INTO beam_search_21 VALUES (?, ?)", [(b"a", b"x"), (b"b", b"x")])
+  con.commit(); con.close()
+  assert seed_beam_cache("--beam-cache beam.db", cache, tmp_path / "run.db") == 1
+  assert "2 BEAM results come from another tinygrad version's search" in capsys.readouterr().err
+  assert beam_rows(tmp_path / "run.db") == 3    # carried all the same: saved back with the rest
+
+
 def test_missing_cache_db_saves_nothing(tmp_path):
   save_beam_cache(tmp_path / "never-written.db", tmp_path / "beam.db")
   assert not (tmp_path / "beam.db").exists()

@@ -121,7 +121,16 @@ def copy_beam_tables(src: Path, dst: Path) -> int:
 def seed_beam_cache(label: str, cache: Path, db: Path) -> int:
   """cache's BEAM results (if the file exists) into db, a fresh tinygrad CACHEDB; returns the rows carried in. label
   names cache in the error (`tinyperf bench --beam-cache`, scripts/upstream_beam.sh's CACHE)."""
-  try: return copy_beam_tables(cache, db) if cache.is_file() else 0
+  try:
+    if not cache.is_file() or not copy_beam_tables(cache, db): return 0
+    # tinygrad reads only its own version's table: rows of another version's are kept in the file, not searched again
+    from tinygrad.helpers import VERSION
+    ours = f"beam_search_{VERSION}"
+    others = beam_rows(cache) - (n := beam_rows(cache, only=[ours]) if table_exists(cache, ours) else 0)
+    if others:
+      print(f"{label}: {others} BEAM results come from another tinygrad version's search (not {ours}), which this "
+            "tinygrad does not read: they stay in the file, and those kernels are searched again.", file=sys.stderr)
+    return n
   except sqlite3.DatabaseError as e:
     raise UserError(f"{label}: not a BEAM cache that `tinyperf bench --beam-cache` or scripts/upstream_beam.sh wrote "
                     f"({e}). Pass another path (a missing file starts a new search) or remove this one; it was not "
@@ -152,6 +161,12 @@ def beam_rows(db: Path, only: list[str] | None = None) -> int:
     return sum(con.execute(f"SELECT COUNT(*) FROM \"{n}\"").fetchone()[0] for n in names)
   finally:
     con.close()
+
+
+def table_exists(db: Path, name: str) -> bool:
+  con = sqlite3.connect(db)
+  try: return con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
+  finally: con.close()
 
 
 def save_beam_cache(cache_db: Path, dest: Path, quiet: bool = False) -> None:
