@@ -81,6 +81,18 @@ def test_gzipped_log_reads_the_same_and_a_broken_one_is_exit_2(tmp_path, capsys)
   assert "cut.log.gz" in capsys.readouterr().err
 
 
+def test_a_file_that_is_no_debug_log_is_exit_2(tmp_path, capsys):
+  """An empty file, a bench log without DEBUG=2, binary data: each printed a breakdown of zeros with exit 0."""
+  import gzip
+  cases = {"empty.log": b"", "plain.log": b"init train step 0: 5493.1 ms, loss 1.392\n", "bin.log": bytes(range(256)) * 4,
+           "bin.log.gz": gzip.compress(bytes(range(256)) * 4)}
+  for name, data in cases.items():
+    (tmp_path / name).write_bytes(data)
+    assert beamlog.main([str(tmp_path / name)]) == 2, name
+    out = capsys.readouterr()
+    assert name in out.err and "DEBUG=2" in out.err and "Traceback" not in out.err and "BEAM=0 first step" not in out.out
+
+
 GATHER = dims((B, 2048000), (R, 250), (R, 250))        # a gather written as a reduction: 256 "GFLOP" in 19 us
 
 

@@ -42,3 +42,12 @@ def test_a_missing_log_is_one_line_and_exit_2(tmp_path, capsys):
   assert upstream.main([str(tmp_path / "nope.log")]) == 2
   err = capsys.readouterr().err
   assert "cannot read" in err and "nope.log" in err and "Traceback" not in err
+
+
+def test_binary_data_is_not_a_log_to_rerun(tmp_path, capsys):
+  """Binary data (a tarball, a cache db given by mistake) said "0 steps logged, ... rerun with the same CACHE", exit 1."""
+  log = tmp_path / "u.db"
+  log.write_bytes(b"SQLite format 3\x00" + bytes(4096))
+  assert upstream.main([str(log)]) == 2
+  err = capsys.readouterr().err
+  assert "u.db" in err and "binary data, not a text log" in err and "Traceback" not in err

@@ -182,7 +182,10 @@ def read_text(path: Path) -> str:
   """A log's text, plain or gzipped (by its .gz name or its gzip magic); OSError or EOFError when it cannot be read,
   for the caller to word (a .gz that is not gzip is BadGzipFile, an OSError; one cut short is EOFError)."""
   raw = path.read_bytes()
-  return (gzip.decompress(raw) if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b" else raw).decode(errors="replace")
+  data = gzip.decompress(raw) if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b" else raw
+  # a NUL at the start: not a console log (NULs at the end can be a crashed machine's unwritten blocks: still read)
+  if b"\x00" in data[:4096]: raise OSError("binary data, not a text log")
+  return data.decode(errors="replace")
 
 
 def read(path: Path) -> str:
@@ -200,17 +203,22 @@ def main(argv=None) -> int:
   args = p.parse_args(argv)
   if args.pair and len(args.logs) != 2: p.error("--pair takes exactly two logs")
   try:
-    texts = [read(path) for path in args.logs]
+    logs = [parse(read(path)) for path in args.logs]
   except LogError as e:
     print(e, file=sys.stderr)
     return 2
+  for path, log in zip(args.logs, logs):
+    if not (log.step0 or log.searches or log.progress):   # a report of zeros would read as a measurement
+      print(f"error: {path} holds no kernel launch and no BEAM search line: not the log of a `DEBUG=2 tinyperf bench` "
+            "run (without DEBUG=2 tinygrad prints neither). Rerun the bench with DEBUG=2 and pass its log.", file=sys.stderr)
+      return 2
   if args.pair:
-    pair(parse(texts[0]), parse(texts[1]), names=("A", "B"))
+    pair(logs[0], logs[1], names=("A", "B"))
     print(f"A = {args.logs[0]}\nB = {args.logs[1]}")
     return 0
-  for path, text in zip(args.logs, texts):
+  for path, log in zip(args.logs, logs):
     print(f"== {path}")
-    report(parse(text))
+    report(log)
   return 0
 
 
