@@ -132,7 +132,8 @@ def parse_error(cmd: Cmd) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------------- extraction
-INLINE = re.compile(r"`((?:tinyperf|python3? -m tooling\.cli) [^`]+)`")
+# a span that holds a command, also after VAR=value words or another command (`cp A B && PARALLEL=15 tinyperf ...`)
+INLINE = re.compile(r"`((?:[^`\s(][^`]*?\s&&\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:tinyperf|python3? -m tooling\.cli) [^`]+)`")
 # shell operators, a prompt, or a second command in the same line of a diagram
 SEPARATORS = re.compile(r"\s(?:&&|\|\||;|\|)\s|^\s*\$\s|\s{4,}(?=tinyperf )")
 COMMAND = re.compile(r"(?:[A-Za-z_]\w*=\S*\s+)*(?:tinyperf|python3? -m tooling\.cli)\s+(?![\w-]+:)")  # not `tinyperf check: error`
@@ -169,7 +170,7 @@ def extract(where: str, text: str, kind: str) -> list[Cmd]:
       cmds += _code_commands(where, n, line)
     elif kind == "yaml" and re.match(r"\s*#\s*tinyperf ", line):
       cmds += _code_commands(where, n, line.lstrip()[1:])
-    cmds += [Cmd(f"{where}:{n}", m.group(1), strict=False) for m in INLINE.finditer(line)]
+    cmds += [Cmd(f"{where}:{n}", c.text, strict=False) for m in INLINE.finditer(line) for c in _code_commands(where, n, m.group(1))]
   return cmds
 
 
@@ -205,6 +206,8 @@ def test_every_verb_is_documented():
   ("```\ntinyperf check PATH \\\n  --jsonn\n```", "md"),                                     # ... after a continuation
   ("Then `tinyperf chek PATH` says why.", "md"),                                             # unknown verb in prose
   ("Use `tinyperf run ... --only-index I --frobnicate`.", "md"),                            # elided, still unknown
+  ("Row 3: `cp a.db b.db && PARALLEL=15 tinyperf bench resnet --beam-cahce b.db`", "md"),  # after another command
+  ("`BERT_LAYERS=2 tinyperf bench bert --steps eight`", "md"),                               # after VAR=value
   ("tinyperf run resnet --platform cpu_smoke --data d --nexp two", "sh"),                    # bad int
   ("```\ntinyperf run resnet --platform cpu_smoke\n```", "md"),                              # --data is required
   ("python3 -m tooling.cli prep bert-checkpoint --out x", "sh"),                             # no such dataset
