@@ -9,13 +9,16 @@ import time
 from pathlib import Path
 
 from tests.conftest import REPO
+from tinygrad.helpers import VERSION
+
+TABLE = f"beam_search_{VERSION}"   # the table tinygrad reads: another version's is not carried in
 
 FAKE = """#!/usr/bin/env bash
 # stand-in for run_upstream.sh: report what it got, "search" one kernel into the cache, then run on (with a child)
 echo "fake got bm=$1 bs=${2:-} TRAIN_BEAM=$TRAIN_BEAM BEAM_UOPS_MAX=$BEAM_UOPS_MAX PARALLEL=$PARALLEL LOG=$LOG"
 python3 -c 'import os, sqlite3; c = sqlite3.connect(os.environ["CACHEDB"])
-print("fake sees", c.execute("SELECT COUNT(*) FROM beam_search_test").fetchone()[0], "searched")
-c.execute("INSERT INTO beam_search_test VALUES (?, ?)", ("kernel-new", b"opts")); c.commit()'
+print("fake sees", c.execute("SELECT COUNT(*) FROM TABLE").fetchone()[0], "searched")
+c.execute("INSERT INTO TABLE VALUES (?, ?)", ("kernel-new", b"opts")); c.commit()'
 printf 'training with batch size 256 for 37 epochs\n' > "$LOG"   # tinycorp's step lines: INIT's two, then a replay
 for ms in 46000.0 900000.0 390.5; do printf '    0 %s ms run,   30.00 ms python,  30.00 ms fetch data,  300.00 ms CUDA, 7.0 loss\n' $ms >> "$LOG"; done
 sleep 300 & echo "child $!" > "$(dirname "$0")/child.pid"
@@ -25,14 +28,14 @@ wait
 
 def _cache(path: Path, keys: list[str]):
   con = sqlite3.connect(path)
-  con.execute("CREATE TABLE beam_search_test (key text PRIMARY KEY, val blob)")
-  con.executemany("INSERT INTO beam_search_test VALUES (?, ?)", [(k, b"opts") for k in keys])
+  con.execute(f"CREATE TABLE {TABLE} (key text PRIMARY KEY, val blob)")
+  con.executemany(f"INSERT INTO {TABLE} VALUES (?, ?)", [(k, b"opts") for k in keys])
   con.commit(); con.close()
 
 
 def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
   up = tmp_path / "up"; up.mkdir()
-  (up / "run_upstream.sh").write_text(FAKE); (up / "run_upstream.sh").chmod(0o755)
+  (up / "run_upstream.sh").write_text(FAKE.replace("TABLE", TABLE)); (up / "run_upstream.sh").chmod(0o755)
   cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a", "kernel-b"])
   t0 = time.time()
   # as typed from another directory, with paths relative to it (the script itself works from the repository root)
@@ -47,7 +50,7 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
   # stopped after its steps, the figure is still printed, read from tinycorp's log
   assert "upstream: median of 1 replayed steps 390.5 ms = 655.6 items/s at BS 256" in out, out
   con = sqlite3.connect(cache)
-  assert {k for (k,) in con.execute("SELECT key FROM beam_search_test")} == {"kernel-a", "kernel-b", "kernel-new"}
+  assert {k for (k,) in con.execute(f"SELECT key FROM {TABLE}")} == {"kernel-a", "kernel-b", "kernel-new"}
   con.close()
   child = int((up / "child.pid").read_text().split()[1])    # the run's own children went with it
   for _ in range(50):
@@ -59,7 +62,7 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
 def test_the_search_reaches_cache_while_it_runs(tmp_path):
   """Started detached across device calls, the run may outlive the machine: CACHE follows it, not only at the end."""
   up = tmp_path / "up"; up.mkdir()
-  (up / "run_upstream.sh").write_text(FAKE); (up / "run_upstream.sh").chmod(0o755)
+  (up / "run_upstream.sh").write_text(FAKE.replace("TABLE", TABLE)); (up / "run_upstream.sh").chmod(0o755)
   cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a"])
   p = subprocess.Popen([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache),
@@ -69,7 +72,7 @@ def test_the_search_reaches_cache_while_it_runs(tmp_path):
     while "kernel-new" not in keys and time.time() < deadline:
       time.sleep(0.2)
       try:
-        con = sqlite3.connect(cache); keys = {k for (k,) in con.execute("SELECT key FROM beam_search_test")}; con.close()
+        con = sqlite3.connect(cache); keys = {k for (k,) in con.execute(f"SELECT key FROM {TABLE}")}; con.close()
       except sqlite3.OperationalError: pass     # caught between the save's replace and our read
     assert keys == {"kernel-a", "kernel-new"} and p.poll() is None   # saved while the run still goes on
   finally:
@@ -93,7 +96,7 @@ def test_a_missing_upstream_copy_is_bad_input(tmp_path):
 
 def test_a_cache_it_could_not_save_into_is_refused_before_the_search(tmp_path):
   up = tmp_path / "up"; up.mkdir()
-  (up / "run_upstream.sh").write_text(FAKE); (up / "run_upstream.sh").chmod(0o755)
+  (up / "run_upstream.sh").write_text(FAKE.replace("TABLE", TABLE)); (up / "run_upstream.sh").chmod(0o755)
   bad = tmp_path / "bad.db"; bad.write_bytes(b"not sqlite" * 100)
   for cache, why in ((tmp_path / "no-such-dir" / "c.db", "does not exist or is not writable"), (bad, "not a BEAM cache")):
     r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True,
