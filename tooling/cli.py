@@ -68,11 +68,12 @@ class _Version(argparse.Action):
 
 
 def build_parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="tinyperf", description=__doc__.splitlines()[0])
+  # no abbreviated flags: `--beam-cach` taken for --beam-cache would let a truncated flag in the docs pass their test
+  p = argparse.ArgumentParser(prog="tinyperf", description=__doc__.splitlines()[0], allow_abbrev=False)
   p.add_argument("--version", action=_Version, help="print the versions of tinyperf, tinygrad and mlperf-logging")
   sub = p.add_subparsers(dest="verb", metavar="VERB", required=True)
   for verb, (mod, help_) in VERBS.items():
-    sp = sub.add_parser(verb, help=help_, description=help_)
+    sp = sub.add_parser(verb, help=help_, description=help_, allow_abbrev=False)
     importlib.import_module(mod).add_arguments(sp)
     sp.set_defaults(_module=mod)
   return p
