@@ -126,7 +126,9 @@ def seed_beam_cache(label: str, cache: Path, db: Path) -> int:
     # tinygrad reads only its own version's table: rows of another version's are kept in the file, not searched again
     from tinygrad.helpers import VERSION
     ours = f"beam_search_{VERSION}"
-    others = beam_rows(cache) - (n := beam_rows(cache, only=[ours]) if table_exists(cache, ours) else 0)
+    rows = beam_table_rows(cache)
+    n = rows.get(ours, 0)
+    others = sum(rows.values()) - n
     if others:
       print(f"{label}: {others} BEAM results come from another tinygrad version's search (not {ours}), which this "
             "tinygrad does not read: they stay in the file, and those kernels are searched again.", file=sys.stderr)
@@ -152,21 +154,19 @@ def require_saving_folder(label: str, path: Path) -> None:
                     f"COPY), or make it writable (chmod u+w {path}); it was not changed.")
 
 
-def beam_rows(db: Path, only: list[str] | None = None) -> int:
-  """How many kernels db's beam_search tables hold (one row per searched kernel AST); only: just these tables."""
+def beam_table_rows(db: Path) -> dict[str, int]:
+  """Rows (searched kernel ASTs) per beam_search table of db; a table per tinygrad version (beam_search_<VERSION>)."""
   con = sqlite3.connect(db)
   try:
-    names = only if only is not None else [n for (n,) in con.execute(
-      "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'beam_search%'")]
-    return sum(con.execute(f"SELECT COUNT(*) FROM \"{n}\"").fetchone()[0] for n in names)
+    names = [n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'beam_search%'")]
+    return {n: con.execute(f"SELECT COUNT(*) FROM \"{n}\"").fetchone()[0] for n in names}
   finally:
     con.close()
 
 
-def table_exists(db: Path, name: str) -> bool:
-  con = sqlite3.connect(db)
-  try: return con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)).fetchone() is not None
-  finally: con.close()
+def beam_rows(db: Path, only: list[str] | None = None) -> int:
+  """How many kernels db's beam_search tables hold (one row per searched kernel AST); only: just these tables."""
+  return sum(v for n, v in beam_table_rows(db).items() if only is None or n in only)
 
 
 def save_beam_cache(cache_db: Path, dest: Path, quiet: bool = False) -> None:
