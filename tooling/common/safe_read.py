@@ -17,7 +17,7 @@ MiB = 2 ** 20
 MAX_LOG_BYTES = 32 * MiB      # one MLPerf result log: real ones are 30 KB (ours) to a few MB (per-step loggers)
 MAX_JSON_BYTES = 1 * MiB      # a systems JSON, scaling.json: a few KB
 MAX_LINE_BYTES = 1 * MiB      # one line of a run's console output when streaming it (longer lines are cut)
-GZIP_MAGIC = b"\x1f\x8b"       # a submission tarball
+GZIP_MAGIC = b"\x1f\x8b"       # a gzip stream: a submission tarball, a gzipped log
 ENC_MAGIC = b"Salted__"        # what `openssl enc` with a password writes first (an encrypted tarball)
 
 

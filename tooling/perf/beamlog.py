@@ -16,6 +16,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tooling.common.safe_read import GZIP_MAGIC
+
 ANSI = re.compile(r"\x1b\[([0-9;]*)[mK]")
 LAUNCH = re.compile(r"\*\*\* (\S+)\s+\d+ (\S+)\s.*?tm\s+([\d.]+)(us|ms)/\s*[\d.]+\w+ \(\s*([\d.]+) GFLOPS")
 COPY = re.compile(r"copy\s+([\d.]+) (B|KB|MB|GB),\s+(\S+) <- (\S+)\s")
@@ -182,7 +184,7 @@ def read_text(path: Path) -> str:
   """A log's text, plain or gzipped (by its .gz name or its gzip magic); OSError or EOFError when it cannot be read,
   for the caller to word (a .gz that is not gzip is BadGzipFile, an OSError; one cut short is EOFError)."""
   raw = path.read_bytes()
-  data = gzip.decompress(raw) if path.suffix == ".gz" or raw[:2] == b"\x1f\x8b" else raw
+  data = gzip.decompress(raw) if path.suffix == ".gz" or raw.startswith(GZIP_MAGIC) else raw
   # a NUL at the start: not a console log (NULs at the end can be a crashed machine's unwritten blocks: still read)
   if b"\x00" in data[:4096]: raise OSError("binary data, not a text log")
   return data.decode(errors="replace")
