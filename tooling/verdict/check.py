@@ -344,22 +344,25 @@ def _hparam_check(bd: BenchDir, dr: DirReport) -> None:
       break   # one finding per key names the first disagreement
 
 
-OLYMPIC_ACCEPTS = "accepted under olympic scoring"   # a set whose only fault is one tolerated non-compliant run
-
-
 def _olympic(dr: DirReport) -> None:
   n, bad = len(dr.files), [f for f in dr.files if not f.compliant]
   dr.noncompliant = len(bad)
   tolerated = max_dropped_runs(dr.benchmark)
-  if not bad:
-    dr.summary = f"{n} of {n} compliant"
-  elif len(bad) <= tolerated:
-    dr.summary = (f"{n - len(bad)} of {n} compliant: {OLYMPIC_ACCEPTS} "
-                  f"({', '.join(f.name for f in bad)} counts as the slowest run)")
-  else:
-    dr.summary = f"{n - len(bad)} of {n} compliant: rejected"
+  if len(bad) > tolerated:
     dr.findings.append(Finding(FAIL, "olympic", f"{len(bad)} of {n} runs are non-compliant "
                                f"({', '.join(f.name for f in bad)}); olympic scoring tolerates {tolerated}", dr.rel))
+
+
+def _summary(dr: DirReport) -> str:
+  """The directory's one line, once all its findings are in: a tolerated run reads as accepted only when nothing else
+  fails the set."""
+  n, bad = len(dr.files), [f.name for f in dr.files if not f.compliant]
+  others = sum(f.level == FAIL and f.check != "olympic" for f in dr.findings)
+  if not bad: return f"{n} of {n} compliant"
+  if len(bad) > max_dropped_runs(dr.benchmark): return f"{n - len(bad)} of {n} compliant: rejected"
+  line = (f"{n - len(bad)} of {n} compliant: {'tolerated by' if others else 'accepted under'} olympic scoring "
+          f"({', '.join(bad)} counts as the slowest run)")
+  return line + (f"; {others} set-level failure{'s' if others != 1 else ''} above" if others else "")
 
 
 def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
@@ -549,12 +552,8 @@ def check_path(path: str | Path, ruleset: str | None = None, werror: bool = Fals
   for r in report.rulesets:
     _package_checker(t, [(bd, dr) for bd, dr in pairs if bd.ruleset == r], r, werror, report)
   for dr in report.dirs:
-    fails = [f for f in dr.findings if f.level == FAIL]
-    dr.accepted = not fails
-    others = sum(f.check != "olympic" for f in fails)
-    if others and OLYMPIC_ACCEPTS in dr.summary:   # olympic scoring tolerates a run, but the set fails on something else
-      dr.summary = (dr.summary.replace(OLYMPIC_ACCEPTS, "tolerated by olympic scoring") +
-                    f"; {others} set-level failure{'s' if others != 1 else ''} above")
+    dr.accepted = not any(f.level == FAIL for f in dr.findings)
+    dr.summary = _summary(dr)
   report.accepted = all(dr.accepted for dr in report.dirs) and not any(f.level == FAIL for f in report.findings)
   return report
 
