@@ -72,3 +72,9 @@ def test_a_spent_budget_still_takes_the_cached_results(tmp_path, monkeypatch):
   assert any("from the cache" in line for line in lines) and "1 of them from the cache" in lines[-1], lines
   want = captured_step(80, None, beam=0)
   for g, w in zip(got, want): np.testing.assert_allclose(g, w, rtol=1e-5)
+  # with budget left, a cached result is still counted as taken, not searched: a record's "searched" is new work
+  monkeypatch.setattr(tinygrad.codegen, "to_program_cache", {})
+  unspent = RankedBeam(coverage=0.5, budget_s=1000, log=lambda s: None)
+  captured_step(80, unspent, beam=1, cachelevel=1)
+  (rep3,) = unspent.reports
+  assert rep3.searched == rep.searched and rep3.cached == 1 and rep3.stopped == "", rep3
