@@ -399,6 +399,8 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     TIMINGS["compose: resume run 1"] = time.time() - t1
     assert "2 runs, 1 already finished, running [1]" in r.stdout, r.stdout[-3000:]
     assert "preflight: 6 passed, 0 failed" in r.stdout   # 6: resnet adds cores
+    # what the service prints names the host directory (.env's RESULTS_DIR), not the container's /results
+    assert f"all 2 runs finished: {clone}/out/results/cpu_smoke/resnet\n" in r.stdout, r.stdout[-3000:]
     assert (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns) == before   # the finished run is kept
     ledger = json.loads((runs / "ledger.json").read_text())["attempts"]
     assert [(a["index"], a["status"]) for a in ledger] == [(0, "done"), (1, "interrupted"), (1, "done")], ledger
@@ -427,6 +429,7 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     tarball = clone / "out/submission/mlperf_submission_tinycorp.tar.gz"
     assert tarball.is_file() and tarball.with_suffix("").with_suffix(".sha1").is_file(), r.stdout[-3000:]
+    assert f"wrote {clone}/out/submission/tinycorp/, {tarball} " in r.stdout, r.stdout[-3000:]
     assert list((clone / "out/cache").glob("cpu_smoke_resnet_*.db")), "the kernel cache lives on its volume"
     # a container cannot drop the host's page cache: the launcher evicts the data set instead, records that method and
     # tells the trainer (whose INIT logs it; the real runs' tests check the log)

@@ -407,6 +407,19 @@ def test_compose_prepare_refuses_a_dir_the_container_user_cannot_write(tmp_path)
   assert f"sudo chown -R {owner + 4321}:{owner + 4321} {res}" in msg and "/results" not in msg
 
 
+def test_host_path_names_the_host_directory_behind_a_compose_mount(monkeypatch):
+  from tooling.common.container import MOUNTS_ENV, host_path
+  svc = _compose()["resnet-cpu"]["environment"]   # the mounts as compose.yaml gives them
+  monkeypatch.setenv(MOUNTS_ENV, svc[MOUNTS_ENV])
+  monkeypatch.setenv("TINYPERF_HOST_RESULTS_DIR", "/srv/out/")
+  assert host_path("/results/results/cpu_smoke/resnet") == "/srv/out/results/cpu_smoke/resnet"
+  assert host_path(Path("/results")) == "/srv/out"
+  assert host_path("/resultsX/a") == "/resultsX/a"          # a sibling of the mount, not under it
+  assert host_path("/cache/x.db") == "/cache/x.db"          # a mount whose host directory this service was not told
+  monkeypatch.delenv(MOUNTS_ENV)                             # outside a compose service: the path as it is
+  assert host_path("/results/results") == "/results/results" and host_path("out/r") == "out/r"
+
+
 def test_compose_entry_step_names_the_host_dir(tmp_path):
   env = {**os.environ, "TINYPERF_HOST_RESULTS_DIR": "/srv/out", "TINYPERF_COMPOSE_SERVICE": "resnet-cpu"}
   r = subprocess.run([sys.executable, "-m", "tooling.prep.compose", "--enter", f"{tmp_path}/missing=RESULTS_DIR", "--",

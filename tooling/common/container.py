@@ -19,6 +19,22 @@ from pathlib import Path
 from tooling.common.errors import UserError
 
 LABEL = "io.tinyperf"
+# In a compose service (tooling/prep/compose.py writes both): "TARGET=VAR ..." for its bind mounts, and
+# TINYPERF_HOST_<VAR>, the host directory behind each, so that a message names the path the user can open
+MOUNTS_ENV = "TINYPERF_MOUNTS"
+
+
+def host_path(path) -> str:
+  """A path as the user on the host names it: inside a compose service, one under a bind mount (/results/...) is given
+  under the host directory behind the mount; anywhere else, the path as it is."""
+  p = str(path)
+  full = os.path.abspath(p)
+  for spec in os.environ.get(MOUNTS_ENV, "").split():
+    target, var = spec.split("=", 1)
+    host = os.environ.get(f"TINYPERF_HOST_{var}")
+    if host and (full == target or full.startswith(target.rstrip("/") + "/")):
+      return host.rstrip("/") + full[len(target.rstrip("/")):]
+  return p
 
 
 def daemon_address() -> str:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig, require_closed_model
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
+from tooling.common.container import host_path
 from tooling.common.errors import UserError, write_atomic
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
@@ -314,7 +315,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
   problems = verify_results(ledger_path, fix=True)
   others, redo = [i for i in left if i in busy], [i for i in left if i not in busy]
   for i in others: print(f"run {i} (seed {busy[i].seed}) is being run by {L.who(busy[i])}; `tinyperf status --results "
-                         f"{args.results}` follows it", file=sys.stderr)
+                         f"{shlex.quote(host_path(args.results))}` follows it", file=sys.stderr)
   if problems:
     print(f"{len(problems)} finished run(s) have a missing or changed result file (above); the set cannot be packaged "
           f"until they are restored", file=sys.stderr)
@@ -323,15 +324,15 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
     print(f"{len(redo)} run(s) not finished: {redo}; {slurm.redo_hint(args.results)} to redo them", file=sys.stderr)
     return 1
   if others: return 1   # finished here, but the set is not complete yet
-  print(f"all {nexp} runs finished: {results_dir}" if args.only_index is None else
-        f"run {args.only_index} finished: {results_dir}", flush=True)
+  print(f"all {nexp} runs finished: {host_path(results_dir)}" if args.only_index is None else
+        f"run {args.only_index} finished: {host_path(results_dir)}", flush=True)
   missed = missed_target(ledger_path, nexp, args.only_index)
   if missed and cfg["division"] == "closed":
     # finished runs count and are never redone (that would be cherry-picking), but a closed set with a run that missed
     # the target is not a clean result: say so in the exit status, not only in the log
     print(f"{len(missed)} closed run(s) did NOT reach the target: {', '.join(f'run {a.index} (seed {a.seed})' for a in missed)}. "
           f"They count (olympic scoring drops one; a second leaves the set without a score) and are not redone; "
-          f"`tinyperf check {shlex.quote(str(results_dir))}` gives the verdict.", file=sys.stderr)
+          f"`tinyperf check {shlex.quote(host_path(results_dir))}` gives the verdict.", file=sys.stderr)
     return 1
   return 0
 
@@ -393,5 +394,5 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
   mins = (att.finished - t0) / 60
   console.say(f"{'converged' if att.converged else 'did NOT converge'} in {mins:.1f} min wall; check: {summary}")
   if accepted is False: print(f"run {i}: the log is not compliant: {summary}", file=sys.stderr)
-  elif accepted is None: print(f"run {i}: {summary}; check it with `tinyperf check {shlex.quote(str(result))}`", file=sys.stderr)
+  elif accepted is None: print(f"run {i}: {summary}; check it with `tinyperf check {shlex.quote(host_path(result))}`", file=sys.stderr)
   return None

@@ -29,6 +29,7 @@ import yaml
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from benchmarks.common.rules import required_runs
 from benchmarks.preflight import shm_size_for
+from tooling.common.container import MOUNTS_ENV
 from tooling.common.errors import UserError, write_atomic
 
 COMPOSE = ROOT / "compose.yaml"
@@ -81,9 +82,14 @@ def _bind(var: str, target: str, read_only: bool = False) -> dict:
   return {"type": "bind", "source": _var(var), "target": target, **({"read_only": True} if read_only else {})}
 
 
+def _bound_var(bind: dict) -> str:
+  """The variable naming a bind's host directory: RESULTS_DIR for ${RESULTS_DIR:-./out}."""
+  return bind["source"][2:bind["source"].index(":-")]
+
+
 def _entry(binds: list[dict]) -> list[str]:
   """The entry step: check the writable mounts, naming the host directories, then exec the command."""
-  writable = [f"{b['target']}={b['source'][2:b['source'].index(':-')]}" for b in binds if not b.get("read_only")]
+  writable = [f"{b['target']}={_bound_var(b)}" for b in binds if not b.get("read_only")]
   return ["python", "-m", "tooling.prep.compose", "--enter", *writable, "--"]
 
 
@@ -113,8 +119,9 @@ def _runtime_common(vendor: str = "cpu") -> dict:
 
 def _environment(name: str, binds: list[dict], **extra) -> dict:
   # TINYPERF_HOST_<VAR>: the host directory behind each mount, for messages and records that must name it
-  host = {f"TINYPERF_HOST_{b['source'][2:b['source'].index(':-')]}": b["source"] for b in binds}
-  return {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", "TINYPERF_COMPOSE_SERVICE": name, **extra, **host}
+  host = {f"TINYPERF_HOST_{_bound_var(b)}": b["source"] for b in binds}
+  mounts = " ".join(f"{b['target']}={_bound_var(b)}" for b in binds)
+  return {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", "TINYPERF_COMPOSE_SERVICE": name, MOUNTS_ENV: mounts, **extra, **host}
 
 
 def benchmark_service(cfg: PlatformConfig) -> dict:

@@ -52,6 +52,7 @@ from tooling.common import results_tree as T
 from tooling.common import mlperf_tools
 from tooling.prep import render
 from tooling.prep.compose import render_compose
+from tooling.common.container import host_path
 from tooling.common.errors import UserError, write_atomic
 from tooling.common.mllog_reader import read_log
 from tooling.common.safe_read import (ENC_MAGIC, GZIP_MAGIC, MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines,
@@ -535,7 +536,8 @@ def pack(args: argparse.Namespace) -> int:
     shutil.rmtree(staging, ignore_errors=True)
   kind = "encrypted with openssl enc -aes256 (decrypt: openssl enc -d -aes256 -in FILE | tar -xz)" if passphrase \
     else "not encrypted"
-  print(f"wrote {out / org}/, {out / tarball_name(org)} ({kind}) and {out / sha1_name(org)}: {line.strip()}")
+  print(f"wrote {host_path(out / org)}/, {host_path(out / tarball_name(org))} ({kind}) and {host_path(out / sha1_name(org))}: "
+        f"{line.strip()}")
   return 0
 
 
