@@ -187,13 +187,18 @@ class Preflight:
     return 2 if bad else 0
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.preflight` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog="python -m benchmarks.preflight", description=__doc__.splitlines()[0])
   p.add_argument("--benchmark", required=True)
   p.add_argument("--platform", required=True)
   p.add_argument("--data", type=Path)
   p.add_argument("--work", type=Path, required=True, help="where results and the cache are written")
-  args = p.parse_args(argv)
+  return p
+
+
+def main(argv=None) -> int:
+  args = build_parser().parse_args(argv)
   from benchmarks.common.io import InputError
   try:
     cfg = load_config(args.benchmark, args.platform)

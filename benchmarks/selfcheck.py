@@ -104,12 +104,17 @@ def amd_libs():
 GPU_LIBS = {"nv": ("NVRTC + nvJitLink", nv_libs), "amd": ("libamd_comgr", amd_libs)}
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.selfcheck` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog="python -m benchmarks.selfcheck", description=__doc__.splitlines()[0])
   p.add_argument("--vendor", required=True, choices=("nv", "amd", "cpu"))
   p.add_argument("--gpu-libs", default="require", choices=("require", "skip"),
                  help="skip only when the base image is not the vendor's (CI builds on a local Debian base)")
-  args = p.parse_args(argv)
+  return p
+
+
+def main(argv=None) -> int:
+  args = build_parser().parse_args(argv)
   print(f"selfcheck: {args.vendor} image, base {os.environ.get('TINYPERF_BASE_IMAGE', '?')} "
         f"({os.environ.get('TINYPERF_BASE_DIGEST', '?')})", flush=True)
   check("python", python_version)

@@ -40,11 +40,16 @@ def torch_copy(nbytes: int, reps: int) -> tuple[list[float], bool]:
   return times[2:], torch.cuda.can_device_access_peer(0, 1)
 
 
-def main():
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python3 scripts/bench_d2d_copy.py` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--sizes-mb", default="4,64,256")
   p.add_argument("--reps", type=int, default=20)
-  args = p.parse_args()
+  return p
+
+
+def main():
+  args = build_parser().parse_args()
   for mb in (int(x) for x in args.sizes_mb.split(",")):
     for name, fn in (("tinygrad", tinygrad_copy), ("torch", torch_copy)):
       times, peer = fn(mb << 20, args.reps)

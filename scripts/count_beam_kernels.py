@@ -31,11 +31,16 @@ run_fake_steps(Trainer(cfg, seed=0, spe=100), int(sys.argv[2]), with_eval=False)
 """
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python3 scripts/count_beam_kernels.py` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--platform", default="1xH200")
   p.add_argument("--steps", type=int, default=3, help="train steps (the JIT captures the second)")
-  args = p.parse_args()
+  return p
+
+
+def main() -> int:
+  args = build_parser().parse_args()
   for ignore_first in (1, 0):
     with tempfile.TemporaryDirectory() as tmp:
       env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1", "TRAIN_BEAM": "1", "PARALLEL": "0",

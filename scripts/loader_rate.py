@@ -15,13 +15,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def main() -> int:
-  from benchmarks.resnet.data import DataError, batches, load_manifest
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python3 scripts/loader_rate.py` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("data", type=Path, help="prepared ImageNet or synthetic-imagenet folder")
   p.add_argument("--batches", type=int, default=16, help="batches timed per worker count (default 16)")
   p.add_argument("--bert", type=int, metavar="BS", help="time BERT's train loader at BS sequences a batch")
-  args = p.parse_args()
+  return p
+
+
+def main() -> int:
+  from benchmarks.resnet.data import DataError, batches, load_manifest
+  args = build_parser().parse_args()
   if args.bert: return bert_rate(args.data, args.bert, args.batches)
   try: tr = load_manifest(args.data)["train"]
   except DataError as e:

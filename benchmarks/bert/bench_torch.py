@@ -109,7 +109,8 @@ def bench(mode: str, bs: int, steps: int, warmup: int, seq: int, preds: int, lay
           "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"}
 
 
-def main():
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.bert.bench_torch` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--bs", type=int, default=96)
   p.add_argument("--steps", type=int, default=20)
@@ -121,7 +122,11 @@ def main():
   p.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout (0.1 as ours and MLPerf's)")
   p.add_argument("--modes", default="eager,compile")
   p.add_argument("--device", default="cuda", help="torch device (cpu: a correctness check of this script, not a figure)")
-  a = p.parse_args()
+  return p
+
+
+def main():
+  a = build_parser().parse_args()
   for mode in a.modes.split(","):
     print(json.dumps(bench(mode, a.bs, a.steps, a.warmup, a.seq, a.preds, a.layers, a.dtype, a.device, a.dropout)), flush=True)
 

@@ -40,7 +40,8 @@ def one_step(platform: str, layers: int) -> dict:
           "host_s": time.perf_counter() - t0}
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.bert.step_cost` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--platform", default="1xH200")
   p.add_argument("--layers", type=int, default=2, help="encoder layers (every layer runs the same kernels)")
@@ -48,7 +49,11 @@ def main(argv=None) -> int:
   p.add_argument("--variants", nargs="+", default=["DROPOUT=0.1", "DROPOUT=0"],
                  help="KNOB=VALUE[,KNOB=VALUE] per variant; each runs in a fresh process")
   p.add_argument("--one", help=argparse.SUPPRESS)   # internal: run one variant in this process
-  a = p.parse_args(argv)
+  return p
+
+
+def main(argv=None) -> int:
+  a = build_parser().parse_args(argv)
   if a.one is not None:
     print(json.dumps({"variant": a.one, **one_step(a.platform, a.layers)}), flush=True)
     return 0

@@ -29,7 +29,8 @@ VOCAB_SIZE = 30522          # the MLCommons uncased vocab (and the cpu_smoke one
 CHECKPOINT_NAME = "bert-large.safetensors"
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.bert.train` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog="python -m benchmarks.bert.train", description=__doc__.splitlines()[0])
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/bert/implementations")
   p.add_argument("--phase", required=True, choices=("all", "init", "run"),
@@ -41,7 +42,7 @@ def parse_args(argv=None):
   p.add_argument("--init-checkpoint", type=Path, default=None,
                  help=f"initial weights (safetensors from prep checkpoint); default DATA/{CHECKPOINT_NAME}; used only "
                       f"when the config's INIT_CHECKPOINT is 1")
-  return p.parse_args(argv)
+  return p
 
 
 def eval_every_steps(knobs) -> int:
@@ -333,7 +334,8 @@ def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> tuple[
 
 
 def main(argv=None) -> int:
-  return runtime.run_entrypoint("bert", parse_args(argv), {"all": all_phases, "init": init_phase, "run": run_phase})
+  args = build_parser().parse_args(argv)
+  return runtime.run_entrypoint("bert", args, {"all": all_phases, "init": init_phase, "run": run_phase})
 
 
 if __name__ == "__main__":

@@ -150,7 +150,8 @@ def bench(corpus: list[bytes], size: int, rounds: int, seed: int = 0) -> dict:
   return results
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.resnet.bench_decode` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog="python -m benchmarks.resnet.bench_decode", description=__doc__.splitlines()[0])
   p.add_argument("--images", type=int, default=200, help="corpus size (default 200)")
   p.add_argument("--rounds", type=int, default=5, help="runs per image and method; the fastest counts (default 5)")
@@ -159,7 +160,11 @@ def main(argv=None) -> int:
   p.add_argument("--save-corpus", type=Path, metavar="DIR", help="write the corpus JPEGs to DIR (to rerun elsewhere)")
   p.add_argument("--corpus", type=Path, metavar="DIR", help="use the JPEGs in DIR instead of making them (no "
                  "scikit-image needed, e.g. in a venv with pillow-simd)")
-  args = p.parse_args(argv)
+  return p
+
+
+def main(argv=None) -> int:
+  args = build_parser().parse_args(argv)
   from benchmarks.common.feeding import host_cores
   host = host_cores()   # before pinning ourselves to one core
   try: os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})  # one core: the numbers are per core

@@ -52,7 +52,8 @@ def bench(mode: str, bs: int, steps: int, warmup: int, image_size: int, dtype: s
           "warmup_s": warm_s, "gpu": torch.cuda.get_device_name(0)}
 
 
-def main():
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.resnet.bench_torch` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--bs", type=int, default=256)
   p.add_argument("--steps", type=int, default=30)
@@ -60,7 +61,11 @@ def main():
   p.add_argument("--image-size", type=int, default=224)
   p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
   p.add_argument("--modes", default="eager,compile")
-  a = p.parse_args()
+  return p
+
+
+def main():
+  a = build_parser().parse_args()
   for mode in a.modes.split(","):
     print(json.dumps(bench(mode, a.bs, a.steps, a.warmup, a.image_size, a.dtype)), flush=True)
 

@@ -566,12 +566,18 @@ def run(args) -> int:
   return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.resnet.prep`, which `tinyperf prep imagenet|synthetic-imagenet` runs
+  (test_doc_commands checks the docs' commands with it)."""
   # `tinyperf prep` runs us as a subprocess and sets the name its users typed, so usage lines read right.
   p = argparse.ArgumentParser(prog=os.environ.get("TINYPERF_PREP_PROG", "python -m benchmarks.resnet.prep"),
                               description=__doc__.splitlines()[0])
   add_arguments(p)
-  args = p.parse_args(argv)
+  return p
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
   try:
     return run(args)
   except (DataError, InputError) as e:

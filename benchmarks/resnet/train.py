@@ -21,7 +21,8 @@ from benchmarks.common.io import InputError
 from benchmarks.common import beam, mlperf, runtime
 
 
-def parse_args(argv=None):
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m benchmarks.resnet.train` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog="python -m benchmarks.resnet.train", description=__doc__.splitlines()[0])
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/resnet/implementations")
   p.add_argument("--phase", required=True, choices=("all", "init", "run"),
@@ -31,7 +32,7 @@ def parse_args(argv=None):
   p.add_argument("--data", type=Path, help="prepared ImageNet directory (with manifest.json); INIT without it assumes "
                  "ImageNet-1k's sizes (for BENCHMARK runs on fake data)")
   runtime.add_run_arguments(p, "resnet")
-  return p.parse_args(argv)
+  return p
 
 
 def steps_per_epoch(n: int, bs: int) -> int: return math.ceil(n / bs)
@@ -253,7 +254,8 @@ def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> str | 
 
 
 def main(argv=None) -> int:
-  return runtime.run_entrypoint("resnet", parse_args(argv), {"all": all_phases, "init": init_phase, "run": run_phase})
+  args = build_parser().parse_args(argv)
+  return runtime.run_entrypoint("resnet", args, {"all": all_phases, "init": init_phase, "run": run_phase})
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ from benchmarks.common.config import load_config
 from tooling.common.errors import write_atomic
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m tooling.launch.inside` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog="python -m tooling.launch.inside", description=__doc__.splitlines()[0])
   p.add_argument("--benchmark", required=True)
   p.add_argument("--platform", required=True)
@@ -25,7 +26,11 @@ def main(argv=None) -> int:
   p.add_argument("--data", type=Path, required=True)
   p.add_argument("--work", type=Path, required=True)
   p.add_argument("--cache", type=Path, required=True)
-  args = p.parse_args(argv)
+  return p
+
+
+def main(argv=None) -> int:
+  args = build_parser().parse_args(argv)
   from tooling.launch.backends import host_run
   cfg = load_config(args.benchmark, args.platform)
   codes_file = args.work / "exit_codes.json"

@@ -533,12 +533,18 @@ def _record_run_system(results: Path, system: str, data: dict) -> Path:
   return variant
 
 
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m tooling.launch.sysinfo` (detect_main; `tinyperf sysinfo`'s options are add_arguments';
+  test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog="python -m tooling.launch.sysinfo", description=detect_main.__doc__.splitlines()[0])
+  p.add_argument("--detect-json", type=Path, required=True, help="where to write {fields, notes}")
+  return p
+
+
 def detect_main(argv: list[str] | None = None) -> int:
   """`python -m tooling.launch.sysinfo --detect-json FILE`: this machine's facts as JSON, for `tinyperf run` (which runs it in
   the run's container and merges and validates the result on the host)."""
-  p = argparse.ArgumentParser(prog="python -m tooling.launch.sysinfo", description=detect_main.__doc__.splitlines()[0])
-  p.add_argument("--detect-json", type=Path, required=True, help="where to write {fields, notes}")
-  args = p.parse_args(argv)
+  args = build_parser().parse_args(argv)
   fields, notes = detect()
   write_atomic(args.detect_json, json.dumps({"fields": fields, "notes": notes}, indent=2, ensure_ascii=False) + "\n",
                overwrite=True)

@@ -197,11 +197,17 @@ def read(path: Path) -> str:
                    f"a `DEBUG=2 tinyperf bench` run wrote.") from None
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m tooling.perf.beamlog` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog="python -m tooling.perf.beamlog", description=__doc__.split("\n\n")[0])
   p.add_argument("logs", nargs="+", type=Path)
   p.add_argument("--pair", action="store_true", help="two logs of searches started from the same cache (e.g. two BEAM_* "
                  "settings side by side): compare search time and kernel time per kernel")
+  return p
+
+
+def main(argv=None) -> int:
+  p = build_parser()
   args = p.parse_args(argv)
   if args.pair and len(args.logs) != 2: p.error("--pair takes exactly two logs")
   try:

@@ -49,11 +49,16 @@ def line(s: dict) -> str:
           f"INIT {s['init_s']} s (step 0 {s['step0_s']} s, capture step {s['capture_step_s']} s)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m tooling.perf.upstream` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog="python -m tooling.perf.upstream", description=__doc__.split("\n\n")[0])
   p.add_argument("log", type=Path, help="tinycorp's train log (scripts/upstream_beam.sh's LOG), plain or gzipped")
   p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
-  args = p.parse_args(argv)
+  return p
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
   try: text = read_text(args.log)
   except (OSError, EOFError) as e:
     print(f"upstream: cannot read {args.log} ({getattr(e, 'strerror', None) or e}). Give the "
