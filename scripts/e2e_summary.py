@@ -9,6 +9,7 @@ tinygrad's two JIT warm-up steps, as StepTimer; data wait excluded, as the metri
 (issue 20's target: <= 3) and the data wait (median, max); with INIT's ranked BEAM, its summary per captured step
 (ranked_beam: kernels, searched, covered, step_beam0_s, search_s)."""
 from __future__ import annotations
+import argparse
 import json
 import statistics
 import sys
@@ -58,12 +59,15 @@ def summarize(log_path: Path) -> dict:
   return out
 
 
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python3 scripts/e2e_summary.py` (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("log", type=Path, metavar="RESULT_LOG", help="a run_and_time.sh result log")
+  return p
+
+
 def main(argv: list[str] | None = None) -> int:
-  args = sys.argv[1:] if argv is None else argv
-  if len(args) != 1 or args[0].startswith("-"):
-    print(__doc__, file=sys.stderr)
-    return 2
-  path = Path(args[0])
+  path = build_parser().parse_args(argv).log
   if not path.is_file():
     print(f"e2e_summary: {path}: no such file", file=sys.stderr)
     return 2
