@@ -182,9 +182,9 @@ def _to_env(v) -> str:
   return str(v)
 
 
-def _coerce(value, knob: Knob, key: str, where: str):
-  """Type-check a value from YAML (strict) or from the environment (a string, parsed)."""
-  from_env = where.startswith("environment")
+def _coerce(value, knob: Knob, key: str, where: str, from_env: bool = False):
+  """Type-check a value from YAML (strict) or from the environment (from_env: a string, parsed); where names its
+  source in the error."""
   t = knob.type
   try:
     if from_env and isinstance(value, str):
@@ -214,8 +214,11 @@ def _in_range(v: float, rng: str) -> bool:
   return True
 
 
-def load_config(benchmark: str, platform: str, environ: dict | None = None, path: Path | None = None) -> PlatformConfig:
-  """Load and validate one config; environment variables named like a knob override it."""
+def load_config(benchmark: str, platform: str, environ: dict | None = None, path: Path | None = None,
+                given_as: dict[str, str] | None = None) -> PlatformConfig:
+  """Load and validate one config; environment variables named like a knob override it. given_as: for knobs a command
+  set in environ from its own flags, the flag as the user typed it (`tinyperf bench`: {"BS": "--bs 0"}), which an
+  error names instead of the environment variable the user never set."""
   if benchmark not in BENCHMARKS:
     raise ConfigError(f"unknown benchmark {benchmark!r}; valid: {', '.join(BENCHMARKS)}.")
   path = Path(path) if path else config_path(benchmark, platform)
@@ -252,13 +255,13 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
   if environ is None:
     environ = os.environ
     _warn_misspelt(environ, schema)
-  overridden = {}
+  given_as, overridden = given_as or {}, {}
   for key, knob in schema.items():
     if key in environ and environ[key] != "":
-      val = _coerce(environ[key], knob, key, f"environment variable {key}")
+      val = _coerce(environ[key], knob, key, given_as.get(key, f"environment variable {key}"), from_env=True)
       if knobs.get(key) != val: overridden[key] = (knobs.get(key), val)
       knobs[key] = val
-  _check_consistency(path, benchmark, knobs, from_env=set(overridden))
+  _check_consistency(path, benchmark, knobs, {key: given_as.get(key, "the environment") for key in overridden})
   # the file's model; an environment override of it is refused where a run starts (require_closed_model)
   if meta["division"] == "closed" and (changed := closed_model_changes(benchmark, in_file)):
     raise ConfigError(f"{path}: division closed requires {_closed_model(benchmark)}, not "
@@ -292,12 +295,11 @@ def _warn_misspelt(environ, schema: dict) -> None:
           f"(knobs: benchmarks/common/config.py)", file=sys.stderr)
 
 
-def _check_consistency(path: Path, benchmark: str, k: dict, from_env: set):
+def _check_consistency(path: Path, benchmark: str, k: dict, sources: dict[str, str]):
+  """sources: the knobs that differ from the file's -> where they come from ("the environment", a command's flag)."""
   def fail(keys: tuple, why: str):
-    # the message names the file; say which of the values the environment set, where one did
-    env = [key for key in keys if key in from_env]
-    raise ConfigError(f"{path}: {why}" + (f" ({', '.join(env)} {'comes' if len(env) == 1 else 'come'} from the "
-                                          f"environment.)" if env else ""))
+    # the message names the file; say which of the values the environment (or a flag) set, where one did
+    raise ConfigError(f"{path}: {why}{_said_where(keys, sources)}")
   for bs in ("BS", "EVAL_BS"):
     if k[bs] % k["GPUS"]:
       fail((bs, "GPUS"), f"{bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
@@ -328,6 +330,19 @@ def _check_consistency(path: Path, benchmark: str, k: dict, from_env: set):
     if k["INIT_BERT_LAYERS"] > k["BERT_LAYERS"]:
       fail(("INIT_BERT_LAYERS", "BERT_LAYERS"), f"INIT_BERT_LAYERS={k['INIT_BERT_LAYERS']} exceeds BERT_LAYERS="
                                                 f"{k['BERT_LAYERS']}; INIT compiles a subset of the model's layers.")
+
+
+def _said_where(keys: tuple, sources: dict[str, str]) -> str:
+  """' (BS, GPUS come from the environment.)', or with several sources ' (BEAM_BUDGET_S comes from the environment;
+  TRAIN_BEAM from --beam 1.)'; '' when the file set them all."""
+  by_source: dict[str, list[str]] = {}
+  for key in keys:
+    if key in sources: by_source.setdefault(sources[key], []).append(key)
+  parts = []
+  for source, ks in by_source.items():
+    verb = "" if parts else "comes " if len(ks) == 1 else "come "   # once: "A comes from X; B from Y"
+    parts.append(f"{', '.join(ks)} {verb}from {source}")
+  return f" ({'; '.join(parts)}.)" if parts else ""
 
 
 def _closed_model(benchmark: str) -> str:

@@ -1,4 +1,5 @@
 """`tinyperf bench` refuses arguments that do not fit the benchmark before starting anything."""
+import os
 import subprocess
 import sys
 
@@ -58,10 +59,48 @@ def test_the_pytorch_side_trains_the_depth_the_tinygrad_side_trains(monkeypatch)
     (["bert"], {"BERT_HIDDEN": "512", "BERT_HEADS": "8"}, "BERT_HIDDEN=512"),
     (["resnet", "--platform", "cpu_smoke"], {}, "RESNET_LAYERS=1,1")])
 def test_a_model_the_pytorch_side_cannot_build_is_refused_before_anything_runs(argv, env, named):
-  import os
   r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", *argv], cwd=REPO, capture_output=True, text=True,
                      timeout=120, env={**os.environ, **env})
   assert r.returncode == 2 and "--against torch" in r.stderr and named in r.stderr and "--against none" in r.stderr, r.stderr
   assert "Traceback" not in r.stderr and "tinyperf-bench" not in r.stdout
   # what to unset is said only for what the environment set: cpu_smoke's toy model is its config file's
   assert ("Unset " + " ".join(env)) in r.stderr if env else "Unset" not in r.stderr, r.stderr
+
+
+# imported first by every Python started with its folder on PYTHONPATH: an audit hook that writes down each process the
+# CLI starts, so a test can see that a refusal came before the tinygrad side (or anything else) was started
+WATCH_PROCESSES = """import os, sys
+def _started(event, args):
+  if event in ("subprocess.Popen", "os.posix_spawn", "os.exec", "os.fork", "os.system"):
+    with open(os.environ["TEST_PROCESS_LOG"], "a") as f: f.write(f"{event} {args[:2]!r}\\n")
+sys.addaudithook(_started)
+"""
+
+
+@pytest.mark.parametrize("argv, env, says", [
+    (["--platform", "cpu_smoke", "--gpus", "0"], {}, "--gpus 0: GPUS=0 is out of range: it must be in [1,)"),
+    (["--gpus", "0"], {}, "--gpus 0: without --platform, bench starts from the 0xH200 config, and there is none"),
+    (["--platform", "cpu_smoke", "--bs", "0"], {}, "--bs 0: BS=0 is out of range: it must be in [1,)"),
+    (["--platform", "cpu_smoke", "--beam", "-1"], {}, "--beam -1: TRAIN_BEAM=-1 is out of range: it must be in [0,)"),
+    (["--platform", "cpu_smoke", "--gpus", "2", "--vary", "BS=33"], {}, "(BS comes from --vary BS=33; GPUS from --gpus 2.)"),
+    # an environment override the config refuses: named as the config loader names it, with the flag it met
+    (["--platform", "cpu_smoke", "--beam", "1"], {"BEAM_BUDGET_S": "10"},
+     "cpu_smoke/config.yaml: BEAM_BUDGET_S bound the BEAM search only with IGNORE_JIT_FIRST_BEAM=1"),
+    (["--platform", "cpu_smoke", "--beam", "1"], {"BEAM_BUDGET_S": "10"},
+     "(BEAM_BUDGET_S comes from the environment; TRAIN_BEAM from --beam 1.)"),
+    (["--platform", "cpu_smoke"], {"BEAM_BUDGET_S": "10", "TRAIN_BEAM": "1"},
+     "(BEAM_BUDGET_S, TRAIN_BEAM come from the environment.)")])
+def test_a_value_the_tinygrad_sides_config_refuses_is_refused_before_any_process_starts(tmp_path, argv, env, says):
+  # each was refused by the tinygrad side itself, after bench had started it: the message twice (the child's, then in
+  # bench's "the tinygrad side failed"), naming the variable bench set (BS) instead of the flag typed (--bs); --gpus 0
+  # without --platform read "unknown platform '0xH200'"; --vary was checked against the config file alone
+  hook, log = tmp_path / "hook", tmp_path / "processes.log"
+  hook.mkdir(); (hook / "sitecustomize.py").write_text(WATCH_PROCESSES)
+  (tmp_path / "out").mkdir()
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--against", "none", "--steps", "1",
+                      "--record", "out/bench.jsonl", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                     env={**os.environ, **env, "PYTHONPATH": f"{hook}{os.pathsep}{REPO}", "TEST_PROCESS_LOG": str(log)})
+  assert r.returncode == 2 and r.stderr.count(says) == 1, r.stderr
+  assert r.stderr.startswith("tinyperf bench: error: ") and r.stderr.count("\n") == 1, r.stderr   # one paragraph
+  assert not log.exists(), log.read_text()             # no tinygrad side, no watchdog: no process at all
+  assert r.stdout == "" and not (tmp_path / "out" / "bench.jsonl").exists()

@@ -276,3 +276,14 @@ def test_a_ranked_search_needs_the_first_uncaptured_step_without_beam(env):
   load_config("resnet", "cpu_smoke", environ={**env, "TRAIN_BEAM": "0", "EVAL_BEAM": "0"})   # no BEAM: nothing to bound
   load_config("resnet", "1xH200", environ={})                                                  # the configs that rank
   load_config("bert", "1xH200", environ={})
+
+
+def test_a_value_a_command_set_from_its_flag_is_named_by_that_flag():
+  # `tinyperf bench --bs 0` sets BS in its tinygrad side's environment: the refusal names the flag the user typed, not an
+  # environment variable the user never set; what the environment itself set is still named as such
+  with pytest.raises(ConfigError, match=r"^--bs 0: BS=0 is out of range") as e:
+    load_config("resnet", "cpu_smoke", environ={"BS": "0"}, given_as={"BS": "--bs 0"})
+  assert "environment" not in str(e.value)
+  with pytest.raises(ConfigError, match="bound the BEAM search only with IGNORE_JIT_FIRST_BEAM=1") as e:
+    load_config("resnet", "cpu_smoke", environ={"TRAIN_BEAM": "1", "BEAM_BUDGET_S": "10"}, given_as={"TRAIN_BEAM": "--beam 1"})
+  assert str(e.value).endswith("(BEAM_BUDGET_S comes from the environment; TRAIN_BEAM from --beam 1.)"), e.value

@@ -19,7 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, SCHEMA, ConfigError, bert_dropout, load_config
+from benchmarks.common.config import (ROOT, SCHEMA, PlatformConfig, available_platforms, bert_dropout, config_path,
+                                      load_config)
 from benchmarks.common.rules import CLOSED_MODEL, closed_model_changes
 from tooling.common.errors import UserError
 
@@ -53,22 +54,53 @@ def _records(out: str) -> list[dict]:
 UNIT = {"resnet": "img_per_s", "bert": "seq_per_s"}
 
 
+def platform(args) -> str:
+  """--platform, or the H200 config of --gpus GPUs."""
+  if args.platform: return args.platform
+  name = f"{args.gpus}xH200"
+  if not config_path(args.benchmark, name).is_file():   # --gpus 0 once read "unknown platform '0xH200'"
+    gpus = [p.removesuffix("xH200") for p in available_platforms(args.benchmark) if p.endswith("xH200")]
+    raise UserError(f"--gpus {args.gpus}: without --platform, bench starts from the {name} config, and there is none. "
+                    f"Pass --gpus {' or '.join(gpus) or 'N'} (the H200 configs), or --platform (one of "
+                    f"{', '.join(available_platforms(args.benchmark))}).")
+  return name
+
+
 def config(args):
-  cfg = load_config(args.benchmark, args.platform or f"{args.gpus}xH200", environ={})
+  """The platform's config file as it is (no environment): bench's defaults (--bs), its vendor and name."""
+  cfg = load_config(args.benchmark, platform(args), environ={})
   if args.bs is None: args.bs = cfg["BS"] // cfg["GPUS"]
   return cfg
+
+
+def tinygrad_env(args, varied: dict) -> tuple[dict, dict]:
+  """The tinygrad side's environment: this one with the knobs bench's flags set (--vary's last: it changes one of
+  them), and for each of those knobs the flag that set it, for the config loader to name in an error."""
+  config(args)   # --bs's default
+  bs = f"--bs {args.bs}" + (f" x --gpus {args.gpus}" if args.gpus != 1 else "")   # BS is the batch of all GPUs
+  flags = {"GPUS": (args.gpus, f"--gpus {args.gpus}"), "BS": (args.bs * args.gpus, bs), "EVAL_BS": (args.bs * args.gpus, bs)}
+  if args.beam is not None: flags["TRAIN_BEAM"] = (args.beam, f"--beam {args.beam}")
+  if args.dropout is not None: flags["DROPOUT"] = (args.dropout, f"--dropout {args.dropout}")
+  flags.update({k: (v, f"--vary {args.vary}") for k, v in varied.items()})
+  env = {**os.environ, "PYTHONUNBUFFERED": "1", **{k: str(v) for k, (v, _) in flags.items()}}
+  return env, {k: flag for k, (_, flag) in flags.items()}
+
+
+def tinygrad_config(args, varied: dict) -> PlatformConfig:
+  """The config the tinygrad side will load, loaded here from the environment it will get: a value the config refuses
+  is refused before any process starts (the child would refuse it only after its start, and name the environment
+  variable bench set rather than the flag the user typed)."""
+  env, given_as = tinygrad_env(args, varied)
+  return load_config(args.benchmark, platform(args), environ=env, given_as=given_as)
 
 
 def dropout(args, cfg) -> float:
   return args.dropout if args.dropout is not None else bert_dropout(cfg.knobs)
 
 
-def run_tinygrad(args, extra_env: dict) -> dict:
+def run_tinygrad(args, varied: dict) -> dict:
   cfg = config(args)
-  env = {**os.environ, "PYTHONUNBUFFERED": "1", "GPUS": str(args.gpus), "BS": str(args.bs * args.gpus),
-         "EVAL_BS": str(args.bs * args.gpus), **extra_env}
-  if args.beam is not None: env["TRAIN_BEAM"] = str(args.beam)
-  if args.dropout is not None: env["DROPOUT"] = str(args.dropout)
+  env, _ = tinygrad_env(args, varied)
   with tempfile.TemporaryDirectory() as tmp:
     if args.beam_cache:   # a BEAM search continued from the searches saved by earlier runs of this command
       env["CACHEDB"] = str(Path(tmp) / "cache.db")
@@ -209,7 +241,7 @@ def torch_command(args) -> list[str]:
   (BERT_LAYERS=2 tinyperf bench bert ... compares 2 layers with 2 layers). A model bench_torch cannot build is refused
   before anything runs: a ratio between two different models would be printed as if it were a speed-up."""
   cfg = config(args)
-  shaped = load_config(args.benchmark, cfg.platform, environ=dict(os.environ))
+  shaped = tinygrad_config(args, {})
   differ = {k: v for k, v in closed_model_changes(args.benchmark, shaped.knobs).items() if k in TORCH_SHAPES[args.benchmark]}
   if differ:
     from_env = [k for k in differ if k in shaped.overridden]   # the rest come from the platform's config file
@@ -234,18 +266,13 @@ def run_torch(args, cmd: list[str]) -> list[dict]:
 
 
 def vary(args) -> dict:
-  """--vary KNOB=VALUE as an environment override, checked against the benchmark's config schema and the platform
-  config (a bad knob or value is exit 2 before anything runs)."""
+  """--vary KNOB=VALUE as an environment override of a knob of the benchmark's config schema; its value is checked
+  with the rest of the second run's config (tinygrad_config), before anything runs."""
   if not args.vary: return {}
   key, sep, value = args.vary.partition("=")
   if not sep or key not in SCHEMA[args.benchmark]:
     raise UserError(f"--vary {args.vary}: give KNOB=VALUE with a knob of the {args.benchmark} config "
                     f"(benchmarks/common/config.py), e.g. --vary USE_ATOMICS=1.")
-  cfg = config(args)
-  try:
-    load_config(args.benchmark, cfg.platform, environ={key: value})
-  except ConfigError as e:
-    raise UserError(f"--vary {args.vary}: {e}") from None
   return {key: value}
 
 
@@ -266,8 +293,8 @@ def require_gpus(args):
 
 
 def main(args) -> int:
-  if args.dropout is not None and (args.benchmark != "bert" or not 0 <= args.dropout < 1):
-    raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it, as a probability in [0, 1).")
+  if args.dropout is not None and args.benchmark != "bert":   # its range is the config's DROPOUT knob's
+    raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it (ResNet has no dropout).")
   # each of these was found out only after INIT had run: --steps 0 times nothing, a limit <= 0 stops the run at once,
   # and the record and the search cache are written at the end
   if args.steps < 1: raise UserError(f"--steps {args.steps}: time at least one step (default 20).")
@@ -276,6 +303,10 @@ def main(args) -> int:
   for flag, path in (("--record", args.record), ("--beam-cache", args.beam_cache)):
     if path is not None: require_saving_folder(f"{flag} {path}", path)
   varied_env = vary(args)
+  # what the tinygrad side's config loader would refuse (--bs 0, --gpus 0, --beam -1, a knob in this environment),
+  # refused here, once, before anything starts
+  tinygrad_config(args, {})
+  if varied_env: tinygrad_config(args, varied_env)
   torch_cmd = torch_command(args) if args.against == "torch" else None
   require_gpus(args)
   ours = run_tinygrad(args, {})
