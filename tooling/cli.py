@@ -106,8 +106,8 @@ def _main(argv: list[str] | None) -> int:
   except InputError as e:
     print(f"tinyperf {args.verb}: error: {e}", file=sys.stderr)
     return 2
-  except KeyboardInterrupt:
-    print(f"tinyperf {args.verb}: interrupted", file=sys.stderr)
+  except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM/SIGHUP made one by stop_on_signals, which says which
+    print(f"tinyperf {args.verb}: {e or 'interrupted'}", file=sys.stderr)
     return 130
 
 

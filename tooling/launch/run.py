@@ -18,7 +18,6 @@ import argparse
 import os
 import re
 import shlex
-import signal
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from benchmarks.common.config import BENCHMARKS, available_platforms, load_confi
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
 from tooling.common.container import host_path
-from tooling.common.errors import UserError, write_atomic
+from tooling.common.errors import UserError, stop_on_signals, write_atomic
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
 from tooling.prep.prep import check_prepared
@@ -137,15 +136,6 @@ def check_log(log: Path) -> tuple[bool | None, str]:
   if report.accepted: return True, f"{fr.verdict}, {fr.minutes:.2f} min to train" if fr.minutes is not None else fr.verdict
   first = report.failures()[0] if report.failures() else fr.first_failure
   return False, f"{fr.verdict}: {first.message if first else 'see tinyperf check ' + str(log)}"
-
-
-_STOPPED_BY = {signal.SIGTERM: "SIGTERM (scancel, a Slurm time limit, or kill)",
-              signal.SIGHUP: "SIGHUP (its terminal or SSH session closed)"}
-
-
-def _stop_signal(signum, frame):
-  # the except KeyboardInterrupt below stops the run's processes (or container) and records why in the ledger
-  raise KeyboardInterrupt(f"stopped by {_STOPPED_BY.get(signum, signal.Signals(signum).name)}")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -298,8 +288,9 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
     if led.nexp != nexp:
       led.nexp = nexp
       led.save()
-  # scancel, a Slurm time limit, `kill` or a closed terminal: record the run as interrupted
-  for sig in _STOPPED_BY: signal.signal(sig, _stop_signal)
+  # scancel, a Slurm time limit, `kill` or a closed terminal: the except KeyboardInterrupt in _one_run stops the run's
+  # processes (or container) and records the run as interrupted
+  stop_on_signals()
   from tooling.launch.console import Console
   console = Console(verbose=args.verbose)
   tried: set[int] = set()

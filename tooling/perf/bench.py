@@ -22,7 +22,7 @@ from pathlib import Path
 from benchmarks.common.config import (ROOT, SCHEMA, PlatformConfig, available_platforms, bert_dropout, config_path,
                                       load_config)
 from benchmarks.common.rules import CLOSED_MODEL, closed_model_changes
-from tooling.common.errors import UserError
+from tooling.common.errors import UserError, stop_on_signals
 
 TAG = "tinyperf-bench "
 
@@ -101,6 +101,8 @@ def dropout(args, cfg) -> float:
 def run_tinygrad(args, varied: dict) -> dict:
   cfg = config(args)
   env, _ = tinygrad_env(args, varied)
+  # SIGTERM arrives as a KeyboardInterrupt (stop_on_signals): stream_process stops the child's process group, the
+  # finally below saves the BEAM cache one last time, and the with removes this folder
   with tempfile.TemporaryDirectory() as tmp:
     if args.beam_cache:   # a BEAM search continued from the searches saved by earlier runs of this command
       env["CACHEDB"] = str(Path(tmp) / "cache.db")
@@ -293,6 +295,7 @@ def require_gpus(args):
 
 
 def main(args) -> int:
+  stop_on_signals()   # SIGTERM (Slurm, docker stop, kill) must not leave the tinygrad side or its temp folder behind
   if args.dropout is not None and args.benchmark != "bert":   # its range is the config's DROPOUT knob's
     raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it (ResNet has no dropout).")
   # each of these was found out only after INIT had run: --steps 0 times nothing, a limit <= 0 stops the run at once,
