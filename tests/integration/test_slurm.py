@@ -117,7 +117,8 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert r.returncode == 0 and "submitted Slurm job" in r.stdout, r.stdout + r.stderr
   (job,) = json.loads((work / "slurm.json").read_text())["jobs"]
   jid, script = job["job_id"], Path(job["script"])
-  assert job["indices"] == [0, 1] and script == work / f"slurm/job_{jid}.sbatch"
+  files = work / "slurm" / job["files"]   # the submission's own directory: a job id handed out again overwrites nothing
+  assert job["indices"] == [0, 1] and job["files"] == "submission_1" and script == files / f"job_{jid}.sbatch"
   text = script.read_text()
   assert "#SBATCH --array=0-1" in text and "#SBATCH --exclusive" in text and f"#SBATCH --partition={partition}" in text
   assert "--runtime host --only-index \"$SLURM_ARRAY_TASK_ID\"" in text
@@ -148,8 +149,8 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert r.returncode == 1 and "--resume" in r.stdout, r.stdout + r.stderr
   line1 = next(l for l in r.stdout.splitlines() if l.strip().startswith("run 1 "))
   assert "failed" in line1 and f"task {jid}_1" in line1, r.stdout
-  assert not (work / f"slurm/job_{jid}_1.exit").exists(), "a killed task leaves no exit record"
-  assert (work / f"slurm/job_{jid}_0.exit").read_text().strip() == "0"
+  assert not (files / f"job_{jid}_1.exit").exists(), "a killed task leaves no exit record"
+  assert (files / f"job_{jid}_0.exit").read_text().strip() == "0"
   # the killed run's training processes are gone with it
   _wait_for(lambda: not _alive_with(f"--seed {att1.seed} "), 60, f"run 1's processes (seed {att1.seed}) to end")
   led = L.Ledger(work / "ledger.json").attempts
@@ -165,6 +166,7 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert "submitted Slurm job" in r.stdout and "runs [1] of 2" in r.stdout
   jobs = json.loads((work / "slurm.json").read_text())["jobs"]
   assert [j["indices"] for j in jobs] == [[0, 1], [1]] and "#SBATCH --array=1\n" in Path(jobs[1]["script"]).read_text()
+  assert [j["files"] for j in jobs] == ["submission_1", "submission_2"]
   assert _digest(r0) == before, "a finished result is never touched by a resume"
   led = L.Ledger(work / "ledger.json").attempts
   assert [(a.index, a.status) for a in led][0] == (0, L.DONE) and [(a.index, a.status) for a in led][-1] == (1, L.DONE)

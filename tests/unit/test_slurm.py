@@ -120,6 +120,7 @@ def test_a_record_from_before_runtime_reads_none_as_host(tmp_path):
   (lambda j: j.update(job_id="12; rm"), "not a Slurm job id"),
   (lambda j: j["spec"].pop("results"), "job 0 spec: 'results' is missing"),
   (lambda j: j["spec"].update(nexp=True), "job 0 spec: 'nexp' is True"),
+  (lambda j: j.update(files="../.."), "job 0: files '../..' is not the name of a directory in slurm/"),
 ])
 def test_a_damaged_record_is_bad_input(tmp_path, damage, needle):
   """A hand-edited slurm.json: status and --resume name the file and what is wrong (they ended in a KeyError or
@@ -201,6 +202,22 @@ def test_states_from_ledger_record_and_queue(tmp_path):
   st = ST.set_states(work, None)
   assert {r["index"]: r["state"] for r in st["runs"]} == {0: "done", 1: "unknown", 2: "unknown", 3: "unknown",
                                                           4: "unknown", 5: "unknown"}
+
+
+def test_status_reads_each_job_from_its_own_directory(tmp_path):
+  """Two jobs with one id (Slurm's counter restarted between them), each with its submission's directory: a run's
+  state comes from the files of the job that ran it last, never from the other's."""
+  work = _set(tmp_path, [], [("7", [0, 1], time.time() - 100, 2), ("7", [1], time.time() - 50, 2)])
+  rec = json.loads(S.record_path(work).read_text())
+  rec["jobs"][0]["files"], rec["jobs"][1]["files"] = "submission_1", "submission_2"
+  S.record_path(work).write_text(json.dumps(rec))
+  for files, index, rc in (("submission_1", 0, 2), ("submission_1", 1, 1), ("submission_2", 1, 130)):
+    T.slurm_task_file(work, files, "7", index, "exit").parent.mkdir(exist_ok=True)
+    T.slurm_task_file(work, files, "7", index, "exit").write_text(f"{rc}\n")
+    T.slurm_task_file(work, files, "7", index, "out").write_text(f"task {index} of {files}\n")
+  got = {r["index"]: r["detail"] for r in ST.set_states(work, {})["runs"]}
+  assert "task 7_0 exited 2" in got[0] and "/slurm/submission_1/job_7_0.out" in got[0]
+  assert "task 7_1 exited 130" in got[1] and "task 1 of submission_2" in got[1] and "/slurm/submission_2/job_7_1.out" in got[1]
 
 
 def test_wait_says_why_runs_are_pending(tmp_path):
@@ -375,3 +392,86 @@ def test_status_without_result_sets(tmp_path):
   _bad(tinyperf("status", "--results", str(tmp_path)), "no result sets")
   (tmp_path / "afile").write_text("")   # it said "afile/runs: no result sets"
   _bad(tinyperf("status", "--results", str(tmp_path / "afile")), "afile: a file, not a directory")
+
+
+# ------------------------------------------------------------------------------------ Slurm's commands, stood in for
+
+FAKE_SBATCH = r'''
+"""sbatch as a one-node cluster whose controller runs every array task at once, in this process: the job id is
+FAKE_SLURM_JOB_ID (a controller whose counter restarted hands out an id again), each task's output goes where the
+script's --output says (truncated, as Slurm opens it by default), with the variables Slurm sets."""
+import os, re, subprocess, sys
+script = sys.argv[-1]
+text = open(script).read()
+job = os.environ.get("FAKE_SLURM_JOB_ID", "7")
+array = re.search(r"^#SBATCH --array=(\S+)", text, re.M).group(1)
+output = re.search(r"^#SBATCH --output=(\S+)", text, re.M).group(1)
+indices = [i for part in array.split(",") for i in (range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1))]
+for i in indices:
+  with open(output.replace("%A", job).replace("%a", str(i)), "w") as out:
+    subprocess.run(["bash", script], stdout=out, stderr=subprocess.STDOUT,
+                   env={**os.environ, "SLURM_JOB_ID": str(1000 + i), "SLURM_ARRAY_JOB_ID": job,
+                        "SLURM_ARRAY_TASK_ID": str(i), "SLURMD_NODENAME": "node1"})
+print(job)
+'''
+
+
+@pytest.fixture
+def fake_slurm(tmp_path):
+  """PATH with sinfo (one partition, ci), squeue (a controller that remembers no job) and FAKE_SBATCH."""
+  bin_ = tmp_path / "fake-slurm-bin"; bin_.mkdir()
+  (bin_ / "sinfo").write_text("#!/bin/sh\ncase \"$*\" in *--Node*) echo 'localhost|localhost|127.0.0.1';; *) echo 'ci*';; esac\n")
+  (bin_ / "squeue").write_text("#!/bin/sh\nexit 0\n")
+  (bin_ / "sbatch").write_text(f"#!{sys.executable}\n{FAKE_SBATCH}")
+  for f in bin_.iterdir(): f.chmod(0o755)
+  return {"PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
+
+
+def user(cwd: Path, *args, env=None):
+  """tinyperf as a user types it: from cwd, with relative paths, this checkout's code."""
+  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=300)
+
+
+def _files(d: Path) -> dict[str, bytes]:
+  return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+  d = tmp_path_factory.mktemp("slurm-data") / "data"
+  r = tinyperf("prep", "synthetic-imagenet", "--out", str(d), "--classes", "4", "--train-per-class", "2",
+               "--val-per-class", "1", "--size", "16", "--seed", "0")
+  assert r.returncode == 0, r.stderr
+  return d
+
+
+def test_a_job_id_slurm_hands_out_again_overwrites_no_earlier_file(fake_slurm, tiny_data, tmp_path):
+  """Slurm's job counter restarts when its state directory is wiped: a new job can get the id of an earlier one of the
+  same result set. Its script, task output and exit record went to slurm/job_<id>*, replacing the earlier job's (the
+  output file truncated by Slurm, the exit record by mv -f). Every file the first job left is still there, unchanged,
+  and status reads the new job's."""
+  (tmp_path / "data").symlink_to(tiny_data)
+  submit = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", "data", "--results", "out",
+            "--scheduler", "slurm", "--runtime", "host", "--assume-shared"]
+  failing = {**fake_slurm, "TINYPERF_TEST_TRAIN_MODULE": "tests.no_such_trainer"}
+  r = user(tmp_path, *submit, env=failing)
+  assert r.returncode == 0 and "submitted Slurm job 7" in r.stdout, r.stdout + r.stderr
+  slurm_files = tmp_path / "out/runs/cpu_smoke/resnet/slurm"
+  first = _files(slurm_files)
+  assert [n for n in first if n.endswith(".exit")] and [n for n in first if n.endswith(".out")], first.keys()
+  st = user(tmp_path, "status", "--results", "out", env=fake_slurm)
+  assert st.returncode == 1 and "task 7_0 exited 1" in st.stdout, st.stdout + st.stderr
+
+  # the controller restarted: the resubmission is job 7 again, and this time its run finishes
+  r = user(tmp_path, "status", "--results", "out", "--resume",
+           env={**fake_slurm, "TINYPERF_TEST_TRAIN_MODULE": "tests.stand_in_train"})
+  assert r.returncode == 0 and "submitted Slurm job 7" in r.stdout, r.stdout + r.stderr
+  now = _files(slurm_files)
+  assert {n: now.get(n) for n in first} == first, "the first job 7's script, output or exit record was overwritten"
+  jobs = json.loads((tmp_path / "out/runs/cpu_smoke/resnet/slurm.json").read_text())["jobs"]
+  assert [j["job_id"] for j in jobs] == ["7", "7"] and jobs[0]["script"] != jobs[1]["script"]
+  assert all(Path(j["script"]).is_file() for j in jobs)
+  assert "#SBATCH --array=0" in Path(jobs[1]["script"]).read_text()
+  st = user(tmp_path, "status", "--results", "out", "--json", env=fake_slurm)
+  assert st.returncode == 0 and json.loads(st.stdout)["sets"][0]["runs"][0]["state"] == "done", st.stdout + st.stderr

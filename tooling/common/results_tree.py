@@ -5,7 +5,7 @@
   R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/launch/ledger.py)
   R/runs/<system>/<bm>/run_<i>_<seed>/     one attempt: output.log, the MLPerf log RUN_LOG while it is written, cache/
   R/runs/<system>/<bm>/slurm.json          every Slurm submission of the set (tooling/launch/slurm.py)
-  R/runs/<system>/<bm>/slurm/              the Slurm scripts and each task's output and exit record
+  R/runs/<system>/<bm>/slurm/submission_<k>/   one Slurm submission's script, and each of its tasks' output and exit record
 
 results/ and systems/ are named as in an MLCommons submitter directory <org>/, so R can be checked like one."""
 from __future__ import annotations
@@ -30,9 +30,20 @@ def ledger_path(root: Path, system: str, benchmark: str) -> Path: return run_roo
 def work_dir(run_root_dir: Path, index: int, seed: int) -> Path: return run_root_dir / f"run_{index}_{seed}"
 def slurm_dir(run_root_dir: Path) -> Path: return run_root_dir / "slurm"
 def slurm_record(run_root_dir: Path) -> Path: return Path(run_root_dir) / SLURM_RECORD
-def slurm_task_file(run_root_dir: Path, job: str, index: int, ext: str) -> Path:
-  """A Slurm array task's output (ext "out", written by Slurm) or exit record ("exit", by the batch script)."""
-  return slurm_dir(run_root_dir) / f"job_{job}_{index}.{ext}"
+# Each submission's files go into a directory of its own, made (exclusively) before sbatch is asked: Slurm hands a job id
+# out again once its counter restarts (a wiped StateSaveLocation), and a new job named by id alone would overwrite an
+# earlier job's script, output and exit record. The record (slurm.json) names each job's directory; records written
+# before kept the files in slurm/ itself (files None).
+SLURM_SUBMISSION = "submission_{}"
+def slurm_files_dir(run_root_dir: Path, files: str | None) -> Path:
+  return slurm_dir(run_root_dir) / files if files else slurm_dir(run_root_dir)
+def slurm_script_name(job: str) -> str: return f"job_{job}.sbatch"
+def slurm_task_name(job: str, index, ext: str) -> str:
+  """A Slurm array task's output (ext "out", written by Slurm) or exit record ("exit", by the batch script). job and
+  index may be what sbatch (%A, %a) or the script (${SLURM_ARRAY_JOB_ID}, ...) expands."""
+  return f"job_{job}_{index}.{ext}"
+def slurm_task_file(run_root_dir: Path, files: str | None, job: str, index: int, ext: str) -> Path:
+  return slurm_files_dir(run_root_dir, files) / slurm_task_name(job, index, ext)
 def systems_json(root: Path, system: str) -> Path: return root / SYSTEMS / f"{system}.json"
 def variants_dir(root: Path) -> Path: return root / SYSTEMS / "variants"
 def systems_lock(root: Path) -> Path: return root / RUNS / "systems.lock"

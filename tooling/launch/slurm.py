@@ -3,11 +3,12 @@
 Each array task runs `tinyperf run ... --only-index $SLURM_ARRAY_TASK_ID`: the local scheduler's own code (preflight,
 page-cache drop, INIT, RUN, check, result file, ledger entry), so a task writes into the shared results directory exactly
 what a local run writes, and the ledger's POSIX lock keeps tasks on different nodes from losing each other's entries.
-Beside the ledger, for the submission record:
-  R/runs/<system>/<bm>/slurm.json                every submission: job id, run indices, the arguments it was made from
-  R/runs/<system>/<bm>/slurm/job_<id>.sbatch     the script of each job, exactly as it was submitted
-  R/runs/<system>/<bm>/slurm/job_<id>_<i>.out    each task's console output (written by Slurm on the node)
-  R/runs/<system>/<bm>/slurm/job_<id>_<i>.exit   each task's exit status, written by the script when the task ends
+Beside the ledger, for the submission record (paths: tooling/common/results_tree.py), S = slurm/submission_<k>, a
+directory of each submission's own, so a job id Slurm hands out again (its counter restarted) overwrites nothing:
+  R/runs/<system>/<bm>/slurm.json              every submission: job id, its directory, run indices, its arguments
+  R/runs/<system>/<bm>/S/job_<id>.sbatch       the script of the job, exactly as it was submitted
+  R/runs/<system>/<bm>/S/job_<id>_<i>.out      each task's console output (written by Slurm on the node)
+  R/runs/<system>/<bm>/S/job_<id>_<i>.exit     each task's exit status, written by the script when the task ends
 Only Slurm's own commands are used (sbatch, squeue, sinfo). sacct is not: without slurmdbd it has no data, so a run's
 state comes from squeue (queued, running, or how a task that ended minutes ago ended), the ledger (what the run itself
 recorded) and the .exit file (tooling/launch/status.py puts them together)."""
@@ -199,6 +200,9 @@ def _check_job(k: int, job) -> None:
       if not isinstance(d[key], kind) or (isinstance(d[key], bool) and kind is not bool):   # True is an int
         raise ValueError(f"{where}: {key!r} is {d[key]!r}")
   if not str(job["job_id"]).isdigit(): raise ValueError(f"job {k}: job_id {job['job_id']!r} is not a Slurm job id")
+  files = job.get("files")   # absent in records from before each submission had a directory of its own
+  if files is not None and not (isinstance(files, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", files)):
+    raise ValueError(f"job {k}: files {files!r} is not the name of a directory in slurm/")
   nexp = job["spec"]["nexp"]
   if not all(type(i) is int and 0 <= i < nexp for i in job["indices"]):
     raise ValueError(f"job {k}: indices {job['indices']!r} are not run numbers 0 to {nexp - 1}")
@@ -275,8 +279,9 @@ def array_spec(indices: list[int]) -> str:
   return ",".join(out)
 
 
-def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir: Path, revision: str, when: float) -> str:
-  """The sbatch script of one submission: a plain bash script that a person can read, and rerun by hand with sbatch."""
+def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir: Path, revision: str, when: float) -> str:
+  """The sbatch script of one submission: a plain bash script that a person can read, and rerun by hand with sbatch.
+  Its tasks write their output and exit records into files_dir, the submission's own directory."""
   q = shlex.quote
   bm, platform, nexp, runtime = spec["benchmark"], spec["platform"], spec["nexp"], spec["runtime"]
   array = array_spec(indices)
@@ -309,7 +314,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
   s += [f"# the platform's time_limit_minutes ({limit}) + {TIME_MARGIN_MIN} for preflight, cache drop, image start and check",
         f"#SBATCH --time={limit + TIME_MARGIN_MIN}",
         f"#SBATCH --partition={spec['partition']}",
-        f"#SBATCH --output={slurm_dir}/job_%A_%a.out"]
+        f"#SBATCH --output={files_dir}/{T.slurm_task_name('%A', '%a', 'out')}"]
   s += [f"#SBATCH {sbatch_quote(a)}" for a in spec["sbatch_args"]]
   knobs = spec["knobs"]
   s += ["set -uo pipefail", "",
@@ -320,7 +325,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
   s += [f"export {k}={q(v)}" for k, v in knobs.items()]
   s += [f"export {TASK_RUNTIME_ENV}={runtime}"]
   if spec["image"]: s += [f"export TINYPERF_SLURM_IMAGE={q(spec['image'])}"]
-  s += [f"slurm_dir={q(str(slurm_dir))}", "", "rc=0"]
+  s += [f"files_dir={q(str(files_dir))}", "", "rc=0"]
   if runtime == "pyxis":
     # the image's own Python and tinyperf; data and results mounted at the same paths, so the ledger's paths hold
     # outside the container too
@@ -331,10 +336,10 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], slurm_dir
     # the same checkout and Python that submitted: both must be at the same path on the nodes (a shared filesystem)
     s += [f"cd {q(spec['repo'])} || exit 2",
           f"{q(spec['python'])} -m tooling.cli {tinyperf} || rc=$?"]
+  exit_file = "$files_dir/" + T.slurm_task_name("${SLURM_ARRAY_JOB_ID}", "${SLURM_ARRAY_TASK_ID}", "exit")
   s += ["# how the task ended, for `tinyperf status` (which needs no sacct); no file means Slurm killed the task",
-        'echo "$rc" > "$slurm_dir/job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit.tmp" &&',
-        '  mv -f "$slurm_dir/job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit.tmp" '
-        '"$slurm_dir/job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit"',
+        f'echo "$rc" > "{exit_file}.tmp" &&',
+        f'  mv -f "{exit_file}.tmp" "{exit_file}"',
         'exit "$rc"', ""]
   return "\n".join(s)
 
@@ -396,8 +401,8 @@ def _check_and_submit(cfg: PlatformConfig, spec: dict) -> int:
 # options render_script sets that the bookkeeping relies on: a later #SBATCH line would override them (long name, short)
 OWN_OPTIONS = {"job-name": ("J", "`tinyperf status` finds the set's tasks in squeue by the job name"),
                "array": ("a", "the array holds one task per run not yet finished, as the ledger says"),
-               "output": ("o", "`tinyperf status` reads each task's output from slurm/job_<id>_<i>.out"),
-               "error": ("e", "`tinyperf status` reads each task's errors from slurm/job_<id>_<i>.out"),
+               "output": ("o", "`tinyperf status` reads each task's output from slurm/submission_<k>/job_<id>_<i>.out"),
+               "error": ("e", "`tinyperf status` reads each task's errors from slurm/submission_<k>/job_<id>_<i>.out"),
                "partition": ("p", "pass the partition as tinyperf's own --partition, which is checked and recorded")}
 
 
@@ -424,6 +429,21 @@ def _check_before_submitting(cfg: PlatformConfig, spec: dict):
   T.ensure_writable(Path(spec["results"]))
 
 
+def _claim_files_dir(work_root: Path, k: int) -> Path:
+  """slurm/submission_<k>, made here: the first number from k on whose directory does not exist yet (mkdir is atomic,
+  on NFS too). Never an existing one: a job whose id Slurm handed out before must not write over that job's files."""
+  while True:
+    d = T.slurm_files_dir(work_root, T.SLURM_SUBMISSION.format(k))
+    try:
+      d.mkdir()
+      return d
+    except FileExistsError:
+      k += 1
+    except OSError as e:
+      raise UserError(f"cannot create {d} ({e.strerror}); choose a writable --results directory. Nothing was "
+                      f"submitted.") from None
+
+
 def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
   """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
   from tooling.prep.build import git_revision
@@ -446,13 +466,16 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
             + (f", runs {sorted(active)} queued or running ({', '.join(active.values())})" if active else ""))
       return 0
     when = time.time()
-    text = render_script(cfg, spec, todo, slurm_dir, git_revision(), when)
-    tmp = slurm_dir / f".unsubmitted-{socket.gethostname()}-{os.getpid()}.sbatch"
+    files_dir = _claim_files_dir(work_root, len(rec["jobs"]) + 1)
+    text = render_script(cfg, spec, todo, files_dir, git_revision(), when)
+    tmp = files_dir / f".unsubmitted-{socket.gethostname()}-{os.getpid()}.sbatch"
     write_atomic(tmp, text, overwrite=True)
     try:
       out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
     except UserError as e:
       tmp.unlink(missing_ok=True)
+      try: files_dir.rmdir()
+      except OSError: pass
       asked = " ".join(l.split(" ", 1)[1] for l in text.splitlines()
                        if l.startswith("#SBATCH ") and not l.startswith(("#SBATCH --job-name=", "#SBATCH --output=")))
       raise UserError(f"sbatch refused the job: {e}. The job asked for {asked} (GPUs and time from the platform's "
@@ -463,10 +486,10 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
     job_id = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
     if not job_id.isdigit():
       raise MaybeSubmitted(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before resubmitting.")
-    script = slurm_dir / f"job_{job_id}.sbatch"
+    script = files_dir / T.slurm_script_name(job_id)   # the directory is this job's alone: nothing to replace
     os.replace(tmp, script)
-    rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "script": str(script),
-                        "submitted": when, "spec": spec})
+    rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "files": files_dir.name,
+                        "script": str(script), "submitted": when, "spec": spec})
     write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
   skipped = f"; {nexp - len(unfinished)} finished" + (f", {sorted(active)} already queued" if active else "")
   print(f"{cfg.benchmark} on {cfg.platform}: submitted Slurm job {job_id}, runs {todo} of {nexp} "

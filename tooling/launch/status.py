@@ -71,8 +71,8 @@ def _tail(path: Path, n: int = 1) -> str:
 def _ended_task(work: Path, job: dict, index: int, att: L.Attempt | None, tasks: dict) -> str:
   """Why a Slurm task that is no longer queued or running did not finish its run, from what it left behind."""
   jid = str(job["job_id"])
-  task, out = f"{jid}_{index}", T.slurm_task_file(work, jid, index, "out")
-  exit_file = T.slurm_task_file(work, jid, index, "exit")
+  task, out = f"{jid}_{index}", T.slurm_task_file(work, job.get("files"), jid, index, "out")
+  exit_file = T.slurm_task_file(work, job.get("files"), jid, index, "exit")
   why = []
   if exit_file.exists(): why.append(f"task {task} exited {exit_file.read_text().strip()}")
   elif (jid, index) in tasks: why.append(f"task {task}: Slurm says {tasks[(jid, index)][0]}, no exit record")
