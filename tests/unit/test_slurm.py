@@ -17,7 +17,7 @@ from tests.conftest import REPO
 from benchmarks.common.io import file_digest
 from tooling.common import results_tree as T
 from tooling.launch import ledger as L, slurm as S, status as ST
-from tooling.common.errors import UserError
+from tooling.common.errors import InputError, UserError
 
 
 def tinyperf(*args, env=None):
@@ -475,3 +475,61 @@ def test_a_job_id_slurm_hands_out_again_overwrites_no_earlier_file(fake_slurm, t
   assert "#SBATCH --array=0" in Path(jobs[1]["script"]).read_text()
   st = user(tmp_path, "status", "--results", "out", "--json", env=fake_slurm)
   assert st.returncode == 0 and json.loads(st.stdout)["sets"][0]["runs"][0]["state"] == "done", st.stdout + st.stderr
+
+
+def _no_write_over_1k():
+  import resource
+  resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))   # a write past 1 KiB fails with EFBIG (Python ignores SIGXFSZ)
+
+
+def test_a_submission_that_fails_after_making_its_folders_leaves_none(fake_slurm, tiny_data, tmp_path):
+  """A write that fails once the submission has made its folders (a full disk, a quota; here a file-size limit on the
+  script's write) ended in an OSError traceback and left results/, runs/, slurm/ and the locks behind: only a UserError
+  cleaned up. Now: one paragraph naming the file and the fix, exit 2, and --results as it was."""
+  (tmp_path / "data").symlink_to(tiny_data)
+  (tmp_path / "out").mkdir(); (tmp_path / "out/notes.txt").write_text("mine")
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1",
+                      "--data", "data", "--results", "out", "--scheduler", "slurm", "--runtime", "host", "--assume-shared"],
+                     cwd=tmp_path, capture_output=True, text=True, timeout=300, preexec_fn=_no_write_over_1k,
+                     env={**os.environ, **fake_slurm, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1",
+                          "GIT_OPTIONAL_LOCKS": "0"})
+  _bad(r, "cannot write the job script", "File too large", "Nothing was submitted")
+  assert sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*")) == [Path("notes.txt")]
+
+
+def _submission(monkeypatch, tmp_path):
+  """cfg and spec of a cpu_smoke submission into tmp_path/out, with sinfo and sbatch answering in this process."""
+  def slurm_cmd(*cmd, shown=None):
+    return {"sinfo": "ci*\n", "sbatch": "7\n"}.get(cmd[0], "")
+  monkeypatch.setattr(S, "_slurm", slurm_cmd); monkeypatch.setattr(S, "require", lambda *a: None)
+  (tmp_path / "data").mkdir(); (tmp_path / "data/manifest.json").write_text("{}")
+  return load_config("resnet", "cpu_smoke", environ={}), spec(platform="cpu_smoke", runtime="host", nexp=1, partition=None,
+    data=str(tmp_path / "data"), results=str(tmp_path / "out"), assume_shared=True)
+
+
+@pytest.mark.parametrize("error", [InputError("a bad config"), RuntimeError("a bug"), KeyboardInterrupt()],
+                         ids=["InputError", "RuntimeError", "KeyboardInterrupt"])
+def test_whatever_ends_a_submission_before_sbatch_removes_what_it_made(monkeypatch, tmp_path, error):
+  """The cleanup caught UserError only: an InputError, a bug or Ctrl-C after the folders were made left them. Any
+  failure removes them, and the failure goes on unchanged."""
+  cfg, sp = _submission(monkeypatch, tmp_path)
+  def fails(*a, **kw): raise error
+  monkeypatch.setattr(S, "render_script", fails)   # after results/, runs/.../slurm/submission_1 and the locks exist
+  with pytest.raises(type(error)) as got:
+    S._check_and_submit(cfg, sp)
+  assert got.value is error
+  assert not (tmp_path / "out").exists()
+
+
+def test_a_failure_once_sbatch_has_queued_the_job_removes_nothing(monkeypatch, tmp_path):
+  """Once sbatch has answered with a job id the job's tasks will write into these folders: a record that cannot be
+  written (disk full) removes nothing and names the job, and what to do about it."""
+  cfg, sp = _submission(monkeypatch, tmp_path)
+  real = S.write_atomic
+  def full_at_the_record(path, text, **kw):
+    if Path(path).name == T.SLURM_RECORD: raise OSError(28, "No space left on device", str(path))
+    return real(path, text, **kw)
+  monkeypatch.setattr(S, "write_atomic", full_at_the_record)
+  with pytest.raises(S.MaybeSubmitted, match=r"Slurm job 7 is queued .*slurm\.json.*No space left on device.*scancel 7"):
+    S._check_and_submit(cfg, sp)
+  assert (tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1/job_7.sbatch").is_file()

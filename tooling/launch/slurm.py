@@ -80,7 +80,7 @@ def _slurm(*cmd: str, shown: str | None = None) -> str:
   try:
     r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=120)
   except subprocess.TimeoutExpired:
-    raise UserError(f"`{shown}` did not answer in 120 s; is the Slurm controller up (`scontrol ping`)?") from None
+    raise NoAnswer(f"`{shown}` did not answer in 120 s; is the Slurm controller up (`scontrol ping`)?") from None
   if r.returncode != 0:
     msg = " ".join((r.stderr.strip() or r.stdout.strip() or "no message").split())
     raise UserError(f"`{shown}` failed (exit {r.returncode}): {msg}")
@@ -375,7 +375,12 @@ def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
 
 
 class MaybeSubmitted(UserError):
-  """sbatch accepted the script but its answer is not a job id: a job may be queued, so nothing is cleaned up."""
+  """sbatch has (or may have) queued a job, but the submission could not be finished (its answer is not a job id, it
+  did not answer, the record could not be written): nothing is cleaned up, the job's tasks write there."""
+
+
+class NoAnswer(UserError):
+  """A Slurm command did not answer in time: unlike a refusal, it may have done what it was asked."""
 
 
 def _absent(paths: list[Path]) -> list[Path]:
@@ -384,18 +389,26 @@ def _absent(paths: list[Path]) -> list[Path]:
 
 
 def _check_and_submit(cfg: PlatformConfig, spec: dict) -> int:
-  """A refused submission leaves --results as it found it: it removes what this call created there, and only that."""
+  """A submission that ends without queuing a job leaves --results as it found it, whatever ends it (bad input, a full
+  disk, Ctrl-C, a bug): it removes what this call created there, and only that, and the failure goes on unchanged.
+  Once sbatch may have queued the job (MaybeSubmitted) nothing is removed: its tasks write there."""
   results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
   new = _absent([results_dir, T.slurm_dir(work_root), work_root / SUBMIT_LOCK, L.Ledger.lock_path(work_root / T.LEDGER)])
   try:
     _check_before_submitting(cfg, spec)
     return submit_runs(cfg, spec)
   except MaybeSubmitted: raise
-  except UserError:
-    for p in new:   # a directory only when empty: what another process put there meanwhile stays
-      try: p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
-      except OSError: pass
+  except BaseException:
+    _remove(new)
     raise
+
+
+def _remove(paths: list[Path]):
+  """Remove what a failed submission made, deepest first: a directory only when empty (what another process put there
+  meanwhile stays); never raises, so the failure that got here is the one reported."""
+  for p in paths:
+    try: p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+    except OSError: pass
 
 
 # options render_script sets that the bookkeeping relies on: a later #SBATCH line would override them (long name, short)
@@ -467,15 +480,24 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
       return 0
     when = time.time()
     files_dir = _claim_files_dir(work_root, len(rec["jobs"]) + 1)
-    text = render_script(cfg, spec, todo, files_dir, git_revision(), when)
     tmp = files_dir / f".unsubmitted-{socket.gethostname()}-{os.getpid()}.sbatch"
-    write_atomic(tmp, text, overwrite=True)
+    try:   # until sbatch is asked, whatever fails removes the submission's directory (the caller removes the rest)
+      text = render_script(cfg, spec, todo, files_dir, git_revision(), when)
+      try:
+        write_atomic(tmp, text, overwrite=True)
+      except OSError as e:
+        raise UserError(f"cannot write the job script into {files_dir.parent} ({e.strerror}); free space on that "
+                        f"filesystem or choose a writable --results directory, and rerun. Nothing was submitted.") from None
+    except BaseException:
+      _remove([tmp, files_dir])
+      raise
     try:
       out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
-    except UserError as e:
-      tmp.unlink(missing_ok=True)
-      try: files_dir.rmdir()
-      except OSError: pass
+    except NoAnswer as e:
+      raise MaybeSubmitted(f"{e} The job may be queued: check `squeue --name={job_name}` before resubmitting; its "
+                           f"script is {tmp}.") from None
+    except UserError as e:   # sbatch refused: nothing is queued
+      _remove([tmp, files_dir])
       asked = " ".join(l.split(" ", 1)[1] for l in text.splitlines()
                        if l.startswith("#SBATCH ") and not l.startswith(("#SBATCH --job-name=", "#SBATCH --output=")))
       raise UserError(f"sbatch refused the job: {e}. The job asked for {asked} (GPUs and time from the platform's "
@@ -487,10 +509,15 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
     if not job_id.isdigit():
       raise MaybeSubmitted(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before resubmitting.")
     script = files_dir / T.slurm_script_name(job_id)   # the directory is this job's alone: nothing to replace
-    os.replace(tmp, script)
     rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "files": files_dir.name,
                         "script": str(script), "submitted": when, "spec": spec})
-    write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
+    try:
+      os.replace(tmp, script)
+      write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
+    except OSError as e:
+      raise MaybeSubmitted(f"Slurm job {job_id} is queued (runs {todo}), but {e.filename or record_path(work_root)} could "
+                           f"not be written ({e.strerror}): `tinyperf status` and --resume do not know the job. Cancel it "
+                           f"(`scancel {job_id}`), free space on that filesystem, and rerun the same command.") from None
   skipped = f"; {nexp - len(unfinished)} finished" + (f", {sorted(active)} already queued" if active else "")
   print(f"{cfg.benchmark} on {cfg.platform}: submitted Slurm job {job_id}, runs {todo} of {nexp} "
         f"({spec['runtime']} runtime, partition {spec['partition']}){skipped}\n"
