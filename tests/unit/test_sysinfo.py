@@ -287,7 +287,7 @@ def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
   cfg = load_config("resnet", "cpu_smoke", environ={})
   base = json.loads((REPO / "systems" / "cpu_smoke.json").read_text())
   f, notes = sysinfo.detect(cpu_probe())
-  data = sysinfo.run_description(cfg, f, notes, {"host_storage_type": "scratch SSD"}, tmp_path / "o.yaml")
+  data = sysinfo.run_description(cfg, f, notes, {"host_storage_type": "scratch SSD"}, tmp_path / "o.yaml", tmp_path / "R")
   assert (data["submitter"], data["status"], data["division"]) == (base["submitter"], base["status"], cfg["division"])
   assert data["host_processor_model_name"] == "Test CPU 9000" and data["host_processor_vcpu_count"] == "8"
   assert data["host_storage_type"] == "scratch SSD" and data["accelerators_per_node"] == "0"
@@ -301,10 +301,56 @@ def test_run_description_names_the_overrides_file_and_the_allowed_values(tmp_pat
   f, notes = sysinfo.detect(cpu_probe())
   with pytest.raises(UserError) as e:
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), f, notes, {"status": "onprem"},
-                            tmp_path / "mine.yaml")
+                            tmp_path / "mine.yaml", tmp_path / "R")
   msg = str(e.value)
   assert msg.startswith(f"{tmp_path / 'mine.yaml'}: ") and "status is 'onprem'" in msg and STATUS_REPRS[0] in msg
   assert "--system-overrides" in msg and "Nothing was run" in msg
+
+
+TASK = {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_JOB_ID": "9", "SLURM_JOB_ID": "10", "TINYPERF_SLURM_RUNTIME": "host"}
+
+
+def test_a_slurm_task_with_a_bad_overrides_file_names_the_fix_that_applies(tmp_path):
+  """The user's path: a Slurm array task (`tinyperf run ... --only-index`, which nobody types) whose --system-overrides
+  file makes the description invalid said "rerun the same command". Its fix is the file the whole set reads, then
+  the set's `status --resume`; outside a task the same run still says to rerun the command."""
+  import os
+  import subprocess
+  import sys
+  d = tmp_path / "data"
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "prep", "synthetic-imagenet", "--out", str(d), "--classes", "4",
+                      "--train-per-class", "2", "--val-per-class", "1", "--size", "16", "--seed", "0"], cwd=REPO,
+                     capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr
+  (tmp_path / "o.yaml").write_text("status: onprem\n")
+  def run(env):
+    return subprocess.run([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1",
+                           "--data", "data", "--results", "out", "--runtime", "host", "--only-index", "0",
+                           "--system-overrides", "o.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **env})
+  r = run(TASK)
+  assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+  assert "status is 'onprem'" in r.stderr and "the same command" not in r.stderr, r.stderr
+  assert f"fix them in {tmp_path / 'o.yaml'}" in r.stderr, r.stderr
+  assert f"run `tinyperf status --results {tmp_path / 'out'} --resume`" in r.stderr, r.stderr
+  r = run({})
+  assert r.returncode == 2 and f"fix them in {tmp_path / 'o.yaml'}" in r.stderr and "rerun the same command" in r.stderr
+
+
+def test_a_slurm_task_without_an_overrides_file_names_the_resubmission(monkeypatch, tmp_path):
+  """A set submitted without --system-overrides: `status --resume` resubmits the last submission's arguments, which
+  have no file, so the fix is the submitting command again with the file added."""
+  from benchmarks.common.config import load_config
+  for k, v in TASK.items(): monkeypatch.setenv(k, v)
+  f, notes = sysinfo.detect(cpu_probe())
+  broken = {**f, "operating_system": ""}      # what the systems JSON cannot lack, missing
+  with pytest.raises(UserError) as e:
+    sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), broken, notes, {"status": ""}, None,
+                            tmp_path / "out")
+  msg = str(e.value)
+  assert "rerun the same command" not in msg and "run `tinyperf status" not in msg   # --resume would not carry the file
+  assert ("submit the runs again with it: your `tinyperf run ... --scheduler slurm` command with `--system-overrides "
+          "FILE` added") in msg and "a path every node sees" in msg
 
 
 def test_record_run_system_never_replaces_a_different_description(tmp_path, capsys):

@@ -272,7 +272,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
   if mine:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
     backend.preflight()
     fields, notes = backend.detect_system()   # the machine as the runs see it
-    system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides)
+    system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides, args.results)
     sysinfo.record_run_system(args.results, cfg["system"], system)
   done = nexp - len(led.pending(nexp))
   where = backend.describe()

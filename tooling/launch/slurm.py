@@ -239,11 +239,30 @@ def resume_command(results: Path) -> str:
   return f"tinyperf status --results {shlex.quote(str(results))} --resume"
 
 
+def in_array_task() -> bool:
+  """Whether this process is an array task's `tinyperf run ... --only-index` (the script exports TASK_RUNTIME_ENV)."""
+  return bool(os.environ.get(TASK_RUNTIME_ENV)) and "SLURM_ARRAY_TASK_ID" in os.environ
+
+
 def redo_hint(results: Path) -> str:
   """How a message tells the user to redo unfinished runs of the set under results. An array task's own command
   (`tinyperf run ... --only-index`) is typed by no one: its runs are resubmitted with `status --resume`."""
-  if os.environ.get(TASK_RUNTIME_ENV) and "SLURM_ARRAY_TASK_ID" in os.environ: return f"run `{resume_command(results)}`"
+  if in_array_task(): return f"run `{resume_command(results)}`"
   return "rerun the same command"
+
+
+def overrides_hint(results: Path, overrides: Path | None) -> str:
+  """How a message tells the user to give systems-JSON fields that are missing or wrong, and then redo the runs.
+  `status --resume` resubmits the last submission's arguments: with a --system-overrides file there, editing it is
+  enough (every task reads it); without one, only a new submission with the file added carries it to the tasks."""
+  what = "YAML or JSON of systems-JSON fields"
+  if overrides is not None:
+    return f"fix them in {overrides} (the --system-overrides file: {what}) and {redo_hint(results)}"
+  if not in_array_task():
+    return f"give them in a file ({what}) and rerun the same command with --system-overrides FILE added"
+  return (f"give them in a file ({what}) on a path every node sees and submit the runs again with it: your `tinyperf run "
+          f"... --scheduler slurm` command with `--system-overrides FILE` added (`{resume_command(results)}` "
+          f"resubmits the last submission's arguments, which have no such file)")
 
 
 def queued_indices(rec: dict, tasks: dict) -> dict[int, str]:

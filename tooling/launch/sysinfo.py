@@ -37,7 +37,7 @@ from benchmarks.common.rules import RULESETS
 from tooling.common import mlperf_tools
 from tooling.common.errors import UserError, write_atomic
 from tooling.common import results_tree as T
-from tooling.launch.slurm import redo_hint
+from tooling.launch.slurm import overrides_hint, redo_hint
 
 # The fields system_desc_checker requires (presence only), in its order.
 FIELDS = (
@@ -447,10 +447,12 @@ def validate(data: dict, rulesets: list[str], where: str) -> None:
 # ---------------------------------------------------------------------------------------------------------------------
 # the description `tinyperf run` records for its runs
 
-def run_description(cfg, detected: dict, notes: list[str], overrides: dict, overrides_path: Path | None) -> dict:
+def run_description(cfg, detected: dict, notes: list[str], overrides: dict, overrides_path: Path | None,
+                    results: Path) -> dict:
   """The systems JSON of the machine the runs of `cfg` run on: the repository's systems/<system>.json (for what no
   machine can tell about itself: submitter, status, storage, cooling, marketing names) under what detection found, under
-  the overrides; the division is the config's. Validated like `tinyperf sysinfo`; UserError naming the field."""
+  the overrides; the division is the config's. Validated like `tinyperf sysinfo`; UserError naming the field and the
+  fix that applies where it runs (results: the runs' --results, for a Slurm task's `status --resume`)."""
   from tooling.common.submission_tree import read_systems_json
   system = cfg["system"]
   base_path = T.systems_json(ROOT, system)
@@ -461,9 +463,8 @@ def run_description(cfg, detected: dict, notes: list[str], overrides: dict, over
   try:
     validate(data, rulesets, str(where))
   except UserError as e:
-    raise UserError(f"{e} `tinyperf run` records this description with the runs: give the missing or wrong fields in "
-                    f"--system-overrides FILE (YAML or JSON of systems-JSON fields) and rerun the same command. Nothing "
-                    f"was run.") from None
+    raise UserError(f"{e} `tinyperf run` records this description with the runs: "
+                    f"{overrides_hint(results, overrides_path)}. Nothing was run.") from None
   return data
 
 
