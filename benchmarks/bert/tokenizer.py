@@ -22,6 +22,7 @@ crates. tests/unit/test_bert_tokenizer.py checks the fast path against the refer
 """
 from __future__ import annotations
 import os
+import shlex
 import unicodedata
 from itertools import chain, repeat
 from pathlib import Path
@@ -41,12 +42,20 @@ _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700,
 def load_vocab(path: str | os.PathLike) -> dict[str, int]:
   """vocab.txt -> {token: id}; id = line number (0-based). Raises InputError naming the file when unusable."""
   path = Path(path)
+  if path.exists() and not path.is_file():   # a directory, a FIFO (reading one would block): never "not found"
+    inside = f" (--vocab {shlex.quote(str(path / 'vocab.txt'))})" if path.is_dir() else ""
+    raise InputError(f"{path}: {'a directory' if path.is_dir() else 'not a regular file'}, not a vocab file; pass the "
+                    f"path of the BERT uncased vocab.txt{inside}.")
   if not path.is_file():
-    if path.name != "vocab.txt":   # download writes DIR/vocab.txt: it would not make this name
-      raise InputError(f"{path}: vocab file not found. Check the path (--vocab); `tinyperf prep wiki download --out DIR` "
-                      f"writes the BERT uncased vocab as DIR/vocab.txt.")
-    raise InputError(f"{path}: vocab file not found. Run `tinyperf prep wiki download --out {path.parent}` "
-                    f"(or copy the BERT uncased vocab.txt there) and rerun.")
+    # `prep wiki download` fetches the vocab as DIR/vocab.txt, with the bert_config.json it is checked against; the text
+    # archive and the phase-1 checkpoint it also fetches by default are gigabytes this fix does not need
+    fetch = "`tinyperf prep wiki download --out {} --no-text --no-checkpoint`"   # as tests/unit/test_doc_commands.py finds it
+    if path.name != "vocab.txt":   # the download would not make this name
+      raise InputError(f"{path}: vocab file not found. Check the path given to --vocab; {fetch.format('DIR')} fetches "
+                      f"the BERT uncased vocab as DIR/vocab.txt.")
+    raise InputError(f"{path}: vocab file not found. Run {fetch.format(shlex.quote(str(path.parent)))}, which fetches "
+                    f"it and its bert_config.json (without the last two flags it also fetches the text and the phase-1 "
+                    f"checkpoint, gigabytes), or copy the BERT uncased vocab.txt there; then rerun.")
   try:
     text = path.read_text(encoding="utf-8")
   except UnicodeDecodeError as e:

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("gdown", reason="prep download needs gdown (pip install gdown)")
 
 from benchmarks.bert import download, prep
-from bert_helpers import toy_vocab_lines
+from bert_helpers import toy_vocab_lines, write_text
 
 VOCAB = ("\n".join(toy_vocab_lines()) + "\n").encode()
 
@@ -155,3 +155,52 @@ def test_drive_urls():
   assert download.file_url("vocab.txt", None) == "https://drive.google.com/uc?id=1USK108J6hMM_d27xCHi738qBL8_BT1u1"
   assert download.file_url("vocab.txt", "http://127.0.0.1:1/x/") == "http://127.0.0.1:1/x/vocab.txt"
   assert len(download.FILES) == 7
+
+
+def _tinyperf(cwd, *args):
+  import os
+  import subprocess
+  import sys
+  from conftest import REPO
+  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
+                        timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _hint_commands(err: str) -> list[list[str]]:
+  """The `tinyperf ...` commands a message names, each parsed as a user pastes it (the real parsers, strictly)."""
+  import shlex
+  from tests.unit.test_doc_commands import extract, parse_error
+  cmds = extract("stderr", f"```\n{chr(10).join(c for c in err.split('`')[1::2] if c.startswith('tinyperf '))}\n```", "md")
+  assert cmds, err
+  for c in cmds: assert parse_error(c) is None, (c.text, parse_error(c))
+  return [shlex.split(c.text) for c in cmds]
+
+
+def test_a_missing_vocab_names_the_download_that_fetches_it(server, tmp_path):
+  """The user's path: `tinyperf prep wiki pretrain` from another directory, relative paths, a data directory with the
+  text but no vocab.txt (and a space in its name). The hint is a command that exists, pastes as printed, and fetches
+  what is missing and only that (it named the full download: the text archive and the phase-1 checkpoint, gigabytes);
+  with it done, the same pretrain gets past the vocab. A --vocab path not named vocab.txt, which no download makes, is
+  told to check the path; a directory given as --vocab is named as one (it said "not found")."""
+  _publish(server)
+  data = write_text(tmp_path / "my data", parts=1, docs_per_part=4)
+  r = _tinyperf(tmp_path, "prep", "wiki", "pretrain", "--data", "my data", "--quiet")
+  assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+  assert "my data/vocab.txt: vocab file not found" in r.stderr, r.stderr
+  (cmd,) = _hint_commands(r.stderr)
+  assert cmd == ["tinyperf", "prep", "wiki", "download", "--out", "my data", "--no-text", "--no-checkpoint"], cmd
+  got = _tinyperf(tmp_path, *cmd[1:], "--base-url", server.url, "--quiet")   # the mirror stands in for Google Drive
+  assert got.returncode == 0, got.stderr
+  assert sorted({n for n, _ in server.log}) == ["bert_config.json", "vocab.txt"]
+  assert (data / "vocab.txt").read_bytes() == VOCAB
+  r = _tinyperf(tmp_path, "prep", "wiki", "pretrain", "--data", "my data", "--quiet")
+  assert r.returncode == 0 and list((data / "train").glob("*.shard")), r.stderr
+
+  r = _tinyperf(tmp_path, "prep", "wiki", "pretrain", "--data", "my data", "--vocab", "missing.txt")
+  assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+  assert "missing.txt: vocab file not found. Check the path given to --vocab" in r.stderr, r.stderr
+  (cmd,) = _hint_commands(r.stderr)
+  assert cmd[:4] == ["tinyperf", "prep", "wiki", "download"] and "as DIR/vocab.txt" in r.stderr, r.stderr
+  r = _tinyperf(tmp_path, "prep", "wiki", "pretrain", "--data", "my data", "--vocab", "my data")
+  assert r.returncode == 2 and "my data: a directory, not a vocab file" in r.stderr and "--vocab 'my data/vocab.txt'" \
+    in r.stderr, r.stderr

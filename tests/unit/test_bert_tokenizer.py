@@ -147,10 +147,15 @@ def test_hf_full_pipeline_differs_on_some_hard_strings(hf, vocab):
 
 def test_load_vocab_errors(tmp_path):
   # download writes DIR/vocab.txt: it is the fix for a missing vocab.txt, not for a mistyped name (it said so for both)
-  with pytest.raises(UserError, match=r"nope.txt: vocab file not found. Check the path \(--vocab\)"):
+  with pytest.raises(UserError, match=r"nope.txt: vocab file not found. Check the path given to --vocab"):
     T.load_vocab(tmp_path / "nope.txt")
-  with pytest.raises(UserError, match=rf"vocab file not found. Run `tinyperf prep wiki download --out {tmp_path / 'd'}`"):
+  with pytest.raises(UserError, match=rf"vocab file not found. Run `tinyperf prep wiki download --out {tmp_path / 'd'} "
+                                      rf"--no-text --no-checkpoint`"):
     T.load_vocab(tmp_path / "d" / "vocab.txt")
+  (tmp_path / "d").mkdir()
+  with pytest.raises(UserError, match=r"d: a directory, not a vocab file; pass the path of the BERT uncased vocab.txt "
+                                      r"\(--vocab .*d/vocab.txt\)"):
+    T.load_vocab(tmp_path / "d")
   p = tmp_path / "vocab.txt"
   p.write_text("[PAD]\n[UNK]\nhello\n")
   with pytest.raises(UserError, match=r"\[CLS\], \[SEP\], \[MASK\] are missing"):
