@@ -4,7 +4,7 @@
 # Rerunning resumes: finished runs are kept, interrupted ones are redone. OUT=dir NEXP=n ORG=name override the defaults
 # (NEXP below a set of 5 judges each log and says the set is not scored);
 # VERBOSE=1 shows every run's whole output (it always goes to OUT/runs/.../output.log). ORG is the submitter name the
-# logs record; `tinyperf check` reads OUT as the submitter directory <org>/, so it defaults to OUT's name (smoke).
+# logs record (default: OUT's name, smoke); `tinyperf package --org` takes the same name.
 # Ends with one verdict line: SMOKE PASSED (exit 0) or SMOKE FAILED (exit 1).
 set -euo pipefail
 # OUT=dir is where it was typed (made absolute before moving into the checkout); the default is this checkout's

@@ -1,7 +1,8 @@
 """A stand-in for `python -m benchmarks.<bm>.train` that writes a valid MLPerf log in a second, for tests of the run
 loop (claims, kills, resume, disk full, concurrency): select it with TINYPERF_TEST_TRAIN_MODULE=tests.stand_in_train
 (tooling/launch/backends.py train_module). It takes the entrypoint's arguments (--phase all: both); INIT prints, RUN writes a whole resnet log
-with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config. INIT creates
+with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config (the org as
+the entrypoint logs it). INIT creates
 the kernel cache file named by CACHEDB (empty), as tinygrad's first compile does, so a test can see where it went.
 
 What a test can ask of it (environment):
@@ -54,8 +55,9 @@ def main() -> int:
     print(f"ring {ring.name}", flush=True)
   time.sleep(float(os.environ.get("STAND_IN_RUN_S", "0")))
   from mllog_builder import write_log
+  from benchmarks.common.mlperf import ORG   # the submitter the entrypoint logs (`tinyperf run --org`, SUBMISSION_ORG)
   status = os.environ.get("STAND_IN_STATUS", "success")
-  write_log(args.log, cfg.benchmark, seed=args.seed, division=cfg["division"], platform=cfg["system"],
+  write_log(args.log, cfg.benchmark, seed=args.seed, division=cfg["division"], platform=cfg["system"], org=ORG,
             submission_status=cfg.get("submission_status"), init_minutes=0.1, run_minutes=2.0, status=status,
             t0_ms=int(time.time() * 1000))
   return 0 if status == "success" else 1

@@ -59,3 +59,51 @@ def test_a_crashed_checker_is_a_tool_error_not_a_verdict(tmp_path):
   log.write_text(":::MLLOG {}\n")
   with pytest.raises(ToolError, match="printed no verdict"):   # argparse refuses the ruleset: no traceback, no verdict
     mlperf_tools.compliance_check(log, "0.0.0")
+
+
+def _org_warnings(out: str) -> list[str]:
+  return [l.strip() for l in out.splitlines() if "WARN" in l and ("org" in l or "submitter" in l)]
+
+
+def test_check_on_the_results_tree_run_wrote_warns_only_where_orgs_disagree(tmp_path):
+  """The documented flow: `tinyperf run ... --results out [--org NAME]`, then `tinyperf check out` (compose's check
+  service: `tinyperf check /results`). That tree's name is the user's choice, not a submitter's, yet check read it as
+  the submitter directory and warned on every log ("submission_org is 'tinycorp' but the submitter directory is
+  'out'") and on the systems JSON. Now it is clean, and warns where the submitter names really disagree: runs of the
+  tree logging another org, a systems JSON naming another submitter. A packed submitter tree is still checked
+  against its directory name (tests/integration/test_check_packages.py)."""
+  env = {"TINYPERF_TEST_TRAIN_MODULE": "tests.stand_in_train"}
+  def tp(*args, extra=None):
+    p = subprocess.run([*TINYPERF, *args], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": str(REPO), **env, **(extra or {})})
+    return p.returncode, p.stdout + p.stderr
+  code, out = tp("prep", "synthetic-imagenet", "--out", "data", "--classes", "4", "--train-per-class", "2",
+                 "--val-per-class", "1", "--size", "16", "--seed", "0")
+  assert code == 0, out
+  run = ["run", "resnet", "--platform", "cpu_smoke", "--data", "data", "--runtime", "host"]
+  code, out = tp(*run, "--nexp", "5", "--results", "out", "--org", "myorg")
+  assert code == 0, out
+  code, out = tp("check", "out")
+  assert code == 0 and "package: ACCEPTED" in out, out
+  assert not _org_warnings(out) and "submitter directory 'out'" not in out, out
+
+  # runs of one tree that log different submitters: the odd ones out are named, loudly
+  code, out = tp(*run, "--nexp", "3", "--results", "mixed", "--org", "myorg")
+  assert code == 0, out
+  code, out = tp(*run, "--nexp", "5", "--results", "mixed", "--org", "other")
+  assert code == 0, out
+  code, out = tp("check", "mixed")
+  warned = _org_warnings(out)
+  assert len(warned) == 2 and all("submission_org is 'other' but the other runs of this results tree log 'myorg'" in w
+                                  for w in warned), out
+  assert "result_3.txt" in warned[0] and "result_4.txt" in warned[1], out
+  code, one_dir = tp("check", "mixed/results/cpu_smoke/resnet")   # one set of the tree: the same verdict on its logs
+  assert _org_warnings(one_dir) == warned, one_dir
+
+  # the logs name one submitter (SUBMISSION_ORG), the recorded machine another (the repository's systems JSON)
+  code, out = tp(*run, "--nexp", "5", "--results", "env", extra={"SUBMISSION_ORG": "envorg"})
+  assert code == 0, out
+  code, out = tp("check", "env")
+  assert _org_warnings(out) == ["WARN  systems/cpu_smoke.json: submitter is 'tinycorp' but the runs' logs say "
+                                "submission_org 'envorg'; one of them names the wrong submitter (`tinyperf run --org "
+                                "NAME` records the same name in both)"], out

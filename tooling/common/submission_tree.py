@@ -44,6 +44,9 @@ class Target:
   kind: str                          # "file" | "results" | "submission"
   path: Path
   org_dir: Path | None = None        # the submitter directory, when PATH is one or lies inside one
+  # org_dir is the --results tree of `tinyperf run` (its runs/ holds the ledgers), shaped like a submitter directory but
+  # named as the user chose: its name is no submitter's (`tinyperf package --org` names the submission)
+  results_tree: bool = False
   bench_dirs: list[BenchDir] = field(default_factory=list)
   log: MLLog | None = None           # kind == "file"
   file_ruleset: str = ""
@@ -211,7 +214,7 @@ def _discover(path: Path, ruleset: str | None) -> Target:
   if not list_dir(path):
     raise UserError(f"{path}: empty directory; nothing to check.")
   if (path / T.RESULTS).is_dir():
-    t = Target("submission", path, org_dir=path)
+    t = Target("submission", path, org_dir=path, results_tree=bool(T.run_roots(path)))
     for sysdir in (p for p in list_dir(path / T.RESULTS) if p.is_dir()):
       for bdir in (p for p in list_dir(sysdir) if p.is_dir()):
         t.bench_dirs.append(_read_bench_dir(bdir, sysdir.name))
@@ -219,7 +222,8 @@ def _discover(path: Path, ruleset: str | None) -> Target:
       raise UserError(f"{path}/results: no results/<system>/<benchmark> directories; nothing to check.")
     _load_systems(t)
   elif any(not p.is_dir() for p in list_dir(path)):
-    t = Target("results", path, org_dir=_find_org_dir(path))
+    org_dir = _find_org_dir(path)
+    t = Target("results", path, org_dir=org_dir, results_tree=bool(org_dir and T.run_roots(org_dir)))
     t.bench_dirs.append(_read_bench_dir(path, path.parent.name))
     if t.org_dir: _load_systems(t, {path.parent.name})
   else:

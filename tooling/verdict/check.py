@@ -15,7 +15,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -88,8 +88,9 @@ class DirReport:
 class Report:
   path: str
   kind: str                                  # file | results | submission
-  org: str | None
+  org: str | None                            # the submitter directory's name (a results tree's: not a submitter's)
   werror: bool
+  results_tree: bool = False                 # the --results tree of `tinyperf run` (submission_tree.Target.results_tree)
   files: list[FileReport] = field(default_factory=list)    # kind == file
   dirs: list[DirReport] = field(default_factory=list)
   findings: list[Finding] = field(default_factory=list)    # package level: systems JSONs, package_checker, cross-checks
@@ -365,6 +366,15 @@ def _summary(dr: DirReport) -> str:
   return line + (f"; {others} set-level failure{'s' if others != 1 else ''} above" if others else "")
 
 
+def _submitter(t: Target) -> str | None:
+  """The submitter name the tree's logs and systems JSONs are compared with: a submitter directory's name; in the
+  --results tree of `tinyperf run`, whose name is the user's choice, the name its logs agree on (the most common
+  submission_org; None when none is logged)."""
+  if not t.results_tree: return t.org
+  orgs = Counter(e.value for bd in t.bench_dirs for log in bd.logs if (e := log.first("submission_org")) is not None)
+  return orgs.most_common(1)[0][0] if orgs else None
+
+
 def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
   if bd.name != bd.benchmark:
     dr.findings.append(Finding(FAIL, "cross-check", f"directory is named {bd.name!r} but its logs are "
@@ -375,6 +385,7 @@ def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
                                  f"{bd.logs[0].path.name} logs {bd.division!r}: one directory, one division",
                                  log.path.name))
   if not t.org_dir: return
+  org = _submitter(t)
   sysjson = t.systems.get(bd.system)
   if sysjson is None:
     dr.findings.append(Finding(FAIL, "cross-check", f"systems/{bd.system}.json is missing: package_checker and "
@@ -389,10 +400,17 @@ def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
                                  f"results/{bd.system}", log.path.name, e.line))
     e = log.first("submission_org")
     if e is None:
-      dr.findings.append(Finding(WARN, "cross-check", f"no submission_org logged; it should be {t.org!r}", log.path.name))
-    elif e.value != t.org:
+      dr.findings.append(Finding(WARN, "cross-check", f"no submission_org logged; it should be {org!r}" if org else
+                                 "no submission_org logged; `tinyperf run --org NAME` logs the submitter's name",
+                                 log.path.name))
+    elif e.value != org and t.results_tree:
+      dr.findings.append(Finding(WARN, "cross-check", f"submission_org is {e.value!r} but the other runs of this results "
+                                 f"tree log {org!r}: a submission has one submitter, and `tinyperf package --org` packs "
+                                 f"every run under that one name (`tinyperf run --org NAME` sets what a run logs)",
+                                 log.path.name, e.line))
+    elif e.value != org:
       dr.findings.append(Finding(WARN, "cross-check", f"submission_org is {e.value!r} but the submitter directory is "
-                                 f"{t.org!r} (`tinyperf package --org {e.value}` packs it under a directory of that "
+                                 f"{org!r} (`tinyperf package --org {e.value}` packs it under a directory of that "
                                  f"name, as MLCommons expects)", log.path.name, e.line))
     if sysjson is not None and log.division and sysjson.get("division") != log.division:
       e = log.first("submission_division")
@@ -417,10 +435,12 @@ def _check_systems(t: Target, rulesets: list[str], report: Report) -> None:
         except (TypeError, ValueError, OverflowError):
           report.findings.append(Finding(FAIL, "system-desc", f"{f} is {data[f]!r}, not an integer string; "
                                          f"result_summarizer crashes on it", name))
-    sub = data.get("submitter")
-    if sub is not None and sub != t.org:
-      report.findings.append(Finding(WARN, "cross-check", f"submitter is {sub!r} but the submitter directory is "
-                                     f"{t.org!r}", name))
+    sub, org = data.get("submitter"), _submitter(t)
+    if sub is not None and org is not None and sub != org:
+      report.findings.append(Finding(WARN, "cross-check", f"submitter is {sub!r} but the runs' logs say submission_org "
+                                     f"{org!r}; one of them names the wrong submitter (`tinyperf run --org NAME` records "
+                                     f"the same name in both)" if t.results_tree else
+                                     f"submitter is {sub!r} but the submitter directory is {org!r}", name))
     for r in rulesets:
       res = mlperf_tools.system_desc_check(path, r)
       if res.passed:
@@ -518,7 +538,7 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
 def check_path(path: str | Path, ruleset: str | None = None, werror: bool = False) -> Report:
   """Check a result log, a results/<system>/<benchmark> directory or a submitter directory. UserError on bad input."""
   t = discover(path, ruleset)
-  report = Report(str(path), t.kind, t.org, werror)
+  report = Report(str(path), t.kind, t.org, werror, results_tree=t.results_tree)
   if t.kind == "file":
     res = mlperf_tools.compliance_check(t.log.path, t.file_ruleset, werror)
     report.files.append(analyse_file(t.log, res, t.file_ruleset))
@@ -590,7 +610,8 @@ def _finding_lines(findings: list[Finding], indent: str = "  ") -> list[str]:
 
 def render(report: Report) -> str:
   kind = {"file": "result log", "results": "results directory",
-          "submission": f"submitter directory {report.org!r}"}[report.kind]
+          "submission": "results tree of `tinyperf run`" if report.results_tree else
+                        f"submitter directory {report.org!r}"}[report.kind]
   lines = [f"tinyperf check {report.path}  ({kind}{', --werror' if report.werror else ''})", ""]
   if report.kind == "file":
     lines += _file_table(report.files)
