@@ -104,3 +104,18 @@ def test_a_value_the_tinygrad_sides_config_refuses_is_refused_before_any_process
   assert r.stderr.startswith("tinyperf bench: error: ") and r.stderr.count("\n") == 1, r.stderr   # one paragraph
   assert not log.exists(), log.read_text()             # no tinygrad side, no watchdog: no process at all
   assert r.stdout == "" and not (tmp_path / "out" / "bench.jsonl").exists()
+
+
+def test_a_failing_tinygrad_side_is_reported_once(tmp_path):
+  # its output streams to the console as it comes; the error names its last line instead of printing the end again
+  # (once 2000 characters of it, traceback and all, a second time under the one-paragraph error)
+  (tmp_path / "sitecustomize.py").write_text(
+    "import os, sys\nif '--phase' in sys.argv:   # the tinygrad side only, not bench itself\n"
+    "  print('stand-in failure: the tinygrad side stops here', flush=True); os._exit(3)\n")
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
+                      "--against", "none"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                     env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
+  both = r.stdout + r.stderr
+  assert r.returncode == 2 and both.count("stand-in failure: the tinygrad side stops here") == 2, both   # streamed + named
+  assert r.stderr == ("tinyperf bench: error: the tinygrad side failed (exit 3); its output is above, ending with: "
+                      "stand-in failure: the tinygrad side stops here\n"), r.stderr

@@ -129,8 +129,10 @@ def run_tinygrad(args, varied: dict) -> dict:
     raise UserError(f"the tinygrad side did not finish within --time-limit {args.time_limit:.0f} s and was stopped"
                     + (f"; the kernels it searched are saved in {args.beam_cache}: run the same command again to go on"
                        if args.beam_cache else ""))
-  if rc != 0 or not recs:
-    raise UserError(f"the tinygrad side failed (exit {rc}); its output ends with:\n{out[-2000:]}")
+  if rc != 0 or not recs:   # its output was streamed above as it came: the error names its last line, not all of it again
+    last = next((line.strip() for line in reversed(out.splitlines()) if line.strip()), "(nothing)")
+    why = f"failed (exit {rc})" if rc != 0 else "ended without a timing record"
+    raise UserError(f"the tinygrad side {why}; its output is above, ending with: {last[-300:]}")
   return {**recs[-1], "wall_s": time.time() - t0, **({"dropout": dropout(args, cfg)} if args.benchmark == "bert" else {})}
 
 
