@@ -149,8 +149,8 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert r.returncode == 1 and "--resume" in r.stdout, r.stdout + r.stderr
   line1 = next(l for l in r.stdout.splitlines() if l.strip().startswith("run 1 "))
   assert "failed" in line1 and f"task {jid}_1" in line1, r.stdout
-  assert not (files / f"job_{jid}_1.exit").exists(), "a killed task leaves no exit record"
-  assert (files / f"job_{jid}_0.exit").read_text().strip() == "0"
+  assert not list(files.glob(f"job_{jid}_1.*exit")), "a killed task leaves no exit record"
+  assert (files / f"job_{jid}_0.restart0.exit").read_text().strip() == "0"
   # the killed run's training processes are gone with it
   _wait_for(lambda: not _alive_with(f"--seed {att1.seed} "), 60, f"run 1's processes (seed {att1.seed}) to end")
   led = L.Ledger(work / "ledger.json").attempts
@@ -178,6 +178,47 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert r.returncode == 0 and "nothing to submit: 2 of 2 runs finished" in r.stdout, r.stdout + r.stderr
   r = tinyperf("status", "--results", res, "--json")
   assert r.returncode == 0 and [x["state"] for x in json.loads(r.stdout)["sets"][0]["runs"]] == ["done", "done"]
+
+
+def test_a_requeued_task_keeps_its_first_attempt(partition, smoke_data, tmp_path):
+  """`scontrol requeue` of a running task (what Slurm itself does after a node failure, with JobRequeue=1) runs it again
+  under the same job id and index. Its second attempt truncated the task's .out (Slurm's default --open-mode) and took
+  the one .exit name: the first attempt's output was gone. Now the output holds both attempts, each after a start line
+  naming its SLURM_RESTART_COUNT; the killed attempt left no exit record and the second its own; the ledger has the
+  interrupted attempt and the finished one, and status says done."""
+  res = tmp_path / "res"
+  work = res / "runs/cpu_smoke/resnet"
+  r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", smoke_data, "--results", res,
+               "--scheduler", "slurm", "--partition", partition, *_shared(tmp_path), "--runtime", "host",
+               env={TRAIN_MODULE_ENV: "tests.stand_in_train", "STAND_IN_RUN_S": "20"})
+  assert r.returncode == 0 and "submitted Slurm job" in r.stdout, r.stdout + r.stderr
+  (job,) = json.loads((work / "slurm.json").read_text())["jobs"]
+  jid, files = job["job_id"], work / "slurm" / job["files"]
+  try:
+    def in_its_run():
+      att = L.Ledger(work / "ledger.json").latest(0) if (work / "ledger.json").exists() else None
+      return att if att and Path(att.output).is_file() and b"stand-in run" in Path(att.output).read_bytes() else None
+    first = _wait_for(in_its_run, 600, "run 0 inside its RUN")
+    subprocess.run(["scontrol", "requeue", f"{jid}_0"], check=True, timeout=60)
+    # a requeued job becomes eligible 2 minutes later (Slurm's own delay): start it now
+    _wait_for(lambda: S.queue(job["job_name"]).get((jid, 0), ("",))[0] == "PENDING", 120, "the task to be queued again")
+    subprocess.run(["scontrol", "update", f"JobId={jid}_0", "StartTime=now"], check=True, timeout=60)
+    r = tinyperf("status", "--results", res, "--wait", "--poll", "2", timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  finally:
+    subprocess.run(["scancel", jid], timeout=60)
+  out = (files / f"job_{jid}_0.out").read_text()
+  starts = [k for k, l in enumerate(out.splitlines()) if l.startswith(f"==== tinyperf: Slurm task {jid}_0, restart ")]
+  lines = out.splitlines()
+  assert [lines[k].split(", ")[1].split(" (")[0] for k in starts] == ["restart 0", "restart 1"], out
+  assert "(SLURM_RESTART_COUNT=1)" in lines[starts[1]], out
+  assert any(f"(seed {first.seed})" in l for l in lines[starts[0]:starts[1]]), "the first attempt's output is kept"
+  assert sorted(p.name for p in files.glob("*.exit")) == [f"job_{jid}_0.restart1.exit"]   # the killed one left none
+  assert (files / f"job_{jid}_0.restart1.exit").read_text() == "0\n"
+  led = L.Ledger(work / "ledger.json").attempts
+  assert [(a.seed, a.slurm.get("restart")) for a in led][0] == (first.seed, None) and led[0].status in (L.INTERRUPTED, L.RUNNING)
+  assert (led[-1].status, led[-1].slurm["job"], led[-1].slurm.get("restart")) == (L.DONE, f"{jid}_0", 1), led
+  _check_results(res, 1)
 
 
 def _cpu_image() -> str | None:

@@ -68,7 +68,10 @@ def test_script_docker_runtime_is_one_task_per_run_on_a_whole_node(tmp_path):
   assert cmd.startswith("/shared/venv/bin/python -m tooling.cli run resnet --platform tinybox_green --nexp 5 "
                         "--data /shared/imagenet --results /shared/out --image tinyperf:nv --only-index \"$SLURM_ARRAY_TASK_ID\"")
   assert "--runtime" not in cmd and "cd /shared/tinyperf" in text and "srun" not in text
-  assert 'job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.exit' in text and text.rstrip().endswith('exit "$rc"')
+  # a task Slurm requeues appends to its output and writes an exit record per attempt (named by SLURM_RESTART_COUNT)
+  assert "--open-mode=append" in d and 'restart="${SLURM_RESTART_COUNT:-0}"' in text
+  assert 'job_${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}.restart${restart}.exit' in text
+  assert text.rstrip().endswith('exit "$rc"')
 
 
 def test_script_host_runtime_and_knob_overrides(tmp_path):
@@ -220,6 +223,37 @@ def test_status_reads_each_job_from_its_own_directory(tmp_path):
   assert "task 7_1 exited 130" in got[1] and "task 1 of submission_2" in got[1] and "/slurm/submission_2/job_7_1.out" in got[1]
 
 
+def test_status_reads_the_last_attempt_of_a_requeued_task(tmp_path):
+  """A task Slurm requeued (scontrol requeue, a node failure) ran again under the same job id and index: its output
+  holds each attempt's start line and each attempt left an exit record of its own. Status reports the last attempt's
+  exit (or its lack of one), names the earlier ones, and takes the ledger's note only from the last attempt's run;
+  an exit record of a script from before per-attempt records is still read."""
+  work = _set(tmp_path, [
+    L.Attempt(index=1, seed=11, status=L.FAILED, note="run 1 failed at restart 1", slurm={"job": "7_1", "restart": 1}),
+    L.Attempt(index=2, seed=12, status=L.FAILED, note="run 2 failed at restart 0", slurm={"job": "7_2"}),
+    L.Attempt(index=3, seed=13, status=L.INTERRUPTED, note="stopped by SIGTERM", slurm={"job": "7_3"}),
+  ], [("7", [0, 1, 2, 3], time.time() - 100, 4)])
+  def started(index, *restarts, tail=""):   # the start line each attempt's script prints (render_script)
+    (work / f"slurm/job_7_{index}.out").write_text("".join(
+      f"==== tinyperf: Slurm task 7_{index}, restart {r} (SLURM_RESTART_COUNT={r or 'unset'}) on node1 at "
+      f"2025-01-01T00:00:00Z ====\nrun output\n" for r in restarts) + tail)
+  def exited(index, restart, rc): (work / f"slurm/job_7_{index}.restart{restart}.exit").write_text(f"{rc}\n")
+  started(0, 0, 1); exited(0, 0, 1)                  # restart 1 was killed (node failure): no record of its own
+  started(1, 0, 1); exited(1, 0, 2); exited(1, 1, 1)
+  started(2, 0, 1, tail="tinyperf run: error: data is gone\n"); exited(2, 0, 1); exited(2, 1, 2)
+  (work / "slurm/job_7_3.exit").write_text("130\n")   # written by a script from before per-attempt records
+  got = {r["index"]: (r["state"], r["detail"]) for r in ST.set_states(work, {})["runs"]}
+  assert all(state == "failed" for state, _ in got.values()), got
+  assert got[0][1].startswith("task 7_0 ended without an exit record at restart 1 (cancelled, timed out or its node "
+                              "failed; Slurm requeued it once; restart 0 exited 1)"), got[0][1]
+  assert got[1][1].startswith("task 7_1 exited 1 at restart 1 (Slurm requeued it once; restart 0 exited 2)") \
+    and "run 1 failed at restart 1" in got[1][1], got[1][1]
+  # restart 1 of task 2 never started its run: the ledger's attempt is restart 0's, not the one that failed last
+  assert got[2][1].startswith("task 7_2 exited 2 at restart 1 (") and "never started its run: tinyperf run: error: data is gone" \
+    in got[2][1] and "failed at restart 0" not in got[2][1], got[2][1]
+  assert got[3][1].startswith("task 7_3 exited 130;") and "SIGTERM" in got[3][1] and "restart" not in got[3][1], got[3][1]
+
+
 def test_wait_says_why_runs_are_pending(tmp_path):
   """`status --wait` on held tasks printed only '3 pending' and blocked with no hint: its progress line gives squeue's
   reason, and for a held task the command that releases it (a user's hold, an administrator's)."""
@@ -343,7 +377,8 @@ def test_bad_slurm_options(smoke_args, tmp_path):
   _bad(tinyperf(*smoke_args, "--runtime", "host", "--only-index", "2"), "--only-index 2: runs are numbered 0 to 1")
   # options the bookkeeping relies on: --job-name=mine had status call a queued run failed and offer --resume
   for own, name in (("--job-name=mine", "job-name"), ("--job=mine", "job-name"), ("-Jmine", "job-name"), ("--job-name mine", "job-name"),
-                    ("--array=0-9", "array"), ("-o/tmp/x.out", "output"), ("--error=e.txt", "error"), ("--part=gpu", "partition")):
+                    ("--array=0-9", "array"), ("-o/tmp/x.out", "output"), ("--error=e.txt", "error"), ("--part=gpu", "partition"),
+                    ("--open-mode=truncate", "open-mode")):
     _bad(tinyperf(*smoke_args, "--scheduler", "slurm", "--runtime", "host", f"--sbatch-arg={own}"),
          f"tinyperf sets --{name} itself", "Drop this --sbatch-arg")
   S._check_sbatch_arg("--exclusive=user"); S._check_sbatch_arg("--time=60"); S._check_sbatch_arg("-A mlperf")
@@ -399,19 +434,25 @@ def test_status_without_result_sets(tmp_path):
 FAKE_SBATCH = r'''
 """sbatch as a one-node cluster whose controller runs every array task at once, in this process: the job id is
 FAKE_SLURM_JOB_ID (a controller whose counter restarted hands out an id again), each task's output goes where the
-script's --output says (truncated, as Slurm opens it by default), with the variables Slurm sets."""
+script's --output says, opened as its --open-mode says (truncate unless it says append, as Slurm does), with the
+variables Slurm sets. FAKE_SLURM_REQUEUES=n runs each task n more times, as Slurm does a requeued task (same job id
+and index, SLURM_RESTART_COUNT set); FAKE_SLURM_TRAIN_<r> is attempt r's TINYPERF_TEST_TRAIN_MODULE."""
 import os, re, subprocess, sys
 script = sys.argv[-1]
 text = open(script).read()
 job = os.environ.get("FAKE_SLURM_JOB_ID", "7")
 array = re.search(r"^#SBATCH --array=(\S+)", text, re.M).group(1)
 output = re.search(r"^#SBATCH --output=(\S+)", text, re.M).group(1)
+append = re.search(r"^#SBATCH --open-mode=append$", text, re.M) is not None
 indices = [i for part in array.split(",") for i in (range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1))]
 for i in indices:
-  with open(output.replace("%A", job).replace("%a", str(i)), "w") as out:
-    subprocess.run(["bash", script], stdout=out, stderr=subprocess.STDOUT,
-                   env={**os.environ, "SLURM_JOB_ID": str(1000 + i), "SLURM_ARRAY_JOB_ID": job,
-                        "SLURM_ARRAY_TASK_ID": str(i), "SLURMD_NODENAME": "node1"})
+  for restart in range(int(os.environ.get("FAKE_SLURM_REQUEUES", "0")) + 1):
+    env = {**os.environ, "SLURM_JOB_ID": str(1000 + i), "SLURM_ARRAY_JOB_ID": job, "SLURM_ARRAY_TASK_ID": str(i),
+           "SLURMD_NODENAME": "node1"}
+    if restart: env["SLURM_RESTART_COUNT"] = str(restart)
+    if f"FAKE_SLURM_TRAIN_{restart}" in env: env["TINYPERF_TEST_TRAIN_MODULE"] = env[f"FAKE_SLURM_TRAIN_{restart}"]
+    with open(output.replace("%A", job).replace("%a", str(i)), "a" if append else "w") as out:
+      subprocess.run(["bash", script], stdout=out, stderr=subprocess.STDOUT, env=env)
 print(job)
 '''
 
@@ -473,6 +514,34 @@ def test_a_job_id_slurm_hands_out_again_overwrites_no_earlier_file(fake_slurm, t
   assert [j["job_id"] for j in jobs] == ["7", "7"] and jobs[0]["script"] != jobs[1]["script"]
   assert all(Path(j["script"]).is_file() for j in jobs)
   assert "#SBATCH --array=0" in Path(jobs[1]["script"]).read_text()
+  st = user(tmp_path, "status", "--results", "out", "--json", env=fake_slurm)
+  assert st.returncode == 0 and json.loads(st.stdout)["sets"][0]["runs"][0]["state"] == "done", st.stdout + st.stderr
+
+
+def test_a_requeued_task_loses_neither_output_nor_exit_status(fake_slurm, tiny_data, tmp_path):
+  """Slurm requeues a task (scontrol requeue, a node failure) under the same job id and index: its second attempt
+  truncated the .out (Slurm's default --open-mode) and replaced the .exit record, so the first attempt's failure was
+  gone. Each attempt's output is kept, after a start line naming its SLURM_RESTART_COUNT, and each has its own exit
+  record; the ledger says which attempt ran the run."""
+  (tmp_path / "data").symlink_to(tiny_data)
+  r = user(tmp_path, "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", "data", "--results", "out",
+           "--scheduler", "slurm", "--runtime", "host", "--assume-shared",
+           env={**fake_slurm, "FAKE_SLURM_REQUEUES": "1", "FAKE_SLURM_TRAIN_0": "tests.no_such_trainer",
+                "FAKE_SLURM_TRAIN_1": "tests.stand_in_train"})
+  assert r.returncode == 0 and "submitted Slurm job 7" in r.stdout, r.stdout + r.stderr
+  files = tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1"
+  out = (files / "job_7_0.out").read_text()
+  starts = [l for l in out.splitlines() if l.startswith("==== tinyperf: Slurm task 7_0, ")]
+  assert [l.split(",")[1].split("(")[0].strip() for l in starts] == ["restart 0", "restart 1"], out
+  assert "(SLURM_RESTART_COUNT=unset)" in starts[0] and "(SLURM_RESTART_COUNT=1)" in starts[1]
+  first = out[out.index(starts[0]):out.index(starts[1])]
+  assert "no_such_trainer" in first, first          # the first attempt's failure is still there
+  work = files.parents[1]
+  assert {k: p.read_text() for k, p in T.slurm_exit_records(work, "submission_1", "7", 0).items()} == {0: "1\n", 1: "0\n"}
+  assert sorted(p.name for p in files.iterdir()) == ["job_7.sbatch", "job_7_0.out", "job_7_0.restart0.exit",
+                                                     "job_7_0.restart1.exit"]
+  led = L.Ledger(work / T.LEDGER).attempts
+  assert [(a.status, a.slurm["job"], a.slurm.get("restart")) for a in led] == [(L.FAILED, "7_0", None), (L.DONE, "7_0", 1)]
   st = user(tmp_path, "status", "--results", "out", "--json", env=fake_slurm)
   assert st.returncode == 0 and json.loads(st.stdout)["sets"][0]["runs"][0]["state"] == "done", st.stdout + st.stderr
 

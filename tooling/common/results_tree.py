@@ -5,11 +5,13 @@
   R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/launch/ledger.py)
   R/runs/<system>/<bm>/run_<i>_<seed>/     one attempt: output.log, the MLPerf log RUN_LOG while it is written, cache/
   R/runs/<system>/<bm>/slurm.json          every Slurm submission of the set (tooling/launch/slurm.py)
-  R/runs/<system>/<bm>/slurm/submission_<k>/   one Slurm submission's script, and each of its tasks' output and exit record
+  R/runs/<system>/<bm>/slurm/submission_<k>/   one Slurm submission's script, and each of its tasks' output and exit
+                                               record(s): one per attempt of a task Slurm requeued
 
 results/ and systems/ are named as in an MLCommons submitter directory <org>/, so R can be checked like one."""
 from __future__ import annotations
 import os
+import re
 import socket
 from pathlib import Path
 
@@ -38,12 +40,27 @@ SLURM_SUBMISSION = "submission_{}"
 def slurm_files_dir(run_root_dir: Path, files: str | None) -> Path:
   return slurm_dir(run_root_dir) / files if files else slurm_dir(run_root_dir)
 def slurm_script_name(job: str) -> str: return f"job_{job}.sbatch"
-def slurm_task_name(job: str, index, ext: str) -> str:
-  """A Slurm array task's output (ext "out", written by Slurm) or exit record ("exit", by the batch script). job and
-  index may be what sbatch (%A, %a) or the script (${SLURM_ARRAY_JOB_ID}, ...) expands."""
-  return f"job_{job}_{index}.{ext}"
-def slurm_task_file(run_root_dir: Path, files: str | None, job: str, index: int, ext: str) -> Path:
-  return slurm_files_dir(run_root_dir, files) / slurm_task_name(job, index, ext)
+# A task Slurm requeues (`scontrol requeue`, a node failure) runs again under the same job id and index: its output is
+# appended to (the script's --open-mode=append; each attempt starts with a line naming its SLURM_RESTART_COUNT), and each
+# attempt writes an exit record of its own, named by that count, so no attempt's output or exit status replaces an
+# earlier one's. Scripts written before kept one exit record per task (restart None), which a requeue replaced.
+SLURM_EXIT_RESTART = "restart{}"
+def slurm_task_name(job: str, index, ext: str, restart=None) -> str:
+  """A Slurm array task's output (ext "out", written by Slurm) or exit record ("exit", by the batch script; restart:
+  the attempt's SLURM_RESTART_COUNT, None for the single record of older scripts). job, index and restart may be what
+  sbatch (%A, %a) or the script (${SLURM_ARRAY_JOB_ID}, ...) expands."""
+  return f"job_{job}_{index}.{ext}" if restart is None else f"job_{job}_{index}.{SLURM_EXIT_RESTART.format(restart)}.{ext}"
+def slurm_task_file(run_root_dir: Path, files: str | None, job: str, index: int, ext: str, restart=None) -> Path:
+  return slurm_files_dir(run_root_dir, files) / slurm_task_name(job, index, ext, restart)
+def slurm_exit_records(run_root_dir: Path, files: str | None, job: str, index: int) -> dict[int | None, Path]:
+  """Every exit record one task left: restart count -> file, and None -> the single record of an older script."""
+  d, found = slurm_files_dir(run_root_dir, files), {}
+  name = re.compile(re.escape(slurm_task_name(job, index, "exit", "@")).replace("@", r"(\d+)", 1))
+  for p in d.glob(slurm_task_name(job, index, "exit", "*")):
+    if m := name.fullmatch(p.name): found[int(m[1])] = p
+  legacy = d / slurm_task_name(job, index, "exit")
+  if legacy.is_file(): found[None] = legacy
+  return found
 def systems_json(root: Path, system: str) -> Path: return root / SYSTEMS / f"{system}.json"
 def variants_dir(root: Path) -> Path: return root / SYSTEMS / "variants"
 def systems_lock(root: Path) -> Path: return root / RUNS / "systems.lock"

@@ -7,11 +7,13 @@ Beside the ledger, for the submission record (paths: tooling/common/results_tree
 directory of each submission's own, so a job id Slurm hands out again (its counter restarted) overwrites nothing:
   R/runs/<system>/<bm>/slurm.json              every submission: job id, its directory, run indices, its arguments
   R/runs/<system>/<bm>/S/job_<id>.sbatch       the script of the job, exactly as it was submitted
-  R/runs/<system>/<bm>/S/job_<id>_<i>.out      each task's console output (written by Slurm on the node)
-  R/runs/<system>/<bm>/S/job_<id>_<i>.exit     each task's exit status, written by the script when the task ends
+  R/runs/<system>/<bm>/S/job_<id>_<i>.out      each task's console output (written by Slurm on the node, appended to
+                                               by each attempt of a task Slurm requeues)
+  R/runs/<system>/<bm>/S/job_<id>_<i>.restart<r>.exit   each attempt's exit status, written by the script when it ends
+                                               (r: SLURM_RESTART_COUNT, 0 for the first attempt)
 Only Slurm's own commands are used (sbatch, squeue, sinfo). sacct is not: without slurmdbd it has no data, so a run's
 state comes from squeue (queued, running, or how a task that ended minutes ago ended), the ledger (what the run itself
-recorded) and the .exit file (tooling/launch/status.py puts them together)."""
+recorded) and the last attempt's .exit file (tooling/launch/status.py puts them together)."""
 from __future__ import annotations
 import json
 import os
@@ -43,6 +45,9 @@ SHARED_FS = {"nfs", "nfs4", "lustre", "gpfs", "beegfs", "ceph", "cephfs", "fuse.
              "cifs", "smb3", "panfs", "wekafs", "afs", "ocfs2", "gfs2", "fuse.juicefs"}
 SUBMIT_LOCK = "slurm.lock"   # beside the ledger: two submitters of one result set never both submit a run
 TASK_RUNTIME_ENV = "TINYPERF_SLURM_RUNTIME"   # every task's script exports it; recorded with each attempt in the ledger
+# the line each attempt of a task prints first into its (appended) output; status reads the attempts' restart counts
+TASK_START = "==== tinyperf: Slurm task {task}, restart {restart} "
+TASK_START_RE = re.compile(r"==== tinyperf: Slurm task \S+, restart (\d+) ")
 
 
 def add_run_arguments(p):
@@ -232,7 +237,16 @@ def task_info() -> dict:
           "node": os.environ.get("SLURMD_NODENAME", socket.gethostname())}
   for key, env in (("runtime", TASK_RUNTIME_ENV), ("image", "TINYPERF_SLURM_IMAGE")):
     if os.environ.get(env): info[key] = os.environ[env]
+  restart = os.environ.get("SLURM_RESTART_COUNT", "")   # Slurm sets it in a requeued task: absent, the first attempt
+  if restart.isdigit() and int(restart) > 0: info["restart"] = int(restart)
   return info
+
+
+def task_restarts(out: Path) -> list[int]:
+  """The restart counts of the attempts whose start line a task's output holds (an output file is appended to)."""
+  try:
+    with open(out, errors="replace") as f: return [int(m[1]) for line in f if (m := TASK_START_RE.match(line))]
+  except OSError: return []
 
 
 def resume_command(results: Path) -> str:
@@ -333,10 +347,16 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir
   s += [f"# the platform's time_limit_minutes ({limit}) + {TIME_MARGIN_MIN} for preflight, cache drop, image start and check",
         f"#SBATCH --time={limit + TIME_MARGIN_MIN}",
         f"#SBATCH --partition={spec['partition']}",
-        f"#SBATCH --output={files_dir}/{T.slurm_task_name('%A', '%a', 'out')}"]
+        f"#SBATCH --output={files_dir}/{T.slurm_task_name('%A', '%a', 'out')}",
+        "# appended to, not truncated: a task Slurm requeues (scontrol requeue, a node failure) keeps its earlier output",
+        "#SBATCH --open-mode=append"]
   s += [f"#SBATCH {sbatch_quote(a)}" for a in spec["sbatch_args"]]
   knobs = spec["knobs"]
-  s += ["set -uo pipefail", "",
+  s += ["set -uo pipefail",
+        "# each attempt of the task starts its output with this line; Slurm counts the attempts in SLURM_RESTART_COUNT",
+        'restart="${SLURM_RESTART_COUNT:-0}"',
+        f'echo "{TASK_START.format(task="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}", restart="$restart")}'
+        f'(SLURM_RESTART_COUNT=${{SLURM_RESTART_COUNT:-unset}}) on $(hostname) at $(date -u +%FT%TZ) ===="', "",
         "# knobs: the platform's config.yaml plus the overrides given at submission, and nothing else: a knob set in the",
         "# shell that submits (or resubmits) this script must not change the runs",
         " \\\n".join(textwrap.wrap("unset " + " ".join(k for k in SCHEMA[bm] if k not in knobs), 110,
@@ -355,8 +375,8 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir
     # the same checkout and Python that submitted: both must be at the same path on the nodes (a shared filesystem)
     s += [f"cd {q(spec['repo'])} || exit 2",
           f"{q(spec['python'])} -m tooling.cli {tinyperf} || rc=$?"]
-  exit_file = "$files_dir/" + T.slurm_task_name("${SLURM_ARRAY_JOB_ID}", "${SLURM_ARRAY_TASK_ID}", "exit")
-  s += ["# how the task ended, for `tinyperf status` (which needs no sacct); no file means Slurm killed the task",
+  exit_file = "$files_dir/" + T.slurm_task_name("${SLURM_ARRAY_JOB_ID}", "${SLURM_ARRAY_TASK_ID}", "exit", "${restart}")
+  s += ["# how this attempt of the task ended, for `tinyperf status` (which needs no sacct); no file means Slurm killed it",
         f'echo "$rc" > "{exit_file}.tmp" &&',
         f'  mv -f "{exit_file}.tmp" "{exit_file}"',
         'exit "$rc"', ""]
@@ -435,6 +455,7 @@ OWN_OPTIONS = {"job-name": ("J", "`tinyperf status` finds the set's tasks in squ
                "array": ("a", "the array holds one task per run not yet finished, as the ledger says"),
                "output": ("o", "`tinyperf status` reads each task's output from slurm/submission_<k>/job_<id>_<i>.out"),
                "error": ("e", "`tinyperf status` reads each task's errors from slurm/submission_<k>/job_<id>_<i>.out"),
+               "open-mode": (None, "a task Slurm requeues appends its output to what its earlier attempts wrote"),
                "partition": ("p", "pass the partition as tinyperf's own --partition, which is checked and recorded")}
 
 
@@ -445,7 +466,7 @@ def _check_sbatch_arg(a: str):
   name = re.split(r"[=\s]", a[2:], maxsplit=1)[0] if a.startswith("--") else None
   for long, (short, why) in OWN_OPTIONS.items():
     # sbatch takes any unambiguous prefix of a long option (--job=x), and a short one with its value attached (-Jx)
-    if (name and len(name) >= 2 and long.startswith(name)) or (not name and a[1:2] == short):
+    if (name and len(name) >= 2 and long.startswith(name)) or (not name and short and a[1:2] == short):
       raise UserError(f"--sbatch-arg {a!r}: tinyperf sets --{long} itself and must keep it: {why}. Drop this "
                       f"--sbatch-arg. Nothing was submitted.")
 
@@ -518,7 +539,8 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
     except UserError as e:   # sbatch refused: nothing is queued
       _remove([tmp, files_dir])
       asked = " ".join(l.split(" ", 1)[1] for l in text.splitlines()
-                       if l.startswith("#SBATCH ") and not l.startswith(("#SBATCH --job-name=", "#SBATCH --output=")))
+                       if l.startswith("#SBATCH ") and not l.startswith(("#SBATCH --job-name=", "#SBATCH --output=",
+                                                                          "#SBATCH --open-mode=")))
       raise UserError(f"sbatch refused the job: {e}. The job asked for {asked} (GPUs and time from the platform's "
                       f"config, the rest from --partition and --sbatch-arg). Change --partition or --sbatch-arg and rerun "
                       f"`tinyperf run ... --scheduler slurm`"

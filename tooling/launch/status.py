@@ -68,16 +68,33 @@ def _tail(path: Path, n: int = 1) -> str:
   return " | ".join(lines[-n:])
 
 
+def _read(path: Path) -> str:
+  try: return path.read_text(errors="replace").strip() or "(empty exit record)"
+  except OSError as e: return f"(exit record unreadable: {e.strerror})"
+
+
 def _ended_task(work: Path, job: dict, index: int, att: L.Attempt | None, tasks: dict) -> str:
   """Why a Slurm task that is no longer queued or running did not finish its run, from what it left behind."""
   jid = str(job["job_id"])
   task, out = f"{jid}_{index}", T.slurm_task_file(work, job.get("files"), jid, index, "out")
-  exit_file = T.slurm_task_file(work, job.get("files"), jid, index, "exit")
+  # a task Slurm requeued ran more than once: its last attempt is the highest restart count that started (its output's
+  # start lines) or left an exit record; a script from before per-attempt records left one record (None), no count
+  exits = T.slurm_exit_records(work, job.get("files"), jid, index)
+  last = max([r for r in exits if r is not None] + slurm.task_restarts(out), default=None)
+  exit_file = exits.get(last) if last is not None else exits.get(None)
+  at = requeued = ""
+  if last:
+    at = f" at restart {last}"
+    requeued = f"Slurm requeued it {'once' if last == 1 else f'{last} times'}; " + ", ".join(
+      f"restart {r} {'exited ' + _read(exits[r]) if r in exits else 'left no exit record'}" for r in range(last))
   why = []
-  if exit_file.exists(): why.append(f"task {task} exited {exit_file.read_text().strip()}")
-  elif (jid, index) in tasks: why.append(f"task {task}: Slurm says {tasks[(jid, index)][0]}, no exit record")
-  else: why.append(f"task {task} ended without an exit record (cancelled, timed out or its node failed)")
-  if att is not None and att.slurm.get("job") == task:
+  if exit_file: why.append(f"task {task} exited {_read(exit_file)}{at}" + (f" ({requeued})" if requeued else ""))
+  elif (jid, index) in tasks:
+    why.append(f"task {task}: Slurm says {tasks[(jid, index)][0]}, no exit record{at}" + (f" ({requeued})" if requeued else ""))
+  else:
+    why.append(f"task {task} ended without an exit record{at} (cancelled, timed out or its node failed"
+               + (f"; {requeued})" if requeued else ")"))
+  if att is not None and att.slurm.get("job") == task and att.slurm.get("restart", 0) == (last or 0):
     why.append(att.note if att.status != L.RUNNING else "its run was still running when the task was killed")
   elif out.exists():
     why.append(f"it never started its run: {_tail(out)}")
