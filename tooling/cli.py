@@ -107,7 +107,7 @@ def _main(argv: list[str] | None) -> int:
     print(f"tinyperf {args.verb}: error: {e}", file=sys.stderr)
     return 2
   except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM/SIGHUP made one by stop_on_signals, which says which
-    print(f"tinyperf {args.verb}: {e or 'interrupted'}", file=sys.stderr)
+    print(f"tinyperf {args.verb}: {str(e) or 'interrupted'}", file=sys.stderr)   # a bare Ctrl-C has no message
     return 130
 
 

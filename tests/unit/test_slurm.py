@@ -602,3 +602,76 @@ def test_a_failure_once_sbatch_has_queued_the_job_removes_nothing(monkeypatch, t
   with pytest.raises(S.MaybeSubmitted, match=r"Slurm job 7 is queued .*slurm\.json.*No space left on device.*scancel 7"):
     S._check_and_submit(cfg, sp)
   assert (tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1/job_7.sbatch").is_file()
+
+
+def _ctrl_c_while(tool: str, fake_slurm: dict, tiny_data: Path, tmp_path: Path) -> tuple[int, str]:
+  """`tinyperf run --scheduler slurm` whose stand-in `tool` sleeps, stopped by SIGINT to its process group as a
+  terminal's Ctrl-C is (pytest's own SIGINT handling is not inherited): (exit status, stderr)."""
+  import signal
+  (tmp_path / "data").symlink_to(tiny_data)
+  started = tmp_path / f"{tool}-started"
+  (Path(fake_slurm["PATH"].split(os.pathsep)[0]) / tool).write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 60\n")
+  p = subprocess.Popen([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "2",
+                        "--data", "data", "--results", "out", "--scheduler", "slurm", "--runtime", "host", "--assume-shared"],
+                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                       env={**os.environ, **fake_slurm, "PYTHONPATH": str(REPO)},
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  try:
+    t0 = time.time()
+    while not started.exists():
+      assert p.poll() is None and time.time() - t0 < 120, p.communicate()
+      time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+  finally:
+    if p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
+  assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stdout + stderr
+  return p.returncode, stderr
+
+
+def test_ctrl_c_while_sbatch_runs_says_the_job_may_be_queued_and_keeps_its_folder(fake_slurm, tiny_data, tmp_path):
+  """Ctrl-C while sbatch ran ended in a bare 'tinyperf run: ' (exit 130): nothing said that Slurm may have queued the
+  job, which no record names. Now one paragraph says so, how to find it (squeue, by the job name and its script), how
+  to cancel it or let it run, and the submission's folder and script stay (its tasks would write there)."""
+  rc, stderr = _ctrl_c_while("sbatch", fake_slurm, tiny_data, tmp_path)
+  assert rc == 130, stderr
+  files = tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1"
+  (script,) = files.glob(".unsubmitted-*.sbatch")      # kept: the job, if queued, runs it and writes here
+  assert stderr.startswith("tinyperf run: interrupted while sbatch was submitting the job for runs [0, 1]: Slurm may "
+                           "have queued it"), stderr
+  for needle in ("has not recorded it", "squeue --me --name=tinyperf-resnet-cpu_smoke --format='%i %T %o'",
+                 f"its command is {script}", "scancel <job id>", "submit again", "let it run", str(files)):
+    assert needle in stderr, (needle, stderr)
+  assert not (tmp_path / "out/runs/cpu_smoke/resnet/slurm.json").exists()
+
+
+def test_ctrl_c_before_sbatch_removes_what_the_submission_made(fake_slurm, tiny_data, tmp_path):
+  """Before sbatch nothing can be queued: Ctrl-C (here while sinfo answers) removes what the submission made and says
+  it was interrupted (it printed 'tinyperf run: ' and nothing else)."""
+  rc, stderr = _ctrl_c_while("sinfo", fake_slurm, tiny_data, tmp_path)
+  assert (rc, stderr) == (130, "tinyperf run: interrupted\n")
+  assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_once_sbatch_has_answered_waits_for_the_record(monkeypatch, tmp_path):
+  """A Ctrl-C that lands while the queued job is being recorded is held until the record is written: the job is known
+  to status and --resume, and the message names it and how to follow or cancel it. Nothing is removed."""
+  import signal
+  cfg, sp = _submission(monkeypatch, tmp_path)
+  old = signal.signal(signal.SIGINT, signal.default_int_handler)
+  real = S.write_atomic
+  def ctrl_c_at_the_record(path, text, **kw):
+    if Path(path).name == T.SLURM_RECORD: os.kill(os.getpid(), signal.SIGINT)
+    return real(path, text, **kw)
+  monkeypatch.setattr(S, "write_atomic", ctrl_c_at_the_record)
+  try:
+    with pytest.raises(KeyboardInterrupt) as got:
+      S._check_and_submit(cfg, sp)
+  finally:
+    signal.signal(signal.SIGINT, old)
+  work = tmp_path / "out/runs/cpu_smoke/resnet"
+  assert str(got.value).startswith("interrupted after sbatch queued Slurm job 7 (runs [0]). The job is recorded"), got.value
+  assert f"`tinyperf status --results {tmp_path / 'out'}` follows it, `scancel 7` cancels it" in str(got.value)
+  (job,) = json.loads((work / T.SLURM_RECORD).read_text())["jobs"]
+  assert job["job_id"] == "7" and Path(job["script"]) == work / "slurm/submission_1/job_7.sbatch" and Path(job["script"]).is_file()
+

@@ -15,15 +15,18 @@ Only Slurm's own commands are used (sbatch, squeue, sinfo). sacct is not: withou
 state comes from squeue (queued, running, or how a task that ended minutes ago ended), the ledger (what the run itself
 recorded) and the last attempt's .exit file (tooling/launch/status.py puts them together)."""
 from __future__ import annotations
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -422,6 +425,28 @@ class NoAnswer(UserError):
   """A Slurm command did not answer in time: unlike a refusal, it may have done what it was asked."""
 
 
+class SubmitInterrupted(KeyboardInterrupt):
+  """Ctrl-C (or SIGTERM/SIGHUP where stop_on_signals makes them one) once sbatch was started: the job may be queued, so
+  nothing is removed, and the message says how to find, follow or cancel it (tooling/cli.py prints it, exit 130)."""
+
+
+@contextlib.contextmanager
+def _signals_held():
+  """Ctrl-C, SIGTERM and SIGHUP that arrive inside the block are acted on when it ends (raised again, to the handlers
+  there were): for bookkeeping of milliseconds that must not be cut in half. Only the main thread sets handlers."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  got = []
+  old = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+  old = {sig: h for sig, h in old.items() if h is not None}   # None: a handler set outside Python, left alone
+  for sig in old: signal.signal(sig, lambda signum, frame: got.append(signum))
+  try: yield
+  finally:
+    for sig, h in old.items(): signal.signal(sig, h)
+    for sig in dict.fromkeys(got): signal.raise_signal(sig)
+
+
 def _absent(paths: list[Path]) -> list[Path]:
   """Those of paths and their ancestors that do not exist yet, deepest first."""
   return sorted({a for p in paths for a in (p, *p.parents) if not os.path.lexists(a)}, key=lambda p: -len(p.parts))
@@ -430,13 +455,13 @@ def _absent(paths: list[Path]) -> list[Path]:
 def _check_and_submit(cfg: PlatformConfig, spec: dict) -> int:
   """A submission that ends without queuing a job leaves --results as it found it, whatever ends it (bad input, a full
   disk, Ctrl-C, a bug): it removes what this call created there, and only that, and the failure goes on unchanged.
-  Once sbatch may have queued the job (MaybeSubmitted) nothing is removed: its tasks write there."""
+  Once sbatch may have queued the job (MaybeSubmitted, SubmitInterrupted) nothing is removed: its tasks write there."""
   results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
   new = _absent([results_dir, T.slurm_dir(work_root), work_root / SUBMIT_LOCK, L.Ledger.lock_path(work_root / T.LEDGER)])
   try:
     _check_before_submitting(cfg, spec)
     return submit_runs(cfg, spec)
-  except MaybeSubmitted: raise
+  except (MaybeSubmitted, SubmitInterrupted): raise
   except BaseException:
     _remove(new)
     raise
@@ -531,40 +556,68 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
     except BaseException:
       _remove([tmp, files_dir])
       raise
-    try:
-      out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
-    except NoAnswer as e:
-      raise MaybeSubmitted(f"{e} The job may be queued: check `squeue --name={job_name}` before resubmitting; its "
-                           f"script is {tmp}.") from None
-    except UserError as e:   # sbatch refused: nothing is queued
-      _remove([tmp, files_dir])
-      asked = " ".join(l.split(" ", 1)[1] for l in text.splitlines()
-                       if l.startswith("#SBATCH ") and not l.startswith(("#SBATCH --job-name=", "#SBATCH --output=",
-                                                                          "#SBATCH --open-mode=")))
-      raise UserError(f"sbatch refused the job: {e}. The job asked for {asked} (GPUs and time from the platform's "
-                      f"config, the rest from --partition and --sbatch-arg). Change --partition or --sbatch-arg and rerun "
-                      f"`tinyperf run ... --scheduler slurm`"
-                      + ("; `tinyperf status --resume` resubmits the last submission's arguments unchanged"
-                         if rec["jobs"] else "") + ". Nothing was submitted.") from None
-    job_id = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
-    if not job_id.isdigit():
-      raise MaybeSubmitted(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before resubmitting.")
-    script = files_dir / T.slurm_script_name(job_id)   # the directory is this job's alone: nothing to replace
-    rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "files": files_dir.name,
-                        "script": str(script), "submitted": when, "spec": spec})
-    try:
-      os.replace(tmp, script)
-      write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
-    except OSError as e:
-      raise MaybeSubmitted(f"Slurm job {job_id} is queued (runs {todo}), but {e.filename or record_path(work_root)} could "
-                           f"not be written ({e.strerror}): `tinyperf status` and --resume do not know the job. Cancel it "
-                           f"(`scancel {job_id}`), free space on that filesystem, and rerun the same command.") from None
+    script = job_id = None; recorded = False   # until sbatch has answered with an id; until the record holds the job
+    try:   # from here on the job may be queued: whatever stops the submission removes nothing
+      try:
+        out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
+      except NoAnswer as e:
+        raise MaybeSubmitted(f"{e} The job may be queued: check `squeue --name={job_name}` before resubmitting; its "
+                             f"script is {tmp}.") from None
+      except UserError as e:   # sbatch refused: nothing is queued
+        _remove([tmp, files_dir])
+        asked = " ".join(l.split(" ", 1)[1] for l in text.splitlines()
+                         if l.startswith("#SBATCH ") and not l.startswith(("#SBATCH --job-name=", "#SBATCH --output=",
+                                                                            "#SBATCH --open-mode=")))
+        raise UserError(f"sbatch refused the job: {e}. The job asked for {asked} (GPUs and time from the platform's "
+                        f"config, the rest from --partition and --sbatch-arg). Change --partition or --sbatch-arg and "
+                        f"rerun `tinyperf run ... --scheduler slurm`"
+                        + ("; `tinyperf status --resume` resubmits the last submission's arguments unchanged"
+                           if rec["jobs"] else "") + ". Nothing was submitted.") from None
+      with _signals_held():   # the job is queued: its record is written whole before a Ctrl-C is acted on
+        answer = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
+        if not answer.isdigit():
+          raise MaybeSubmitted(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before "
+                               f"resubmitting.")
+        job_id, script = answer, files_dir / T.slurm_script_name(answer)   # the directory is this job's alone
+        rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "files": files_dir.name,
+                            "script": str(script), "submitted": when, "spec": spec})
+        try:
+          os.replace(tmp, script)
+          write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
+        except OSError as e:
+          raise MaybeSubmitted(f"Slurm job {job_id} is queued (runs {todo}), but {e.filename or record_path(work_root)} "
+                               f"could not be written ({e.strerror}): `tinyperf status` and --resume do not know the job. "
+                               f"Cancel it (`scancel {job_id}`), free space on that filesystem, and rerun the same "
+                               f"command.") from None
+        recorded = True
+    except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM/SIGHUP (stop_on_signals says which)
+      raise SubmitInterrupted(_interrupted(str(e) or "interrupted", job_name, todo, spec["results"], files_dir, tmp,
+                                           job_id, script, recorded)) from None
   skipped = f"; {nexp - len(unfinished)} finished" + (f", {sorted(active)} already queued" if active else "")
   print(f"{cfg.benchmark} on {cfg.platform}: submitted Slurm job {job_id}, runs {todo} of {nexp} "
         f"({spec['runtime']} runtime, partition {spec['partition']}){skipped}\n"
         f"  script: {script}\n  follow: tinyperf status --results {spec['results']}  (--wait blocks until they end)",
         flush=True)
   return 0
+
+
+def _interrupted(why: str, job_name: str, todo: list[int], results: str, files_dir: Path, tmp: Path,
+                 job_id: str | None, script: Path | None, recorded: bool) -> str:
+  """What a submission stopped once sbatch was started says: whether the job is queued and known, and what to do."""
+  if recorded:
+    return (f"{why} after sbatch queued Slurm job {job_id} (runs {todo}). The job is recorded and runs as submitted: "
+            f"`tinyperf status --results {shlex.quote(results)}` follows it, `scancel {job_id}` cancels it. Its script "
+            f"is {script}.")
+  kept = f"its script {script if script and script.exists() else tmp} is kept, with the folder its tasks write to"
+  if job_id is not None:
+    return (f"{why} after sbatch queued Slurm job {job_id} (runs {todo}), before tinyperf recorded it: `tinyperf "
+            f"status` and --resume do not know it. Cancel it (`scancel {job_id}`) and submit again; {kept}.")
+  return (f"{why} while sbatch was submitting the job for runs {todo}: Slurm may have queued it, but tinyperf has no "
+          f"job id for it and has not recorded it, so `tinyperf status` and --resume do not know it. Find it with "
+          f"`squeue --me --name={job_name} --format='%i %T %o'` (its command is {tmp}). Either cancel it (`scancel "
+          f"<job id>`) and submit again, or let it run and submit nothing for runs {todo} until squeue no longer lists "
+          f"it: its tasks record their runs in the ledger as usual. That script is kept, with the folder its tasks write "
+          f"to.")
 
 
 def resubmit(work_root: Path) -> int:
