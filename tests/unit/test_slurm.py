@@ -604,7 +604,7 @@ def test_a_failure_once_sbatch_has_queued_the_job_removes_nothing(monkeypatch, t
   assert (tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1/job_7.sbatch").is_file()
 
 
-def _ctrl_c_while(tool: str, fake_slurm: dict, tiny_data: Path, tmp_path: Path) -> tuple[int, str]:
+def _ctrl_c_while(tool: str, fake_slurm: dict, tiny_data: Path, tmp_path: Path, sig: str = "SIGINT") -> tuple[int, str]:
   """`tinyperf run --scheduler slurm` whose stand-in `tool` sleeps, stopped by SIGINT to its process group as a
   terminal's Ctrl-C is (pytest's own SIGINT handling is not inherited): (exit status, stderr)."""
   import signal
@@ -621,7 +621,7 @@ def _ctrl_c_while(tool: str, fake_slurm: dict, tiny_data: Path, tmp_path: Path) 
     while not started.exists():
       assert p.poll() is None and time.time() - t0 < 120, p.communicate()
       time.sleep(0.1)
-    os.killpg(p.pid, signal.SIGINT)
+    os.killpg(p.pid, getattr(signal, sig))
     stdout, stderr = p.communicate(timeout=60)
   finally:
     if p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
@@ -643,6 +643,14 @@ def test_ctrl_c_while_sbatch_runs_says_the_job_may_be_queued_and_keeps_its_folde
                  f"its command is {script}", "scancel <job id>", "submit again", "let it run", str(files)):
     assert needle in stderr, (needle, stderr)
   assert not (tmp_path / "out/runs/cpu_smoke/resnet/slurm.json").exists()
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_or_sighup_while_sbatch_runs_is_handled_as_ctrl_c(sig, fake_slurm, tiny_data, tmp_path):
+  # a closed SSH session or `kill` killed the submission outright: no message that Slurm may have queued the job
+  rc, stderr = _ctrl_c_while("sbatch", fake_slurm, tiny_data, tmp_path, sig)
+  assert rc == 130 and f"stopped by {sig}" in stderr and "Slurm may have queued it" in stderr, stderr
+  assert list((tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1").glob(".unsubmitted-*.sbatch"))
 
 
 def test_ctrl_c_before_sbatch_removes_what_the_submission_made(fake_slurm, tiny_data, tmp_path):

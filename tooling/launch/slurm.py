@@ -34,7 +34,7 @@ from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
 from tooling.prep.prep import check_prepared
-from tooling.common.errors import UserError, write_atomic
+from tooling.common.errors import UserError, stop_on_signals, write_atomic
 
 RUNTIMES = ("docker", "pyxis", "host")   # what runs each task (`tinyperf run --runtime`; a local run has no pyxis)
 IMAGE_PYTHON = "/opt/tinyperf/venv/bin/python"  # docker/install.sh installs the project into this venv in every image
@@ -408,6 +408,7 @@ def _check_path_chars(path: str, runtime: str):
 def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
   """`tinyperf run --scheduler slurm` (its flags already checked together by tooling/launch/run.py launch_mode): check what can
   be checked here, then submit the runs not yet done or queued. runtime: one of RUNTIMES."""
+  stop_on_signals()   # SIGTERM/SIGHUP as Ctrl-C: cleanup before sbatch, the "may be queued" message after it
   spec = {"benchmark": cfg.benchmark, "platform": cfg.platform, "nexp": nexp, "data": str(args.data.resolve()),
           "results": str(args.results.resolve()), "runtime": runtime, "image": args.image, "partition": args.partition,
           "sbatch_args": list(args.sbatch_arg), "no_check": bool(args.no_check), "assume_shared": bool(args.assume_shared),
