@@ -616,3 +616,26 @@ def test_verify_cli(prepared, tmp_path, capsys):
   assert run("verify", "--data", d, "--max-seq-len", 128, "--quiet") == 1
   assert "part-00000.shard: made with max_seq_len=64 but 128" in capsys.readouterr().err
   assert run("verify", "--data", tmp_path / "empty") == 2
+
+
+def test_synthetic_text_holds_its_majority_word_and_cycle_and_is_reproducible():
+  from benchmarks.bert.corpus import SYNTHETIC_MAJORITY, SYNTHETIC_WORDS, synthetic_documents
+  docs = synthetic_documents(100_000)
+  assert docs == synthetic_documents(100_000) and docs != synthetic_documents(100_000, seed=1)
+  assert sum(len(s) + 1 for d in docs for s in d) >= 100_000
+  words = [w for d in docs for s in d for w in s.split()]
+  assert abs(words.count(SYNTHETIC_WORDS[0]) / len(words) - SYNTHETIC_MAJORITY) < 0.01
+  others = SYNTHETIC_WORDS[1:]
+  for d in docs:   # the minority words of a document follow one cycle, across its sentences
+    rest = [w for s in d for w in s.split() if w != SYNTHETIC_WORDS[0]]
+    k = others.index(rest[0])
+    assert rest == [others[(k + i) % len(others)] for i in range(len(rest))]
+  vocab = installed_test_vocab()
+  if vocab is not None:   # one token each, so the word share is the share of masked labels a constant guess gets right
+    assert set(words) <= set(load_vocab(vocab))
+
+
+def test_synthetic_corpus_without_a_size_is_refused_before_writing(tmp_path, capsys):
+  vocab = write_vocab(tmp_path / "v")
+  assert prep.main(["corpus", "--out", str(tmp_path / "w"), "--text", "synthetic", "--max-bytes", "0", "--vocab", str(vocab)]) == 2
+  assert "--text synthetic needs --max-bytes" in capsys.readouterr().err and not (tmp_path / "w").exists()
