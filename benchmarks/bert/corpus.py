@@ -1,11 +1,11 @@
 """Text available offline: docstrings of installed Python source (stdlib, numpy, ...), or a synthetic text.
 
 The docstrings are used for the tokenizer parity test and benchmark, and by `prep corpus` to build a small
-results4-style directory (one sentence per line, a blank line between documents) for the CPU smoke run. The synthetic
-text (`prep corpus --text synthetic`) is made for end-to-end runs that must reach the masked-LM target from random
-init in a few dozen steps (synthetic_documents). Source files are parsed with `ast`
-(never imported: no side effects), visited in sorted path order, so the text is a pure function of the installed
-files (i.e. of the Python/numpy versions; build_corpus records them and a sha256 per output file in MANIFEST.json).
+results4-style directory (one sentence per line, a blank line between documents) for the CPU smoke run. Source files
+are parsed with `ast` (never imported: no side effects), visited in sorted path order, so the text is a pure function
+of the installed files (i.e. of the Python/numpy versions; build_corpus records them and a sha256 per output file in
+MANIFEST.json). The synthetic text (`prep corpus --text synthetic`) is for end-to-end runs that must reach the
+masked-LM target from random init in a few dozen steps (synthetic_documents).
 """
 from __future__ import annotations
 import ast
@@ -101,10 +101,9 @@ def synthetic_documents(max_bytes: int, seed: int = 0) -> list[list[str]]:
   """Documents of 10-40 sentences of 8-24 words. Each word is SYNTHETIC_WORDS[0] with probability SYNTHETIC_MAJORITY,
   else the next word of a cycle through the others that starts at a random place in each document. A model that
   predicts the majority word at every masked position scores about SYNTHETIC_MAJORITY, above BERT's 0.72 target,
-  which a BERT from random init learns within tens of steps (on the docstrings the cpu_smoke model needs 250 steps
-  to reach 0.05): the end-to-end
-  run then ends with run_stop success and a log the closed checker accepts on accuracy. Not a language; a test of the
-  pipeline. A pure function of (max_bytes, seed)."""
+  which a BERT from random init learns within tens of steps (on the docstrings the cpu_smoke model needs 250 steps to
+  reach 0.05): the end-to-end run then ends with run_stop success and a log the closed checker accepts on accuracy.
+  Not a language; a test of the pipeline. A pure function of (max_bytes, seed)."""
   import numpy as np
   rng = np.random.default_rng(seed)
   others = SYNTHETIC_WORDS[1:]
@@ -143,7 +142,8 @@ def build_corpus(out: str | Path, parts: int = 4, eval_every: int = 10, max_byte
   docs = synthetic_documents(max_bytes) if text == "synthetic" else docstring_documents(roots, max_bytes)
   need = max(parts + 1, eval_every)   # one document per part, and eval.txt's (every eval_every-th) not empty
   if len(docs) < need:
-    raise InputError(f"only {len(docs)} documents of Python docstrings found under {roots or default_roots()}"
+    source = "synthetic text" if text == "synthetic" else f"Python docstrings found under {roots or default_roots()}"
+    raise InputError(f"only {len(docs)} documents of {source}"
                     + (f" within --max-bytes {max_bytes}" if max_bytes is not None else "")
                     + f"; need at least {need} (one per part, and every {eval_every}th for eval.txt). Raise --max-bytes"
                     + (" or lower --parts." if parts + 1 > eval_every else "."))

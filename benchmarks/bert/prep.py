@@ -271,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
   c.add_argument("--out", type=Path, required=True)
   c.add_argument("--text", choices=("docstrings", "synthetic"), default="docstrings",
                  help="docstrings: real English from the installed Python's docstrings; synthetic: a text a BERT from "
-                      "random init learns to the 0.72 target in tens of steps (end-to-end runs that must pass check)")
+                      "random init learns to its masked-LM target in tens of steps (end-to-end runs that must pass check)")
   c.add_argument("--parts", type=int, default=4)
   c.add_argument("--max-bytes", type=int, default=3_000_000, help="stop after this much text")
   c.add_argument("--vocab", type=Path, default=None,
@@ -406,9 +406,9 @@ def _corpus(args) -> int:
          "num_attention_heads": 2, "num_hidden_layers": 2, "type_vocab_size": 2, "vocab_size": n}
   if not (args.out / "bert_config.json").exists():
     write_atomic(args.out / "bert_config.json", json.dumps(cfg, indent=2, sort_keys=True) + "\n").chmod(0o644)
+  what = "synthetic text" if args.text == "synthetic" else f"Python {m['python']} docstrings"
   print(f"prep corpus: {m['documents']['train']} train + {m['documents']['eval']} eval documents in {args.parts} "
-        f"parts -> {args.out / 'results4'} ({m['source'].split(' (')[0] if args.text == 'synthetic' else 'Python ' + m['python']}); "
-        f"vocab {dst}")
+        f"parts -> {args.out / 'results4'} ({what}); vocab {dst}")
   return 0
 
 
