@@ -31,7 +31,8 @@
 #      on EVAL_SAMPLES samples; INIT captures the whole 24-layer step that RUN replays. TARGET stays 0.72, which
 #      docstrings from random init do not reach in a few steps: RUN ends with run_stop aborted (exit 1) and `tinyperf
 #      check` rejects the log for that (and for the closed accuracy rule); the log is a timing record, not a closed
-#      result. With TEXT=synthetic the run reaches it, ends with run_stop success, and check judges the whole log.
+#      result. TEXT=synthetic is made for the run to reach it and end with run_stop success, so that check judges the
+#      whole log (on the CPU in tests/integration/test_bert_synthetic_text.py; not yet run on the H200).
 # LOADER_RATE=0 skips step 2. Both end with scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
 # data wait, each eval's s) and, while BUDGET_S lasts, PyTorch eager on the same batch ($JOB/torch.log).
 # Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from
