@@ -119,3 +119,33 @@ def test_a_failing_tinygrad_side_is_reported_once(tmp_path):
   assert r.returncode == 2 and both.count("stand-in failure: the tinygrad side stops here") == 2, both   # streamed + named
   assert r.stderr == ("tinyperf bench: error: the tinygrad side failed (exit 3); its output is above, ending with: "
                       "stand-in failure: the tinygrad side stops here\n"), r.stderr
+
+
+# the tinygrad side without training (any Python started with '--phase' in its arguments): the environment it was
+# given, and a timing record of the fields bench prints
+STAND_IN_TINYGRAD = """import json, os, sys
+if '--phase' in sys.argv:
+  print('stand-in tinygrad side: ' + ' '.join(f'{k}={os.environ.get(k)}' for k in ('BS', 'EVAL_BS', 'GPUS', 'NOOPT')))
+  print('tinyperf-bench ' + json.dumps({'img_per_s': 100.0, 'gpus': 1, 'bs': int(os.environ['BS']), 'median_step_ms': 80.0,
+        'beam': {'TRAIN_BEAM': 0}, 'mem_used_gb': 0.1, 'init_s': 1.0, 'projected_minutes': 1.0}), flush=True)
+  os._exit(0)
+"""
+
+
+def test_the_environment_values_bench_flags_replace_are_named_once_before_the_run(tmp_path):
+  # BS=128 exported and --bs 8 trained 8 without a word; a value the flag sets again (EVAL_BS=8, GPUS=01) is not named
+  (tmp_path / "sitecustomize.py").write_text(STAND_IN_TINYGRAD)
+  env = {"BS": "128", "EVAL_BS": "8", "GPUS": "01", "NOOPT": "1", "CACHEDB": str(tmp_path / "mine.db")}
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--bs", "8",
+                      "--steps", "1", "--against", "none", "--vary", "NOOPT=0", "--beam-cache", "beam.db"], cwd=tmp_path,
+                     capture_output=True, text=True, timeout=120,
+                     env={**os.environ, **env, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
+  assert r.returncode == 0, r.stdout + r.stderr
+  said = [line for line in r.stdout.splitlines() if "from the environment" in line]
+  assert said == ["bench: --bs 8 replaces BS=128 from the environment",
+                  "bench: --vary NOOPT=0 replaces NOOPT=1 from the environment",
+                  f"bench: --beam-cache {tmp_path / 'beam.db'} replaces CACHEDB={tmp_path / 'mine.db'} from the environment"]
+  assert r.stdout.index(said[-1]) < r.stdout.index("stand-in tinygrad side")   # before the run starts
+  # the flags still win: BS from --bs, NOOPT from the environment in the first run and from --vary in the second
+  assert [line for line in r.stdout.splitlines() if line.startswith("stand-in")] == [
+    "stand-in tinygrad side: BS=8 EVAL_BS=8 GPUS=1 NOOPT=1", "stand-in tinygrad side: BS=8 EVAL_BS=8 GPUS=1 NOOPT=0"]

@@ -19,10 +19,10 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common.config import (ROOT, SCHEMA, PlatformConfig, available_platforms, bert_dropout, config_path,
-                                      load_config)
+from benchmarks.common.config import (ROOT, SCHEMA, PlatformConfig, _coerce, available_platforms, bert_dropout,
+                                      config_path, load_config)
 from benchmarks.common.rules import CLOSED_MODEL, closed_model_changes
-from tooling.common.errors import UserError, stop_on_signals
+from tooling.common.errors import InputError, UserError, stop_on_signals
 
 TAG = "tinyperf-bench "
 
@@ -84,6 +84,28 @@ def tinygrad_env(args, varied: dict) -> tuple[dict, dict]:
   flags.update({k: (v, f"--vary {args.vary}") for k, v in varied.items()})
   env = {**os.environ, "PYTHONUNBUFFERED": "1", **{k: str(v) for k, (v, _) in flags.items()}}
   return env, {k: flag for k, (_, flag) in flags.items()}
+
+
+def replaced_from_env(args, varied: dict) -> list[str]:
+  """One line per value of the user's environment that a flag of bench replaces in the tinygrad side's environment
+  (`BS=128 tinyperf bench ... --bs 8` trains 8): the flag wins, said before the run as the entrypoint says its own
+  overrides. A value the flag sets again, spelt alike or not (08 for 8), is not named."""
+  said = {}
+  for run in ({}, varied) if varied else ({},):
+    env, given_as = tinygrad_env(args, run)
+    for k, flag in given_as.items():
+      mine = os.environ.get(k, "")
+      if mine and _as_loaded(args, k, mine) != _as_loaded(args, k, env[k]):
+        said[f"bench: {flag} replaces {k}={mine} from the environment"] = None
+  if args.beam_cache and os.environ.get("CACHEDB"):   # the tinygrad side's kernel cache is a temp file then
+    said[f"bench: --beam-cache {args.beam_cache} replaces CACHEDB={os.environ['CACHEDB']} from the environment"] = None
+  return list(said)
+
+
+def _as_loaded(args, key: str, value: str):
+  """value as the config loader reads key from the environment; one it would refuse, as it is."""
+  try: return _coerce(value, SCHEMA[args.benchmark][key], key, key, from_env=True)
+  except InputError: return value
 
 
 def tinygrad_config(args, varied: dict) -> PlatformConfig:
@@ -314,6 +336,7 @@ def main(args) -> int:
   if varied_env: tinygrad_config(args, varied_env)
   torch_cmd = torch_command(args) if args.against == "torch" else None
   require_gpus(args)
+  for line in replaced_from_env(args, varied_env): print(line, flush=True)
   ours = run_tinygrad(args, {})
   ours_rows = [ours] + ([{**run_tinygrad(args, varied_env), "varied": args.vary}] if varied_env else [])
   theirs = run_torch(args, torch_cmd) if torch_cmd else []
