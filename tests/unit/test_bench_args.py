@@ -1,7 +1,11 @@
-"""`tinyperf bench` refuses arguments that do not fit the benchmark before starting anything."""
+"""`tinyperf bench` refuses arguments that do not fit the benchmark before starting anything, names the environment
+values its flags replace, and stops the PyTorch side's process group on SIGTERM (both sides stand-ins, no training)."""
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +153,62 @@ def test_the_environment_values_bench_flags_replace_are_named_once_before_the_ru
   # the flags still win: BS from --bs, NOOPT from the environment in the first run and from --vary in the second
   assert [line for line in r.stdout.splitlines() if line.startswith("stand-in")] == [
     "stand-in tinygrad side: BS=8 EVAL_BS=8 GPUS=1 NOOPT=1", "stand-in tinygrad side: BS=8 EVAL_BS=8 GPUS=1 NOOPT=0"]
+
+
+# the PyTorch side without PyTorch (any Python started with '--modes' in its arguments): it starts a process of its own
+# (as torch.compile starts its compile workers), says which processes and process group those are, and waits
+STAND_IN_TORCH = """
+if '--modes' in sys.argv:
+  import subprocess, time
+  worker = subprocess.Popen(['sleep', '300'])
+  with open(os.environ['TEST_TORCH_PIDS'] + '.tmp', 'w') as f: f.write(f'{os.getpid()} {worker.pid} {os.getpgid(0)}')
+  os.replace(os.environ['TEST_TORCH_PIDS'] + '.tmp', os.environ['TEST_TORCH_PIDS'])
+  time.sleep(300)
+"""
+
+
+def _live(pids: set[int], pgid: int) -> list[int]:
+  """Which of pids, or of the processes in group pgid, are still alive (a zombie waiting to be reaped is not)."""
+  live = []
+  for d in Path("/proc").iterdir():
+    try:
+      if not d.name.isdigit(): continue
+      state, _, group = (d / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+      if state != "Z" and (int(d.name) in pids or int(group) == pgid): live.append(int(d.name))
+    except OSError: pass   # it ended while being read
+  return live
+
+
+def test_sigterm_during_the_pytorch_side_stops_its_process_group_and_writes_no_record(tmp_path):
+  """SIGTERM (Slurm, docker stop, kill) while the PyTorch side ran killed that child alone: what it had started (compile
+  workers) went on running. Now its process group is stopped as the tinygrad side's is, and bench ends with the same
+  line, exit 130, the --record file untouched (a record is appended whole at the end) and no temp folder left."""
+  hook, tmp, pids = tmp_path / "hook", tmp_path / "tmp", tmp_path / "torch.pids"
+  hook.mkdir(); tmp.mkdir()
+  (hook / "sitecustomize.py").write_text(STAND_IN_TINYGRAD + STAND_IN_TORCH)
+  # cpu_smoke with the closed ResNet-50's shapes: the model the PyTorch side builds (both sides are stand-ins)
+  shapes = {"RESNET_LAYERS": "3,4,6,3", "RESNET_WIDTH": "64", "NUM_CLASSES": "1000"}
+  p = subprocess.Popen([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
+                        "--record", "bench.jsonl"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       start_new_session=True, env={**os.environ, **shapes, "PYTHONPATH": f"{hook}{os.pathsep}{REPO}",
+                                                    "TMPDIR": str(tmp), "TEST_TORCH_PIDS": str(pids)})
+  torch_pgid = None
+  try:
+    deadline = time.time() + 60
+    while not pids.exists():
+      assert p.poll() is None and time.time() < deadline, "bench ended, or its PyTorch side never started"
+      time.sleep(0.1)
+    torch_pid, worker, torch_pgid = map(int, pids.read_text().split())
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    deadline = time.time() + 10                        # killed processes may take a moment to be reaped
+    while (left := _live({torch_pid, worker}, torch_pgid)) and time.time() < deadline: time.sleep(0.2)
+  finally:
+    for group in {p.pid, torch_pgid} - {None}:   # whatever is left, so that a failure leaves no process behind
+      try: os.killpg(group, signal.SIGKILL)
+      except ProcessLookupError: pass
+  assert p.returncode == 130 and err.splitlines() == ["tinyperf bench: stopped by SIGTERM (scancel, a Slurm time limit, "
+                                                      "or kill)"], err
+  assert not left, f"the PyTorch side's processes {left} outlived bench"
+  assert "stand-in tinygrad side" in out and not (tmp_path / "bench.jsonl").exists()
+  assert list(tmp.iterdir()) == []                     # the tinygrad side's temp folder is gone

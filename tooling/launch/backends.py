@@ -94,6 +94,15 @@ def _release(dog: subprocess.Popen):
 def raw_stdout(chunk: bytes): sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
 
 
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 30) -> None:
+  """SIGTERM to the process group of proc (started with start_new_session: what it started, e.g. BEAM's workers, too),
+  SIGKILL if proc has not ended after grace_s seconds."""
+  try: os.killpg(proc.pid, signal.SIGTERM); proc.wait(timeout=grace_s)
+  except (ProcessLookupError, subprocess.TimeoutExpired):
+    try: os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError: pass
+
+
 def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None,
                    console=raw_stdout, limit_until: bytes | None = None) -> tuple[int, bool]:
   """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tooling.launch.console
@@ -122,10 +131,7 @@ def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: f
     return proc.wait(), stopped.is_set()
   except BaseException:
     # Ctrl-C or launcher failure: stop the whole process group of the phase, then re-raise
-    try: os.killpg(proc.pid, signal.SIGTERM); proc.wait(timeout=30)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-      try: os.killpg(proc.pid, signal.SIGKILL)
-      except ProcessLookupError: pass
+    stop_process_group(proc)
     raise
   finally:
     if timer: timer.cancel()

@@ -284,10 +284,17 @@ def torch_command(args) -> list[str]:
 
 
 def run_torch(args, cmd: list[str]) -> list[dict]:
-  proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-  out = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+  # a process group of its own, as the tinygrad side's: SIGTERM (a KeyboardInterrupt, stop_on_signals) or Ctrl-C stops
+  # what it started too (torch.compile's workers), not only the child as subprocess.run's kill did
+  from tooling.launch.backends import stop_process_group
+  proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+  try: stdout, stderr = proc.communicate()
+  except BaseException:
+    stop_process_group(proc)
+    raise
+  out = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
   if proc.returncode != 0 or not out:
-    raise UserError(f"the PyTorch side failed (exit {proc.returncode}); is PyTorch installed here? {proc.stderr[-1500:]}")
+    raise UserError(f"the PyTorch side failed (exit {proc.returncode}); is PyTorch installed here? {stderr[-1500:]}")
   return out
 
 
