@@ -212,3 +212,25 @@ def test_sigterm_during_the_pytorch_side_stops_its_process_group_and_writes_no_r
   assert not left, f"the PyTorch side's processes {left} outlived bench"
   assert "stand-in tinygrad side" in out and not (tmp_path / "bench.jsonl").exists()
   assert list(tmp.iterdir()) == []                     # the tinygrad side's temp folder is gone
+
+
+def test_a_stop_while_the_record_is_appended_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+  # the lines were written one by one: a SIGTERM (a KeyboardInterrupt, stop_on_signals) between two of them appended the
+  # config's line without the --vary one. Here it arrives while the second line is made.
+  import json
+  from tooling.perf import bench
+  record = tmp_path / "bench.jsonl"
+  record.write_text('{"earlier": 1}\n')
+  stand_in = {"img_per_s": 100.0, "gpus": 1, "bs": 64, "median_step_ms": 80.0, "beam": {"TRAIN_BEAM": 0},
+              "mem_used_gb": 0.1, "init_s": 1.0, "projected_minutes": 1.0}
+  monkeypatch.setattr(bench, "run_tinygrad", lambda args, varied: dict(stand_in))
+  monkeypatch.setattr(bench, "stop_on_signals", lambda: None)   # this test's process keeps its own handlers
+  dumps = json.dumps
+  def stopped_at_the_varied_line(obj, *a, **kw):
+    if isinstance(obj, dict) and "varied" in obj: raise KeyboardInterrupt("stopped by SIGTERM")
+    return dumps(obj, *a, **kw)
+  monkeypatch.setattr(json, "dumps", stopped_at_the_varied_line)
+  args = _bench_args("resnet", "--platform", "cpu_smoke", "--steps", "1", "--against", "none", "--vary", "NOOPT=0",
+                     "--record", str(record))
+  with pytest.raises(KeyboardInterrupt): bench.main(args)
+  assert record.read_text() == '{"earlier": 1}\n'

@@ -367,6 +367,7 @@ def main(args) -> int:
           f"cache), {r['covered']:.1%} of the step's BEAM=0 time {r['step_beam0_s'] * 1e3:.1f} ms, {r['search_s']:.0f} s")
   if args.record:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    with open(args.record, "a") as f:
-      for r in [*ours_rows, *theirs]: f.write(json.dumps({"date": stamp, **r}) + "\n")
+    lines = "".join(json.dumps({"date": stamp, **r}) + "\n" for r in [*ours_rows, *theirs])
+    # one write: a SIGTERM here (a KeyboardInterrupt between two statements) appends the whole set or nothing
+    with open(args.record, "a") as f: f.write(lines)
   return 0
