@@ -182,7 +182,7 @@ def _to_env(v) -> str:
   return str(v)
 
 
-def _coerce(value, knob: Knob, key: str, where: str, from_env: bool = False):
+def coerce_knob(value, knob: Knob, key: str, where: str, from_env: bool = False):
   """Type-check a value from YAML (strict) or from the environment (from_env: a string, parsed); where names its
   source in the error."""
   t = knob.type
@@ -244,7 +244,7 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
       if key not in raw:
         if knob.required: raise ConfigError(f"{path}: missing required key {key} ({knob.doc}). Add it.")
         continue
-      out[key] = _coerce(raw[key], knob, key, str(path))
+      out[key] = coerce_knob(raw[key], knob, key, str(path))
   if meta["benchmark"] != benchmark:
     raise ConfigError(f"{path}: benchmark is {meta['benchmark']!r} but the file lives under {benchmark}/.")
   if meta["platform"] != path.parent.name:
@@ -258,7 +258,7 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
   given_as, overridden = given_as or {}, {}
   for key, knob in schema.items():
     if key in environ and environ[key] != "":
-      val = _coerce(environ[key], knob, key, given_as.get(key, f"environment variable {key}"), from_env=True)
+      val = coerce_knob(environ[key], knob, key, given_as.get(key, f"environment variable {key}"), from_env=True)
       if knobs.get(key) != val: overridden[key] = (knobs.get(key), val)
       knobs[key] = val
   _check_consistency(path, benchmark, knobs, {key: given_as.get(key, "the environment") for key in overridden})

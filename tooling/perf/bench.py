@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common.config import (ROOT, SCHEMA, PlatformConfig, _coerce, available_platforms, bert_dropout,
+from benchmarks.common.config import (ROOT, SCHEMA, PlatformConfig, available_platforms, bert_dropout, coerce_knob,
                                       config_path, load_config)
 from benchmarks.common.rules import CLOSED_MODEL, closed_model_changes
 from tooling.common.errors import InputError, UserError, stop_on_signals
@@ -104,7 +104,7 @@ def replaced_from_env(args, varied: dict) -> list[str]:
 
 def _as_loaded(args, key: str, value: str):
   """value as the config loader reads key from the environment; one it would refuse, as it is."""
-  try: return _coerce(value, SCHEMA[args.benchmark][key], key, key, from_env=True)
+  try: return coerce_knob(value, SCHEMA[args.benchmark][key], key, key, from_env=True)
   except InputError: return value
 
 
