@@ -106,7 +106,7 @@ if [ "$E2E" = bert ]; then
   export TRAIN_BEAM=${TRAIN_BEAM:-0} EVAL_BEAM=${EVAL_BEAM:-0} INIT_CHECKPOINT=0 TRAIN_STEPS=${TRAIN_STEPS:-20} \
     EVAL_STEP_FREQ=${EVAL_STEP_FREQ:-10} EVAL_SAMPLES=${EVAL_SAMPLES:-480} PYTHONUNBUFFERED=1
   [ -d "$DATA/results4" ] || tinyperf prep wiki corpus --out "$DATA" --vocab "$VOCAB" --parts "${CORPUS_PARTS:-16}" \
-    --max-bytes "${CORPUS_BYTES:-12000000}" --text "$TEXT" 2>&1 | stamp "$JOB/prep.log"
+    --max-bytes "${CORPUS_BYTES:-12000000}" --text "${TEXT:-docstrings}" 2>&1 | stamp "$JOB/prep.log"
   # finished train shards are kept on a rerun; the eval shard is remade (EVAL_SAMPLES may differ)
   rm -f "$DATA/eval.shard"
   { tinyperf prep wiki pretrain --data "$DATA" --platform 1xH200 --workers "$(nproc)" --quiet &&
