@@ -6,7 +6,10 @@ JIT's compile is wrapped: each distinct kernel is compiled with tinygrad's hand-
 fresh buffers, as BEAM times a candidate), ranked by time x uses per step, and searched in that order until the
 searched kernels hold BEAM_COVERAGE of the step's BEAM=0 time or the process has spent BEAM_BUDGET_S searching; the rest
 keep the hand-coded optimizations, except those whose search result is already in tinygrad's cache (CACHEDB): a cached
-result costs no search, so a spent budget still takes it. Search results land in that cache as a plain search's do.
+result costs no search, so a spent budget still takes it (and its lookup is not counted as search time). A search still
+running when the budget runs out is stopped (`search_deadline`) and its kernel keeps the hand-coded optimizations, so
+BEAM_BUDGET_S bounds INIT's search, not only the start of its last kernel. Search results land in that cache as a plain
+search's do.
 
 Leans on tinygrad 0.14.0 internals (engine.jit.compile_linear, codegen.to_program, the search's own timer); the
 project pins that version and tests/integration/test_ranked_beam.py runs them.
@@ -14,6 +17,7 @@ project pins that version and tests/integration/test_ranked_beam.py runs them.
 from __future__ import annotations
 import contextlib
 import math
+import multiprocessing
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -28,7 +32,7 @@ class SearchReport:
   step_s: float                     # their BEAM=0 time summed: an estimate of the step at BEAM=0
   searched: list[str] = field(default_factory=list)   # kernels given a BEAM result (searched or cached), in order
   covered_s: float = 0.0            # BEAM=0 time of the searched kernels
-  search_s: float = 0.0             # wall time of this compile's searches
+  search_s: float = 0.0             # wall time of this compile's searches (a cached result's lookup is none)
   cached: int = 0                   # of those, the ones whose result was taken from tinygrad's cache, not searched
   stopped: str = ""                 # why the search stopped before the coverage: "budget", "" if it did not
 
@@ -97,17 +101,29 @@ class RankedBeam:
     for s in rank(cost, self.coverage):
       spent = self.budget_s is not None and self.spent_s >= self.budget_s
       if spent: rep.stopped = "budget"
-      t0 = time.perf_counter()
       beamed = s.replace(arg=replace(s.arg, beam=amt))
       try:   # a result the cache holds is taken, and counted as such, budget or not: a record's "searched" is new work
+        t0 = time.perf_counter()
         with cache_only(): prg, from_cache = to_program(beamed, renderer[s]), True
+        dt = time.perf_counter() - t0
       except NotCached:
         if spent: continue
-        prg, from_cache = to_program(beamed, renderer[s]), False
+        t0 = time.perf_counter()
+        try:
+          with search_deadline(None if self.budget_s is None else t0 + self.budget_s - self.spent_s):
+            prg, from_cache = to_program(beamed, renderer[s]), False
+        except SearchDeadline:
+          dt = time.perf_counter() - t0
+          self.spent_s += dt
+          rep.search_s += dt
+          rep.stopped = "budget"
+          self.log(f"ranked BEAM: the search of a kernel of {cost[s]*1e3:.2f} ms at BEAM=0 was stopped after {dt:.1f} s, "
+                   f"when BEAM_BUDGET_S ran out; it keeps the hand-coded optimizations")
+          continue
+        dt = time.perf_counter() - t0
+        self.spent_s += dt
+        rep.search_s += dt
       rep.cached += from_cache
-      dt = time.perf_counter() - t0
-      self.spent_s += dt
-      rep.search_s += dt
       rep.covered_s += cost[s]
       rep.searched.append(ansistrip(prg.src[0].arg.name))
       searched.add(s)
@@ -123,6 +139,46 @@ class RankedBeam:
       if c.op is not Ops.CALL or c.src[0] not in searched: return c
       return c.replace(src=(c.src[0].replace(arg=replace(c.src[0].arg, beam=amt)), *c.src[1:]))
     return linear.replace(src=tuple(marked(c) for c in linear.src))
+
+
+class SearchDeadline(Exception):
+  """A kernel's BEAM search still running when BEAM_BUDGET_S ran out (raised inside search_deadline())."""
+
+
+@contextlib.contextmanager
+def search_deadline(at: float | None):
+  """tinygrad's BEAM search inside raises SearchDeadline once time.perf_counter() passes `at`: while it waits for its
+  compile workers and before it times a candidate. One kernel's search can run for minutes (2026-12-03, H200: 406 s for
+  one of BERT-large's, when the budget had 4 s left; a worker whose compile-timeout alarm lands in a __del__ loses it,
+  tinygrad prints "Exception ignored ... TimeoutException"), so the budget is checked inside the search, not only
+  between kernels. The workers are then ended, busy or not; the next search starts new ones. None: no deadline."""
+  if at is None:
+    yield
+    return
+  import tinygrad.codegen.opt.search as search
+  from tinygrad.engine.worker import terminate_worker_pool
+  plain_pool, plain_time = search.get_worker_pool, search._time_program
+  def left() -> float:
+    if (s := at - time.perf_counter()) <= 0: raise SearchDeadline
+    return s
+  class BoundedPool:   # the one method beam_search calls on its pool, with the deadline as the wait's timeout
+    def __init__(self, pool): self.pool = pool
+    def imap_unordered(self, fn, items):
+      results = self.pool.imap_unordered(fn, items)
+      while True:
+        try: yield results.next(timeout=left())
+        except StopIteration: return
+        except multiprocessing.TimeoutError: raise SearchDeadline from None
+  def pool(): return None if (p := plain_pool()) is None else BoundedPool(p)
+  def timed(*args, **kw):
+    left()
+    return plain_time(*args, **kw)
+  search.get_worker_pool, search._time_program = pool, timed   # beam_search looks both up in its module at each call
+  try: yield
+  except SearchDeadline:
+    terminate_worker_pool()   # workers still compiling this search's candidates would hold up the next one
+    raise
+  finally: search.get_worker_pool, search._time_program = plain_pool, plain_time
 
 
 class NotCached(Exception):

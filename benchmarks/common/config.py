@@ -71,8 +71,8 @@ COMMON = {
   "BEAM_PADTO": Knob(int, "add PADTO actions to the search when non-zero", required=False, range="[0,)"),
   "BEAM_COVERAGE": Knob(float, "search only the slowest kernels at BEAM=0 until they hold this share of the step's time "
                         "(1 = every kernel, tinygrad's own BEAM; benchmarks/common/beam.py)", required=False, range="(0,1]"),
-  "BEAM_BUDGET_S": Knob(float, "seconds a process may spend in BEAM search; kernels ranked after it keep tinygrad's "
-                        "hand-coded optimizations (benchmarks/common/beam.py)", required=False, range="[0,)"),
+  "BEAM_BUDGET_S": Knob(float, "seconds a process may spend in BEAM search (a search still running then is stopped); the "
+                        "kernels not searched keep tinygrad's hand-coded optimizations (benchmarks/common/beam.py)", required=False, range="[0,)"),
   "HCQDEV_WAIT_TIMEOUT_MS": Knob(int, "HCQ signal wait timeout", required=False, range="[1,)"),
   "NOOPT": Knob(int, "1 = tinygrad skips its hand-coded kernel optimizations: faster compiles, slower kernels (for "
                 "toy runs whose INIT is mostly compile time)", required=False, range="[0,1]"),
