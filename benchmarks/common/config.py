@@ -39,7 +39,7 @@ class Knob:
   range: str = ""   # numeric knobs: the allowed interval, e.g. "[1,)" (>= 1) or "(0,1]"; NaN and infinities never pass
 
 
-# Facts about the submission (lower-case, never overridden by the environment).
+# Facts about the submission (lower-case, never overridden by the environment, except DIVISION=open: load_config).
 META = {
   "benchmark": Knob(str, "benchmark keyword as MLPerf logs it", choices=BENCHMARKS),
   "platform": Knob(str, "implementation directory name"),
@@ -262,6 +262,15 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
       if knobs.get(key) != val: overridden[key] = (knobs.get(key), val)
       knobs[key] = val
   _check_consistency(path, benchmark, knobs, {key: given_as.get(key, "the environment") for key in overridden})
+  # DIVISION=open makes a closed config's run an open one (a shortened schedule, part of the data: docs/check.md);
+  # the other way, a closed log, comes only from a config file that says closed
+  if (division := environ.get("DIVISION", "")) not in ("", "open"):
+    raise ConfigError(f"environment variable DIVISION={division!r}: only DIVISION=open is accepted (it makes "
+                      f"{path}'s run an open-division one); a closed run's division comes from its config file. Unset "
+                      f"DIVISION or set it to open.")
+  if division == "open" and meta["division"] != "open":
+    overridden["DIVISION"] = (meta["division"], "open")   # passed on as DIVISION=open where a launcher starts the run
+    meta["division"] = "open"
   # the file's model; an environment override of it is refused where a run starts (require_closed_model)
   if meta["division"] == "closed" and (changed := closed_model_changes(benchmark, in_file)):
     raise ConfigError(f"{path}: division closed requires {_closed_model(benchmark)}, not "

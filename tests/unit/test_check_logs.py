@@ -175,3 +175,37 @@ def test_cli_table_and_json(capsys, tmp_path):
   (f,) = data["files"]
   assert f["verdict"] == "NON-COMPLIANT" and f["first_failure"]["line"] == 8
   assert f["init_margin_minutes"] == pytest.approx(-1.0)
+
+
+@pytest.mark.parametrize("benchmark, key, value, whole", [
+  ("bert", "eval_samples", 480, False),        # EVAL_SAMPLES=480: a shortened run's eval
+  ("bert", "eval_samples", 10080, True),       # tinycorp's reviewed v5.0 logs: the 10000 in whole batches of 96
+  ("bert", "eval_samples", "10000", False),    # a string is not a count
+  ("resnet", "eval_samples", 640, False),      # 10 synthetic classes' validation images
+  ("resnet", "train_samples", 6400, False),
+  ("resnet", "train_samples", 1281168, False),
+])
+def test_a_closed_log_states_the_whole_dataset(tmp_path, benchmark, key, value, whole):
+  from mllog_builder import relabel_log
+  def edit(e):
+    if e["key"] == key: e["value"] = value
+  log = relabel_log(write_log(tmp_path / "built.txt", benchmark), tmp_path / "closed" / "result_0.txt", edit)
+  f = only(check_path(log))
+  assert f.checker_success      # the compliance checker requires the key, not its value
+  assert f.compliant == whole and levels(f, "dataset") == ([] if whole else [FAIL]), f.findings
+  if not whole:
+    assert f.first_failure.check == "dataset" and f.first_failure.message.startswith(f"{key} is {value!r}, not ")
+    assert "DIVISION=open" in f.first_failure.message and f.first_failure.line is not None
+  def opened(e):
+    edit(e)
+    if e["key"] == "submission_division": e["value"] = "open"
+  f = only(check_path(relabel_log(log, tmp_path / "open" / "result_0.txt", opened)))
+  assert levels(f, "dataset") == [] and f.compliant     # an open run may use any part of the data
+
+
+def test_the_h200_bert_log_of_a_shortened_run_is_rejected_as_closed_for_its_eval_set_alone():
+  # docs/perf/2026-12-03_bert_e2e_synthetic_result.txt: BERT-large on one H200 (PERFORMANCE.md row 20), 480 eval samples
+  from benchmarks.common.config import ROOT
+  f = only(check_path(ROOT / "docs" / "perf" / "2026-12-03_bert_e2e_synthetic_result.txt"))
+  assert f.checker_success and f.division == "closed" and f.init_minutes == pytest.approx(20.79, abs=0.01)
+  assert [(x.check, x.line) for x in f.findings if x.level == FAIL] == [("dataset", 25)]

@@ -287,3 +287,16 @@ def test_a_value_a_command_set_from_its_flag_is_named_by_that_flag():
   with pytest.raises(ConfigError, match="bound the BEAM search only with IGNORE_JIT_FIRST_BEAM=1") as e:
     load_config("resnet", "cpu_smoke", environ={"TRAIN_BEAM": "1", "BEAM_BUDGET_S": "10"}, given_as={"TRAIN_BEAM": "--beam 1"})
   assert str(e.value).endswith("(BEAM_BUDGET_S comes from the environment; TRAIN_BEAM from --beam 1.)"), e.value
+
+
+def test_division_open_from_the_environment_makes_a_closed_config_open_and_never_the_other_way():
+  from benchmarks.common.config import require_closed_model
+  cfg = load_config("bert", "1xH200", environ={"DIVISION": "open", "BERT_LAYERS": "2"})
+  assert cfg["division"] == "open" and cfg.overridden["DIVISION"] == ("closed", "open")
+  require_closed_model(cfg)      # an open run may train another model
+  assert load_config("bert", "1xH200", environ={})["division"] == "closed"   # the file is unchanged
+  smoke = load_config("bert", "cpu_smoke", environ={"DIVISION": "open"})
+  assert smoke["division"] == "open" and "DIVISION" not in smoke.overridden
+  for bad in ("closed", "Open"):
+    with pytest.raises(ConfigError, match=f"DIVISION='{bad}': only DIVISION=open is accepted"):
+      load_config("resnet", "cpu_smoke", environ={"DIVISION": bad})

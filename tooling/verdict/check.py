@@ -4,8 +4,8 @@ PATH is one result log, a results/<system>/<benchmark> directory, or a submitter
 Per file: compliance_checker (ruleset from the log's submission_benchmark: resnet 4.0.0, bert 5.0.0). Per directory:
 package_checker (on a scratch copy: it writes scaling.json) with its seed and RCP checks, and system_desc_checker.
 Verdicts come from the tools' parsed output, never their exit codes. On top (see docs/check.md): init time and its
-margin, run_stop status, seeds (present, unique, wide enough), result file names and count, keys logged twice, and for a
-submitter tree the log <-> directory <-> systems JSON cross-checks.
+margin, run_stop status, a closed log's dataset sizes, seeds (present, unique, wide enough), result file names and
+count, keys logged twice, and for a submitter tree the log <-> directory <-> systems JSON cross-checks.
 
 Python API: check_path(path, ruleset=None, werror=False) -> Report (report.accepted, report.exit_code, report.to_dict()).
 """
@@ -19,8 +19,8 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, RESULT_GLOB, RESULT_NAME, SEED_BITS,
-                                     SEED_EVIDENCE, max_dropped_runs, required_runs, result_name)
+from benchmarks.common.rules import (CLOSED_SAMPLES, INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, RESULT_GLOB, RESULT_NAME,
+                                     SEED_BITS, SEED_EVIDENCE, max_dropped_runs, required_runs, result_name)
 from tooling.common import mlperf_tools
 from tooling.common import results_tree as T
 from tooling.common.errors import ToolError
@@ -194,6 +194,22 @@ def _run_stop_check(log: MLLog, fr: FileReport) -> None:
                                fr.name, stops[0].line))
 
 
+def _dataset_check(log: MLLog, fr: FileReport) -> None:
+  """A closed log states the whole dataset (rules.CLOSED_SAMPLES); a missing key is the compliance checker's finding."""
+  if _division(fr.division) != "closed": return
+  for key, (least, most, what) in CLOSED_SAMPLES.get(log.benchmark, {}).items():
+    e = log.first(key)
+    if e is None: continue
+    v = e.value
+    whole = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= least and (most is None or v <= most)
+    if not whole:
+      want = str(least) if least == most else f"at least {least}"
+      fr.findings.append(Finding(FAIL, "dataset", f"{key} is {v!r}, not {want}: a closed {log.benchmark} run uses {what}, "
+                                 f"and this one used only part of the data (a shortened or synthetic run): a reviewer "
+                                 f"rejects it, and the compliance checker does not look at the value. Rerun on the full dataset, or make "
+                                 f"the run open (DIVISION=open)", fr.name, e.line))
+
+
 def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
   seeds = log.all("seed")
   closed = _division(fr.division) == "closed"
@@ -235,6 +251,7 @@ def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, r
     fr.findings.append(Finding(FAIL, "compliance", "compliance_checker did not report SUCCESS", fr.name))
   _init_check(log, fr)
   _run_stop_check(log, fr)
+  _dataset_check(log, fr)
   _seed_check(log, fr, runs or required_runs(log.benchmark) or 10)
   fr.minutes = time_to_train_minutes(log)
   fails = [f for f in fr.findings if f.level == FAIL]
