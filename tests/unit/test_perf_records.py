@@ -9,7 +9,7 @@ from benchmarks.common.config import ROOT
 
 PERF = ROOT / "docs" / "perf"
 NAMED = re.compile(r"docs/perf/([A-Za-z0-9_.\-]+[A-Za-z0-9_\-])")     # a file named in prose, a command or a comment
-FILE_FIELDS = ("log", "beam_db")                                      # the fields of a record that name a file
+FILE_FIELDS = ("log", "beam_db", "result_log")                                    # the fields of a record that name a file
 
 
 def _readers_texts() -> list[Path]:
