@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.common.config import load_config
+
 from tests.conftest import REPO
 
 
@@ -153,6 +155,15 @@ def test_the_environment_values_bench_flags_replace_are_named_once_before_the_ru
   # the flags still win: BS from --bs, NOOPT from the environment in the first run and from --vary in the second
   assert [line for line in r.stdout.splitlines() if line.startswith("stand-in")] == [
     "stand-in tinygrad side: BS=8 EVAL_BS=8 GPUS=1 NOOPT=1", "stand-in tinygrad side: BS=8 EVAL_BS=8 GPUS=1 NOOPT=0"]
+  # without --bs, bench's default (the config's) replaces BS, and is said to be one: no flag was typed
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
+                      "--against", "none"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                     env={**os.environ, "BS": "128", "GPUS": "2", "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
+  assert r.returncode == 0, r.stdout + r.stderr
+  bs = load_config("resnet", "cpu_smoke", environ={})["BS"]
+  assert [line for line in r.stdout.splitlines() if "from the environment" in line] == [
+    "bench: --gpus 1 (bench's default) replaces GPUS=2 from the environment",
+    f"bench: --bs {bs} (bench's default) replaces BS=128 from the environment"]
 
 
 # the PyTorch side without PyTorch (any Python started with '--modes' in its arguments): it starts a process of its own

@@ -27,11 +27,19 @@ from tooling.common.errors import InputError, UserError, stop_on_signals
 TAG = "tinyperf-bench "
 
 
+class _Typed(argparse.Action):
+  """Stores the flag's value and notes it in `typed`: a default that replaces an environment value is said as one."""
+  def __call__(self, parser, namespace, value, option_string=None):
+    setattr(namespace, self.dest, value)
+    namespace.typed = namespace.typed | {self.dest}
+
+
 def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("benchmark", choices=("resnet", "bert"))
-  p.add_argument("--gpus", type=int, default=1, help="GPUs for the tinygrad side (PyTorch runs on one)")
+  p.set_defaults(typed=frozenset())
+  p.add_argument("--gpus", type=int, default=1, action=_Typed, help="GPUs for the tinygrad side (PyTorch runs on one)")
   p.add_argument("--platform", help="config to start from (default: <gpus>xH200)")
-  p.add_argument("--bs", type=int, help="batch per GPU (default: the platform config's)")
+  p.add_argument("--bs", type=int, action=_Typed, help="batch per GPU (default: the platform config's)")
   p.add_argument("--steps", type=int, default=20, help="timed steps per side (median reported)")
   p.add_argument("--beam", type=int, help="TRAIN_BEAM for the tinygrad side (default: the config's)")
   p.add_argument("--against", choices=("torch", "none"), default="torch")
@@ -77,8 +85,12 @@ def tinygrad_env(args, varied: dict) -> tuple[dict, dict]:
   """The tinygrad side's environment: this one with the knobs bench's flags set (--vary's last: it changes one of
   them), and for each of those knobs the flag that set it, for the config loader to name in an error."""
   config(args)   # --bs's default
-  bs = f"--bs {args.bs}" + (f" x --gpus {args.gpus}" if args.gpus != 1 else "")   # BS is the batch of all GPUs
-  flags = {"GPUS": (args.gpus, f"--gpus {args.gpus}"), "BS": (args.bs * args.gpus, bs), "EVAL_BS": (args.bs * args.gpus, bs)}
+  typed = getattr(args, "typed", None)   # None: args not from the parser, every flag counts as typed
+  def said(flag: str, value) -> str:
+    return f"--{flag} {value}" + ("" if typed is None or flag in typed else " (bench's default)")
+  bs = said("bs", args.bs) + (f" x {said('gpus', args.gpus)}" if args.gpus != 1 else "")   # BS: the batch of all GPUs
+  flags = {"GPUS": (args.gpus, said("gpus", args.gpus)), "BS": (args.bs * args.gpus, bs),
+           "EVAL_BS": (args.bs * args.gpus, bs)}
   if args.beam is not None: flags["TRAIN_BEAM"] = (args.beam, f"--beam {args.beam}")
   if args.dropout is not None: flags["DROPOUT"] = (args.dropout, f"--dropout {args.dropout}")
   flags.update({k: (v, f"--vary {args.vary}") for k, v in varied.items()})
