@@ -106,8 +106,13 @@ if [ "$E2E" = bert ]; then
   TEXT=${TEXT:-docstrings}
   export TRAIN_BEAM=${TRAIN_BEAM:-0} EVAL_BEAM=${EVAL_BEAM:-0} INIT_CHECKPOINT=0 TRAIN_STEPS=${TRAIN_STEPS:-20} \
     EVAL_STEP_FREQ=${EVAL_STEP_FREQ:-10} EVAL_SAMPLES=${EVAL_SAMPLES:-480} PYTHONUNBUFFERED=1
-  [ -d "$DATA/results4" ] || tinyperf prep wiki corpus --out "$DATA" --vocab "$VOCAB" --parts "${CORPUS_PARTS:-16}" \
-    --max-bytes "${CORPUS_BYTES:-12000000}" --text "${TEXT:-docstrings}" 2>&1 | stamp "$JOB/prep.log"
+  # a rerun reuses DATA's corpus and shards: only those of the same TEXT (the other's would train on the wrong text)
+  if [ -d "$DATA/results4" ] && [ "$(cat "$DATA/text" 2>/dev/null)" != "$TEXT" ]; then
+    echo "e2e_h200.sh: $DATA holds a corpus of TEXT=$(cat "$DATA/text" 2>/dev/null || echo unknown), not TEXT=$TEXT;" \
+      "give another DATA (or JOB), or remove $DATA" >&2; event "refused: DATA's corpus is not TEXT=$TEXT"; exit 2
+  fi
+  [ -d "$DATA/results4" ] || { tinyperf prep wiki corpus --out "$DATA" --vocab "$VOCAB" --parts "${CORPUS_PARTS:-16}" \
+    --max-bytes "${CORPUS_BYTES:-12000000}" --text "${TEXT:-docstrings}" 2>&1 | stamp "$JOB/prep.log" && echo "$TEXT" >"$DATA/text"; }
   # finished train shards are kept on a rerun; the eval shard is remade (EVAL_SAMPLES may differ)
   rm -f "$DATA/eval.shard"
   { tinyperf prep wiki pretrain --data "$DATA" --platform 1xH200 --workers "$(nproc)" --quiet &&

@@ -24,3 +24,14 @@ def test_poll_and_collect_take_paths_relative_to_the_caller(tmp_path):
   with tarfile.open(tmp_path / "out" / "e2e.tgz") as tar:
     names = tar.getnames()
   assert "./run.log" in names and "./events" in names and not any("big.shard" in n for n in names)   # logs, not data
+
+
+def test_a_rerun_refuses_a_corpus_of_another_text(tmp_path):
+  # TEXT=synthetic over DATA prepared with the docstrings would have trained on the docstrings without a word
+  (tmp_path / "d" / "results4").mkdir(parents=True)
+  (tmp_path / "d" / "text").write_text("docstrings\n")
+  r = e2e(cwd=tmp_path, E2E="bert", TEXT="synthetic", DATA="d", JOB="j", VOCAB="v",
+          PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}")
+  assert r.returncode == 2, r
+  assert f"{tmp_path / 'd'} holds a corpus of TEXT=docstrings, not TEXT=synthetic" in r.stderr, r.stderr
+  assert not (tmp_path / "j" / "run.log").exists()
