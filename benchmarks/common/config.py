@@ -321,7 +321,8 @@ def _check_consistency(path: Path, benchmark: str, k: dict, sources: dict[str, s
     # the ranked search bounds the JIT's capture; tinygrad's own BEAM in the uncaptured first call would search every
     # kernel before it, outside any bound
     fail((*ranked, "TRAIN_BEAM", "EVAL_BEAM", "IGNORE_JIT_FIRST_BEAM"),
-         f"{' and '.join(ranked)} bound the BEAM search only with IGNORE_JIT_FIRST_BEAM=1: without it the first, "
+         f"{' and '.join(ranked)} {'bounds' if len(ranked) == 1 else 'bound'} the BEAM search only with "
+         f"IGNORE_JIT_FIRST_BEAM=1: without it the first, "
          f"uncaptured step searches every kernel first. Set IGNORE_JIT_FIRST_BEAM: 1 (as the H200 configs do).")
   if benchmark == "resnet":
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]

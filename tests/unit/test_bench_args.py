@@ -91,7 +91,7 @@ sys.addaudithook(_started)
     (["--platform", "cpu_smoke", "--gpus", "2", "--vary", "BS=33"], {}, "(BS comes from --vary BS=33; GPUS from --gpus 2.)"),
     # an environment override the config refuses: named as the config loader names it, with the flag it met
     (["--platform", "cpu_smoke", "--beam", "1"], {"BEAM_BUDGET_S": "10"},
-     "cpu_smoke/config.yaml: BEAM_BUDGET_S bound the BEAM search only with IGNORE_JIT_FIRST_BEAM=1"),
+     "cpu_smoke/config.yaml: BEAM_BUDGET_S bounds the BEAM search only with IGNORE_JIT_FIRST_BEAM=1"),
     (["--platform", "cpu_smoke", "--beam", "1"], {"BEAM_BUDGET_S": "10"},
      "(BEAM_BUDGET_S comes from the environment; TRAIN_BEAM from --beam 1.)"),
     (["--platform", "cpu_smoke"], {"BEAM_BUDGET_S": "10", "TRAIN_BEAM": "1"},
