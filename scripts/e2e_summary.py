@@ -2,7 +2,8 @@
 """The figures of one run_and_time.sh log, as docs/PERFORMANCE.md's end-to-end tables quote them:
 `python3 scripts/e2e_summary.py RESULT_LOG` prints one JSON line.
 
-From the MLPerf log: init_s (init_start -> init_stop), run_s (run_start -> run_stop) and run_stop's status, each eval's
+From the MLPerf log: init_s (init_start -> init_stop) and whether it is under the closed 30-minute limit (an open log's
+own limit is 240), run_s (run_start -> run_stop) and run_stop's status, each eval's
 duration (eval_start -> eval_stop) and accuracy, and the global batch size. From the RUN's metrics file beside it
 (<log stem>.metrics.jsonl, one line per train step): RUN step 0, 1 and 2, the steady step (median of the steps after
 tinygrad's two JIT warm-up steps, as StepTimer; data wait excluded, as the metrics file records it), items/s at that step, the step-0/steady ratio
@@ -19,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def summarize(log_path: Path) -> dict:
+  from benchmarks.common.rules import INIT_LIMIT_MIN
   from benchmarks.common.runtime import JIT_WARMUP_STEPS, metrics_path
   from tooling.common.mllog_reader import read_log
   log = read_log(log_path)
@@ -30,7 +32,9 @@ def summarize(log_path: Path) -> dict:
   stop = log.first("run_stop")
   out: dict = {"log": log_path.name, "benchmark": log.benchmark, "init_s": span("init_start", "init_stop"),
                "run_s": span("run_start", "run_stop"), "run_stop": stop.metadata.get("status") if stop else None,
-               "global_batch_size": log.value("global_batch_size")}
+               "global_batch_size": log.value("global_batch_size"), "division": log.division}
+  # an open run's INIT may take 240 min; issue 20's target is the closed limit, which a closed run of the config must meet
+  if out["init_s"] is not None: out["init_within_closed_limit"] = out["init_s"] < INIT_LIMIT_MIN["closed"] * 60
   starts, stops, accs = log.all("eval_start"), log.all("eval_stop"), log.all("eval_accuracy")
   out["evals_s"] = [round((e.time_ms - s.time_ms) / 1000, 2) for s, e in zip(starts, stops)]
   out["eval_accuracy"] = [a.value for a in accs]
