@@ -112,7 +112,8 @@ if [ "$E2E" = bert ]; then
       "give another DATA (or JOB), or remove $DATA" >&2; event "refused: DATA's corpus is not TEXT=$TEXT"; exit 2
   fi
   [ -d "$DATA/results4" ] || { tinyperf prep wiki corpus --out "$DATA" --vocab "$VOCAB" --parts "${CORPUS_PARTS:-16}" \
-    --max-bytes "${CORPUS_BYTES:-12000000}" --text "${TEXT:-docstrings}" 2>&1 | stamp "$JOB/prep.log" && echo "$TEXT" >"$DATA/text"; }
+    --max-bytes "${CORPUS_BYTES:-12000000}" --text "${TEXT:-docstrings}" 2>&1 | stamp "$JOB/prep.log" &&
+    echo "$TEXT" >"$DATA/text"; }
   # finished train shards are kept on a rerun; the eval shard is remade (EVAL_SAMPLES may differ)
   rm -f "$DATA/eval.shard"
   { tinyperf prep wiki pretrain --data "$DATA" --platform 1xH200 --workers "$(nproc)" --quiet &&

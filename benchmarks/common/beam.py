@@ -117,8 +117,8 @@ class RankedBeam:
           self.spent_s += dt
           rep.search_s += dt
           rep.stopped = "budget"
-          self.log(f"ranked BEAM: the search of a kernel of {cost[s]*1e3:.2f} ms at BEAM=0 was stopped after {dt:.1f} s, "
-                   f"when BEAM_BUDGET_S ran out; it keeps the hand-coded optimizations")
+          self.log(f"ranked BEAM: the search of a kernel of {cost[s]*1e3:.2f} ms at BEAM=0 was stopped after "
+                   f"{dt:.1f} s, when BEAM_BUDGET_S ran out; it keeps the hand-coded optimizations")
           continue
         dt = time.perf_counter() - t0
         self.spent_s += dt
@@ -149,9 +149,9 @@ class SearchDeadline(Exception):
 def search_deadline(at: float | None):
   """tinygrad's BEAM search inside raises SearchDeadline once time.perf_counter() passes `at`: while it waits for its
   compile workers and before it times a candidate. One kernel's search can run for minutes (2026-12-03, H200: 406 s for
-  one of BERT-large's, when the budget had 4 s left; a worker whose compile-timeout alarm lands in a __del__ loses it,
-  tinygrad prints "Exception ignored ... TimeoutException"), so the budget is checked inside the search, not only
-  between kernels. The workers are then ended, busy or not; the next search starts new ones. None: no deadline."""
+  one of BERT-large's, begun with 4 s of the budget left; that log also shows a worker's per-compile timeout lost in a
+  __del__, "Exception ignored ... TimeoutException"), so the budget is checked inside the search, not only between
+  kernels. The workers are then ended, busy or not; the next search starts new ones. None: no deadline."""
   if at is None:
     yield
     return

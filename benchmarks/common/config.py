@@ -72,7 +72,8 @@ COMMON = {
   "BEAM_COVERAGE": Knob(float, "search only the slowest kernels at BEAM=0 until they hold this share of the step's time "
                         "(1 = every kernel, tinygrad's own BEAM; benchmarks/common/beam.py)", required=False, range="(0,1]"),
   "BEAM_BUDGET_S": Knob(float, "seconds a process may spend in BEAM search (a search still running then is stopped); the "
-                        "kernels not searched keep tinygrad's hand-coded optimizations (benchmarks/common/beam.py)", required=False, range="[0,)"),
+                        "kernels not searched keep tinygrad's hand-coded optimizations (benchmarks/common/beam.py)",
+                        required=False, range="[0,)"),
   "HCQDEV_WAIT_TIMEOUT_MS": Knob(int, "HCQ signal wait timeout", required=False, range="[1,)"),
   "NOOPT": Knob(int, "1 = tinygrad skips its hand-coded kernel optimizations: faster compiles, slower kernels (for "
                 "toy runs whose INIT is mostly compile time)", required=False, range="[0,1]"),
@@ -322,8 +323,8 @@ def _check_consistency(path: Path, benchmark: str, k: dict, sources: dict[str, s
     # kernel before it, outside any bound
     fail((*ranked, "TRAIN_BEAM", "EVAL_BEAM", "IGNORE_JIT_FIRST_BEAM"),
          f"{' and '.join(ranked)} {'bounds' if len(ranked) == 1 else 'bound'} the BEAM search only with "
-         f"IGNORE_JIT_FIRST_BEAM=1: without it the first, "
-         f"uncaptured step searches every kernel first. Set IGNORE_JIT_FIRST_BEAM: 1 (as the H200 configs do).")
+         f"IGNORE_JIT_FIRST_BEAM=1: without it the first, uncaptured step searches every kernel first. Set "
+         f"IGNORE_JIT_FIRST_BEAM: 1 (as the H200 configs do).")
   if benchmark == "resnet":
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []

@@ -1,7 +1,8 @@
 """Ranked BEAM on tinygrad's CPU device (benchmarks/common/beam.py): a jitted step of one large matmul and small
 elementwise kernels, captured under BEAM=1. With BEAM_COVERAGE 0.5 only the matmul is searched (it holds most of the
 step at BEAM=0) and the step computes what the plain BEAM=0 step computes; with BEAM_BUDGET_S 0 nothing is searched,
-but what tinygrad's cache holds is taken; a search still running when BEAM_BUDGET_S runs out is stopped there. The search's metrics lines are what `tinyperf report` plots."""
+but what tinygrad's cache holds is taken; a search still running when BEAM_BUDGET_S runs out is stopped there. The
+search's metrics lines are what `tinyperf report` plots."""
 import numpy as np
 import pytest
 

@@ -201,13 +201,14 @@ def _dataset_check(log: MLLog, fr: FileReport) -> None:
     e = log.first(key)
     if e is None: continue
     v = e.value
-    whole = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v >= least and (most is None or v <= most)
+    number = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v   # NaN is no count
+    whole = number and v >= least and (most is None or v <= most)
     if not whole:
       want = str(least) if least == most else f"at least {least}"
-      fr.findings.append(Finding(FAIL, "dataset", f"{key} is {v!r}, not {want}: a closed {log.benchmark} run uses {what}, "
-                                 f"and this one used only part of the data (a shortened or synthetic run): a reviewer "
-                                 f"rejects it, and the compliance checker does not look at the value. Rerun on the full dataset, or make "
-                                 f"the run open (DIVISION=open)", fr.name, e.line))
+      fr.findings.append(Finding(FAIL, "dataset", f"{key} is {v!r}, not {want}: a closed {log.benchmark} run uses "
+                                 f"{what}, and this one used only part of the data (a shortened or synthetic run): a "
+                                 f"reviewer rejects it, and the compliance checker does not look at the value. Rerun on "
+                                 f"the full dataset, or make the run open (DIVISION=open)", fr.name, e.line))
 
 
 def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
