@@ -640,9 +640,13 @@ def test_ctrl_c_while_sbatch_runs_says_the_job_may_be_queued_and_keeps_its_folde
   assert stderr.startswith("tinyperf run: interrupted while sbatch was submitting the job for runs [0, 1]: Slurm may "
                            "have queued it"), stderr
   for needle in ("has not recorded it", "squeue --me --name=tinyperf-resnet-cpu_smoke --format='%i %T %o'",
-                 f"its command is {script}", "scancel <job id>", "submit again", "let it run", str(files)):
+                 f"whose command is {script}", "Rerun the same command", "instead of submitting runs [0, 1] again",
+                 "scancel <job id>", str(files)):
     assert needle in stderr, (needle, stderr)
   assert not (tmp_path / "out/runs/cpu_smoke/resnet/slurm.json").exists()
+  # the script names its submission, as its file name does: what a rerun matches squeue's %o against
+  token = script.name[len(".unsubmitted-"):-len(".sbatch")]
+  assert f"\n{S.SUBMISSION_LINE}{token}\n" in script.read_text() and token.count("-") >= 2
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
@@ -683,3 +687,88 @@ def test_ctrl_c_once_sbatch_has_answered_waits_for_the_record(monkeypatch, tmp_p
   (job,) = json.loads((work / T.SLURM_RECORD).read_text())["jobs"]
   assert job["job_id"] == "7" and Path(job["script"]) == work / "slurm/submission_1/job_7.sbatch" and Path(job["script"]).is_file()
 
+
+
+# ------------------------------------------------------------------ a rerun after a submission stopped in sbatch
+
+def _stopped_in_sbatch(monkeypatch, tmp_path):
+  """A cpu_smoke submission (one run) stopped by Ctrl-C while sbatch ran: its script is kept, no job is recorded.
+  (cfg, spec, the kept script)."""
+  cfg, sp = _submission(monkeypatch, tmp_path)
+  def ctrl_c_in_sbatch(*cmd, shown=None):
+    if cmd[0] == "sbatch": raise KeyboardInterrupt
+    return {"sinfo": "ci*\n"}.get(cmd[0], "")
+  monkeypatch.setattr(S, "_slurm", ctrl_c_in_sbatch)
+  with pytest.raises(S.SubmitInterrupted):
+    S._check_and_submit(cfg, dict(sp))
+  (kept,) = S.kept_scripts(tmp_path / "out/runs/cpu_smoke/resnet")
+  assert not (tmp_path / "out/runs/cpu_smoke/resnet/slurm.json").exists()
+  return cfg, sp, kept
+
+
+def _slurm_answering(monkeypatch, squeue_me, tasks="", calls=None):
+  """Slurm's commands in this process: `squeue --me` prints squeue_me (an exception is raised), the squeue of a job
+  name prints tasks, and sbatch answers job 8."""
+  def slurm_cmd(*cmd, shown=None):
+    if calls is not None: calls.append(cmd)
+    if cmd[0] == "squeue" and "--me" in cmd:
+      if isinstance(squeue_me, Exception): raise squeue_me
+      return squeue_me
+    return {"sinfo": "ci*\n", "sbatch": "8\n", "squeue": tasks}[cmd[0]]
+  monkeypatch.setattr(S, "_slurm", slurm_cmd)
+
+
+def test_a_rerun_adopts_the_job_slurm_queued_from_a_stopped_submission(monkeypatch, tmp_path, capsys):
+  """A submission stopped while sbatch ran (Slurm queued its job; tinyperf has no id for it) was followed by a rerun
+  that submitted the same runs again: two jobs writing one result index. The rerun finds the job in squeue by its
+  command, the kept script, and records it as sbatch's answer would have; nothing is submitted, and status follows it."""
+  cfg, sp, kept = _stopped_in_sbatch(monkeypatch, tmp_path)
+  work = tmp_path / "out/runs/cpu_smoke/resnet"
+  calls = []
+  _slurm_answering(monkeypatch, f"12|RUNNING|{kept}\n12|PENDING|{kept}\n13|RUNNING|/elsewhere/job.sbatch\n",
+                   tasks="12|0|RUNNING|node1|None\n", calls=calls)
+  capsys.readouterr()
+  assert S._check_and_submit(cfg, dict(sp)) == 0
+  out = capsys.readouterr().out
+  assert "adopted Slurm job 12 (runs [0], PENDING, RUNNING)" in out and "not submitted again" in out, out
+  assert "nothing to submit" in out and "runs [0] queued or running (12_0)" in out, out
+  assert not [c for c in calls if c[0] == "sbatch"], calls
+  (job,) = json.loads((work / T.SLURM_RECORD).read_text())["jobs"]
+  script = work / "slurm/submission_1/job_12.sbatch"
+  assert (job["job_id"], job["indices"], job["files"], job["script"]) == ("12", [0], "submission_1", str(script))
+  assert job["job_name"] == "tinyperf-resnet-cpu_smoke" and job["spec"]["results"] == sp["results"]
+  assert script.is_file() and not kept.exists() and S.kept_scripts(work) == []
+  (run,) = ST.set_states(work, {("12", 0): ("RUNNING", "node1")})["runs"]
+  assert (run["state"], run["job"]) == ("running", "12_0")
+
+
+def test_a_rerun_submits_the_runs_when_slurm_never_queued_the_stopped_one(monkeypatch, tmp_path, capsys):
+  """No job runs the kept script (sbatch was stopped before slurmctld took it): the script is removed, says so, and the
+  runs are submitted as usual."""
+  cfg, sp, kept = _stopped_in_sbatch(monkeypatch, tmp_path)
+  work = tmp_path / "out/runs/cpu_smoke/resnet"
+  _slurm_answering(monkeypatch, "13|RUNNING|/elsewhere/job.sbatch\n")
+  capsys.readouterr()
+  assert S._check_and_submit(cfg, dict(sp)) == 0
+  out = capsys.readouterr().out
+  assert f"{kept}: no Slurm job runs this script" in out and "removed it" in out and "submitted Slurm job 8" in out, out
+  (job,) = json.loads((work / T.SLURM_RECORD).read_text())["jobs"]
+  assert (job["job_id"], job["indices"]) == ("8", [0]) and Path(job["script"]).is_file()
+  assert S.kept_scripts(work) == [] and "adopted" not in job
+
+
+def test_a_rerun_refuses_when_squeue_cannot_say_whether_the_stopped_one_was_queued(fake_slurm, tiny_data, tmp_path):
+  """squeue failing (controller down, an old Slurm without --me) must not be read as 'never queued': one paragraph
+  naming the kept script and both ways out, exit 2, nothing submitted, the script kept."""
+  _ctrl_c_while("sbatch", fake_slurm, tiny_data, tmp_path)
+  work = tmp_path / "out/runs/cpu_smoke/resnet"
+  (kept,) = S.kept_scripts(work)
+  bin_ = Path(fake_slurm["PATH"].split(os.pathsep)[0])
+  (bin_ / "squeue").write_text("#!/bin/sh\necho 'squeue: error: Unable to contact slurm controller' >&2\nexit 1\n")
+  (bin_ / "sbatch").write_text("#!/bin/sh\necho sbatch must not run >&2\nexit 1\n")
+  r = user(tmp_path, "run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", "data", "--results", "out",
+           "--scheduler", "slurm", "--runtime", "host", "--assume-shared", env=fake_slurm)
+  _bad(r, f"{kept} is the script of an earlier submission that was stopped while sbatch ran",
+       "Unable to contact slurm controller", "could run them twice", "Make `squeue --me` work here",
+       f"remove {kept} and rerun", "Nothing was submitted")
+  assert S.kept_scripts(work) == [kept] and not (work / T.SLURM_RECORD).exists()

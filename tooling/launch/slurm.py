@@ -7,6 +7,9 @@ Beside the ledger, for the submission record (paths: tooling/common/results_tree
 directory of each submission's own, so a job id Slurm hands out again (its counter restarted) overwrites nothing:
   R/runs/<system>/<bm>/slurm.json              every submission: job id, its directory, run indices, its arguments
   R/runs/<system>/<bm>/S/job_<id>.sbatch       the script of the job, exactly as it was submitted
+  R/runs/<system>/<bm>/S/.unsubmitted-<token>.sbatch   the script until sbatch has answered and the job is recorded;
+                                               kept when the submission stops once sbatch was started, and then
+                                               adopted (renamed job_<id>.sbatch) or removed by the next one (adopt_kept)
   R/runs/<system>/<bm>/S/job_<id>_<i>.out      each task's console output (written by Slurm on the node, appended to
                                                by each attempt of a task Slurm requeues)
   R/runs/<system>/<bm>/S/job_<id>_<i>.restart<r>.exit   each attempt's exit status, written by the script when it ends
@@ -51,6 +54,10 @@ TASK_RUNTIME_ENV = "TINYPERF_SLURM_RUNTIME"   # every task's script exports it; 
 # the line each attempt of a task prints first into its (appended) output; status reads the attempts' restart counts
 TASK_START = "==== tinyperf: Slurm task {task}, restart {restart} "
 TASK_START_RE = re.compile(r"==== tinyperf: Slurm task \S+, restart (\d+) ")
+# the script sbatch is given, until sbatch has answered and the job is recorded; one kept by a submission stopped
+# while sbatch ran (Slurm may have queued it) is matched to its job by squeue's %o on the next submission
+UNSUBMITTED = ".unsubmitted-{}.sbatch"
+SUBMISSION_LINE = "# tinyperf-submission: "   # + the token in UNSUBMITTED's name: host-pid-time, one per submission
 
 
 def add_run_arguments(p):
@@ -315,9 +322,11 @@ def array_spec(indices: list[int]) -> str:
   return ",".join(out)
 
 
-def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir: Path, revision: str, when: float) -> str:
+def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir: Path, revision: str, when: float,
+                  token: str | None = None) -> str:
   """The sbatch script of one submission: a plain bash script that a person can read, and rerun by hand with sbatch.
-  Its tasks write their output and exit records into files_dir, the submission's own directory."""
+  Its tasks write their output and exit records into files_dir, the submission's own directory. token: the
+  submission's own (SUBMISSION_LINE), also in the name of the file sbatch is given."""
   q = shlex.quote
   bm, platform, nexp, runtime = spec["benchmark"], spec["platform"], spec["nexp"], spec["runtime"]
   array = array_spec(indices)
@@ -338,6 +347,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir
     "# Kept beside the ledger as part of the submission record; `tinyperf status` follows the runs and",
     "# `tinyperf status --resume` resubmits failed ones.",
     f"# Written by `tinyperf run --scheduler slurm` on {stamp} from tinyperf {revision}",
+    *([SUBMISSION_LINE + token] if token else []),
     f"#SBATCH --job-name=tinyperf-{bm}-{platform}",
     f"#SBATCH --array={array}",
     "#SBATCH --nodes=1",
@@ -523,6 +533,70 @@ def _claim_files_dir(work_root: Path, k: int) -> Path:
                       f"submitted.") from None
 
 
+def kept_scripts(work_root: Path) -> list[Path]:
+  """Scripts kept by submissions that were stopped once sbatch was started (SubmitInterrupted, MaybeSubmitted, or
+  killed): Slurm may have queued a job from each, which no record names."""
+  return sorted(T.slurm_dir(work_root).glob(f"{T.SLURM_SUBMISSION.format('*')}/{UNSUBMITTED.format('*')}"))
+
+
+def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
+  """Under the submit lock (so no kept script is one a live submitter is still handing to sbatch): record the job
+  Slurm queued from each kept script, as if sbatch had answered, or remove a script no job runs. squeue's %o is the
+  path sbatch was given (an absolute one, unique to its submission). spec: this submission's, recorded with an adopted
+  job (the interrupted one's is not kept; a rerun is the same command)."""
+  kept = kept_scripts(work_root)
+  if not kept: return
+  try:   # --states=all: a job that has ended within MinJobAge is recorded too, so status can say how its tasks ended
+    out = _slurm("squeue", "--me", "--noheader", "--states=all", "--format=%F|%T|%o")
+  except UserError as e:
+    raise UserError(f"{kept[0]} is the script of an earlier submission that was stopped while sbatch ran: Slurm may "
+                    f"have queued a job from it that tinyperf has no record of, and squeue could not say ({e}). "
+                    f"Submitting these runs now could run them twice. Make `squeue --me` work here and rerun; or, if "
+                    f"no job was queued from it (`squeue --me --format='%i %T %o'` lists none whose command is that "
+                    f"file), remove {' and '.join(map(str, kept))} and rerun. Nothing was submitted.") from None
+  jobs: dict[str, dict[str, set]] = {}   # command -> job id -> states (an array's tasks can be in several)
+  for line in out.splitlines():
+    job, state, cmd = (line.strip().split("|", 2) + ["", ""])[:3]
+    if job.isdigit(): jobs.setdefault(cmd, {}).setdefault(job, set()).add(state)
+  for path in kept:
+    found = jobs.get(str(path), {})
+    if not found:   # never queued, or ended so long ago that squeue forgot it (its runs are in the ledger)
+      _remove([path, path.parent])   # the directory only when empty: a job that ran left its tasks' output there
+      print(f"{path}: no Slurm job runs this script of an earlier, interrupted submission (squeue); removed it")
+      continue
+    if len(found) > 1:
+      raise UserError(f"Slurm jobs {', '.join(sorted(found))} all run {path}, the script of an earlier, interrupted "
+                      f"submission (submitted again by hand?): their runs would be done twice. Cancel all but one "
+                      f"(`scancel <job id>`) and rerun. Nothing was submitted.")
+    (job_id, states), = found.items()
+    text = path.read_text(errors="replace")
+    array = re.search(r"^#SBATCH --array=(\S+)$", text, re.M)
+    name = re.search(r"^#SBATCH --job-name=(\S+)$", text, re.M)
+    indices = sorted({i for part in (array[1] if array else "").split(",") if re.fullmatch(r"\d+(-\d+)?", part)
+                      for i in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)})
+    if not (indices and name) or indices[-1] >= spec["nexp"]:
+      raise UserError(f"Slurm job {job_id} runs {path}, the script of an earlier, interrupted submission, whose runs "
+                      f"({array[1] if array else 'no --array line'}) are not runs 0 to {spec['nexp'] - 1} of this "
+                      f"command: rerun the command of that submission (its --nexp), or cancel the job (`scancel "
+                      f"{job_id}`) and rerun. Nothing was submitted.")
+    script = path.parent / T.slurm_script_name(job_id)
+    with _signals_held():   # the record and the script's name change together, as after sbatch's answer
+      if not any(str(j["job_id"]) == job_id and j.get("files") == path.parent.name for j in rec["jobs"]):
+        rec["jobs"].append({"job_id": job_id, "job_name": name[1], "indices": indices, "files": path.parent.name,
+                            "script": str(script), "submitted": path.stat().st_mtime, "spec": spec,
+                            "adopted": time.time()})
+      try:   # the record first: until it holds the job, the kept script is what finds it again
+        write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
+        os.replace(path, script)
+      except OSError as e:
+        raise UserError(f"Slurm job {job_id} runs {path}, the script of an earlier, interrupted submission, but "
+                        f"{e.filename or record_path(work_root)} could not be written ({e.strerror}) to record it. "
+                        f"Free space on that filesystem and rerun. Nothing was submitted.") from None
+    print(f"{spec['benchmark']} on {spec['platform']}: adopted Slurm job {job_id} (runs {indices}, "
+          f"{', '.join(sorted(states))}), which an earlier submission stopped while sbatch ran had queued; its runs "
+          f"are not submitted again. script: {script}", flush=True)
+
+
 def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
   """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
   from tooling.prep.build import git_revision
@@ -536,6 +610,7 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
   job_name = f"tinyperf-{cfg.benchmark}-{cfg.platform}"
   with L.file_lock(work_root / SUBMIT_LOCK):
     rec = load_record(work_root)
+    adopt_kept(rec, work_root, spec)   # before `active`: the runs of a job Slurm queued unrecorded are not submitted twice
     active = queued_indices(rec, queue(job_name)) if rec["jobs"] else {}
     with L.Ledger.locked(ledger_path) as led: unfinished = led.pending(nexp)
     todo = [i for i in unfinished if i not in active]
@@ -546,9 +621,10 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
       return 0
     when = time.time()
     files_dir = _claim_files_dir(work_root, len(rec["jobs"]) + 1)
-    tmp = files_dir / f".unsubmitted-{socket.gethostname()}-{os.getpid()}.sbatch"
+    token = f"{socket.gethostname()}-{os.getpid()}-{int(when)}"
+    tmp = files_dir / UNSUBMITTED.format(token)
     try:   # until sbatch is asked, whatever fails removes the submission's directory (the caller removes the rest)
-      text = render_script(cfg, spec, todo, files_dir, git_revision(), when)
+      text = render_script(cfg, spec, todo, files_dir, git_revision(), when, token)
       try:
         write_atomic(tmp, text, overwrite=True)
       except OSError as e:
@@ -562,8 +638,9 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
       try:
         out = _slurm("sbatch", "--parsable", str(tmp), shown=f"sbatch --parsable <script for runs {todo}>")
       except NoAnswer as e:
-        raise MaybeSubmitted(f"{e} The job may be queued: check `squeue --name={job_name}` before resubmitting; its "
-                             f"script is {tmp}.") from None
+        raise MaybeSubmitted(f"{e} The job may be queued: `squeue --me --name={job_name} --format='%i %T %o'` lists "
+                             f"it, its command {tmp}. Rerunning the same command records that job, or submits the "
+                             f"runs if Slurm has none from that script.") from None
       except UserError as e:   # sbatch refused: nothing is queued
         _remove([tmp, files_dir])
         asked = " ".join(l.split(" ", 1)[1] for l in text.splitlines()
@@ -577,8 +654,9 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
       with _signals_held():   # the job is queued: its record is written whole before a Ctrl-C is acted on
         answer = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
         if not answer.isdigit():
-          raise MaybeSubmitted(f"sbatch printed {out.strip()!r}, not a job id; check `squeue --name={job_name}` before "
-                               f"resubmitting.")
+          raise MaybeSubmitted(f"sbatch printed {out.strip()!r}, not a job id: the job may be queued. Rerunning the "
+                               f"same command records the job squeue lists with the command {tmp}, or submits the "
+                               f"runs if there is none.")
         job_id, script = answer, files_dir / T.slurm_script_name(answer)   # the directory is this job's alone
         rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "files": files_dir.name,
                             "script": str(script), "submitted": when, "spec": spec})
@@ -614,11 +692,11 @@ def _interrupted(why: str, job_name: str, todo: list[int], results: str, files_d
     return (f"{why} after sbatch queued Slurm job {job_id} (runs {todo}), before tinyperf recorded it: `tinyperf "
             f"status` and --resume do not know it. Cancel it (`scancel {job_id}`) and submit again; {kept}.")
   return (f"{why} while sbatch was submitting the job for runs {todo}: Slurm may have queued it, but tinyperf has no "
-          f"job id for it and has not recorded it, so `tinyperf status` and --resume do not know it. Find it with "
-          f"`squeue --me --name={job_name} --format='%i %T %o'` (its command is {tmp}). Either cancel it (`scancel "
-          f"<job id>`) and submit again, or let it run and submit nothing for runs {todo} until squeue no longer lists "
-          f"it: its tasks record their runs in the ledger as usual. That script is kept, with the folder its tasks write "
-          f"to.")
+          f"job id for it and has not recorded it, so `tinyperf status` and --resume do not know it yet. Rerun the "
+          f"same command: it looks in squeue for a job whose command is {tmp} (the script, kept with the folder its "
+          f"tasks write to) and records that job instead of submitting runs {todo} again, or, if Slurm never queued "
+          f"it, removes the script and submits them. `squeue --me --name={job_name} --format='%i %T %o'` lists it "
+          f"meanwhile; `scancel <job id>` cancels it.")
 
 
 def resubmit(work_root: Path) -> int:
