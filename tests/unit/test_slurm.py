@@ -759,7 +759,7 @@ def test_a_rerun_submits_the_runs_when_slurm_never_queued_the_stopped_one(monkey
 
 def test_a_rerun_refuses_when_squeue_cannot_say_whether_the_stopped_one_was_queued(fake_slurm, tiny_data, tmp_path):
   """squeue failing (controller down, an old Slurm without --me) must not be read as 'never queued': one paragraph
-  naming the kept script and both ways out, exit 2, nothing submitted, the script kept."""
+  naming the kept script and both ways out, exit 2, nothing submitted, the script kept. So does status."""
   _ctrl_c_while("sbatch", fake_slurm, tiny_data, tmp_path)
   work = tmp_path / "out/runs/cpu_smoke/resnet"
   (kept,) = S.kept_scripts(work)
@@ -772,3 +772,7 @@ def test_a_rerun_refuses_when_squeue_cannot_say_whether_the_stopped_one_was_queu
        "Unable to contact slurm controller", "could run them twice", "Make `squeue --me` work here",
        f"remove {kept} and rerun", "Nothing was submitted")
   assert S.kept_scripts(work) == [kept] and not (work / T.SLURM_RECORD).exists()
+  # status finds the set by its kept script alone and says what it is
+  st = user(tmp_path, "status", "--results", "out", env=fake_slurm)
+  assert st.returncode == 1 and f"WARNING: {kept}: a submission was stopped while sbatch ran" in st.stderr, \
+    st.stdout + st.stderr

@@ -55,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser):
 def result_sets(results: Path) -> list[Path]:
   """R/runs/<system>/<benchmark> directories with a ledger or a Slurm record."""
   require_dir_possible(results, "--results")
-  sets = T.run_roots(results)
+  # a first submission stopped while sbatch ran has left only its kept script (slurm.kept_scripts)
+  sets = sorted({*T.run_roots(results), *(w for w in (results / T.RUNS).glob("*/*") if slurm.kept_scripts(w))})
   if not sets:
     raise UserError(f"{results / T.RUNS}: no result sets ({T.RUNS}/<system>/<benchmark>/{T.LEDGER} or "
                     f"{T.SLURM_RECORD}). Pass the --results directory that `tinyperf run` wrote to.")
@@ -162,6 +163,10 @@ def collect(results: Path) -> tuple[list[dict], list[str]]:
   states, warnings = [], []
   for work in result_sets(results):
     rec, tasks = slurm.load_record(work), {}
+    for kept in slurm.kept_scripts(work):   # its job's runs show as missing, or as a stale attempt's, until recorded
+      warnings.append(f"{kept}: a submission was stopped while sbatch ran, and Slurm may have queued a job from this "
+                      f"script that no record names yet. Rerun that `tinyperf run ... --scheduler slurm` command: it "
+                      f"records the job squeue lists with this command (%o), or submits the runs if there is none")
     if rec["jobs"]:
       try: tasks = slurm.queue(rec["jobs"][-1]["job_name"])
       except UserError as e:
@@ -236,4 +241,5 @@ def main(args) -> int:
             f"Slurm sets.")
     if any(not st["jobs"] for st in unfinished):   # --resume leaves a local set alone: its `tinyperf run` redoes them
       print("Rerun the same `tinyperf run` command to redo the failed runs of a local set (finished runs are kept).")
-  return 1 if left else 0
+  # a kept script's job may still run unrecorded: not every run is known to be done
+  return 1 if left or any(slurm.kept_scripts(Path(st["work"])) for st in states) else 0
