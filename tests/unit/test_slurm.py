@@ -759,7 +759,7 @@ def test_a_rerun_submits_the_runs_when_slurm_never_queued_the_stopped_one(monkey
 
 def test_a_rerun_refuses_when_squeue_cannot_say_whether_the_stopped_one_was_queued(fake_slurm, tiny_data, tmp_path):
   """squeue failing (controller down, an old Slurm without --me) must not be read as 'never queued': one paragraph
-  naming the kept script and both ways out, exit 2, nothing submitted, the script kept. So does status."""
+  naming the kept script and both ways out, exit 2, nothing submitted, the script kept; status shows the set and warns."""
   _ctrl_c_while("sbatch", fake_slurm, tiny_data, tmp_path)
   work = tmp_path / "out/runs/cpu_smoke/resnet"
   (kept,) = S.kept_scripts(work)
