@@ -742,6 +742,15 @@ def test_a_rerun_adopts_the_job_slurm_queued_from_a_stopped_submission(monkeypat
   assert (run["state"], run["job"]) == ("running", "12_0")
 
 
+def test_a_local_run_refuses_while_a_stopped_submission_may_have_queued_its_job(monkeypatch, tmp_path):
+  """A local `tinyperf run` of the set checked only the record for queued runs: the unrecorded job's runs would run
+  twice. It refuses, naming the kept script and the Slurm rerun that records the job."""
+  _, _, kept = _stopped_in_sbatch(monkeypatch, tmp_path)
+  with pytest.raises(UserError, match=rf"{kept} is the script of a Slurm submission .* would do them twice.*Rerun that "
+                                      r"`tinyperf run \.\.\. --scheduler slurm` command.*Nothing was run\."):
+    S.refuse_if_queued(tmp_path / "out/runs/cpu_smoke/resnet")
+
+
 def test_a_rerun_submits_the_runs_when_slurm_never_queued_the_stopped_one(monkeypatch, tmp_path, capsys):
   """No job runs the kept script (sbatch was stopped before slurmctld took it): the script is removed, says so, and the
   runs are submitted as usual."""

@@ -297,6 +297,13 @@ def queued_indices(rec: dict, tasks: dict) -> dict[int, str]:
 
 def refuse_if_queued(work_root: Path):
   """A local `tinyperf run` would redo runs a Slurm job of the same result set still has queued or running."""
+  if kept := kept_scripts(work_root):
+    raise UserError(f"{kept[0]} is the script of a Slurm submission of this result set that was stopped while sbatch "
+                    f"ran: Slurm may have queued a job from it that no record names, and running its runs here too "
+                    f"would do them twice. Rerun that `tinyperf run ... --scheduler slurm` command, which records the "
+                    f"job (or removes the script if Slurm has none), then rerun here; or, if no job was queued from it "
+                    f"(`squeue --me --format='%i %T %o'` lists none whose command is that file), remove it. Nothing "
+                    f"was run.")
   rec = load_record(work_root)
   if not rec["jobs"]: return
   if not shutil.which("squeue"):
