@@ -221,6 +221,76 @@ def test_a_requeued_task_keeps_its_first_attempt(partition, smoke_data, tmp_path
   _check_results(res, 1)
 
 
+def _jobs_running(prefix: Path) -> dict[str, set[str]]:
+  """Job id -> commands of the user's jobs (any state squeue remembers) whose command, the script sbatch was given,
+  is under prefix."""
+  out = subprocess.run(["squeue", "--me", "--noheader", "--states=all", "--format=%F|%o"], capture_output=True,
+                       text=True, timeout=60, check=True).stdout
+  jobs = {}
+  for line in out.splitlines():
+    job, cmd = line.strip().split("|", 1)
+    if cmd.startswith(f"{prefix}/"): jobs.setdefault(job, set()).add(cmd)
+  return jobs
+
+
+def test_a_submission_stopped_after_sbatch_queued_its_job_is_adopted_not_submitted_twice(partition, smoke_data, tmp_path):
+  """Ctrl-C after the real sbatch had queued the job but before tinyperf had its id (its answer had not come back:
+  here a wrapper runs the real sbatch, then waits as a slow answer would, and the Ctrl-C goes to the process group
+  as a terminal's does). The rerun of the same command submitted the runs again: two jobs writing one result. Now it
+  finds the job in squeue by its command (%o, the kept script's path), records it, submits nothing; the job (held
+  until then) runs each run once."""
+  import signal
+  res, bin_ = tmp_path / "res", tmp_path / "bin"
+  work = res / "runs/cpu_smoke/resnet"
+  bin_.mkdir()
+  answered = tmp_path / "sbatch-answered"   # the job id the real sbatch printed, which tinyperf never reads
+  (bin_ / "sbatch").write_text(f"#!/bin/sh\n{shutil.which('sbatch')} \"$@\" > {answered}.tmp && mv {answered}.tmp "
+                               f"{answered}\nexec sleep 300\n")
+  (bin_ / "sbatch").chmod(0o755)
+  cmd = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", smoke_data, "--results", res,
+         "--scheduler", "slurm", "--partition", partition, *_shared(tmp_path), "--runtime", "host", "--sbatch-arg=--hold"]
+  stand_in = {TRAIN_MODULE_ENV: "tests.stand_in_train", "STAND_IN_RUN_S": "0"}
+  p = subprocess.Popen([sys.executable, "-m", "tooling.cli", *map(str, cmd)], cwd=REPO, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, start_new_session=True,
+                       env={**os.environ, **stand_in, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"},
+                       preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+  jid = None
+  try:
+    _wait_for(lambda: answered.exists() or p.poll() is not None, 300, "the real sbatch to queue the job")
+    assert p.poll() is None, p.communicate()
+    jid = answered.read_text().strip().split(";")[0]
+    os.killpg(p.pid, signal.SIGINT)
+    _, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130 and "Slurm may have queued it" in stderr and "Traceback" not in stderr, stderr
+    assert not (work / "slurm.json").exists(), "tinyperf had no job id to record"
+    (kept,) = S.kept_scripts(work)
+    # what squeue's %o prints for a batch job: the script path exactly as sbatch was given it
+    assert _jobs_running(res) == {jid: {str(kept)}}
+
+    r = tinyperf(*cmd, env=stand_in)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"adopted Slurm job {jid} (runs [0], PENDING)" in r.stdout and "nothing to submit" in r.stdout, r.stdout
+    (job,) = json.loads((work / "slurm.json").read_text())["jobs"]
+    assert (job["job_id"], job["indices"]) == (jid, [0]) and Path(job["script"]).name == f"job_{jid}.sbatch"
+    assert Path(job["script"]).is_file() and not S.kept_scripts(work)
+    assert list(_jobs_running(res)) == [jid], "one job for the run, the adopted one"
+    r = tinyperf("status", "--results", res)
+    assert "run 0   pending  task " + f"{jid}_0 PENDING (JobHeldUser" in r.stdout and "WARNING" not in r.stderr, r.stdout + r.stderr
+
+    subprocess.run(["scontrol", "release", jid], check=True, timeout=60)
+    r = tinyperf("status", "--results", res, "--wait", "--poll", "2", timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  finally:
+    if p.poll() is None: os.killpg(p.pid, signal.SIGKILL); p.wait()
+    if jid: subprocess.run(["scancel", jid], timeout=60)
+  led = L.Ledger(work / "ledger.json").attempts
+  assert [(a.index, a.status, a.slurm["job"]) for a in led] == [(0, L.DONE, f"{jid}_0")], led
+  _check_results(res, 1)
+  r = tinyperf(*cmd, env=stand_in)
+  assert r.returncode == 0 and "nothing to submit: 1 of 1 runs finished" in r.stdout, r.stdout + r.stderr
+  assert list(_jobs_running(res)) == [jid]
+
+
 def _cpu_image() -> str | None:
   try:
     import docker
