@@ -592,16 +592,28 @@ def test_whatever_ends_a_submission_before_sbatch_removes_what_it_made(monkeypat
 
 def test_a_failure_once_sbatch_has_queued_the_job_removes_nothing(monkeypatch, tmp_path):
   """Once sbatch has answered with a job id the job's tasks will write into these folders: a record that cannot be
-  written (disk full) removes nothing and names the job, and what to do about it."""
+  written (disk full) removes nothing and names the job, and what to do about it: rerun, which adopts the job (its
+  script was renamed before the record was written, so the rerun could not find it and submitted the runs again)."""
   cfg, sp = _submission(monkeypatch, tmp_path)
   real = S.write_atomic
   def full_at_the_record(path, text, **kw):
     if Path(path).name == T.SLURM_RECORD: raise OSError(28, "No space left on device", str(path))
     return real(path, text, **kw)
   monkeypatch.setattr(S, "write_atomic", full_at_the_record)
-  with pytest.raises(S.MaybeSubmitted, match=r"Slurm job 7 is queued .*slurm\.json.*No space left on device.*scancel 7"):
-    S._check_and_submit(cfg, sp)
-  assert (tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1/job_7.sbatch").is_file()
+  with pytest.raises(S.MaybeSubmitted, match=r"Slurm job 7 is queued .*slurm\.json.*No space left on device.*rerun the "
+                                             r"same command: it finds the job .*scancel 7"):
+    S._check_and_submit(cfg, dict(sp))
+  work = tmp_path / "out/runs/cpu_smoke/resnet"
+  # the script keeps the name sbatch was given, the job's command in squeue (%o), so that the rerun adopts the job
+  (kept,) = S.kept_scripts(work)
+  assert kept.parent.name == "submission_1" and not (kept.parent / "job_7.sbatch").exists()
+  monkeypatch.setattr(S, "write_atomic", real)   # space freed
+  calls = []
+  _slurm_answering(monkeypatch, f"7|PENDING|{kept}\n", tasks="7|0|PENDING|(None)|None\n", calls=calls)
+  assert S._check_and_submit(cfg, dict(sp)) == 0
+  assert not [c for c in calls if c[0] == "sbatch"], calls
+  (job,) = json.loads((work / T.SLURM_RECORD).read_text())["jobs"]
+  assert job["job_id"] == "7" and (kept.parent / "job_7.sbatch").is_file() and not kept.exists()
 
 
 def _ctrl_c_while(tool: str, fake_slurm: dict, tiny_data: Path, tmp_path: Path, sig: str = "SIGINT") -> tuple[int, str]:

@@ -667,14 +667,15 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
         job_id, script = answer, files_dir / T.slurm_script_name(answer)   # the directory is this job's alone
         rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "files": files_dir.name,
                             "script": str(script), "submitted": when, "spec": spec})
-        try:
-          os.replace(tmp, script)
+        try:   # the record first: until it holds the job, the script under its first name is what finds it (%o)
           write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
+          os.replace(tmp, script)
         except OSError as e:
           raise MaybeSubmitted(f"Slurm job {job_id} is queued (runs {todo}), but {e.filename or record_path(work_root)} "
-                               f"could not be written ({e.strerror}): `tinyperf status` and --resume do not know the job. "
-                               f"Cancel it (`scancel {job_id}`), free space on that filesystem, and rerun the same "
-                               f"command.") from None
+                               f"could not be written ({e.strerror}): `tinyperf status` and --resume may not know the "
+                               f"job. Free space on that filesystem and rerun the same command: it finds the job by its "
+                               f"script {tmp} (kept) and records it instead of submitting runs {todo} again. Or cancel "
+                               f"it (`scancel {job_id}`).") from None
         recorded = True
     except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM/SIGHUP (stop_on_signals says which)
       raise SubmitInterrupted(_interrupted(str(e) or "interrupted", job_name, todo, spec["results"], files_dir, tmp,
