@@ -112,17 +112,15 @@ class RankedBeam:
         try:
           with search_deadline(None if self.budget_s is None else t0 + self.budget_s - self.spent_s):
             prg, from_cache = to_program(beamed, renderer[s]), False
-        except SearchDeadline:
-          dt = time.perf_counter() - t0
-          self.spent_s += dt
-          rep.search_s += dt
+        except SearchDeadline: prg = None
+        dt = time.perf_counter() - t0
+        self.spent_s += dt
+        rep.search_s += dt
+        if prg is None:
           rep.stopped = "budget"
           self.log(f"ranked BEAM: the search of a kernel of {cost[s]*1e3:.2f} ms at BEAM=0 was stopped after "
                    f"{dt:.1f} s, when BEAM_BUDGET_S ran out; it keeps the hand-coded optimizations")
           continue
-        dt = time.perf_counter() - t0
-        self.spent_s += dt
-        rep.search_s += dt
       rep.cached += from_cache
       rep.covered_s += cost[s]
       rep.searched.append(ansistrip(prg.src[0].arg.name))
