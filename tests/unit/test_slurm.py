@@ -142,6 +142,9 @@ def test_array_spec():
   assert S.array_spec([0, 1, 2, 3, 4]) == "0-4"
   assert S.array_spec([4, 0, 2, 3]) == "0,2-4"
   assert S.array_spec([7]) == "7"
+  for indices in ([0, 1, 2, 3, 4], [0, 2, 3, 4], [7], [0, 1, 2, 5, 7, 8]):   # read back as written
+    assert S.array_indices(S.array_spec(indices)) == indices
+  assert S.array_indices("") == [] and S.array_indices("0-2%4") == []
 
 
 def test_parse_squeue():

@@ -329,6 +329,12 @@ def array_spec(indices: list[int]) -> str:
   return ",".join(out)
 
 
+def array_indices(spec: str) -> list[int]:
+  """'0-2,5,7-8' -> [0, 1, 2, 5, 7, 8]: array_spec read back (parts of another form are skipped)."""
+  return sorted({i for part in spec.split(",") if re.fullmatch(r"\d+(-\d+)?", part)
+                 for i in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)})
+
+
 def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir: Path, revision: str, when: float,
                   token: str | None = None) -> str:
   """The sbatch script of one submission: a plain bash script that a person can read, and rerun by hand with sbatch.
@@ -546,6 +552,15 @@ def kept_scripts(work_root: Path) -> list[Path]:
   return sorted(T.slurm_dir(work_root).glob(f"{T.SLURM_SUBMISSION.format('*')}/{UNSUBMITTED.format('*')}"))
 
 
+def _record_job(rec: dict, work_root: Path, sbatched: Path, job: dict) -> None:
+  """A queued job into the record (once), then its script from the name sbatch was given to job["script"]: in that
+  order, because until the record holds the job, that first name (squeue's %o) is what finds it again (adopt_kept)."""
+  if not any(str(j["job_id"]) == job["job_id"] and j.get("files") == job["files"] for j in rec["jobs"]):
+    rec["jobs"].append(job)
+  write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
+  os.replace(sbatched, job["script"])
+
+
 def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
   """Under the submit lock (so no kept script is one a live submitter is still handing to sbatch): record the job
   Slurm queued from each kept script, as if sbatch had answered, or remove a script no job runs. squeue's %o is the
@@ -579,8 +594,7 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
     text = path.read_text(errors="replace")
     array = re.search(r"^#SBATCH --array=(\S+)$", text, re.M)
     name = re.search(r"^#SBATCH --job-name=(\S+)$", text, re.M)
-    indices = sorted({i for part in (array[1] if array else "").split(",") if re.fullmatch(r"\d+(-\d+)?", part)
-                      for i in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)})
+    indices = array_indices(array[1] if array else "")
     if not (indices and name) or indices[-1] >= spec["nexp"]:
       raise UserError(f"Slurm job {job_id} runs {path}, the script of an earlier, interrupted submission, whose runs "
                       f"({array[1] if array else 'no --array line'}) are not runs 0 to {spec['nexp'] - 1} of this "
@@ -588,13 +602,10 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
                       f"{job_id}`) and rerun. Nothing was submitted.")
     script = path.parent / T.slurm_script_name(job_id)
     with _signals_held():   # the record and the script's name change together, as after sbatch's answer
-      if not any(str(j["job_id"]) == job_id and j.get("files") == path.parent.name for j in rec["jobs"]):
-        rec["jobs"].append({"job_id": job_id, "job_name": name[1], "indices": indices, "files": path.parent.name,
-                            "script": str(script), "submitted": path.stat().st_mtime, "spec": spec,
-                            "adopted": time.time()})
-      try:   # the record first: until it holds the job, the kept script is what finds it again
-        write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
-        os.replace(path, script)
+      try:
+        _record_job(rec, work_root, path, {"job_id": job_id, "job_name": name[1], "indices": indices,
+                                           "files": path.parent.name, "script": str(script),
+                                           "submitted": path.stat().st_mtime, "spec": spec, "adopted": time.time()})
       except OSError as e:
         raise UserError(f"Slurm job {job_id} runs {path}, the script of an earlier, interrupted submission, but "
                         f"{e.filename or record_path(work_root)} could not be written ({e.strerror}) to record it. "
@@ -665,11 +676,10 @@ def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
                                f"same command records the job squeue lists with the command {tmp}, or submits the "
                                f"runs if there is none.")
         job_id, script = answer, files_dir / T.slurm_script_name(answer)   # the directory is this job's alone
-        rec["jobs"].append({"job_id": job_id, "job_name": job_name, "indices": todo, "files": files_dir.name,
-                            "script": str(script), "submitted": when, "spec": spec})
-        try:   # the record first: until it holds the job, the script under its first name is what finds it (%o)
-          write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
-          os.replace(tmp, script)
+        try:
+          _record_job(rec, work_root, tmp, {"job_id": job_id, "job_name": job_name, "indices": todo,
+                                            "files": files_dir.name, "script": str(script), "submitted": when,
+                                            "spec": spec})
         except OSError as e:
           raise MaybeSubmitted(f"Slurm job {job_id} is queued (runs {todo}), but {e.filename or record_path(work_root)} "
                                f"could not be written ({e.strerror}): `tinyperf status` and --resume may not know the "
