@@ -41,6 +41,11 @@
 # run 10 min.
 # Poll back to back (`sleep 300; scripts/e2e_h200.sh poll`): a leased machine goes back 30 s after a call returns, and
 # $JOB with it (2026-12-01: the first run's logs were lost that way). Collect before the lease's 30 minutes are up.
+# At the configs' BEAM, ResNet takes about 13 min (row 21) and BERT about 16 (row 20 less its overrun): one after the
+# other they do not fit in a 30-minute lease. Side by side they do, each with half the cores' compile workers
+# (tinygrad's PARALLEL): `PARALLEL=8 E2E=bert ... setsid nohup scripts/e2e_h200.sh ... & PARALLEL=8 E2E=resnet ...`;
+# their searches then share the GPU and the cores (fewer kernels searched within the budget, and step times taken
+# while the other searches are not clean figures), which their records must say.
 # ResNet's whole plan took 11.5 min of the machine on 2026-12-01 (prep 15 s, loader 23 s, run_and_time.sh 345 s, BEAM=1
 # bench 290 s). Everything lands in $JOB (default /tmp/e2ejob, /tmp/e2ejob-bert for BERT); `scripts/e2e_h200.sh poll`
 # prints where it stands and `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into
