@@ -35,3 +35,12 @@ def test_a_rerun_refuses_a_corpus_of_another_text(tmp_path):
   assert r.returncode == 2, r
   assert f"{tmp_path / 'd'} holds a corpus of TEXT=docstrings, not TEXT=synthetic" in r.stderr, r.stderr
   assert not (tmp_path / "j" / "run.log").exists()
+
+
+def test_a_python_without_the_packages_is_refused_before_anything_runs(tmp_path):
+  # a leased machine whose wheels did not travel: every step failed in seconds and the run still said "done"
+  r = e2e(cwd=tmp_path, E2E="resnet", JOB="j", PYTHONPATH="", PATH=f"/usr/bin{os.pathsep}/bin")
+  events = (tmp_path / "j" / "events").read_text()
+  assert r.returncode == 2 and "cannot import: tinygrad mlperf_logging" in r.stderr and "Traceback" not in r.stderr, r
+  assert "refused: e2e_h200.sh: python3" in events and events.rstrip().endswith("done")
+  assert not (tmp_path / "j" / "data").exists() and not (tmp_path / "j" / "run.log").exists()
