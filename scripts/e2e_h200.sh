@@ -49,9 +49,17 @@
 # ResNet's whole plan took 11.5 min of the machine on 2026-12-01 (prep 15 s, loader 23 s, run_and_time.sh 345 s, BEAM=1
 # bench 290 s). Everything lands in $JOB (default /tmp/e2ejob, /tmp/e2ejob-bert for BERT); `scripts/e2e_h200.sh poll`
 # prints where it stands and `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into
-# DIR/e2e.tgz (poll and collect need the same E2E or JOB as the run). A rerun in the same lease reuses the data
+# DIR/e2e.tgz (poll and collect need the same E2E or JOB as the run), which `python3 scripts/e2e_record.py
+# DIR/e2e.tgz --record R.jsonl --what "..."` turns into a docs/perf record. A rerun in the same lease reuses the data
 # and checks the newest log.
 set -u -o pipefail
+# the command as typed (the knobs set in the environment), for the record (scripts/e2e_record.py)
+TYPED=""
+for v in E2E TEXT TRAIN_BEAM EVAL_BEAM BEAM_BUDGET_S BEAM_COVERAGE LOADER_RATE CORPUS_PARTS CORPUS_BYTES VOCAB TRAIN_STEPS \
+  EVAL_STEP_FREQ EVAL_SAMPLES TARGET BS EPOCHS WARMUP_EPOCHS EVAL_START_EPOCH CLASSES TRAIN_PER_CLASS VAL_PER_CLASS SIZE \
+  NUM_CLASSES BEAM_SEED_DB PARALLEL PARALLEL_SEARCH BUDGET_S DATA JOB; do
+  [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done
+TYPED+="scripts/e2e_h200.sh"
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in JOB DATA VOCAB BEAM_SEED_DB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 [ "${1:-}" = collect ] && [ -n "${2:-}" ] && [ "${2#/}" = "$2" ] && set -- collect "$PWD/$2"
@@ -71,6 +79,7 @@ if [ "${1:-}" = collect ]; then
   exit 0
 fi
 mkdir -p "$JOB"
+echo "$TYPED" >"$JOB/command"
 # a shortened schedule on part of the data (synthetic images, 480 eval samples) is no closed result: the run is open
 export DIVISION=open
 T0=$(date +%s); DEADLINE=$((T0 + ${BUDGET_S:-1380}))

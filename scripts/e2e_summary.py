@@ -32,7 +32,8 @@ def summarize(log_path: Path) -> dict:
   stop = log.first("run_stop")
   out: dict = {"log": log_path.name, "benchmark": log.benchmark, "init_s": span("init_start", "init_stop"),
                "run_s": span("run_start", "run_stop"), "run_stop": stop.metadata.get("status") if stop else None,
-               "global_batch_size": log.value("global_batch_size"), "division": log.division}
+               "global_batch_size": log.value("global_batch_size"), "division": log.division,
+               "platform": log.value("submission_platform")}
   # an open run's INIT may take 240 min; issue 20's target is the closed limit, which the config's closed run must meet
   if out["init_s"] is not None: out["init_within_closed_limit"] = out["init_s"] < INIT_LIMIT_MIN["closed"] * 60
   starts, stops, accs = log.all("eval_start"), log.all("eval_stop"), log.all("eval_accuracy")

@@ -44,3 +44,5 @@ def test_a_python_without_the_packages_is_refused_before_anything_runs(tmp_path)
   assert r.returncode == 2 and "cannot import: tinygrad mlperf_logging" in r.stderr and "Traceback" not in r.stderr, r
   assert "refused: e2e_h200.sh: python3" in events and events.rstrip().endswith("done")
   assert not (tmp_path / "j" / "data").exists() and not (tmp_path / "j" / "run.log").exists()
+  typed = (tmp_path / "j" / "command").read_text()   # the command as typed, for scripts/e2e_record.py
+  assert typed.startswith("E2E=resnet ") and typed.endswith(" JOB=j scripts/e2e_h200.sh\n"), typed
