@@ -1,7 +1,6 @@
 """scripts/e2e_record.py: a docs/perf record from what `scripts/e2e_h200.sh collect` brought back from the H200, typed
 from another directory with relative paths. The job is a real one (PERFORMANCE.md row 21)."""
 import json
-import os
 import subprocess
 import sys
 import tarfile
