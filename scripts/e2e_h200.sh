@@ -93,7 +93,9 @@ event "start $E2E"
 # went that way, the wheels not carried): refuse at once, in the events a poll shows
 if ! missing=$(python3 -c 'import importlib.util as u
 print(" ".join(m for m in ("tinygrad", "mlperf_logging", "PIL", "numpy") if u.find_spec(m) is None))') || [ -n "$missing" ]; then
-  msg="e2e_h200.sh: python3 ($(command -v python3)) cannot import: ${missing:-its own check failed}. Install tinygrad 0.14.0 and mlperf-logging 4.1.68 (with no network: carry their wheels in .whl/, \`python3 -m pip install --no-index --no-deps --target /tmp/py .whl/*.whl\`, and export PYTHONPATH=/tmp/py), then rerun."
+  msg="e2e_h200.sh: python3 ($(command -v python3)) cannot import: ${missing:-its own check failed}. Install"
+  msg+=" tinygrad 0.14.0 and mlperf-logging 4.1.68 (with no network: carry their wheels in .whl/, \`python3 -m pip"
+  msg+=" install --no-index --no-deps --target /tmp/py .whl/*.whl\`, and export PYTHONPATH=/tmp/py), then rerun."
   echo "$msg" >&2; event "refused: $msg"; event "done"; exit 2
 fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; python3 --version
