@@ -28,8 +28,20 @@ def require_dir_possible(path: str | os.PathLike, what: str) -> None:
     raise InputError(f"{what} {path}:{which} a file, not a directory; move it away or choose another path.")
 
 
+def _new_file_mode() -> int:
+  """The mode open() gives a new file: 0o666 less the umask (read from /proc: setting it to read it races threads)."""
+  try:
+    with open("/proc/self/status") as f:
+      for line in f:
+        if line.startswith("Umask:"): return 0o666 & ~int(line.split()[1], 8)
+  except OSError: pass
+  mask = os.umask(0o022); os.umask(mask)
+  return 0o666 & ~mask
+
+
 def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = False) -> Path:
-  """Write a file so that readers see either nothing or the whole file.
+  """Write a file so that readers see either nothing or the whole file, with the mode open() would give it (mkstemp's
+  is 0600: result logs that a teammate, reviewer or container of another user could not read).
 
   With overwrite=False (the default for result files) an existing file is never replaced: InputError instead."""
   path = Path(path)
@@ -39,6 +51,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = F
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   try:
+    os.fchmod(fd, _new_file_mode())
     with os.fdopen(fd, "wb") as f:
       f.write(data.encode() if isinstance(data, str) else data)
       f.flush(); os.fsync(f.fileno())

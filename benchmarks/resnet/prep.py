@@ -90,7 +90,7 @@ def build_manifest(root: str | os.PathLike, kind: str, classes: list[str], split
 def write_manifest(root: str | os.PathLike, manifest: dict) -> Path:
   """Written in one atomic step (temp file + link): readers see no manifest or the whole one."""
   path = write_atomic(manifest_path(root), json.dumps(manifest, separators=(",", ":")) + "\n", overwrite=True)
-  os.chmod(path, 0o644)  # mkstemp made it 0600; a container running as another user must read it
+  os.chmod(path, 0o644)  # whatever the umask: a container running as another user must read it
   return path
 
 

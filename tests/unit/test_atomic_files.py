@@ -1,0 +1,24 @@
+"""benchmarks/common/io.write_atomic: whole or nothing, never over an existing file, with the mode open() gives."""
+import os
+import stat
+
+import pytest
+
+from benchmarks.common.io import InputError, write_atomic
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_written_file_has_the_mode_the_umask_gives(tmp_path, umask, mode):
+  # mkstemp's 0600 made every result log unreadable to a teammate or reviewer on a shared results folder
+  old = os.umask(umask)
+  try: path = write_atomic(tmp_path / "result_0.txt", "log\n")
+  finally: os.umask(old)
+  assert stat.S_IMODE(path.stat().st_mode) == mode and path.read_text() == "log\n"
+
+
+def test_an_existing_file_is_kept_and_no_temp_file_is_left(tmp_path):
+  path = write_atomic(tmp_path / "result_0.txt", b"first")
+  with pytest.raises(InputError, match="never overwritten"): write_atomic(path, b"second")
+  assert path.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == ["result_0.txt"]
+  write_atomic(path, b"second", overwrite=True)
+  assert path.read_bytes() == b"second" and [p.name for p in tmp_path.iterdir()] == ["result_0.txt"]
