@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bert.tokenizer import load_checked_vocab
-from benchmarks.common.io import InputError
+from benchmarks.common.io import InputError, new_file_mode
 
 PART_RE = re.compile(r"^part-(\d+)-of-(\d+)$")
 
@@ -357,6 +357,7 @@ def _dump(shard: Path, out: Path | None) -> int:
   out.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
   try:
+    os.fchmod(fd, new_file_mode())   # as write_atomic: open()'s mode, not mkstemp's 0600
     with os.fdopen(fd, "w", encoding="utf-8") as f:
       n = dump_jsonl(shard, f)
       f.flush(); os.fsync(f.fileno())

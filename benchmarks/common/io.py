@@ -28,7 +28,7 @@ def require_dir_possible(path: str | os.PathLike, what: str) -> None:
     raise InputError(f"{what} {path}:{which} a file, not a directory; move it away or choose another path.")
 
 
-def _new_file_mode() -> int:
+def new_file_mode() -> int:
   """The mode open() gives a new file: 0o666 less the umask (read from /proc: setting it to read it races threads)."""
   try:
     with open("/proc/self/status") as f:
@@ -51,7 +51,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = F
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   try:
-    os.fchmod(fd, _new_file_mode())
+    os.fchmod(fd, new_file_mode())
     with os.fdopen(fd, "wb") as f:
       f.write(data.encode() if isinstance(data, str) else data)
       f.flush(); os.fsync(f.fileno())

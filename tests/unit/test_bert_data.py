@@ -4,8 +4,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import random
 import shutil
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +122,11 @@ def test_dump_cli(bert_reference, tmp_path, capsys):
   shard = d / "train" / "part-00000.shard"
   assert run("dump", shard) == 0   # stdout
   assert capsys.readouterr().out == (bert_reference / "small_512_76.jsonl").read_text()
+  umask = os.umask(0o022)
+  try: assert run("dump", shard, "--out", tmp_path / "d.jsonl") == 0   # to a file: the same lines, readable by others
+  finally: os.umask(umask)
+  assert (tmp_path / "d.jsonl").read_text() == (bert_reference / "small_512_76.jsonl").read_text()
+  assert stat.S_IMODE((tmp_path / "d.jsonl").stat().st_mode) == 0o644
   out = tmp_path / "x.jsonl"
   out.write_text("keep me")
   assert run("dump", shard, "--out", out) == 2
