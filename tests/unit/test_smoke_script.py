@@ -27,3 +27,22 @@ def test_an_org_that_cannot_name_a_submitter_is_refused_before_anything_is_writt
   assert r.returncode == 2 and "Traceback" not in r.stderr and "usage:" not in r.stderr, r.stderr
   assert r.stderr.strip().startswith(f"smoke.sh: ORG={shown}: ") and "ORG=name" in r.stderr, r.stderr
   assert not list(tmp_path.iterdir())
+
+
+def test_a_data_set_an_older_prep_drew_is_refused_not_reused(tmp_path):
+  # smoke.sh once prepped only where no manifest was: a set drawn before val held other-class images was reused, and
+  # a run that scored 1.0 on it failed the checker's eval_accuracy < 1.0 with no word about the data
+  import json
+  from benchmarks.resnet.prep import manifest_path, synthetic_imagenet
+  data = tmp_path / "out" / "data"
+  synthetic_imagenet(data, classes=4, train_per_class=1, val_per_class=1, size=8)
+  m = json.loads(manifest_path(data).read_text())
+  m["source"] = {k: v for k, v in m["source"].items() if k != "val_other_class_every"}   # as the older prep wrote it
+  manifest_path(data).write_text(json.dumps(m))
+  before = manifest_path(data).read_bytes()
+  r = subprocess.run([str(REPO / "smoke.sh")], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                     env={**os.environ, "OUT": "out", "NEXP": "1"})
+  assert r.returncode == 1 and "Traceback" not in r.stderr, r
+  assert "already holds a prepared data set" in r.stderr and "made with other settings" in r.stderr, r.stderr
+  assert r.stdout.strip().splitlines()[-1] == "SMOKE FAILED: tinyperf prep synthetic-imagenet (above)"
+  assert manifest_path(data).read_bytes() == before and not (tmp_path / "out" / "results").exists()
