@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bert.tokenizer import load_checked_vocab
-from benchmarks.common.io import InputError, new_file_mode
+from benchmarks.common.io import InputError, atomic_file
 
 PART_RE = re.compile(r"^part-(\d+)-of-(\d+)$")
 
@@ -345,25 +345,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dump(shard: Path, out: Path | None) -> int:
-  """Stream the JSON Lines to a temp file next to OUT and link it into place: a reader never sees half a dump, and an
-  existing OUT is never replaced."""
-  import tempfile
+  """Stream the JSON Lines to a temp file next to OUT and link it into place (atomic_file): a reader never sees half a
+  dump, and an existing OUT is never replaced."""
   from benchmarks.bert.shard import dump_jsonl, read_header
   read_header(shard)   # a bad shard fails before anything is written
   if out is None:
     dump_jsonl(shard, sys.stdout)
     return 0
   if out.exists(): raise InputError(f"{out} already exists; dump never overwrites a file. Choose another --out.")
-  out.parent.mkdir(parents=True, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-  try:
-    os.fchmod(fd, new_file_mode())   # as write_atomic: open()'s mode, not mkstemp's 0600
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      n = dump_jsonl(shard, f)
-      f.flush(); os.fsync(f.fileno())
-    os.link(tmp, out)
-  finally:
-    if os.path.exists(tmp): os.unlink(tmp)
+  with atomic_file(out, text=True) as f: n = dump_jsonl(shard, f)
   print(f"prep dump: {n} records of {shard} -> {out}", file=sys.stderr)
   return 0
 

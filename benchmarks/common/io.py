@@ -3,6 +3,7 @@
 Anything raised as InputError is bad input or environment: entrypoints and the CLI print its message (one paragraph
 naming the file and the fix) and exit 2, with no traceback."""
 from __future__ import annotations
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -39,9 +40,11 @@ def new_file_mode() -> int:
   return 0o666 & ~mask
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = False) -> Path:
-  """Write a file so that readers see either nothing or the whole file, with the mode open() would give it (mkstemp's
-  is 0600: result logs that a teammate, reviewer or container of another user could not read).
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, overwrite: bool = False, text: bool = False):
+  """Open a file to write so that readers see either nothing or the whole file, with the mode open() would give it
+  (mkstemp's is 0600: result logs that a teammate, reviewer or container of another user could not read). It is put in
+  place when the block ends; an exception inside leaves nothing. text: a UTF-8 text stream, else bytes.
 
   With overwrite=False (the default for result files) an existing file is never replaced: InputError instead."""
   path = Path(path)
@@ -52,14 +55,19 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = F
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   try:
     os.fchmod(fd, new_file_mode())
-    with os.fdopen(fd, "wb") as f:
-      f.write(data.encode() if isinstance(data, str) else data)
+    with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as f:
+      yield f
       f.flush(); os.fsync(f.fileno())
     if overwrite: os.replace(tmp, path)
     else: os.link(tmp, path)  # link() fails if the target appeared meanwhile: no silent overwrite race
   finally:
     if os.path.exists(tmp): os.unlink(tmp)
-  return path
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = False) -> Path:
+  """DATA as the whole file at PATH, atomically (atomic_file)."""
+  with atomic_file(path, overwrite) as f: f.write(data.encode() if isinstance(data, str) else data)
+  return Path(path)
 
 
 def file_digest(path: str | os.PathLike, algo: str) -> str:

@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from benchmarks.common.io import InputError, write_atomic
+from benchmarks.common.io import InputError, atomic_file, write_atomic
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
@@ -22,3 +22,11 @@ def test_an_existing_file_is_kept_and_no_temp_file_is_left(tmp_path):
   assert path.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == ["result_0.txt"]
   write_atomic(path, b"second", overwrite=True)
   assert path.read_bytes() == b"second" and [p.name for p in tmp_path.iterdir()] == ["result_0.txt"]
+
+
+def test_a_stream_that_fails_midway_leaves_nothing(tmp_path):
+  with pytest.raises(RuntimeError):
+    with atomic_file(tmp_path / "dump.jsonl", text=True) as f:
+      f.write("{}\n")
+      raise RuntimeError("the shard broke")
+  assert not list(tmp_path.iterdir())
