@@ -73,9 +73,8 @@ def build_record(job: Path, what: str, command: str | None = None, shown: str | 
     rec.update(searched_kernels=beam["searched"], total_kernels=beam["kernels"], covered=beam["covered"],
                search_s=beam["search_s"])
     if summary.get("steady_step_s"): rec["speedup_over_beam0"] = round(beam["step_beam0_s"] / summary["steady_step_s"], 3)
-  torch_log = job / "torch.log"
-  rec["torch"] = torch_log.read_text().strip().splitlines()[-1] if torch_log.is_file() and torch_log.read_text().strip() \
-    else None
+  torch_lines = (job / "torch.log").read_text().strip().splitlines() if (job / "torch.log").is_file() else []
+  rec["torch"] = torch_lines[-1] if torch_lines else None
   return rec, log
 
 
