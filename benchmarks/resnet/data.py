@@ -34,12 +34,12 @@ from PIL import Image
 
 from benchmarks.common.feeding import SHM_DIR, SHM_PREFIX
 from benchmarks.common.io import InputError
+from benchmarks.common.rules import IMAGENET_COUNTS
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "tinyperf-imagenet-manifest"
 MANIFEST_VERSION = 1
 SPLITS = ("train", "val")
-IMAGENET_COUNTS = {"train": 1_281_167, "val": 50_000}
 # The mean ImageNet pixel (123.68, 116.78, 103.94) cast to uint8: what padding images are filled with.
 MEAN_PIXEL = (123, 116, 103)
 # Eval: resize the short side to 256/224 of the crop, then center-crop (the 224 -> 256 convention of ResNet-50).

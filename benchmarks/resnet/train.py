@@ -18,6 +18,7 @@ from pathlib import Path
 
 from benchmarks.common.config import PlatformConfig
 from benchmarks.common.io import InputError
+from benchmarks.common.rules import IMAGENET_COUNTS
 from benchmarks.common import beam, mlperf, runtime
 
 
@@ -96,9 +97,6 @@ def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True):
   return timer
 
 
-IMAGENET_TRAIN = 1_281_167
-
-
 def init_phase(cfg: PlatformConfig, args) -> int:
   init(cfg, args)
   return 0
@@ -112,7 +110,7 @@ def init(cfg: PlatformConfig, args) -> Trainer:
   mlperf.log_submission_info(cfg)
   # the train-set size fixes the LR schedule's constants, which are compiled into the step kernels that INIT searches:
   # read it from the manifest (no image is opened) so that RUN finds the same kernels in the cache
-  num_train = len(load_manifest(args.data, check_files=False)["train"]) if args.data else IMAGENET_TRAIN
+  num_train = len(load_manifest(args.data, check_files=False)["train"]) if args.data else IMAGENET_COUNTS["train"]
   method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache([args.data] if args.data else [])
   print(f"page cache dropped with {method}", flush=True)
   mlperf.event(C.CACHE_CLEAR, True, metadata={"method": method})
