@@ -41,11 +41,11 @@
 # run 10 min.
 # Poll back to back (`sleep 300; scripts/e2e_h200.sh poll`): a leased machine goes back 30 s after a call returns, and
 # $JOB with it (2026-12-01: the first run's logs were lost that way). Collect before the lease's 30 minutes are up.
-# At the configs' BEAM, ResNet takes about 13 min (row 21) and BERT about 16 (row 20 less its overrun): one after the
-# other they do not fit in a 30-minute lease. Side by side they do, each with half the cores' compile workers
-# (tinygrad's PARALLEL): `PARALLEL=8 E2E=bert ... setsid nohup scripts/e2e_h200.sh ... & PARALLEL=8 E2E=resnet ...`;
-# their searches then share the GPU and the cores (fewer kernels searched within the budget, and step times taken
-# while the other searches are not clean figures), which their records must say.
+# At the configs' BEAM, ResNet takes about 13 min (row 21) and BERT about 16 (row 20 less its overrun), and a lease's
+# start has taken up to 6 of its 30 minutes: one benchmark per lease. One run at a time: BERT-large at BS 96 holds
+# more than 117 GB of the H200's 141, so beside ResNet's run (22 GB) it died of GPU memory in its step 0 (2026-12-03,
+# row 22), and a search beside another is no clean figure. The script refuses to start while another e2e_h200.sh
+# runs (a lock in TMPDIR) or another process holds the GPU (nvidia-smi).
 # ResNet's whole plan took 11.5 min of the machine on 2026-12-01 (prep 15 s, loader 23 s, run_and_time.sh 345 s, BEAM=1
 # bench 290 s). Everything lands in $JOB (default /tmp/e2ejob, /tmp/e2ejob-bert for BERT); `scripts/e2e_h200.sh poll`
 # prints where it stands and `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into
@@ -78,12 +78,28 @@ if [ "${1:-}" = collect ]; then
   [ -f "$JOB/resnet_beam.db" ] && cp "$JOB/resnet_beam.db" "$2/"
   exit 0
 fi
+T0=$(date +%s); DEADLINE=$((T0 + ${BUDGET_S:-1380}))
+event() { echo "$(date +%s) t=$(( $(date +%s) - T0 ))s $*" >>"$JOB/events"; }
+# one paragraph on stderr and in the events a poll shows, then "done", which polling loops wait for
+refuse() { echo "$1" >&2; event "refused: $1"; event done; exit 2; }
+# one run per machine: the lock is held until this script and all it started end (fd 9 is inherited); the holder
+# writes its JOB into it
+LOCK=${TMPDIR:-/tmp}/e2e_h200.lock
+exec 9>>"$LOCK"
+if ! flock -n 9; then
+  holder=$(cat "$LOCK")
+  msg="e2e_h200.sh: another e2e_h200.sh runs on this machine (JOB=$holder; it holds $LOCK). Run one benchmark at a"
+  msg+=" time: BERT-large at BS 96 needs more than 117 GB of the GPU, and beside ResNet's run it died of GPU memory"
+  msg+=" (2026-12-03). Poll the running one (\`JOB=$holder scripts/e2e_h200.sh poll\`) and rerun when it is done."
+  # the same JOB's events are the running one's
+  [ "$holder" = "$JOB" ] && { echo "$msg" >&2; exit 2; }
+  mkdir -p "$JOB"; refuse "$msg"
+fi
+echo "$JOB" >"$LOCK"
 mkdir -p "$JOB"
 echo "$TYPED" >"$JOB/command"
 # a shortened schedule on part of the data (synthetic images, 480 eval samples) is no closed result: the run is open
 export DIVISION=open
-T0=$(date +%s); DEADLINE=$((T0 + ${BUDGET_S:-1380}))
-event() { echo "$(date +%s) t=$(( $(date +%s) - T0 ))s $*" >>"$JOB/events"; }
 stamp() { python3 -u -c 'import sys, time
 for line in sys.stdin: sys.stdout.write(f"{time.time():.1f} {line}"); sys.stdout.flush()' >"$1"; }
 tinyperf() { python3 -m tooling.cli "$@"; }
@@ -96,8 +112,13 @@ print(" ".join(m for m in ("tinygrad", "mlperf_logging", "PIL", "numpy") if u.fi
   msg="e2e_h200.sh: python3 ($(command -v python3)) cannot import: ${missing:-its own check failed}. Install"
   msg+=" tinygrad 0.14.0 and mlperf-logging 4.1.68 (with no network: carry their wheels in .whl/, \`python3 -m pip"
   msg+=" install --no-index --no-deps --target /tmp/py .whl/*.whl\`, and export PYTHONPATH=/tmp/py), then rerun."
-  echo "$msg" >&2; event "refused: $msg"; event "done"; exit 2
+  refuse "$msg"
 fi
+busy=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null | paste -sd';') ||
+  busy=""   # no nvidia-smi, or no GPU it can read: nothing to share
+[ -z "$busy" ] || refuse "e2e_h200.sh: the GPU is in use by another process ($busy). A run here needs the GPU alone\
+ (BERT-large at BS 96 holds more than 117 GB of it, and a shared GPU gives no clean figure): stop that process or wait\
+ for it, then rerun."
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; python3 --version
   python3 -c 'import tinygrad, PIL, numpy; from importlib.metadata import version as v
 print("tinygrad", v("tinygrad"), "mlperf-logging", v("mlperf-logging"), "pillow", PIL.__version__, "numpy", numpy.__version__)'
@@ -131,8 +152,8 @@ if [ "$E2E" = bert ]; then
     EVAL_STEP_FREQ=${EVAL_STEP_FREQ:-10} EVAL_SAMPLES=${EVAL_SAMPLES:-480} PYTHONUNBUFFERED=1
   # a rerun reuses DATA's corpus and shards: only those of the same TEXT (the other's would train on the wrong text)
   if [ -d "$DATA/results4" ] && [ "$(cat "$DATA/text" 2>/dev/null)" != "$TEXT" ]; then
-    echo "e2e_h200.sh: $DATA holds a corpus of TEXT=$(cat "$DATA/text" 2>/dev/null || echo unknown), not TEXT=$TEXT;" \
-      "give another DATA (or JOB), or remove $DATA" >&2; event "refused: DATA's corpus is not TEXT=$TEXT"; exit 2
+    refuse "e2e_h200.sh: $DATA holds a corpus of TEXT=$(cat "$DATA/text" 2>/dev/null || echo unknown), not TEXT=$TEXT;\
+ give another DATA (or JOB), or remove $DATA"
   fi
   [ -d "$DATA/results4" ] || { tinyperf prep wiki corpus --out "$DATA" --vocab "$VOCAB" --parts "${CORPUS_PARTS:-16}" \
     --max-bytes "${CORPUS_BYTES:-12000000}" --text "${TEXT:-docstrings}" 2>&1 | stamp "$JOB/prep.log" &&
