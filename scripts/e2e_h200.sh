@@ -90,7 +90,7 @@ if ! flock -n 9; then
   holder=$(cat "$LOCK")
   msg="e2e_h200.sh: another e2e_h200.sh runs on this machine (JOB=$holder; it holds $LOCK). Run one benchmark at a"
   msg+=" time: BERT-large at BS 96 needs more than 117 GB of the GPU, and beside ResNet's run it died of GPU memory"
-  msg+=" (2026-12-03). Poll the running one (\`JOB=$holder scripts/e2e_h200.sh poll\`) and rerun when it is done."
+  msg+=" (2026-12-03). Poll the running one (JOB=$holder scripts/e2e_h200.sh poll) and rerun when it is done."
   # the same JOB's events are the running one's
   [ "$holder" = "$JOB" ] && { echo "$msg" >&2; exit 2; }
   mkdir -p "$JOB"; refuse "$msg"
