@@ -166,7 +166,7 @@ def build_corpus(out: str | Path, parts: int = 4, eval_every: int = 10, max_byte
     pass
   for name, text in files.items():
     data = text.encode("utf-8")
-    write_atomic(res / name, data).chmod(0o644)   # whatever the umask: containers of another user read it
+    write_atomic(res / name, data, mode=0o644)   # whatever the umask: containers of another user read it
     manifest["files"][name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}   # the bytes in hand
-  write_atomic(res / "MANIFEST.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n").chmod(0o644)
+  write_atomic(res / "MANIFEST.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n", mode=0o644)
   return manifest

@@ -396,7 +396,7 @@ def _corpus(args) -> int:
          "initializer_range": 0.02, "intermediate_size": 512, "max_position_embeddings": 512,
          "num_attention_heads": 2, "num_hidden_layers": 2, "type_vocab_size": 2, "vocab_size": n}
   if not (args.out / "bert_config.json").exists():
-    write_atomic(args.out / "bert_config.json", json.dumps(cfg, indent=2, sort_keys=True) + "\n").chmod(0o644)
+    write_atomic(args.out / "bert_config.json", json.dumps(cfg, indent=2, sort_keys=True) + "\n", mode=0o644)
   what = "synthetic text" if args.text == "synthetic" else f"Python {m['python']} docstrings"
   print(f"prep corpus: {m['documents']['train']} train + {m['documents']['eval']} eval documents in {args.parts} "
         f"parts -> {args.out / 'results4'} ({what}); vocab {dst}")

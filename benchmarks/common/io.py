@@ -41,10 +41,11 @@ def new_file_mode() -> int:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike, overwrite: bool = False, text: bool = False):
+def atomic_file(path: str | os.PathLike, overwrite: bool = False, text: bool = False, mode: int | None = None):
   """Open a file to write so that readers see either nothing or the whole file, with the mode open() would give it
-  (mkstemp's is 0600: result logs that a teammate, reviewer or container of another user could not read). It is put in
-  place when the block ends; an exception inside leaves nothing. text: a UTF-8 text stream, else bytes.
+  (mkstemp's is 0600: result logs that a teammate, reviewer or container of another user could not read), or MODE
+  whatever the umask (0o644: read by a container of another user); the file appears with it. It is put in place when
+  the block ends; an exception inside leaves nothing. text: a UTF-8 text stream, else bytes.
 
   With overwrite=False (the default for result files) an existing file is never replaced: InputError instead."""
   path = Path(path)
@@ -54,7 +55,7 @@ def atomic_file(path: str | os.PathLike, overwrite: bool = False, text: bool = F
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
   try:
-    os.fchmod(fd, new_file_mode())
+    os.fchmod(fd, new_file_mode() if mode is None else mode)
     with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as f:
       yield f
       f.flush(); os.fsync(f.fileno())
@@ -64,9 +65,9 @@ def atomic_file(path: str | os.PathLike, overwrite: bool = False, text: bool = F
     if os.path.exists(tmp): os.unlink(tmp)
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = False) -> Path:
+def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = False, mode: int | None = None) -> Path:
   """DATA as the whole file at PATH, atomically (atomic_file)."""
-  with atomic_file(path, overwrite) as f: f.write(data.encode() if isinstance(data, str) else data)
+  with atomic_file(path, overwrite, mode=mode) as f: f.write(data.encode() if isinstance(data, str) else data)
   return Path(path)
 
 

@@ -89,9 +89,8 @@ def build_manifest(root: str | os.PathLike, kind: str, classes: list[str], split
 
 def write_manifest(root: str | os.PathLike, manifest: dict) -> Path:
   """Written in one atomic step (temp file + link): readers see no manifest or the whole one."""
-  path = write_atomic(manifest_path(root), json.dumps(manifest, separators=(",", ":")) + "\n", overwrite=True)
-  os.chmod(path, 0o644)  # whatever the umask: a container running as another user must read it
-  return path
+  # 0644 whatever the umask: a container running as another user must read it
+  return write_atomic(manifest_path(root), json.dumps(manifest, separators=(",", ":")) + "\n", overwrite=True, mode=0o644)
 
 
 # ---------------------------------------------------------------------------------------------------------- download

@@ -16,6 +16,14 @@ def test_a_written_file_has_the_mode_the_umask_gives(tmp_path, umask, mode):
   assert stat.S_IMODE(path.stat().st_mode) == mode and path.read_text() == "log\n"
 
 
+def test_a_mode_given_holds_whatever_the_umask(tmp_path):
+  # manifests, shards and .sha1 files a container of another user reads: 0644 even under umask 077
+  old = os.umask(0o077)
+  try: path = write_atomic(tmp_path / "manifest.json", "{}\n", mode=0o644)
+  finally: os.umask(old)
+  assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
 def test_an_existing_file_is_kept_and_no_temp_file_is_left(tmp_path):
   path = write_atomic(tmp_path / "result_0.txt", b"first")
   with pytest.raises(InputError, match="never overwritten"): write_atomic(path, b"second")

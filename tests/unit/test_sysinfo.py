@@ -426,7 +426,7 @@ def test_record_run_system_from_simultaneous_tasks_writes_one_file(tmp_path):
 
 
 def test_a_description_that_cannot_be_written_is_bad_input_with_the_fix(tmp_path, monkeypatch):
-  def full_disk(path, text): raise OSError(28, "No space left on device")
+  def full_disk(path, text, **options): raise OSError(28, "No space left on device")
   monkeypatch.setattr(sysinfo, "write_atomic", full_disk)
   with pytest.raises(UserError, match=r"\(No space left on device\); make .* writable and rerun the same command\. "
                                       r"Nothing was run\."):

@@ -503,7 +503,7 @@ def _record_run_system(results: Path, system: str, data: dict) -> Path:
 
   def write(path: Path):
     try:
-      write_atomic(path, text).chmod(0o644)
+      write_atomic(path, text, mode=0o644)
     except OSError as e:
       raise UserError(f"cannot write the system description {path} ({e.strerror or e}); make {path.parent} writable "
                       f"and {redo_hint(results)}. Nothing was run.") from None

@@ -438,7 +438,7 @@ def main(args: argparse.Namespace) -> int:
     raise UserError(f"{', '.join(existing)} already exist(s); pass --force to replace them or --out DIR for a new "
                     f"report.")
   try:
-    for p, content in files.items(): write_atomic(p, content, overwrite=args.force).chmod(0o644)
+    for p, content in files.items(): write_atomic(p, content, overwrite=args.force, mode=0o644)
   except OSError as e:
     raise UserError(f"cannot write the report into {out} ({e.strerror or e}); choose a writable --out.") from None
   print(f"wrote {len(files)} files to {out}: " + ", ".join(p.name for p in files))

@@ -145,7 +145,7 @@ def extra_ca_in_context(extra_ca: str | None):
       if ca.is_file() and ca.read_bytes() == want: break
       fcntl.flock(fd, fcntl.LOCK_EX)   # alone: no build is packing its context while the copy is written
       # 0644 as a plain copy: it lands in the image's source tree, which the image's non-root user reads
-      if not (ca.is_file() and ca.read_bytes() == want): write_atomic(ca, want, overwrite=True).chmod(0o644)
+      if not (ca.is_file() and ca.read_bytes() == want): write_atomic(ca, want, overwrite=True, mode=0o644)
     try: yield True
     finally:
       try:

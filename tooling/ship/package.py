@@ -531,7 +531,7 @@ def pack(args: argparse.Namespace) -> int:
     line = f"{sha1_of(final)}  {tarball_name(org)}\n"
     os.rename(org_dir, out / org)
     os.link(final, out / tarball_name(org))           # link: fails instead of replacing a file that appeared meanwhile
-    write_atomic(out / sha1_name(org), line).chmod(0o644)   # last: a .sha1 means the tarball is complete
+    write_atomic(out / sha1_name(org), line, mode=0o644)   # last: a .sha1 means the tarball is complete
   finally:
     shutil.rmtree(staging, ignore_errors=True)
   kind = "encrypted with openssl enc -aes256 (decrypt: openssl enc -d -aes256 -in FILE | tar -xz)" if passphrase \
