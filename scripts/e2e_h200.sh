@@ -32,7 +32,7 @@
 #      docstrings from random init do not reach in a few steps: RUN ends with run_stop aborted (exit 1) and `tinyperf
 #      check` rejects the log for that; the log is a timing record. TARGET=0.0 stops at the first eval with success.
 #      TEXT=synthetic is made for the run to reach 0.72 and end with run_stop success, so that check judges the whole
-#      log (tests/integration/test_bert_synthetic_text.py on the CPU; on the H200: docs/PERFORMANCE.md row 20).
+#      log (tests/integration/test_bert_synthetic_text.py on the CPU; on the H200: docs/PERFORMANCE.md rows 20 and 23).
 # LOADER_RATE=0 skips step 2. Both end with scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
 # data wait, each eval's s) and, while BUDGET_S lasts, PyTorch eager on the same batch ($JOB/torch.log).
 # Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from
@@ -41,7 +41,7 @@
 # run 10 min.
 # Poll back to back (`sleep 300; scripts/e2e_h200.sh poll`): a leased machine goes back 30 s after a call returns, and
 # $JOB with it (2026-12-01: the first run's logs were lost that way). Collect before the lease's 30 minutes are up.
-# At the configs' BEAM, ResNet takes about 13 min (row 21) and BERT about 16 (row 20 less its overrun), and a lease's
+# At the configs' BEAM, ResNet takes about 13 min (row 21) and BERT about 15 (row 23), and a lease's
 # start has taken up to 6 of its 30 minutes: one benchmark per lease. One run at a time: BERT-large at BS 96 holds
 # more than 117 GB of the H200's 141, so beside ResNet's run (22 GB) it died of GPU memory in its step 0 (2026-12-03,
 # row 22), and a search beside another is no clean figure. The script refuses to start while another e2e_h200.sh
