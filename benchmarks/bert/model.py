@@ -14,7 +14,7 @@ Initialisation: every dense kernel and embedding table 0.02 * truncated normal (
 Precision: master weights are float32. Dense layers and attention matmuls compute in dtypes.default_float (fp16 under
 DEFAULT_FLOAT=HALF); LayerNorm, GELU, the attention softmax, the logits and the losses compute in float32. (tinygrad's
 own scaled_dot_product_attention casts the scores back to the input dtype before its softmax, so attention is written
-out here.)
+out here; ATTENTION_SOFTMAX=HALF does as it does, for the tinybox configs, whose 24 GB cards the float32 scores overfill.)
 
 State-dict names mirror the TF checkpoint's variable names ("bert/encoder/layer_3/attention/self/query/kernel" ->
 "bert.encoder.layer.3.attention.self.query.weight"), see benchmarks/bert/convert.py. Linear weights are stored
@@ -60,6 +60,7 @@ class BertConfig:
   type_vocab: int = 2
   hidden_dropout: float = BERT_DROPOUT
   attention_dropout: float = BERT_DROPOUT
+  half_softmax: bool = False      # ATTENTION_SOFTMAX=HALF: the softmax reads the scores in the compute dtype
 
   @staticmethod
   def from_knobs(knobs: Mapping, layers: int | None = None, vocab: int = 30522) -> "BertConfig":
@@ -67,7 +68,8 @@ class BertConfig:
     return BertConfig(layers=int(layers if layers is not None else knobs["BERT_LAYERS"]), hidden=int(knobs["BERT_HIDDEN"]),
                       heads=int(knobs["BERT_HEADS"]), intermediate=int(knobs["BERT_INTERMEDIATE"]), vocab=vocab,
                       max_positions=max(512, int(knobs["MAX_SEQ_LEN"])),
-                      hidden_dropout=bert_dropout(knobs), attention_dropout=bert_dropout(knobs))
+                      hidden_dropout=bert_dropout(knobs), attention_dropout=bert_dropout(knobs),
+                      half_softmax=knobs.get("ATTENTION_SOFTMAX", "FLOAT") == "HALF")
 
 
 def trunc_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -219,14 +221,16 @@ class BertSelfAttention:
     assert c.hidden % c.heads == 0, f"hidden {c.hidden} not divisible by {c.heads} heads"
     self.heads = c.heads
     self.query, self.key, self.value = (Linear(c.hidden, c.hidden, rng) for _ in range(3))
-    self.dropout = c.attention_dropout
+    self.dropout, self.half_softmax = c.attention_dropout, c.half_softmax
 
   def __call__(self, x: Tensor, mask_add: Tensor) -> Tensor:  # x (B, L, H), mask_add (B, 1, 1, L) f32 -> (B, L, H)
     B, L, H = x.shape
     nh, d = self.heads, H // self.heads
     q, k, v = (lin(x).reshape(B, L, nh, d).transpose(1, 2) for lin in (self.query, self.key, self.value))  # (B, nh, L, d)
     scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(d)) + mask_add         # (B, nh, L, L) f32
-    probs = scores.softmax(-1).cast(x.dtype).dropout(self.dropout)                                          # softmax in f32
+    # HALF: as tinygrad's scaled_dot_product_attention, so the backward keeps (B, nh, L, L) buffers in half, not float
+    if self.half_softmax: scores = scores.cast(x.dtype)
+    probs = scores.softmax(-1).cast(x.dtype).dropout(self.dropout)                   # softmax in f32 unless half_softmax
     return (probs @ v).transpose(1, 2).reshape(B, L, H)
 
 

@@ -1,4 +1,5 @@
-"""What one BERT train step asks of the GPU, counted without one: kernels, FLOP and bytes by tinygrad's own estimates.
+"""What one BERT train step asks of the GPU, counted without one: kernels, FLOP, bytes and memory by tinygrad's own
+estimates.
 
 Runs the real train step (model, LAMB, clipping, loss scale, dropout: benchmarks.bert.train.Trainer) once, eagerly, on
 any device; DEV=NULL compiles every kernel and runs none, so it works on a laptop. Prints one JSON line per variant
@@ -8,7 +9,17 @@ any device; DEV=NULL compiles every kernel and runs none, so it works on a lapto
   DEV=NULL NULL_ALLOW_COPYOUT=1 python -m benchmarks.bert.step_cost --layers 2 --variants "DROPOUT=0.1" "DROPOUT=0"
 
 tinygrad counts FLOP as ALU ops (index arithmetic included) and bytes as each kernel's buffer traffic, so the figures
-are upper bounds on work a perfect kernel would do, and comparable between variants."""
+are upper bounds on work a perfect kernel would do, and comparable between variants.
+
+peak_gib_per_gpu is the most any one of the config's GPUS devices held (tinygrad's count of allocated, not yet freed
+buffers: model, optimizer state, the step's planned intermediates, the all-reduce's) while the model was built and
+stepped once. The JIT's capture plans the same intermediates (BERT at 2 layers, BS 16: 3.43 GB both). Not counted: the
+driver's context and what tinygrad's allocator caches. On one H200 it matched what ran: 24 layers at BS 96 count
+about 124 GiB, which ran alone and died of GPU memory beside a process holding 22 GiB (docs/PERFORMANCE.md row 22).
+`--gpu-gib 24` names the variants whose peak exceeds a 24 GiB card:
+
+  DEV=NULL NULL_ALLOW_COPYOUT=1 python -m benchmarks.bert.step_cost --platform tinybox_green --layers 24 \
+    --variants ATTENTION_SOFTMAX=FLOAT ATTENTION_SOFTMAX=HALF --gpu-gib 24"""
 from __future__ import annotations
 import argparse
 import json
@@ -24,9 +35,18 @@ def one_step(platform: str, layers: int) -> dict:
   cfg = load_config("bert", platform)    # knobs overridden by the environment, as in a run (BS, DROPOUT, ...)
   apply_tinygrad_env(cfg, "init", keep_dev=True)   # the config's DEFAULT_FLOAT, USE_ATOMICS, ... on the caller's DEV
   from tinygrad import GlobalCounters, Tensor, dtypes
+  from tinygrad.device import Buffer
   from tinygrad.helpers import USE_ATOMICS
   from benchmarks.bert.steps import fake_batch, to_device
   from benchmarks.bert.train import Trainer
+  # GPU memory: tinygrad's own count of the buffers allocated and not freed, per device, at its highest
+  peak: dict[str, int] = {}
+  allocate = Buffer.allocate
+  def counted(self, *args, **kwargs):
+    out = allocate(self, *args, **kwargs)
+    peak[self.device] = max(peak.get(self.device, 0), GlobalCounters.mem_used_per_device[self.device])
+    return out
+  Buffer.allocate = counted
   k, t0 = cfg.knobs, time.perf_counter()
   tr = Trainer(cfg, seed=0, layers=layers)
   batch = to_device(fake_batch(k["BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"]), tr.devices)
@@ -37,6 +57,7 @@ def one_step(platform: str, layers: int) -> dict:
   return {"layers": layers, "bs": k["BS"], "dropout": bert_dropout(k), "default_float": dtypes.default_float.name,
           "use_atomics": bool(USE_ATOMICS), "kernels": GlobalCounters.kernel_count,
           "gflop": GlobalCounters.global_ops / 1e9, "gbytes": GlobalCounters.global_mem / 1e9,
+          "peak_gib_per_gpu": max(peak.get(d, 0) for d in tr.devices) / 2**30,
           "host_s": time.perf_counter() - t0}
 
 
@@ -48,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--bs", type=int, help="global batch (default: the config's)")
   p.add_argument("--variants", nargs="+", default=["DROPOUT=0.1", "DROPOUT=0"],
                  help="KNOB=VALUE[,KNOB=VALUE] per variant; each runs in a fresh process")
+  p.add_argument("--gpu-gib", type=float, help="one GPU's memory: say which variants' peak exceeds it")
   p.add_argument("--one", help=argparse.SUPPRESS)   # internal: run one variant in this process
   return p
 
@@ -71,7 +93,12 @@ def main(argv=None) -> int:
   for r in rows[1:]:
     print(f"{r['variant']} vs {base['variant']}: kernels {r['kernels'] - base['kernels']:+d}, "
           f"GFLOP {r['gflop'] - base['gflop']:+.1f} ({r['gflop'] / base['gflop'] - 1:+.1%}), "
-          f"GB {r['gbytes'] - base['gbytes']:+.2f} ({r['gbytes'] / base['gbytes'] - 1:+.1%})")
+          f"GB {r['gbytes'] - base['gbytes']:+.2f} ({r['gbytes'] / base['gbytes'] - 1:+.1%}), "
+          f"peak GiB per GPU {r['peak_gib_per_gpu'] - base['peak_gib_per_gpu']:+.2f}")
+  for r in rows:
+    if a.gpu_gib and r["peak_gib_per_gpu"] > a.gpu_gib:
+      print(f"{r['variant']}: {r['peak_gib_per_gpu']:.2f} GiB per GPU at its peak: over {a.gpu_gib:g} GiB, this step "
+            "does not fit", flush=True)
   return 0
 
 

@@ -142,6 +142,10 @@ BERT = {
   "USE_ATOMICS": Knob(int, "1 = the word-embedding gradient is an atomic scatter-add (O(tokens x hidden)), 0 = the "
                            "reference's one-hot reduction (O(vocab x tokens x hidden)); CPU always scatters "
                            "(benchmarks/bert/model.py Embedding)", required=False, choices=(0, 1)),
+  "ATTENTION_SOFTMAX": Knob(str, "dtype the attention softmax reads its scores in: FLOAT (when unset: fp32, as the "
+                                 "reference) or HALF (DEFAULT_FLOAT, as tinygrad's scaled_dot_product_attention in tinycorp's "
+                                 "code: the backward keeps its (B, heads, L, L) buffers in half, which holds less GPU "
+                                 "memory: docs/bert_train.md)", required=False, choices=("FLOAT", "HALF")),
   "DROPOUT": Knob(float, "hidden and attention dropout probability (default BERT_DROPOUT, BERT-large's and the closed "
                          "reference's; a closed RUN refuses any other value; `tinyperf bench --dropout 0` measures its cost)",
                   required=False, range="[0,1)"),

@@ -31,3 +31,20 @@ def test_dropout_variant_costs_kernels_and_bytes_on_the_null_device():
   assert (on["dropout"], off["dropout"]) == (0.1, 0.0) and on["layers"] == off["layers"] == 1
   assert on["kernels"] > off["kernels"] > 100 and on["gbytes"] > off["gbytes"] > 0 and on["gflop"] > off["gflop"] > 0
   assert "DROPOUT=0 vs DROPOUT=0.1: kernels -" in r.stdout
+  assert on["peak_gib_per_gpu"] > off["peak_gib_per_gpu"] > 0      # dropout's masks are held for the backward
+
+
+def test_half_attention_softmax_holds_less_memory_on_the_null_device():
+  # ATTENTION_SOFTMAX=HALF (the tinybox configs) keeps the backward's (B, heads, L, L) buffers in half: at cpu_smoke's
+  # shapes (BS 16, 2 heads, L 64) in fp16 compute that is 16*2*64*64 elements x 2 bytes less per saved buffer (at 2
+  # layers the peak fell by two such buffers; at BERT-large's shapes by 3.26 GiB, docs/bert_train.md)
+  env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1", "NOOPT": "1", "DEFAULT_FLOAT": "HALF"}
+  r = subprocess.run([sys.executable, "-m", "benchmarks.bert.step_cost", "--platform", "cpu_smoke", "--layers", "2",
+                      "--variants", "ATTENTION_SOFTMAX=FLOAT", "ATTENTION_SOFTMAX=HALF", "--gpu-gib", "0.001"],
+                     cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+  assert r.returncode == 0, r.stderr[-2000:]
+  full, half = (json.loads(line) for line in r.stdout.splitlines() if line.startswith("{"))
+  assert full["default_float"] == half["default_float"] == "half"
+  saved_score_buffer = 16 * 2 * 64 * 64 * 2 / 2**30
+  assert full["peak_gib_per_gpu"] - half["peak_gib_per_gpu"] >= saved_score_buffer, (full, half)
+  assert "ATTENTION_SOFTMAX=HALF: " in r.stdout and "does not fit" in r.stdout     # --gpu-gib names both variants

@@ -241,3 +241,25 @@ def test_atomic_embedding_gradient_is_the_one_hot_gradient(ndev, H):
 def test_atomic_embedding_refuses_a_backend_without_a_known_atomic():
   from benchmarks.bert.model import scatter_add_rows
   with pytest.raises(NotImplementedError, match="METAL.*USE_ATOMICS=0"): scatter_add_rows("METAL")
+
+
+def test_attention_softmax_knob_casts_the_scores_to_the_compute_dtype():
+  # ATTENTION_SOFTMAX=HALF (the tinybox configs): the softmax reads fp16 scores, as tinygrad's scaled_dot_product_attention
+  from dataclasses import replace
+  from benchmarks.common.config import load_config
+  half = {p: BertConfig.from_knobs(load_config("bert", p, environ={}).knobs).half_softmax
+          for p in ("1xH200", "tinybox_green", "tinybox_red")}
+  assert half == {"1xH200": False, "tinybox_green": True, "tinybox_red": True}
+  # one attention block (dropout off, so the two forms see the same probabilities up to the cast)
+  from benchmarks.bert.model import BertSelfAttention
+  c = BertConfig(layers=1, hidden=16, heads=2, intermediate=32, vocab=23, max_positions=16, attention_dropout=0.0)
+  x = np.random.default_rng(0).standard_normal((2, 8, 16)).astype(np.float32) * 4
+  out = {}
+  for flt in ("HALF", "FLOAT"):
+    for hs in (False, True):
+      block = BertSelfAttention(replace(c, half_softmax=hs), rng=np.random.default_rng(1))
+      with Context(DEFAULT_FLOAT=flt):
+        out[flt, hs] = block(Tensor(x).cast(dtypes.default_float), Tensor.zeros(2, 1, 1, 8)).float().numpy()
+  np.testing.assert_array_equal(out["FLOAT", True], out["FLOAT", False])   # a no-op when the compute dtype is float32
+  assert not np.array_equal(out["HALF", True], out["HALF", False])         # in half it rounds the scores ...
+  np.testing.assert_allclose(out["HALF", True], out["HALF", False], atol=5e-2)   # ... to fp16 precision
