@@ -14,7 +14,7 @@ Initialisation: every dense kernel and embedding table 0.02 * truncated normal (
 Precision: master weights are float32. Dense layers and attention matmuls compute in dtypes.default_float (fp16 under
 DEFAULT_FLOAT=HALF); LayerNorm, GELU, the attention softmax, the logits and the losses compute in float32. (tinygrad's
 own scaled_dot_product_attention casts the scores back to the input dtype before its softmax, so attention is written
-out here; ATTENTION_SOFTMAX=HALF does as it does, for the tinybox configs, whose 24 GB cards the float32 scores overfill.)
+out here; ATTENTION_SOFTMAX=HALF does as it does: 3.26 GiB less per GPU in the tinybox configs, docs/bert_train.md.)
 
 State-dict names mirror the TF checkpoint's variable names ("bert/encoder/layer_3/attention/self/query/kernel" ->
 "bert.encoder.layer.3.attention.self.query.weight"), see benchmarks/bert/convert.py. Linear weights are stored

@@ -15,7 +15,7 @@ peak_gib_per_gpu is the most any one of the config's GPUS devices held (tinygrad
 buffers: model, optimizer state, the step's planned intermediates, the all-reduce's) while the model was built and
 stepped once. The JIT's capture plans the same intermediates (BERT at 2 layers, BS 16: 3.43 GB both). Not counted: the
 driver's context and what tinygrad's allocator caches. On one H200 it matched what ran: 24 layers at BS 96 count
-about 124 GiB, which ran alone and died of GPU memory beside a process holding 22 GiB (docs/PERFORMANCE.md row 22).
+123.6 GiB, which ran alone and died of GPU memory beside a process holding 22 GiB (docs/PERFORMANCE.md row 22).
 `--gpu-gib 24` names the variants whose peak exceeds a 24 GiB card:
 
   DEV=NULL NULL_ALLOW_COPYOUT=1 python -m benchmarks.bert.step_cost --platform tinybox_green --layers 24 \
