@@ -85,12 +85,14 @@ refuse() { echo "$1" >&2; event "refused: $1"; event done; exit 2; }
 # one run per machine: the lock is held until this script and all it started end (fd 9 is inherited); the holder
 # writes its JOB into it
 LOCK=${TMPDIR:-/tmp}/e2e_h200.lock
+# why a run needs the machine alone (both refusals below say it)
+ALONE="BERT-large at BS 96 holds more than 117 GB of the GPU, and beside ResNet's run it died of GPU memory\
+ (2026-12-03); a shared GPU gives no clean figure either"
 exec 9>>"$LOCK"
 if ! flock -n 9; then
   holder=$(cat "$LOCK")
   msg="e2e_h200.sh: another e2e_h200.sh runs on this machine (JOB=$holder; it holds $LOCK). Run one benchmark at a"
-  msg+=" time: BERT-large at BS 96 needs more than 117 GB of the GPU, and beside ResNet's run it died of GPU memory"
-  msg+=" (2026-12-03). Poll the running one (JOB=$holder scripts/e2e_h200.sh poll) and rerun when it is done."
+  msg+=" time: $ALONE. Poll the running one (JOB=$holder scripts/e2e_h200.sh poll) and rerun when it is done."
   # the same JOB's events are the running one's
   [ "$holder" = "$JOB" ] && { echo "$msg" >&2; exit 2; }
   mkdir -p "$JOB"; refuse "$msg"
@@ -117,8 +119,7 @@ fi
 busy=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>/dev/null | paste -sd';') ||
   busy=""   # no nvidia-smi, or no GPU it can read: nothing to share
 [ -z "$busy" ] || refuse "e2e_h200.sh: the GPU is in use by another process ($busy). A run here needs the GPU alone\
- (BERT-large at BS 96 holds more than 117 GB of it, and a shared GPU gives no clean figure): stop that process or wait\
- for it, then rerun."
+ ($ALONE): stop that process or wait for it, then rerun."
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nproc; python3 --version
   python3 -c 'import tinygrad, PIL, numpy; from importlib.metadata import version as v
 print("tinygrad", v("tinygrad"), "mlperf-logging", v("mlperf-logging"), "pillow", PIL.__version__, "numpy", numpy.__version__)'
