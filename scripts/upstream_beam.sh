@@ -13,7 +13,9 @@
 # and never committed (MIT, for measurement only). CACHE: a missing file starts a new search; the grown cache is written
 # back to CACHE (copy it to $OUT to keep it past the lease). tinycorp's log goes to LOG (default: CACHE's name with .log;
 # run_upstream.sh's own default sits in /tmp and goes back with the machine). The BEAM knobs (TRAIN_BEAM, EVAL_BEAM,
-# IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200), as our own INIT gets them.
+# IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200), as our own INIT gets them, the ranked
+# search too: its kernels searched slowest first until BEAM_COVERAGE of the step or BEAM_BUDGET_S of search (the log
+# says how far: "ranked BEAM: searched N/M kernels holding P% ..."); a large BEAM_BUDGET_S searches every kernel.
 set -u -o pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in UPSTREAM CACHE LOG; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
@@ -34,7 +36,8 @@ bm, platform, cache, db = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.
 try: env = load_config(bm, platform).env()
 except ConfigError as e: sys.exit(f"upstream_beam.sh: {e}")
 # the BEAM knobs as our INIT sets them: the two levels and what tinygrad reads itself (runtime.TINYGRAD_ENV)
-for k in ("TRAIN_BEAM", "EVAL_BEAM", *(k for k in TINYGRAD_ENV if "BEAM" in k)):
+# and the ranked search's (BEAM_COVERAGE, BEAM_BUDGET_S), which the hook below applies to tinycorp's trainer
+for k in ("TRAIN_BEAM", "EVAL_BEAM", "BEAM_COVERAGE", "BEAM_BUDGET_S", *(k for k in TINYGRAD_ENV if "BEAM" in k)):
   if k in env: print(f"{k}={env[k]}")
 # refused before the search, not after it: the search is saved into CACHE at the end
 try:
@@ -44,9 +47,19 @@ except UserError as e: sys.exit(f"upstream_beam.sh: {e}")
 print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.stderr)
 PY
 echo "upstream_beam: $(tr '\n' ' ' <"$work/env")"
+# our ranked search (benchmarks/common/beam.py) around tinycorp's JIT compile, as our INIT has it: Python imports
+# sitecustomize from PYTHONPATH at its start; the hook acts in the trainer alone, not in BEAM's workers or our scripts
+mkdir "$work/hook"
+cat >"$work/hook/sitecustomize.py" <<'PY'
+import os, sys
+if sys.argv and sys.argv[0].endswith("model_train.py"):
+  from benchmarks.common.beam import activate_from_environ
+  activate_from_environ(os.environ)
+PY
 # its own process group, so that the time limit stops the trainer and its BEAM workers too
 LOG=${LOG:-${CACHE%.db}.log}
 env $(cat "$work/env") CACHEDB="$work/cache.db" LOG="$LOG" PARALLEL="${PARALLEL:-15}" STEPS="${STEPS:-20}" \
+  PYTHONPATH="$work/hook:$PWD${PYTHONPATH:+:$PYTHONPATH}" \
   setsid "$UPSTREAM/run_upstream.sh" "$bm" $bs &
 pid=$!
 setsid bash -c 'sleep "$1"; echo "upstream_beam: time limit reached, stopping" >&2; kill -TERM -- "-$2" 2>/dev/null' \

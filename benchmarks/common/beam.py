@@ -225,6 +225,19 @@ def from_knobs(k: dict) -> RankedBeam | None:
   return RankedBeam(coverage, budget, log=lambda s: print(s, flush=True))
 
 
+def activate_from_environ(environ) -> RankedBeam | None:
+  """The ranked search around every JIT compile of this whole process, from BEAM_COVERAGE / BEAM_BUDGET_S in `environ`
+  (already checked by load_config): for a trainer that is not ours, tinycorp's under scripts/upstream_beam.sh, so that
+  its search is ranked and bounded as our INIT's is. None (nothing wrapped) where neither is set."""
+  k = {key: float(environ[key]) for key in ("BEAM_COVERAGE", "BEAM_BUDGET_S") if environ.get(key)}
+  if (ranked := from_knobs(k)) is not None:
+    _PROCESS_WIDE.enter_context(ranked.active())   # held here: a dropped context would be closed, and unwrap, when collected
+  return ranked
+
+
+_PROCESS_WIDE = contextlib.ExitStack()
+
+
 @contextlib.contextmanager
 def beam_context(k: dict, which: str, ranked: RankedBeam | None):
   """BEAM=k[which] for the steps run inside, with the ranked search wrapped around their JIT compile when given."""

@@ -18,6 +18,8 @@ from tooling.perf.beamlog import read_text
 
 STEP = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,\s+([\d.]+) ms python,\s+([\d.]+) ms fetch data,\s+([\d.]+) ms (\w+)", re.M)
 BATCH = re.compile(r"training with (?:global )?batch size (\d+)")
+# our ranked search's report on the captured train step (scripts/upstream_beam.sh applies it; benchmarks/common/beam.py)
+RANKED = re.compile(r"ranked BEAM: searched (\d+)/(\d+) kernels holding ([\d.]+)% of the step's BEAM=0 time")
 CAPTURED = 2   # steps 0 (uncaptured) and 1 (the JIT capture, with the search) come before the first replay
 
 
@@ -29,6 +31,7 @@ def summary(text: str) -> dict:
   if len(steps) >= CAPTURED:
     out.update(step0_s=round(steps[0][1] / 1e3, 1), capture_step_s=round(steps[1][1] / 1e3, 1),
                init_s=round((steps[0][1] + steps[1][1]) / 1e3, 1))
+  if m := RANKED.search(text): out.update(searched=int(m[1]), kernels=int(m[2]), covered=round(float(m[3]) / 100, 4))
   replays = steps[CAPTURED:]
   if replays:
     med = {k: round(statistics.median(s[i] for s in replays), 2)
@@ -44,9 +47,11 @@ def line(s: dict) -> str:
     return (f"upstream: {s['steps_logged']} steps logged, none replayed yet (steps 0 and 1 are INIT: the search runs in "
             f"step 1); rerun with the same CACHE to go on")
   rate = f" = {s['items_per_s']} items/s at BS {s['bs']}" if "items_per_s" in s else ""
+  ranked = (f"; ranked BEAM searched {s['searched']}/{s['kernels']} kernels holding {s['covered']:.1%} of the BEAM=0 step"
+            if "kernels" in s else "")
   return (f"upstream: median of {s['replayed_steps']} replayed steps {s['median_step_ms']} ms{rate} (python "
           f"{s['median_python_ms']} ms, fetch data {s['median_fetch_data_ms']} ms, waiting for {s['device']} {s['median_device_wait_ms']} ms); "
-          f"INIT {s['init_s']} s (step 0 {s['step0_s']} s, capture step {s['capture_step_s']} s)")
+          f"INIT {s['init_s']} s (step 0 {s['step0_s']} s, capture step {s['capture_step_s']} s){ranked}")
 
 
 def build_parser() -> argparse.ArgumentParser:
