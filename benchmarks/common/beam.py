@@ -35,6 +35,7 @@ class SearchReport:
   search_s: float = 0.0             # wall time of this compile's searches (a cached result's lookup is none)
   cached: int = 0                   # of those, the ones whose result was taken from tinygrad's cache, not searched
   stopped: str = ""                 # why the search stopped before the coverage: "budget", "" if it did not
+  left: int = 0                     # ranked kernels the budget left with the hand-coded optimizations (to search next)
 
   @property
   def covered(self) -> float: return self.covered_s / self.step_s if self.step_s else 1.0
@@ -43,13 +44,13 @@ class SearchReport:
     """The figures a record keeps (the "beam" metrics line, a bench record's ranked_beam)."""
     return {"kernels": self.kernels, "searched": len(self.searched), "cached": self.cached,
             "covered": round(self.covered, 4), "step_beam0_s": round(self.step_s, 6), "search_s": round(self.search_s, 1),
-            "stopped": self.stopped}
+            "stopped": self.stopped, "left": self.left}
 
   def line(self) -> str:
     return (f"ranked BEAM: searched {len(self.searched)}/{self.kernels} kernels holding {self.covered:.1%} of the step's "
             f"BEAM=0 time ({self.step_s*1e3:.1f} ms) in {self.search_s:.0f} s" +
             (f" ({self.cached} of them from the cache)" if self.cached else "") +
-            (" (stopped: BEAM_BUDGET_S spent)" if self.stopped == "budget" else ""))
+            (f" (stopped: BEAM_BUDGET_S spent, {self.left} ranked kernels left unsearched)" if self.stopped == "budget" else ""))
 
 
 def rank(cost_s: dict, coverage: float) -> list:
@@ -97,8 +98,8 @@ class RankedBeam:
     lower_and_compile(UOp(Ops.LINEAR, src=tuple(calls)))   # the hand-coded programs, compiled in parallel (cached)
     cost = {s: kernel_time(s, renderer[s], log=self.log) * n for s, n in uses.items()}
     rep = SearchReport(kernels=len(uses), step_s=sum(cost.values()))
-    searched = set()
-    for s in rank(cost, self.coverage):
+    searched, ranked = set(), rank(cost, self.coverage)
+    for s in ranked:
       spent = self.budget_s is not None and self.spent_s >= self.budget_s
       if spent: rep.stopped = "budget"
       beamed = s.replace(arg=replace(s.arg, beam=amt))
@@ -130,6 +131,7 @@ class RankedBeam:
                f"{self.spent_s:.0f} s spent")
       runtime.metric("beam_kernel", rank=len(searched), name=rep.searched[-1], beam0_s=round(cost[s], 6),
                      search_s=round(dt, 2), covered=round(rep.covered, 4), spent_s=round(self.spent_s, 1))
+    rep.left = len(ranked) - len(searched)
     self.reports.append(rep)
     self.log(rep.line())
     runtime.metric("beam", **rep.summary())

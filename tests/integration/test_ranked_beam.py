@@ -37,7 +37,7 @@ def test_ranked_beam_searches_only_the_kernel_holding_most_of_the_step(tmp_path,
   try: got = captured_step(96, rb, beam=1)
   finally: runtime._metrics.close()
   (rep,) = rb.reports
-  assert rep.kernels == 3 and len(rep.searched) == 1 and rep.covered >= 0.5 and rep.stopped == ""
+  assert rep.kernels == 3 and len(rep.searched) == 1 and rep.covered >= 0.5 and rep.stopped == "" and rep.left == 0
   assert rep.searched[0].startswith("r_"), rep.searched   # the reduce: the matmul, not an elementwise kernel
   assert rep.search_s > 0 and rb.spent_s == rep.search_s
   assert any(line.startswith("ranked BEAM: searched 1/3 kernels") for line in lines), lines
@@ -52,6 +52,7 @@ def test_a_spent_budget_searches_nothing():
   captured_step(64, rb, beam=1)
   (rep,) = rb.reports
   assert rep.kernels == 3 and rep.searched == [] and rep.stopped == "budget" and rep.covered == 0.0
+  assert rep.left == 3 and "3 ranked kernels left unsearched" in rep.line()   # what the next search has to do
 
 
 def test_a_spent_budget_still_takes_the_cached_results(tmp_path, monkeypatch):
@@ -69,7 +70,7 @@ def test_a_spent_budget_still_takes_the_cached_results(tmp_path, monkeypatch):
   again = RankedBeam(coverage=1.0, budget_s=0, log=lines.append)
   got = captured_step(80, again, beam=1, cachelevel=1)
   (rep2,) = again.reports
-  assert rep2.searched == rep.searched and rep2.cached == 1 and rep2.stopped == "budget", lines
+  assert rep2.searched == rep.searched and rep2.cached == 1 and rep2.stopped == "budget" and rep2.left == 2, lines
   assert rep2.search_s == 0 and again.spent_s == 0, (rep2.search_s, again.spent_s)  # taken, not searched again
   assert any("from the cache" in line for line in lines) and "1 of them from the cache" in lines[-1], lines
   want = captured_step(80, None, beam=0)
