@@ -20,9 +20,17 @@ set -u -o pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in UPSTREAM CACHE LOG; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-bm=${1:?usage: scripts/upstream_beam.sh resnet|bert [BS]}; bs=${2:-}
-: "${UPSTREAM:?set UPSTREAM to a copy of ../shared/upstream-mlperf}" "${CACHE:?set CACHE to the search-results file}"
-[ -x "$UPSTREAM/run_upstream.sh" ] || { echo "upstream_beam.sh: $UPSTREAM/run_upstream.sh not found" >&2; exit 2; }
+usage() { echo "upstream_beam.sh: $1. Usage: UPSTREAM=DIR CACHE=FILE scripts/upstream_beam.sh resnet|bert [BS]" \
+  "(this script's header and docs/PERFORMANCE.md say more)." >&2; exit 2; }
+[ -n "${1:-}" ] || usage "no benchmark given"
+bm=$1; bs=${2:-}
+[ -n "${UPSTREAM:-}" ] || usage "UPSTREAM is not set: give it a copy of ../shared/upstream-mlperf"
+[ -n "${CACHE:-}" ] || usage "CACHE is not set: give it the search-results file (a missing file starts a new search)"
+[ -x "$UPSTREAM/run_upstream.sh" ] || { echo "upstream_beam.sh: $UPSTREAM/run_upstream.sh not found (or not executable)." \
+  "Set UPSTREAM to a copy of ../shared/upstream-mlperf (tinycorp's examples/mlperf and its run_upstream.sh), kept" \
+  "in a folder of this repository that .git/info/exclude ignores so that it travels to the GPU machine uncommitted," \
+  "as docs/PERFORMANCE.md says." >&2
+  exit 2; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 # the config's BEAM knobs as environment variables, and the search results carried in
 python3 - "$bm" "${PLATFORM:-1xH200}" "$CACHE" "$work/cache.db" >"$work/env" <<'PY' || exit 2

@@ -91,7 +91,20 @@ def test_a_missing_upstream_copy_is_bad_input(tmp_path):
   r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
                      timeout=60, env={**os.environ, "UPSTREAM": str(tmp_path / "none"), "CACHE": str(tmp_path / "c.db")})
   assert r.returncode == 2 and "run_upstream.sh not found" in r.stderr and "Traceback" not in r.stderr
+  assert "Set UPSTREAM to a copy of ../shared/upstream-mlperf" in r.stderr   # the fix, not only the failure
   assert not (tmp_path / "c.db").exists()
+
+
+def test_a_missing_argument_or_setting_is_bad_input(tmp_path):
+  env = {k: v for k, v in os.environ.items() if k not in ("UPSTREAM", "CACHE")}
+  for args, extra, why in ((["resnet"], {"CACHE": "c.db"}, "UPSTREAM is not set"),
+                           (["bert", "96"], {"UPSTREAM": "up"}, "CACHE is not set"),
+                           ([], {"UPSTREAM": "up", "CACHE": "c.db"}, "no benchmark given")):
+    r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), *args], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=60, env={**env, **extra})
+    assert r.returncode == 2 and why in r.stderr and "Usage: UPSTREAM=DIR CACHE=FILE" in r.stderr, r.stderr
+    assert "line " not in r.stderr    # bash's own "line N:" wording was what the user saw before
+  assert list(tmp_path.iterdir()) == []
 
 
 def test_a_cache_it_could_not_save_into_is_refused_before_the_search(tmp_path):
