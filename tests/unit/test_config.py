@@ -128,6 +128,24 @@ def test_init_datasets_names_run_and_time_as_the_caller_can_type_it(tmp_path):
   assert (tmp_path / rel / "run_and_time.sh").is_file()
 
 
+@pytest.mark.parametrize("bm", BENCHMARKS)
+def test_an_unset_data_dir_is_one_line_naming_the_script_and_exit_2(bm, tmp_path):
+  """Each generated script typed from another directory without DATA_DIR (and ResNet's init_datasets.sh without
+  VAL_LABELS on an empty DATA_DIR): one line naming the script, the variable and what to set it to; exit 2, nothing
+  written. bash's own ${DATA_DIR:?} had said "run_and_time.sh: line 10: DATA_DIR: ..." and exited 1."""
+  rel = os.path.relpath(config_path(bm, "1xH200").parent, tmp_path)
+  env = {k: v for k, v in os.environ.items() if k not in ("DATA_DIR", "VAL_LABELS")}
+  for name in ("run_and_time.sh", "dev_run.sh", "dev_beam.sh", "init_datasets.sh"):
+    p = subprocess.run([f"{rel}/{name}"], cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 2 and p.stdout == "", (name, p.stdout, p.stderr)
+    assert p.stderr.startswith(f"{name}: DATA_DIR is not set: set it to ") and p.stderr.count("\n") == 1, p.stderr
+  if bm == "resnet":
+    p = subprocess.run([f"{rel}/init_datasets.sh"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                       env={**env, "DATA_DIR": "data"})
+    assert p.returncode == 2 and p.stderr.startswith("init_datasets.sh: VAL_LABELS is not set: set it to the ILSVRC2012"), p.stderr
+  assert list(tmp_path.iterdir()) == []
+
+
 # --- attacks on the knobs: every out-of-range value is refused at load, before anything runs or is written ----------
 
 @pytest.mark.parametrize("bm,env,knob", [

@@ -33,6 +33,14 @@ def stand_in_data(cfg: PlatformConfig) -> bool:
   return cfg["vendor"] == "cpu"
 
 
+def _require(var: str, desc: str, indent: str = "") -> str:
+  """The script's refusal of an unset VAR: one line naming the script, the variable and what to set it to, exit 2
+  (bash's own ${VAR:?} says "line N:" and exits 1)."""
+  desc = desc.replace("`", "")   # bash would run backticks inside the double-quoted message
+  return (f'{indent}[ -n "${{{var}:-}}" ] || {{ echo "$(basename "${{BASH_SOURCE[0]}}"): {var} is not set: set it to '
+          f'{desc}." >&2; exit 2; }}\n')
+
+
 def _prerequisites(cfg: PlatformConfig) -> list[str]:
   return list(cfg.get("host_prerequisites", []) or [])
 
@@ -44,7 +52,6 @@ def _entry(cfg: PlatformConfig, phase: str, extra: str = "") -> str:
 
 def _prelude(cfg: PlatformConfig, what: str, root: str = REPO_ROOT) -> str:
   var, desc = DATA[cfg.benchmark]
-  desc = desc.replace("`", "")   # bash runs backticks inside ${VAR:?message} when VAR is unset
   return f"""#!/usr/bin/env bash
 {HEADER}
 # {TITLES[cfg.benchmark]} on {cfg.platform}: {what}
@@ -54,8 +61,7 @@ set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}" = "${{!v}}" ]; then printf -v "$v" '%s' "$PWD/${{!v}}"; fi; done
 cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint is a module of this tree
-: "${{{var}:?set {var} to {desc}}}"
-RESULTS_DIR="${{RESULTS_DIR:-results/{cfg['system']}/{cfg.benchmark}}}"
+{_require(var, desc)}RESULTS_DIR="${{RESULTS_DIR:-results/{cfg['system']}/{cfg.benchmark}}}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${{SEED:-$(python3 -m benchmarks.common.rules seed {cfg.benchmark} {cfg.platform})}}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
@@ -137,7 +143,7 @@ python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"
 """
   if cfg.benchmark == "resnet":
     return """if [ ! -f "$DATA_DIR/manifest.json" ]; then   # prep writes the manifest last, after verifying the extraction
-  : "${VAL_LABELS:?set VAL_LABELS to the ILSVRC2012 validation ground truth, one wnid per line (docs/data.md)}"
+""" + _require("VAL_LABELS", "the ILSVRC2012 validation ground truth, one wnid per line (docs/data.md)", "  ") + """\
   # the two ILSVRC2012 archives, downloaded (resumable, md5-checked) or taken from IMAGENET_TARS when it is set
   python3 -m tooling.cli prep imagenet --out "$DATA_DIR" --val-labels "$VAL_LABELS" ${IMAGENET_TARS:+--from-tars "$IMAGENET_TARS"}
 fi
@@ -168,8 +174,7 @@ python3 -m tooling.cli prep wiki eval --data "$DATA_DIR" --platform {p}
 def render_init_datasets(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   var = DATA[cfg.benchmark][0]
   return _script_head(cfg, "download (or make) the data set into DATA_DIR and verify it; a rerun resumes.",
-                      root) + f""": "${{{var}:?set {var} to the directory to prepare the data in}}"
-{_init_steps(cfg)}# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
+                      root) + f"""{_require(var, "the directory to prepare the data in")}{_init_steps(cfg)}# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
 echo "data ready and verified: {var}=$(printf %q "${var}") $(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")/run_and_time.sh"
 """
 

@@ -5,7 +5,7 @@ set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
-: "${DATA_DIR:?set DATA_DIR to the directory to prepare the data in}"
+[ -n "${DATA_DIR:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): DATA_DIR is not set: set it to the directory to prepare the data in." >&2; exit 2; }
 # stand-in data: a small real-text corpus (Python docstrings) with the real uncased vocab, tokenised at this config's
 # MAX_SEQ_LEN / MAX_PREDICTIONS / EVAL_SAMPLES; finished shards are kept on a rerun
 [ -d "$DATA_DIR/results4" ] || python3 -m tooling.cli prep wiki corpus --out "$DATA_DIR"

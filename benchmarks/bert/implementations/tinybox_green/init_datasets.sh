@@ -5,7 +5,7 @@ set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools are modules of this tree
-: "${DATA_DIR:?set DATA_DIR to the directory to prepare the data in}"
+[ -n "${DATA_DIR:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): DATA_DIR is not set: set it to the directory to prepare the data in." >&2; exit 2; }
 # MLCommons' files (vocab, bert_config.json, phase-1 checkpoint, results_text): gdown, resumable, md5-checked
 python3 -m tooling.cli prep wiki download --out "$DATA_DIR"
 # tokenised, memory-mappable shards at this config's MAX_SEQ_LEN / MAX_PREDICTIONS; finished shards are kept on a rerun
