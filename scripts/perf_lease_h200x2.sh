@@ -22,6 +22,9 @@
 # Everything lands in $JOB (default /tmp/perfjob); `scripts/perf_lease_h200x2.sh poll` prints where it stands.
 set -u -o pipefail
 JOB=${JOB:-/tmp/perfjob}
+# no argument runs the lease; `poll` reads it: anything else is a typo, not a lease to start on this machine
+case "${1:-}" in ""|poll) ;; *) echo "perf_lease_h200x2.sh: unknown argument '$1'. Usage: scripts/perf_lease_h200x2.sh" \
+  "[poll] (PLAN=beam|atomics|knobs, JOB, BUDGET_S and the seeds in the environment, as its header says)." >&2; exit 2;; esac
 if [ "${1:-}" = poll ]; then
   for f in "$JOB"/*.log; do [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f")" "$(tr '\r' '\n' <"$f" | grep -v '^\s*$' | tail -1 | cut -c1-180)"; done
   tail -5 "$JOB/events" 2>/dev/null; exit 0
