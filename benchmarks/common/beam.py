@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -51,6 +52,11 @@ class SearchReport:
             f"BEAM=0 time ({self.step_s*1e3:.1f} ms) in {self.search_s:.0f} s" +
             (f" ({self.cached} of them from the cache)" if self.cached else "") +
             (f" (stopped: BEAM_BUDGET_S spent, {self.left} ranked kernels left unsearched)" if self.stopped == "budget" else ""))
+
+
+# the opening of SearchReport.line() as a log reader finds it: searched, kernels, covered % (tooling.perf.upstream reads
+# it from tinycorp's log, where the ranked search writes no metrics file)
+REPORT_LINE = re.compile(r"ranked BEAM: searched (\d+)/(\d+) kernels holding ([\d.]+)% of the step's BEAM=0 time")
 
 
 def rank(cost_s: dict, coverage: float) -> list:

@@ -14,12 +14,11 @@ import statistics
 import sys
 from pathlib import Path
 
+from benchmarks.common.beam import REPORT_LINE
 from tooling.perf.beamlog import read_text
 
 STEP = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,\s+([\d.]+) ms python,\s+([\d.]+) ms fetch data,\s+([\d.]+) ms (\w+)", re.M)
 BATCH = re.compile(r"training with (?:global )?batch size (\d+)")
-# our ranked search's report on the captured train step (scripts/upstream_beam.sh applies it; benchmarks/common/beam.py)
-RANKED = re.compile(r"ranked BEAM: searched (\d+)/(\d+) kernels holding ([\d.]+)% of the step's BEAM=0 time")
 CAPTURED = 2   # steps 0 (uncaptured) and 1 (the JIT capture, with the search) come before the first replay
 
 
@@ -31,7 +30,8 @@ def summary(text: str) -> dict:
   if len(steps) >= CAPTURED:
     out.update(step0_s=round(steps[0][1] / 1e3, 1), capture_step_s=round(steps[1][1] / 1e3, 1),
                init_s=round((steps[0][1] + steps[1][1]) / 1e3, 1))
-  if m := RANKED.search(text): out.update(searched=int(m[1]), kernels=int(m[2]), covered=round(float(m[3]) / 100, 4))
+  # our ranked search's report on the captured train step (scripts/upstream_beam.sh applies it)
+  if m := REPORT_LINE.search(text): out.update(searched=int(m[1]), kernels=int(m[2]), covered=round(float(m[3]) / 100, 4))
   replays = steps[CAPTURED:]
   if replays:
     med = {k: round(statistics.median(s[i] for s in replays), 2)
