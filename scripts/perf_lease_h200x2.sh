@@ -23,12 +23,14 @@
 set -u -o pipefail
 JOB=${JOB:-/tmp/perfjob}
 # no argument runs the lease; `poll` reads it: anything else is a typo, not a lease to start on this machine
-case "${1:-}" in ""|poll) ;; *) echo "perf_lease_h200x2.sh: unknown argument '$1'. Usage: scripts/perf_lease_h200x2.sh" \
-  "[poll] (PLAN=beam|atomics|knobs, JOB, BUDGET_S and the seeds in the environment, as its header says)." >&2; exit 2;; esac
-if [ "${1:-}" = poll ]; then
-  for f in "$JOB"/*.log; do [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f")" "$(tr '\r' '\n' <"$f" | grep -v '^\s*$' | tail -1 | cut -c1-180)"; done
-  tail -5 "$JOB/events" 2>/dev/null; exit 0
-fi
+case "${1:-}" in
+  "") ;;
+  poll)
+    for f in "$JOB"/*.log; do [ -f "$f" ] && printf '%s: %s\n' "$(basename "$f")" "$(tr '\r' '\n' <"$f" | grep -v '^\s*$' | tail -1 | cut -c1-180)"; done
+    tail -5 "$JOB/events" 2>/dev/null; exit 0;;
+  *) echo "perf_lease_h200x2.sh: unknown argument '$1'. Usage: scripts/perf_lease_h200x2.sh [poll] (PLAN=beam|atomics|knobs," \
+       "JOB, BUDGET_S and the seeds in the environment, as its header says)." >&2; exit 2;;
+esac
 mkdir -p "$JOB"
 T0=$(date +%s); DEADLINE=$((T0 + ${BUDGET_S:-1440}))
 event() { echo "$(date +%s) t=$(( $(date +%s) - T0 ))s $*" >>"$JOB/events"; }
