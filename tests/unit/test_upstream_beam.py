@@ -26,6 +26,13 @@ wait
 """
 
 
+def _stand_in(tmp_path: Path, script: str) -> Path:
+  """UPSTREAM with `script` as its run_upstream.sh."""
+  up = tmp_path / "up"; up.mkdir(exist_ok=True)
+  (up / "run_upstream.sh").write_text(script); (up / "run_upstream.sh").chmod(0o755)
+  return up
+
+
 def _cache(path: Path, keys: list[str]):
   con = sqlite3.connect(path)
   con.execute(f"CREATE TABLE {TABLE} (key text PRIMARY KEY, val blob)")
@@ -34,8 +41,7 @@ def _cache(path: Path, keys: list[str]):
 
 
 def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
-  up = tmp_path / "up"; up.mkdir()
-  (up / "run_upstream.sh").write_text(FAKE.replace("TABLE", TABLE)); (up / "run_upstream.sh").chmod(0o755)
+  up = _stand_in(tmp_path, FAKE.replace("TABLE", TABLE))
   cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a", "kernel-b"])
   t0 = time.time()
   # as typed from another directory, with paths relative to it (the script itself works from the repository root)
@@ -61,8 +67,7 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
 
 def test_the_search_reaches_cache_while_it_runs(tmp_path):
   """Started detached across device calls, the run may outlive the machine: CACHE follows it, not only at the end."""
-  up = tmp_path / "up"; up.mkdir()
-  (up / "run_upstream.sh").write_text(FAKE.replace("TABLE", TABLE)); (up / "run_upstream.sh").chmod(0o755)
+  up = _stand_in(tmp_path, FAKE.replace("TABLE", TABLE))
   cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a"])
   p = subprocess.Popen([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache),
@@ -108,8 +113,7 @@ def test_a_missing_argument_or_setting_is_bad_input(tmp_path):
 
 
 def test_a_cache_it_could_not_save_into_is_refused_before_the_search(tmp_path):
-  up = tmp_path / "up"; up.mkdir()
-  (up / "run_upstream.sh").write_text(FAKE.replace("TABLE", TABLE)); (up / "run_upstream.sh").chmod(0o755)
+  up = _stand_in(tmp_path, FAKE.replace("TABLE", TABLE))
   bad = tmp_path / "bad.db"; bad.write_bytes(b"not sqlite" * 100)
   for cache, why in ((tmp_path / "no-such-dir" / "c.db", "does not exist or is not writable"), (bad, "not a BEAM cache")):
     r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True,
@@ -136,12 +140,11 @@ def test_tinycorps_trainer_gets_our_ranked_search(tmp_path):
   """The config's ranked search (BEAM_COVERAGE, BEAM_BUDGET_S) reaches a trainer that is not ours: a real tinygrad JIT
   on the CPU as tinycorp's model_train.py would run it, its capture searched by benchmarks/common/beam.py, which says so
   in the log; other Python processes (BEAM's workers, our scripts) start without it."""
-  up = tmp_path / "up"; (up / "examples" / "mlperf").mkdir(parents=True)
+  up = _stand_in(tmp_path, '#!/usr/bin/env bash\nhere=$(cd "$(dirname "$0")" && pwd)\n'
+                           'python3 -c "import sys; print(\'other process ranked:\', \'benchmarks.common.beam\' in sys.modules)"\n'
+                           'DEV=CPU python3 "$here/examples/mlperf/model_train.py" >"$LOG" 2>&1\n')
+  (up / "examples" / "mlperf").mkdir(parents=True)
   (up / "examples" / "mlperf" / "model_train.py").write_text(TRAINER)
-  (up / "run_upstream.sh").write_text('#!/usr/bin/env bash\nhere=$(cd "$(dirname "$0")" && pwd)\n'
-                                      'python3 -c "import sys; print(\'other process ranked:\', \'benchmarks.common.beam\' in sys.modules)"\n'
-                                      'DEV=CPU python3 "$here/examples/mlperf/model_train.py" >"$LOG" 2>&1\n')
-  (up / "run_upstream.sh").chmod(0o755)
   r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet", "8"], cwd=tmp_path, capture_output=True,
                      text=True, timeout=300, env={**os.environ, "UPSTREAM": "up", "CACHE": "c.db", "BEAM_BUDGET_S": "60"})
   out = r.stdout + r.stderr
