@@ -9,6 +9,7 @@ import pytest
 from benchmarks.common import runtime
 from benchmarks.common.beam import RankedBeam
 from tooling.perf.report import read_beam_search
+from tooling.perf.upstream import summary
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +42,10 @@ def test_ranked_beam_searches_only_the_kernel_holding_most_of_the_step(tmp_path,
   assert rep.searched[0].startswith("r_"), rep.searched   # the reduce: the matmul, not an elementwise kernel
   assert rep.search_s > 0 and rb.spent_s == rep.search_s
   assert any(line.startswith("ranked BEAM: searched 1/3 kernels") for line in lines), lines
+  # a log read while the search goes on (tooling.perf.upstream, on tinycorp's trainer): its per-kernel lines say how far
+  so_far = summary("\n".join(line for line in lines if not line.startswith("ranked BEAM: searched")))["ranked_so_far"]
+  assert so_far["given"] == 1 and abs(so_far["covered"] - rep.covered) <= 0.0005 + 1e-9, (so_far, lines)
+  assert abs(so_far["spent_s"] - rb.spent_s) <= 0.5, (so_far, rb.spent_s)
   (point,) = read_beam_search(runtime.metrics_path(tmp_path / "result.txt"))
   assert point == (round(rep.search_s, 1), round(rep.covered, 4))
   want = captured_step(96, None, beam=0)

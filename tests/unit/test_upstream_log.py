@@ -36,6 +36,18 @@ def test_a_run_stopped_before_its_first_replay_says_so_and_exits_1(tmp_path, cap
   assert "1 steps logged, none replayed yet" in out and "rerun with the same CACHE" in out
 
 
+def test_a_lease_cut_short_in_the_search_says_how_far_the_ranked_search_got(capsys):
+  """The log of the fifth call on tinycorp's BERT (PERFORMANCE.md): the machine went back during the capture step's
+  search, so the log ends at a per-kernel line; the summary says how far it got (the figures PERFORMANCE.md quotes)."""
+  log = ROOT / "docs" / "perf" / "2026-12-03_upstream_bert_beam2_130.log.gz"
+  assert upstream.main([str(log)]) == 1
+  out = capsys.readouterr().out
+  assert "none replayed yet" in out and "given 17 kernels a result, 87.7% of the BEAM=0 step covered, 175 s spent" in out
+  # a finished search's report line is the figure; the per-kernel lines before it are not repeated
+  assert "ranked_so_far" not in upstream.summary(gzip.decompress((ROOT / "docs/perf/2026-12-03_upstream_bert_ranked.log.gz")
+                                                                 .read_bytes()).decode())
+
+
 def test_bert_wording_and_no_bs_line():
   bert = ("training with global batch size 96 for one epoch with 10 steps\n" +
           "".join(f"{i:5} {ms:7.2f} ms run,   10.00 ms python,   5.00 ms fetch data,  {ms - 15:7.2f} ms CUDA, 9.9 loss, "

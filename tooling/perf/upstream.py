@@ -14,7 +14,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks.common.beam import REPORT_LINE
+from benchmarks.common.beam import KERNEL_LINE, REPORT_LINE
 from tooling.perf.beamlog import read_text
 
 STEP = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,\s+([\d.]+) ms python,\s+([\d.]+) ms fetch data,\s+([\d.]+) ms (\w+)", re.M)
@@ -32,6 +32,10 @@ def summary(text: str) -> dict:
                init_s=round((steps[0][1] + steps[1][1]) / 1e3, 1))
   # our ranked search's report on the captured train step (scripts/upstream_beam.sh applies it)
   if m := REPORT_LINE.search(text): out.update(searched=int(m[1]), kernels=int(m[2]), covered=round(float(m[3]) / 100, 4))
+  # while it searches (or when it was stopped), its last kernel line says how far it got
+  elif kernel := KERNEL_LINE.findall(text):
+    n, covered, spent = kernel[-1]
+    out["ranked_so_far"] = {"given": int(n), "covered": round(float(covered) / 100, 4), "spent_s": int(spent)}
   replays = steps[CAPTURED:]
   if replays:
     med = {k: round(statistics.median(s[i] for s in replays), 2)
@@ -44,8 +48,11 @@ def summary(text: str) -> dict:
 
 def line(s: dict) -> str:
   if "median_step_ms" not in s:
+    r = s.get("ranked_so_far")
+    so_far = (f"; the ranked search had given {r['given']} kernels a result, {r['covered']:.1%} of the BEAM=0 step "
+              f"covered, {r['spent_s']} s spent" if r else "")
     return (f"upstream: {s['steps_logged']} steps logged, none replayed yet (steps 0 and 1 are INIT: the search runs in "
-            f"step 1); rerun with the same CACHE to go on")
+            f"step 1){so_far}; rerun with the same CACHE to go on")
   rate = f" = {s['items_per_s']} items/s at BS {s['bs']}" if "items_per_s" in s else ""
   ranked = (f"; ranked BEAM searched {s['searched']}/{s['kernels']} kernels holding {s['covered']:.1%} of the BEAM=0 step"
             if "kernels" in s else "")
