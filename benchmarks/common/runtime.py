@@ -193,5 +193,8 @@ def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: in
          "mem_used_gb": GlobalCounters.mem_used / 1e9, "init_s": init_s,
          "projected_minutes": med * steps_to_train / 60,
          "beam": {k: cfg.knobs[k] for k in cfg.knobs if "BEAM" in k},
+         # knobs this run took from the environment over its config file (BERT_LAYERS=2, a --vary): a record of 2 layers
+         # must not read as the config's 24
+         "overrides": {k: env for k, (_, env) in cfg.overridden.items()},
          **({"ranked_beam": ranked_beam} if ranked_beam is not None else {}), **provenance()}
   print("tinyperf-bench " + json.dumps(rec), flush=True)

@@ -29,6 +29,9 @@ def test_bench_times_replayed_steps_and_records_the_warmup(tmp_path):
   assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
   rec, varied = [json.loads(line) for line in record.read_text().splitlines()]
   assert (rec["bs"], "varied" in rec) == (64, False) and (varied["bs"], varied["varied"]) == (32, "BS=32")
+  # the environment's knob is in both records, the varied one in its own: a 1-stage record must not read as the config's
+  assert rec["overrides"]["RESNET_LAYERS"] == "1" and "BS" not in rec["overrides"], rec["overrides"]
+  assert (varied["overrides"]["RESNET_LAYERS"], varied["overrides"]["BS"]) == ("1", 32), varied["overrides"]
   ratio = varied["img_per_s"] / rec["img_per_s"]
   assert f"ratio BS=32 / config: {ratio:.3f}x throughput" in r.stdout
   assert rec["steps_timed"] == len(rec["step_ms"]) == 3 and len(rec["warmup_ms"]) == 2
