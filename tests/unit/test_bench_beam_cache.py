@@ -1,10 +1,11 @@
 """`tinyperf bench --beam-cache`: only tinygrad's BEAM results travel between machines, and tinygrad reads them back."""
 import os
+import re
 import subprocess
 import sys
 
 from tests.conftest import REPO
-from tooling.perf.bench import copy_beam_tables, save_beam_cache
+from tooling.perf.bench import copy_beam_tables, require_saving_folder, save_beam_cache
 
 
 def tinygrad_cache(db, code: str) -> str:
@@ -126,6 +127,12 @@ def test_a_beam_cache_that_cannot_be_replaced_is_refused_before_the_search(tmp_p
     assert "tinyperf-bench" not in r.stdout
   assert ro.read_bytes() == before and ro.stat().st_mode & 0o777 == 0o444
   assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "none.db", "ro.db"]
+  # the copy the error says to make, made as it says, is one the run takes (a `cp` of it was read-only again, and
+  # refused: how a device lease of 2026-12-03 was lost)
+  hint = re.search(r"Pass a writable copy \((.+?) COPY\)", r.stderr)[1]
+  subprocess.run(f"{hint} copy.db", shell=True, cwd=tmp_path, check=True)
+  require_saving_folder("--beam-cache copy.db", tmp_path / "copy.db")
+  assert (tmp_path / "copy.db").read_bytes() == before
 
 
 def test_time_limit_stops_the_whole_process_group(tmp_path):

@@ -220,8 +220,9 @@ def require_saving_folder(label: str, path: Path) -> None:
                     "could not be saved. Create the folder or pass another path.")
   # by the mode bits, not os.access: root may write any file, but a file made read-only is one meant to stay as it is
   if path.exists() and not (path.stat().st_mode & 0o222 and os.access(path, os.W_OK)):
-    raise UserError(f"{label}: the file is read-only, and this run would write into it. Pass a copy (cp {path} "
-                    f"COPY), or make it writable (chmod u+w {path}); it was not changed.")
+    # install, not cp: a copy cp makes of a read-only file is read-only too
+    raise UserError(f"{label}: the file is read-only, and this run would write into it. Pass a writable copy "
+                    f"(install -m 644 {path} COPY), or make it writable (chmod u+w {path}); it was not changed.")
 
 
 def beam_table_rows(db: Path) -> dict[str, int]:
