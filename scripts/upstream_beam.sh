@@ -16,6 +16,8 @@
 # IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200), as our own INIT gets them, the ranked
 # search too: its kernels searched slowest first until BEAM_COVERAGE of the step or BEAM_BUDGET_S of search (the log
 # says how far: "ranked BEAM: searched N/M kernels holding P% ..."); a large BEAM_BUDGET_S searches every kernel.
+# Its output names what a record of the run needs ("upstream_beam: provenance {...}": date, GPU and driver, cores,
+# versions, git sha) and ends with the figures read from LOG.
 set -u -o pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in UPSTREAM CACHE LOG; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
@@ -53,6 +55,14 @@ try:
   n = seed_beam_cache(f"CACHE={cache}", cache, db)
 except UserError as e: sys.exit(f"upstream_beam.sh: {e}")
 print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.stderr)
+# what a record of this run names, from the run itself: date, GPU and driver, cores, versions, git sha
+import json, os, subprocess, time
+from benchmarks.common.runtime import provenance
+try: gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
+                          text=True, timeout=60).stdout.splitlines()[0]
+except (OSError, subprocess.SubprocessError, IndexError): gpu = "no nvidia-smi"
+print("upstream_beam: provenance " + json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpu": gpu,
+      "cores": os.cpu_count(), **provenance()}), file=sys.stderr)
 PY
 echo "upstream_beam: $(tr '\n' ' ' <"$work/env")"
 # our ranked search (benchmarks/common/beam.py) around tinycorp's JIT compile, as our INIT has it: Python imports

@@ -2,10 +2,12 @@
 the platform config's BEAM knobs and a kernel cache seeded from CACHE, the time limit stops it and everything it
 started, and what it searched is saved to CACHE for the next call."""
 from __future__ import annotations
+import json
 import os
 import sqlite3
 import subprocess
 import time
+from importlib import metadata
 from pathlib import Path
 
 from tests.conftest import REPO
@@ -52,6 +54,10 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
   # the 1xH200 config's knobs; tinycorp's log beside the cache (run_upstream.sh's default is in the machine's /tmp)
   assert f"fake got bm=resnet bs=256 TRAIN_BEAM=1 BEAM_UOPS_MAX=2000 PARALLEL=15 LOG={tmp_path}/cache.log" in out
   assert "2 searched kernels carried in" in out and "fake sees 2 searched" in out
+  # the run names what produced it, for its record: this checkout's sha and the tinygrad it ran
+  prov = json.loads(out.split("upstream_beam: provenance ", 1)[1].splitlines()[0])
+  sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+  assert prov["git_sha"] == sha and prov["tinygrad"] == metadata.version("tinygrad") and prov["cores"] >= 1, prov
   assert "time limit reached" in out
   # stopped after its steps, the figure is still printed, read from tinycorp's log
   assert "upstream: median of 1 replayed steps 390.5 ms = 655.6 items/s at BS 256" in out, out
