@@ -115,18 +115,18 @@ def test_a_beam_cache_that_cannot_be_replaced_is_refused_before_the_search(tmp_p
   """A directory once ran the whole search and then failed to save it (IsADirectoryError); a read-only cache was
   replaced by a writable one."""
   (tmp_path / "adir").mkdir()
-  ro = tmp_path / "ro.db"
+  ro = tmp_path / "r o.db"   # a space: the hint below is pasted into a shell
   copy_beam_tables(tmp_path / "none.db", ro)
   ro.chmod(0o444)
   before = ro.read_bytes()
-  for name, says in (("adir", "adir: a directory, not a file"), ("ro.db", "ro.db: the file is read-only")):
+  for name, says in (("adir", "adir: a directory, not a file"), ("r o.db", "r o.db: the file is read-only")):
     r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against",
                         "none", "--beam-cache", name], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert "tinyperf-bench" not in r.stdout
   assert ro.read_bytes() == before and ro.stat().st_mode & 0o777 == 0o444
-  assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "none.db", "ro.db"]
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "none.db", "r o.db"]
   # the copy the error says to make, made as it says, is one the run takes (a `cp` of it was read-only again, and
   # refused: how a device lease of 2026-12-03 was lost)
   hint = re.search(r"Pass a writable copy \((.+?) COPY\)", r.stderr)[1]

@@ -11,6 +11,7 @@ import json
 import io
 import math
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -221,8 +222,9 @@ def require_saving_folder(label: str, path: Path) -> None:
   # by the mode bits, not os.access: root may write any file, but a file made read-only is one meant to stay as it is
   if path.exists() and not (path.stat().st_mode & 0o222 and os.access(path, os.W_OK)):
     # install, not cp: a copy cp makes of a read-only file is read-only too
+    q = shlex.quote(str(path))
     raise UserError(f"{label}: the file is read-only, and this run would write into it. Pass a writable copy "
-                    f"(install -m 644 {path} COPY), or make it writable (chmod u+w {path}); it was not changed.")
+                    f"(install -m 644 {q} COPY), or make it writable (chmod u+w {q}); it was not changed.")
 
 
 def beam_table_rows(db: Path) -> dict[str, int]:
