@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -168,8 +169,8 @@ def initial_weights(cfg: PlatformConfig, args):
   path = args.init_checkpoint or args.data / CHECKPOINT_NAME
   if not path.is_file():
     raise InputError(f"{path}: initial checkpoint not found (the config sets INIT_CHECKPOINT: 1). Convert the MLCommons "
-                     f"TF checkpoint with `python -m benchmarks.bert.prep checkpoint --tf DIR --out {path}`, or pass "
-                     f"--init-checkpoint FILE.")
+                     f"TF checkpoint with `python -m benchmarks.bert.prep checkpoint --tf DIR --out "
+                     f"{shlex.quote(str(path))}`, or pass --init-checkpoint FILE.")
   return safe_load(str(path))
 
 
@@ -179,8 +180,9 @@ def data_files(cfg: PlatformConfig, data: Path | None) -> tuple[list[Path], Path
   from benchmarks.bert.data import train_shard_paths
   from benchmarks.bert.shard import ShardError
   if data is None: raise InputError("--data is required for the RUN phase (the prepared BERT data directory)")
-  prep = (f"`tinyperf prep wiki pretrain --data {data} --platform {cfg.platform}` and `tinyperf prep wiki eval --data "
-          f"{data} --platform {cfg.platform}` (the platform's init_datasets.sh runs them), or point DATA_DIR (--data) "
+  q = shlex.quote(str(data))   # pasted into a shell as printed
+  prep = (f"`tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data "
+          f"{q} --platform {cfg.platform}` (the platform's init_datasets.sh runs them), or point DATA_DIR (--data) "
           f"at the prepared directory. Nothing was run.")
   try:
     paths = train_shard_paths(data)

@@ -189,13 +189,15 @@ def test_run_and_time_refuses_missing_data_before_init(tmp_path, layout, says):
   directory and the prep commands for this platform; no MLPerf log line is written."""
   import os, subprocess, sys
   from tests.conftest import REPO
-  data = tmp_path / "data"
+  import shlex
+  data = tmp_path / "my data"   # a space: the printed prep commands are pasted into a shell
   for f in layout: (data / f).parent.mkdir(parents=True, exist_ok=True); (data / f).write_bytes(b"")
   r = subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", "all",
                       "--seed", "1", "--results", str(tmp_path / "results"), "--data", str(data)],
                      cwd=REPO, env={**os.environ, "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
   assert r.returncode == 2, r.stderr[-2000:]
   assert says in r.stderr and "--platform cpu_smoke" in r.stderr and "Traceback" not in r.stderr
+  assert f"tinyperf prep wiki pretrain --data {shlex.quote(str(data))} --platform cpu_smoke`" in r.stderr, r.stderr
   assert "init took" not in r.stdout
   assert not any(":::MLLOG" in f.read_text() for f in (tmp_path / "results").rglob("*.txt"))   # refused before init_start
 

@@ -264,7 +264,7 @@ def prepare(services: list[str], cwd: Path | None = None, environ: dict | None =
           how = f" (`docker compose run --rm {prep}`, after `tinyperf compose {prep}`)" if prep else ""
           platform = known[s].get("labels", {}).get("io.tinyperf.platform")
           if var == "WIKI_DIR" and platform == "cpu_smoke":   # the stand-in corpus, not MLCommons' Wikipedia download
-            how = (f" (on the host `tinyperf prep wiki corpus --out {host}`, then `tinyperf compose prep-wiki` and "
+            how = (f" (on the host `tinyperf prep wiki corpus --out {shlex.quote(str(host))}`, then `tinyperf compose prep-wiki` and "
                    f"`docker compose run --rm prep-wiki pretrain --data /data --platform cpu_smoke`, the same with eval)")
           warnings.append(f"{s}: {var}={host} does not exist yet; prepare it first{how} or set {var} to the directory "
                           f"that holds it")
