@@ -16,6 +16,7 @@ import argparse
 import glob
 import os
 import re
+import shlex
 import shutil
 import socket
 import sys
@@ -141,7 +142,7 @@ class Preflight:
         from benchmarks.bert.data import train_shard_paths
         shards = train_shard_paths(d)
         if not (d / "eval.shard").is_file():
-          return self.record("data", False, f"{d / 'eval.shard'} is missing; run `tinyperf prep wiki eval --data {d}`.")
+          return self.record("data", False, f"{d / 'eval.shard'} is missing; run `tinyperf prep wiki eval --data {shlex.quote(str(d))}`.")
         detail = f"{len(shards)} train shards + eval.shard"
     except Exception as e:  # DataError/ShardError carry the fix; anything else is reported the same way
       return self.record("data", False, str(e))

@@ -19,6 +19,7 @@ import mmap
 import multiprocessing as mp
 import os
 import queue
+import shlex
 import shutil
 import signal
 import sys
@@ -85,7 +86,7 @@ class Manifest:
 
   def __getitem__(self, split: str) -> Split:
     if split not in self.splits:
-      how = (f"`tinyperf prep imagenet --out {self.root}` (it writes both splits)" if self.kind == "imagenet" else
+      how = (f"`tinyperf prep imagenet --out {shlex.quote(str(self.root))}` (it writes both splits)" if self.kind == "imagenet" else
              f"`tinyperf prep synthetic-imagenet --out NEW_DIR` with --{split}-per-class of at least 1 (prep does not "
              f"rewrite a finished data set)")
       raise DataError(f"{self.root / MANIFEST_NAME} has no {split!r} split (it has: {', '.join(self.splits) or 'none'}). "
@@ -101,8 +102,8 @@ def manifest_path(data_dir: str | os.PathLike) -> Path:
 
 
 def _prep_hint(data_dir) -> str:
-  return (f"Run `tinyperf prep imagenet --out {data_dir}` (real ImageNet) or "
-          f"`tinyperf prep synthetic-imagenet --out {data_dir}` (smoke data) to create it.")
+  return (f"Run `tinyperf prep imagenet --out {shlex.quote(str(data_dir))}` (real ImageNet) or "
+          f"`tinyperf prep synthetic-imagenet --out {shlex.quote(str(data_dir))}` (smoke data) to create it.")
 
 
 def _bad_manifest(path: Path, why: str):
@@ -130,7 +131,7 @@ def load_manifest(data_dir: str | os.PathLike, check_files: bool = True) -> Mani
                               f"expected {MANIFEST_FORMAT!r})")
   if raw.get("version") != MANIFEST_VERSION:
     raise DataError(f"{path}: manifest format version {raw.get('version')!r}, this code reads version {MANIFEST_VERSION}. "
-                    f"Re-create it with this version's `tinyperf prep ... --out {root}` (the images can stay; prep "
+                    f"Re-create it with this version's `tinyperf prep ... --out {shlex.quote(str(root))}` (the images can stay; prep "
                     f"rewrites the manifest).")
   classes = raw.get("classes")
   if not (isinstance(classes, list) and classes and all(isinstance(c, str) and c and "/" not in c for c in classes)):
@@ -149,7 +150,7 @@ def load_manifest(data_dir: str | os.PathLike, check_files: bool = True) -> Mani
     for name, sp in splits.items():
       if len(sp) != IMAGENET_COUNTS[name]:
         print(f"WARNING: {path}: {name} has {len(sp):,} images, official ILSVRC2012 has {IMAGENET_COUNTS[name]:,}. "
-              f"Results on this data are not comparable to MLPerf ResNet; run `tinyperf prep imagenet --verify {root}`.",
+              f"Results on this data are not comparable to MLPerf ResNet; run `tinyperf prep imagenet --verify {shlex.quote(str(root))}`.",
               file=sys.stderr)
   m = Manifest(root=root.resolve(), kind=kind, classes=classes, splits=splits, source=raw.get("source") or {})
   if check_files:
@@ -203,7 +204,7 @@ def _check_files_exist(path: Path, sp: Split):
     if missing:
       raise DataError(f"{path} lists {len(missing)} file(s) in {d} that do not exist, e.g. {d}/{missing[0]}. The data "
                       f"directory changed after prep: restore it, or rerun `tinyperf prep` on {path.parent} "
-                      f"(`tinyperf prep imagenet --verify {path.parent}` lists every problem).")
+                      f"(`tinyperf prep imagenet --verify {shlex.quote(str(path.parent))}` lists every problem).")
 
 
 # ------------------------------------------------------------------------------------------------------ preprocessing

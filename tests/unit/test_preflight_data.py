@@ -39,3 +39,24 @@ def test_the_host_side_check_names_runnable_bert_prep_commands(tmp_path):
   msg = str(e.value)
   assert f"`tinyperf prep wiki pretrain --data {tmp_path} --platform cpu_smoke`" in msg, msg
   assert f"`tinyperf prep wiki eval --data {tmp_path} --platform cpu_smoke`" in msg and "pretrain/eval" not in msg
+
+
+def test_resnet_data_hints_paste_into_a_shell_as_printed(tmp_path):
+  """The prep commands a ResNet data error prints, for a data directory with a space in its name: pasted as printed,
+  `--out my data` made two arguments (prep wrote to ./my and refused `data`)."""
+  import shlex
+  import subprocess
+  import sys
+  from benchmarks.resnet.data import DataError, load_manifest
+  data = tmp_path / "my data"
+  data.mkdir()
+  with pytest.raises(DataError) as e:
+    load_manifest(data)
+  cmd = str(e.value).split("`tinyperf prep synthetic-imagenet ")[1].split("`")[0]
+  assert shlex.split(cmd) == ["--out", str(data)], e.value
+  # and what it says to run makes the data this check then accepts
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "prep", "synthetic-imagenet", *shlex.split(cmd), "--classes", "2",
+                      "--train-per-class", "1", "--val-per-class", "1", "--size", "8"], capture_output=True, text=True,
+                     timeout=300)
+  assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
+  assert load_manifest(data).num_classes == 2
