@@ -431,3 +431,16 @@ def test_a_description_that_cannot_be_written_is_bad_input_with_the_fix(tmp_path
   with pytest.raises(UserError, match=r"\(No space left on device\); make .* writable and rerun the same command\. "
                                       r"Nothing was run\."):
     sysinfo.record_run_system(tmp_path / "r", "cpu_smoke", {"system_name": "a"})
+
+
+def test_packages_missing_systems_json_hint_pastes_as_printed(tmp_path):
+  """`tinyperf package` without a systems JSON prints the sysinfo command that writes one where it looks; a results
+  directory with a space in its name made that command's --out two arguments."""
+  import shlex
+  from tooling.ship.package import systems_source
+  results = tmp_path / "my results"
+  with pytest.raises(UserError) as e:
+    systems_source("nobox", results, None)
+  cmd = str(e.value).split("Write one with `")[1].split("`")[0]
+  assert shlex.split(cmd) == ["tinyperf", "sysinfo", "--system", "nobox", "--overrides", "FILE", "--out",
+                              str(results / "systems" / "nobox.json")], e.value

@@ -278,7 +278,7 @@ def systems_source(system: str, results: Path, systems_dir: Path | None) -> Path
     if src.is_file(): return src
   raise UserError(f"no systems JSON for {system}: neither {places[0]} (written by `tinyperf run` from the machine the "
                   f"runs ran on) nor {places[1]} exists. Write one with `tinyperf sysinfo --system {system} --overrides "
-                  f"FILE --out {places[0]}`, or pass --systems DIR.")
+                  f"FILE --out {shlex.quote(str(places[0]))}`, or pass --systems DIR.")
 
 
 def report_system_variants(system: str, results: Path, src: Path) -> None:
