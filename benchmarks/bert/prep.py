@@ -19,6 +19,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -54,8 +55,9 @@ def _params(args):
 
 def discover_parts(text_dir: Path) -> dict[int, Path]:
   if not text_dir.is_dir():
-    raise InputError(f"{text_dir}: text directory not found. Run `tinyperf prep wiki download --out {text_dir.parent}` "
-                    f"(or `tinyperf prep wiki corpus --out {text_dir.parent}` for the smoke corpus).")
+    q = shlex.quote(str(text_dir.parent))   # pasted into a shell as printed
+    raise InputError(f"{text_dir}: text directory not found. Run `tinyperf prep wiki download --out {q}` "
+                    f"(or `tinyperf prep wiki corpus --out {q}` for the smoke corpus).")
   parts = {}
   for p in text_dir.iterdir():
     m = PART_RE.match(p.name)

@@ -21,6 +21,7 @@ import math
 import multiprocessing as mp
 import os
 import re
+import shlex
 import shutil
 import socket
 import sys
@@ -309,7 +310,7 @@ def prep_imagenet(out: Path, val_labels: Path | None, from_tars: Path | None = N
     except DataError as e:
       raise DataError(f"{e} To prepare {out} again from the archives, delete {manifest_path(out)} and rerun.") from None
     print(f"{manifest_path(out)} exists ({', '.join(f'{k}: {len(v):,}' for k, v in m.splits.items())} images): "
-          f"nothing to do. `--verify {out}` re-checks it.", file=sys.stderr)
+          f"nothing to do. `tinyperf prep imagenet --verify {shlex.quote(str(out))}` re-checks it.", file=sys.stderr)
     return manifest_path(out)
   if "val" in splits:
     if val_labels is None:

@@ -646,3 +646,17 @@ def test_synthetic_corpus_without_a_size_is_refused_before_writing(tmp_path, cap
   vocab = write_vocab(tmp_path / "v")
   assert prep.main(["corpus", "--out", str(tmp_path / "w"), "--text", "synthetic", "--max-bytes", "0", "--vocab", str(vocab)]) == 2
   assert "--text synthetic needs --max-bytes" in capsys.readouterr().err and not (tmp_path / "w").exists()
+
+
+def test_a_missing_text_directory_names_prep_commands_that_paste_as_printed(tmp_path):
+  """`prep wiki pretrain --data "my wiki"` without its text/: the commands it prints to make it, pasted into a shell,
+  give --out one argument (unquoted, `my` and `wiki` were two)."""
+  import shlex
+  from benchmarks.bert.prep import discover_parts
+  from benchmarks.common.io import InputError
+  data = tmp_path / "my wiki"
+  with pytest.raises(InputError) as e:
+    discover_parts(data / "text")
+  for verb in ("download", "corpus"):
+    cmd = str(e.value).split(f"`tinyperf prep wiki {verb} ")[1].split("`")[0]
+    assert shlex.split(cmd) == ["--out", str(data)], e.value

@@ -303,7 +303,7 @@ def _check_writable(var: str, host: Path, uid: int, gid: int):
     or st.st_mode & 0o003 == 0o003)
   if not ok:
     raise UserError(f"{var}={host} is owned by uid {st.st_uid} and not writable by TINYPERF_UID={uid}, the user the "
-                    f"container runs as. Fix: `sudo chown -R {uid}:{gid} {host}`, or set {var} to a directory you own "
+                    f"container runs as. Fix: `sudo chown -R {uid}:{gid} {shlex.quote(str(host))}`, or set {var} to a directory you own "
                     f"(then `tinyperf compose` again).")
 
 
@@ -342,7 +342,7 @@ def enter(argv: list[str]) -> int:
       svc = os.environ.get("TINYPERF_COMPOSE_SERVICE", "SERVICE")
       print(f"tinyperf: {var} ({host} on the host) is not writable by TINYPERF_UID={os.getuid()}, the user this container "
             f"runs as ({e.strerror}). Fix on the host: `{SETUP.format(service=svc)}` (creates the directories owned by "
-            f"you and writes your UID to .env), or `sudo chown -R {os.getuid()}:{os.getgid()} {host}`. Nothing was run.",
+            f"you and writes your UID to .env), or `sudo chown -R {os.getuid()}:{os.getgid()} {shlex.quote(str(host))}`. Nothing was run.",
             file=sys.stderr)
       return 2
   cmd = argv[sep + 1:]
