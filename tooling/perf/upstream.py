@@ -4,8 +4,10 @@
 tinycorp's trainer prints one line per step: `i  RUN ms run, PY ms python, FETCH ms fetch data, WAIT ms CUDA, ...`, where
 run = python dispatch + making the batch + waiting for the device. With IGNORE_JIT_FIRST_BEAM=1, step 0 runs uncaptured
 at BEAM=0 and step 1 captures the JIT and runs the whole BEAM search; steps 2 on replay the searched kernels. So steps
-0 + 1 are its INIT and the median of the rest is the searched step (run_upstream.sh's "median of the rest"). Exit 0
-with a replayed step, 1 without one yet (the search is still going or was stopped), 2 on a file it cannot read."""
+0 + 1 are its INIT and the median of the rest is the searched step (run_upstream.sh's "median of the rest"). Under our
+ranked search (scripts/upstream_beam.sh) its report line says how much of the step was searched, and a log that ends
+inside the search says how far it got. Exit 0 with a replayed step, 1 without one yet (the search is still going or
+was stopped), 2 on a file it cannot read."""
 from __future__ import annotations
 import argparse
 import json
