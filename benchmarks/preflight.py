@@ -142,7 +142,8 @@ class Preflight:
         from benchmarks.bert.data import train_shard_paths
         shards = train_shard_paths(d)
         if not (d / "eval.shard").is_file():
-          return self.record("data", False, f"{d / 'eval.shard'} is missing; run `tinyperf prep wiki eval --data {shlex.quote(str(d))}`.")
+          return self.record("data", False, f"{d / 'eval.shard'} is missing; run `tinyperf prep wiki eval --data "
+                                            f"{shlex.quote(str(d))}`.")
         detail = f"{len(shards)} train shards + eval.shard"
     except Exception as e:  # DataError/ShardError carry the fix; anything else is reported the same way
       return self.record("data", False, str(e))

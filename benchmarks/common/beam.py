@@ -57,7 +57,8 @@ class SearchReport:
 # the opening of SearchReport.line() as a log reader finds it: searched, kernels, covered % (tooling.perf.upstream reads
 # it from tinycorp's log, where the ranked search writes no metrics file)
 REPORT_LINE = re.compile(r"ranked BEAM: searched (\d+)/(\d+) kernels holding ([\d.]+)% of the step's BEAM=0 time")
-# and of the line each kernel given a result writes (RankedBeam.mark): its rank, the step covered so far %, search spent s
+# and of the line each kernel given a result writes (RankedBeam.mark): its rank, the step covered so far %, search
+# spent s
 KERNEL_LINE = re.compile(r"ranked BEAM (\d+): \S+ [\d.]+ ms at BEAM=0, (?:from the cache|searched) in [\d.]+ s, "
                          r"([\d.]+)% of the step covered, (\d+) s spent")
 

@@ -86,7 +86,8 @@ class Manifest:
 
   def __getitem__(self, split: str) -> Split:
     if split not in self.splits:
-      how = (f"`tinyperf prep imagenet --out {shlex.quote(str(self.root))}` (it writes both splits)" if self.kind == "imagenet" else
+      how = (f"`tinyperf prep imagenet --out {shlex.quote(str(self.root))}` (it writes both splits)"
+             if self.kind == "imagenet" else
              f"`tinyperf prep synthetic-imagenet --out NEW_DIR` with --{split}-per-class of at least 1 (prep does not "
              f"rewrite a finished data set)")
       raise DataError(f"{self.root / MANIFEST_NAME} has no {split!r} split (it has: {', '.join(self.splits) or 'none'}). "
@@ -131,8 +132,8 @@ def load_manifest(data_dir: str | os.PathLike, check_files: bool = True) -> Mani
                               f"expected {MANIFEST_FORMAT!r})")
   if raw.get("version") != MANIFEST_VERSION:
     raise DataError(f"{path}: manifest format version {raw.get('version')!r}, this code reads version {MANIFEST_VERSION}. "
-                    f"Re-create it with this version's `tinyperf prep ... --out {shlex.quote(str(root))}` (the images can stay; prep "
-                    f"rewrites the manifest).")
+                    f"Re-create it with this version's `tinyperf prep ... --out {shlex.quote(str(root))}` (the images "
+                    f"can stay; prep rewrites the manifest).")
   classes = raw.get("classes")
   if not (isinstance(classes, list) and classes and all(isinstance(c, str) and c and "/" not in c for c in classes)):
     raise _bad_manifest(path, "'classes' must be a non-empty list of class directory names")
@@ -150,7 +151,8 @@ def load_manifest(data_dir: str | os.PathLike, check_files: bool = True) -> Mani
     for name, sp in splits.items():
       if len(sp) != IMAGENET_COUNTS[name]:
         print(f"WARNING: {path}: {name} has {len(sp):,} images, official ILSVRC2012 has {IMAGENET_COUNTS[name]:,}. "
-              f"Results on this data are not comparable to MLPerf ResNet; run `tinyperf prep imagenet --verify {shlex.quote(str(root))}`.",
+              f"Results on this data are not comparable to MLPerf ResNet; run `tinyperf prep imagenet --verify "
+              f"{shlex.quote(str(root))}`.",
               file=sys.stderr)
   m = Manifest(root=root.resolve(), kind=kind, classes=classes, splits=splits, source=raw.get("source") or {})
   if check_files:

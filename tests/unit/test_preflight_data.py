@@ -55,8 +55,8 @@ def test_resnet_data_hints_paste_into_a_shell_as_printed(tmp_path):
   cmd = str(e.value).split("`tinyperf prep synthetic-imagenet ")[1].split("`")[0]
   assert shlex.split(cmd) == ["--out", str(data)], e.value
   # and what it says to run makes the data this check then accepts
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "prep", "synthetic-imagenet", *shlex.split(cmd), "--classes", "2",
-                      "--train-per-class", "1", "--val-per-class", "1", "--size", "8"], capture_output=True, text=True,
-                     timeout=300)
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", "prep", "synthetic-imagenet", *shlex.split(cmd), "--classes",
+                      "2", "--train-per-class", "1", "--val-per-class", "1", "--size", "8"], capture_output=True,
+                     text=True, timeout=300)
   assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]
   assert load_manifest(data).num_classes == 2

@@ -264,8 +264,9 @@ def prepare(services: list[str], cwd: Path | None = None, environ: dict | None =
           how = f" (`docker compose run --rm {prep}`, after `tinyperf compose {prep}`)" if prep else ""
           platform = known[s].get("labels", {}).get("io.tinyperf.platform")
           if var == "WIKI_DIR" and platform == "cpu_smoke":   # the stand-in corpus, not MLCommons' Wikipedia download
-            how = (f" (on the host `tinyperf prep wiki corpus --out {shlex.quote(str(host))}`, then `tinyperf compose prep-wiki` and "
-                   f"`docker compose run --rm prep-wiki pretrain --data /data --platform cpu_smoke`, the same with eval)")
+            how = (f" (on the host `tinyperf prep wiki corpus --out {shlex.quote(str(host))}`, then `tinyperf compose "
+                   f"prep-wiki` and `docker compose run --rm prep-wiki pretrain --data /data --platform cpu_smoke`, "
+                   f"the same with eval)")
           warnings.append(f"{s}: {var}={host} does not exist yet; prepare it first{how} or set {var} to the directory "
                           f"that holds it")
         continue
@@ -303,8 +304,8 @@ def _check_writable(var: str, host: Path, uid: int, gid: int):
     or st.st_mode & 0o003 == 0o003)
   if not ok:
     raise UserError(f"{var}={host} is owned by uid {st.st_uid} and not writable by TINYPERF_UID={uid}, the user the "
-                    f"container runs as. Fix: `sudo chown -R {uid}:{gid} {shlex.quote(str(host))}`, or set {var} to a directory you own "
-                    f"(then `tinyperf compose` again).")
+                    f"container runs as. Fix: `sudo chown -R {uid}:{gid} {shlex.quote(str(host))}`, or set {var} to a "
+                    f"directory you own (then `tinyperf compose` again).")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -342,7 +343,8 @@ def enter(argv: list[str]) -> int:
       svc = os.environ.get("TINYPERF_COMPOSE_SERVICE", "SERVICE")
       print(f"tinyperf: {var} ({host} on the host) is not writable by TINYPERF_UID={os.getuid()}, the user this container "
             f"runs as ({e.strerror}). Fix on the host: `{SETUP.format(service=svc)}` (creates the directories owned by "
-            f"you and writes your UID to .env), or `sudo chown -R {os.getuid()}:{os.getgid()} {shlex.quote(str(host))}`. Nothing was run.",
+            f"you and writes your UID to .env), or `sudo chown -R {os.getuid()}:{os.getgid()} "
+            f"{shlex.quote(str(host))}`. Nothing was run.",
             file=sys.stderr)
       return 2
   cmd = argv[sep + 1:]

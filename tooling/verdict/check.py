@@ -429,8 +429,8 @@ def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
                                  log.path.name, e.line))
     elif e.value != org:
       dr.findings.append(Finding(WARN, "cross-check", f"submission_org is {e.value!r} but the submitter directory is "
-                                 f"{org!r} (`tinyperf package --org {shlex.quote(str(e.value))}` packs it under a directory of that "
-                                 f"name, as MLCommons expects)", log.path.name, e.line))
+                                 f"{org!r} (`tinyperf package --org {shlex.quote(str(e.value))}` packs it under a "
+                                 f"directory of that name, as MLCommons expects)", log.path.name, e.line))
     if sysjson is not None and log.division and sysjson.get("division") != log.division:
       e = log.first("submission_division")
       dr.findings.append(Finding(WARN, "cross-check", f"logs division {log.division!r} but systems/{bd.system}.json says "
