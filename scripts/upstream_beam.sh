@@ -56,12 +56,12 @@ try:
 except UserError as e: sys.exit(f"upstream_beam.sh: {e}")
 print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.stderr)
 # what a record of this run names, from the run itself: date, GPU and driver, cores, versions, git sha
-import json, os, subprocess, time
+import json, os, time
 from benchmarks.common.runtime import provenance
-try: gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
-                          text=True, timeout=60).stdout.splitlines()[0]
-except (OSError, subprocess.SubprocessError, IndexError): gpu = "no nvidia-smi"
-print("upstream_beam: provenance " + json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "gpu": gpu,
+from tooling.launch.sysinfo import NVIDIA_QUERY, Probe, parse_nvidia_csv   # as `tinyperf sysinfo` reads the GPUs
+gpus = parse_nvidia_csv(Probe().run(["nvidia-smi", f"--query-gpu={NVIDIA_QUERY}", "--format=csv,noheader,nounits"]) or "")
+gpu = {"gpu": gpus[0]["name"], "driver": gpus[0]["driver"]} if gpus else {"gpu": "none (nvidia-smi did not answer)"}
+print("upstream_beam: provenance " + json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **gpu,
       "cores": os.cpu_count(), **provenance()}), file=sys.stderr)
 PY
 echo "upstream_beam: $(tr '\n' ' ' <"$work/env")"

@@ -103,8 +103,9 @@ def manifest_path(data_dir: str | os.PathLike) -> Path:
 
 
 def _prep_hint(data_dir) -> str:
-  return (f"Run `tinyperf prep imagenet --out {shlex.quote(str(data_dir))}` (real ImageNet) or "
-          f"`tinyperf prep synthetic-imagenet --out {shlex.quote(str(data_dir))}` (smoke data) to create it.")
+  q = shlex.quote(str(data_dir))   # pasted into a shell as printed
+  return (f"Run `tinyperf prep imagenet --out {q}` (real ImageNet) or "
+          f"`tinyperf prep synthetic-imagenet --out {q}` (smoke data) to create it.")
 
 
 def _bad_manifest(path: Path, why: str):
