@@ -8,7 +8,8 @@
 #   UPSTREAM=.upstream CACHE=.whl/upstream_resnet_beam.db TIME_LIMIT=540 scripts/upstream_beam.sh resnet 256
 # Each start first rebuilds step 0 unsearched (49 s at BEAM=0 on 2026-12-01), so one long search beats many short ones:
 # start it detached with TIME_LIMIT up to the lease's end (`setsid nohup env ... scripts/upstream_beam.sh ... &`) and
-# copy CACHE and LOG to $OUT in each polling call; CACHE follows the search every minute (SAVE_EVERY_S overrides).
+# copy CACHE and LOG to $OUT in each polling call; CACHE follows the search within a second of each result (SAVE_CHECK_S
+# sets how often it looks).
 # UPSTREAM: a copy of ../shared/upstream-mlperf in a folder that .git/info/exclude ignores, carried to the GPU machine
 # and never committed (MIT, for measurement only). CACHE: a missing file starts a new search; the grown cache is written
 # back to CACHE (copy it to $OUT to keep it past the lease). tinycorp's log goes to LOG (default: CACHE's name with .log;
@@ -83,11 +84,11 @@ pid=$!
 setsid bash -c 'sleep "$1"; echo "upstream_beam: time limit reached, stopping" >&2; kill -TERM -- "-$2" 2>/dev/null' \
   _ "${TIME_LIMIT:-540}" "$pid" &
 killer=$!
-# CACHE follows the search every BEAM_SAVE_EVERY_S (tooling.perf.bench): a run left going across device calls keeps its
-# search when the machine is taken back
-python3 -c 'import sys; from pathlib import Path; from tooling.perf.bench import BEAM_SAVE_EVERY_S, save_beam_cache_every
-save_beam_cache_every(Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3] or BEAM_SAVE_EVERY_S))' \
-  "$work/cache.db" "$CACHE" "${SAVE_EVERY_S:-}" &
+# CACHE follows each search result (tooling.perf.bench.follow_beam_cache): a run left going across device calls keeps
+# its search when the machine is taken back
+python3 -c 'import sys; from pathlib import Path; from tooling.perf.bench import BEAM_SAVE_CHECK_S, follow_beam_cache
+follow_beam_cache(Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3] or BEAM_SAVE_CHECK_S))' \
+  "$work/cache.db" "$CACHE" "${SAVE_CHECK_S:-}" &
 saver=$!
 # stopped by hand (Ctrl-C, kill): the trainer's group goes too, and what it searched is saved below
 trap 'kill -TERM -- "-$pid" 2>/dev/null' INT TERM

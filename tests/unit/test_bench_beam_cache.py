@@ -34,22 +34,55 @@ def test_beam_results_carry_over_and_compiled_programs_do_not(tmp_path):
   assert not carried.with_name("beam.db.tmp").exists()
 
 
-def test_a_running_search_is_saved_as_it_goes(tmp_path):
-  """A search left running across device calls: dest follows the cache while it grows, not only at the end."""
+def test_a_running_search_is_saved_with_each_result(tmp_path):
+  """A search left running across device calls: dest follows each result while tinygrad's connection stays open (its
+  writes sit in the WAL), is rewritten when a kernel's result is written again, and is left alone while nothing changes
+  (a compiled program is no search result). A save once a minute lost two kernels found in the last minute of a call."""
+  import pickle
+  import sqlite3
   import threading
   import time
-  from tooling.perf.bench import beam_rows, save_beam_cache_every
+  from tinygrad.helpers import VERSION
+  from tooling.perf.bench import follow_beam_cache
   run, carried, stop = tmp_path / "run.db", tmp_path / "beam.db", threading.Event()
-  saver = threading.Thread(target=save_beam_cache_every, args=(run, carried, 0.05), kwargs={"stop": stop}, daemon=True)
+  # one tinygrad process for the whole run, as the trainer is: each line of stdin is run, then "ok" printed
+  live = subprocess.Popen([sys.executable, "-c", "import sys\nfrom tinygrad.helpers import diskcache_put\n"
+                           "for line in sys.stdin: exec(line); print('ok', flush=True)"], env={"CACHEDB": str(run),
+                          "PATH": "/usr/bin:/bin"}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+  def put(code: str) -> None:
+    live.stdin.write(code + "\n"); live.stdin.flush()
+    assert live.stdout.readline() == "ok\n"
+
+  def saved() -> dict:
+    """dest's search results, kernel -> chosen optimizations ({} before its first save)"""
+    if not carried.is_file(): return {}
+    con = sqlite3.connect(carried)
+    try: return {ast: pickle.loads(val) for ast, val in con.execute(f"SELECT ast, val FROM beam_search_{VERSION}")}
+    except sqlite3.OperationalError: return {}   # caught between a save's replace and this read
+    finally: con.close()
+
+  def wait_for(want: dict) -> None:
+    deadline = time.time() + 20
+    while saved() != want and time.time() < deadline: time.sleep(0.05)
+    assert saved() == want
+
+  saver = threading.Thread(target=follow_beam_cache, args=(run, carried, 0.05), kwargs={"stop": stop}, daemon=True)
   saver.start()
   try:
-    for n, k in enumerate((b"k1", b"k2"), 1):
-      tinygrad_cache(run, f"diskcache_put('beam_search', {key(k)}, ['opt'])")
-      deadline = time.time() + 20
-      while not (carried.is_file() and beam_rows(carried) == n) and time.time() < deadline: time.sleep(0.05)
-      assert beam_rows(carried) == n
+    put(f"diskcache_put('beam_search', {key(b'k1')}, ['opt-a'])")
+    wait_for({b"k1": ["opt-a"]})
+    put(f"diskcache_put('beam_search', {key(b'k2')}, ['opt-b'])")
+    put(f"diskcache_put('beam_search', {key(b'k1')}, ['opt-c'])")   # searched again: same kernel, new result
+    wait_for({b"k1": ["opt-c"], b"k2": ["opt-b"]})
+    put(f"diskcache_put('beam_search', {key(b'k1')}, ['opt-d'])")   # again, now the latest row
+    wait_for({b"k1": ["opt-d"], b"k2": ["opt-b"]})
+    inode = carried.stat().st_ino
+    put("diskcache_put('compile_cuda', 'prog', b'x' * 1000)")
+    time.sleep(0.5)                              # ten looks with no new search result
+    assert carried.stat().st_ino == inode        # each save replaces the file: this one was not saved again
   finally:
-    stop.set(); saver.join(timeout=20)
+    stop.set(); saver.join(timeout=20); live.stdin.close(); live.wait(timeout=20)
   assert not saver.is_alive()
 
 

@@ -148,14 +148,14 @@ def run_tinygrad(args, varied: dict) -> dict:
     t0, out, stop = time.time(), io.BytesIO(), threading.Event()
     saver = None
     if args.beam_cache:
-      saver = threading.Thread(target=save_beam_cache_every, args=(Path(env["CACHEDB"]), args.beam_cache),
+      saver = threading.Thread(target=follow_beam_cache, args=(Path(env["CACHEDB"]), args.beam_cache),
                                kwargs={"stop": stop}, daemon=True)
       saver.start()
     try:
       from tooling.launch.backends import stream_process
       rc, stopped = stream_process(cmd, env, out, ROOT, time_limit=args.time_limit)
     finally:
-      if saver:   # the last save after the periodic ones (both write dest's .tmp)
+      if saver:   # the last save after the saver's (both write dest's .tmp)
         stop.set(); saver.join()
         save_beam_cache(Path(env["CACHEDB"]), args.beam_cache)
   out = out.getvalue().decode(errors="replace")
@@ -260,17 +260,36 @@ def save_beam_cache(cache_db: Path, dest: Path, quiet: bool = False) -> None:
   if not quiet: print(f"bench: {n} BEAM-searched kernels saved in {dest}", flush=True)
 
 
-# A search left running across device calls loses everything since its last save when the machine is taken back.
-BEAM_SAVE_EVERY_S = 60.0
+# A search left running across device calls loses what it found since the last save when the machine is taken back: a
+# save once a minute lost two kernels (65 s of search) on 2026-12-03. The cache is looked at every BEAM_SAVE_CHECK_S and
+# saved when its beam_search tables changed, so a result reaches dest about that long after tinygrad writes it.
+BEAM_SAVE_CHECK_S = 1.0
 
 
-def save_beam_cache_every(cache_db: Path, dest: Path, every_s: float = BEAM_SAVE_EVERY_S,
-                          stop: threading.Event | None = None) -> None:
-  """save_beam_cache every every_s seconds until stop is set (without one: until the process is killed)."""
-  stop = stop or threading.Event()
-  while not stop.wait(every_s):
-    try: save_beam_cache(cache_db, dest, quiet=True)
-    except sqlite3.OperationalError: pass    # the search holds its write lock just now: the next round saves it
+def beam_tables_state(db: Path) -> tuple:
+  """What changes when tinygrad writes a search result: per beam_search table its rows and largest rowid (a result
+  written again for a kernel already there replaces its row under a new rowid, past the largest, the latest's too)."""
+  con = sqlite3.connect(db)
+  try:
+    names = sorted(n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'beam_search%'"))
+    return tuple((n, *con.execute(f"SELECT COUNT(*), MAX(rowid) FROM \"{n}\"").fetchone()) for n in names)
+  finally:
+    con.close()
+
+
+def follow_beam_cache(cache_db: Path, dest: Path, check_s: float = BEAM_SAVE_CHECK_S,
+                      stop: threading.Event | None = None) -> None:
+  """save_beam_cache each time cache_db's search results change, looking every check_s seconds, until stop is set
+  (without one: until the process is killed). dest is left alone while nothing changes."""
+  stop, saved = stop or threading.Event(), None
+  while not stop.wait(check_s):
+    try:
+      if not cache_db.is_file(): continue
+      state = beam_tables_state(cache_db)
+      if state != saved:
+        save_beam_cache(cache_db, dest, quiet=True)
+        saved = state
+    except sqlite3.OperationalError: pass    # the search holds its write lock just now: the next look saves it
 
 
 # the models benchmarks/<bm>/bench_torch.py builds: the closed ones, where the PyTorch side can follow BERT's depth
