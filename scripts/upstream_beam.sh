@@ -98,7 +98,8 @@ trap - INT TERM
 kill -- "-$killer" 2>/dev/null; kill "$saver" 2>/dev/null; wait "$saver" 2>/dev/null
 python3 -c 'import sys; from pathlib import Path; from tooling.perf.bench import save_beam_cache
 save_beam_cache(Path(sys.argv[1]), Path(sys.argv[2]))' "$work/cache.db" "$CACHE"
-echo "upstream_beam: run_upstream.sh exit $rc (143: stopped at the time limit or by a signal; rerun to go on)"
+if [ "$rc" = 143 ]; then echo "upstream_beam: run_upstream.sh stopped at the time limit or by a signal (exit 143); rerun to go on"
+else echo "upstream_beam: run_upstream.sh exit $rc"; fi
 # the figures from the log itself: run_upstream.sh's own summary is lost when the time limit stops it after the steps
 python3 -m tooling.perf.upstream "$LOG"
 exit "$rc"

@@ -59,6 +59,7 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
   sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
   assert prov["git_sha"] == sha and prov["tinygrad"] == metadata.version("tinygrad") and prov["cores"] >= 1, prov
   assert "time limit reached" in out
+  assert "stopped at the time limit or by a signal (exit 143); rerun to go on" in out, out
   # stopped after its steps, the figure is still printed, read from tinycorp's log
   assert "upstream: median of 1 replayed steps 390.5 ms = 655.6 items/s at BS 256" in out, out
   con = sqlite3.connect(cache)
@@ -156,6 +157,7 @@ def test_tinycorps_trainer_gets_our_ranked_search(tmp_path):
                      text=True, timeout=300, env={**os.environ, "UPSTREAM": "up", "CACHE": "c.db", "BEAM_BUDGET_S": "60"})
   out = r.stdout + r.stderr
   assert r.returncode == 0, out
+  assert "run_upstream.sh exit 0\n" in out and "rerun to go on" not in out, out   # a finished run is not a stopped one
   assert "BEAM_BUDGET_S=60.0" in out and "other process ranked: False" in out
   log = (tmp_path / "c.log").read_text()
   assert "ranked BEAM: searched 1/1 kernels holding 100.0% of the step's BEAM=0 time" in log, log
