@@ -12,7 +12,8 @@ from tooling.perf import upstream
 ROW18 = ROOT / "docs" / "perf" / "2026-12-02_upstream_resnet_beam1.log.gz"
 
 
-@pytest.mark.parametrize("record", ["2026-12-02_upstream_resnet_beam1.jsonl", "2026-12-03_upstream_bert_ranked.jsonl"])
+@pytest.mark.parametrize("record", ["2026-12-02_upstream_resnet_beam1.jsonl", "2026-12-03_upstream_bert_ranked.jsonl",
+                                    "2026-12-04_upstream_bert_ranked95.jsonl"])
 def test_a_stored_log_gives_its_recorded_figures(record, capsys):
   rec = json.loads((ROOT / "docs" / "perf" / record).read_text())
   assert upstream.main([str(ROOT / rec["log"]), "--json"]) == 0
@@ -21,7 +22,8 @@ def test_a_stored_log_gives_its_recorded_figures(record, capsys):
   for k in ("median_step_ms", "median_device_wait_ms", "init_s", "step0_s", "capture_step_s"):
     assert s[k] == rec[k], k
   assert s["items_per_s"] == rec.get("img_per_s", rec.get("seq_per_s")) and s["device"] == "CUDA"
-  # row 24 ran under our ranked search: how far it got is read from the log (row 18's plain search has no such line)
+  # row 24 and the 81.7 % run before it ran under our ranked search: how far it got is read from the log (row 18's plain
+  # search has no such line)
   if "covered" in rec:
     assert (s["searched"], s["kernels"], s["covered"]) == (rec["searched_kernels"], rec["total_kernels"], rec["covered"])
   else: assert "kernels" not in s
@@ -39,7 +41,9 @@ def test_a_run_stopped_before_its_first_replay_says_so_and_exits_1(tmp_path, cap
 @pytest.mark.parametrize("log, got", [("2026-12-03_upstream_bert_beam2_130.log.gz", "given 17 kernels a result, 87.7%"
                                         " of the BEAM=0 step covered, 175 s spent"),
                                        ("2026-12-03_upstream_bert_beam2_130_rerun.log.gz", "given 21 kernels a result, "
-                                        "90.9% of the BEAM=0 step covered, 65 s spent")])
+                                        "90.9% of the BEAM=0 step covered, 65 s spent"),
+                                       ("2026-12-04_upstream_bert_beam2_133.log.gz", "given 25 kernels a result, 93.9%"
+                                        " of the BEAM=0 step covered, 121 s spent")])
 def test_a_lease_cut_short_in_the_search_says_how_far_the_ranked_search_got(log, got, capsys):
   """The logs of calls on tinycorp's BERT that the machine's return cut short (PERFORMANCE.md) end at a per-kernel line
   of the capture step's search; the summary says how far it got (the figures PERFORMANCE.md quotes)."""
