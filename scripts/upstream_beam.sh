@@ -17,11 +17,16 @@
 # IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200), as our own INIT gets them, the ranked
 # search too: its kernels searched slowest first until BEAM_COVERAGE of the step or BEAM_BUDGET_S of search (the log
 # says how far: "ranked BEAM: searched N/M kernels holding P% ..."); a large BEAM_BUDGET_S searches every kernel.
+# BEAM_KERNELS_OUT=FILE writes the captured step's kernels and their BEAM=0 times there, once the capture has timed
+# them: `python -m tooling.perf.beam_kernels FILE --cache CACHE` then searches them on a later call without the trainer,
+# whose step 0 no longer stands before the search (docs/PERFORMANCE.md).
 # Its output names what a record of the run needs ("upstream_beam: provenance {...}": date, GPU and driver, cores,
 # versions, git sha) and ends with the figures read from LOG.
 set -u -o pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
-for v in UPSTREAM CACHE LOG; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
+for v in UPSTREAM CACHE LOG BEAM_KERNELS_OUT; do
+  if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi
+done
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 usage() { echo "upstream_beam.sh: $1. Usage: UPSTREAM=DIR CACHE=FILE scripts/upstream_beam.sh resnet|bert [BS]" \
   "(this script's header and docs/PERFORMANCE.md say more)." >&2; exit 2; }
@@ -37,7 +42,7 @@ bm=$1; bs=${2:-}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 # the config's BEAM knobs as environment variables, and the search results carried in
 python3 - "$bm" "${PLATFORM:-1xH200}" "$CACHE" "$work/cache.db" >"$work/env" <<'PY' || exit 2
-import sys
+import os, sys
 from pathlib import Path
 from benchmarks.common.config import ConfigError, load_config
 from benchmarks.common.runtime import TINYGRAD_ENV
@@ -53,11 +58,12 @@ for k in ("TRAIN_BEAM", "EVAL_BEAM", "BEAM_COVERAGE", "BEAM_BUDGET_S", *(k for k
 # refused before the search, not after it: the search is saved into CACHE at the end
 try:
   require_saving_folder(f"CACHE={cache}", cache)
+  if out := os.environ.get("BEAM_KERNELS_OUT"): require_saving_folder(f"BEAM_KERNELS_OUT={out}", Path(out))
   n = seed_beam_cache(f"CACHE={cache}", cache, db)
 except UserError as e: sys.exit(f"upstream_beam.sh: {e}")
 print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.stderr)
 # what a record of this run names, from the run itself: date, GPU and driver, cores, versions, git sha
-import json, os, time
+import json, time
 from benchmarks.common.runtime import provenance
 from tooling.launch.sysinfo import NVIDIA_QUERY, Probe, parse_nvidia_csv   # as `tinyperf sysinfo` reads the GPUs
 gpus = parse_nvidia_csv(Probe().run(["nvidia-smi", f"--query-gpu={NVIDIA_QUERY}", "--format=csv,noheader,nounits"]) or "")

@@ -9,7 +9,8 @@ keep the hand-coded optimizations, except those whose search result is already i
 result costs no search, so a spent budget still takes it (and its lookup is not counted as search time). A search still
 running when the budget runs out is stopped (`search_deadline`) and its kernel keeps the hand-coded optimizations, so
 BEAM_BUDGET_S bounds INIT's search, not only the start of its last kernel. Search results land in that cache as a plain
-search's do.
+search's do. A capture's kernels and their BEAM=0 times can also be written to a file (write_kernels, BEAM_KERNELS_OUT),
+which tooling.perf.beam_kernels searches later without the trainer.
 
 Leans on tinygrad 0.14.0 internals (engine.jit.compile_linear, codegen.to_program, the search's own timer); the
 project pins that version and tests/integration/test_ranked_beam.py runs them.
@@ -22,6 +23,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from benchmarks.common import runtime
 
@@ -63,6 +65,33 @@ KERNEL_LINE = re.compile(r"ranked BEAM (\d+): \S+ [\d.]+ ms at BEAM=0, (?:from t
                          r"([\d.]+)% of the step covered, (\d+) s spent")
 
 
+# what write_kernels writes first, so that a reader knows the file before it unpickles tinygrad's UOps
+KERNELS_FORMAT = "tinyperf ranked-BEAM kernels 1"
+
+
+def kernels_header(path: Path) -> dict:
+  """The header write_kernels wrote first (plain values: no tinygrad import), so that its BEAM knobs can be set in the
+  environment before read_kernels unpickles tinygrad's UOps. ValueError (with the reason) when path is not such a file
+  or another tinygrad wrote it (its kernels' ASTs, and so the cache keys of their results, would not be this one's)."""
+  import pickle
+  from importlib import metadata
+  with open(path, "rb") as f:
+    try: header = pickle.load(f)
+    except Exception as e: raise ValueError(f"not a kernels file ({type(e).__name__}: {e})") from None  # noqa: BLE001
+  if not isinstance(header, dict) or header.get("format") != KERNELS_FORMAT: raise ValueError("not a kernels file")
+  if header["tinygrad"] != (ours := metadata.version("tinygrad")):
+    raise ValueError(f"written by tinygrad {header['tinygrad']}, and this is {ours}")
+  return header
+
+
+def read_kernels(path: Path) -> list:
+  """The captures write_kernels wrote, after its header (kernels_header checks that first)."""
+  import pickle
+  with open(path, "rb") as f:
+    pickle.load(f)
+    return pickle.load(f)
+
+
 def rank(cost_s: dict, coverage: float) -> list:
   """The kernels to search: most expensive first, until they hold `coverage` of the summed cost (at least one).
   Coverage 1 is every kernel: those that timed at 0 and those a rounded running sum would reach `total` without."""
@@ -77,10 +106,11 @@ def rank(cost_s: dict, coverage: float) -> list:
 
 class RankedBeam:
   """Wraps the JIT's compile while active (`with rb.active(): ...`). One per process: BEAM_BUDGET_S is what the whole
-  process may spend searching, across every capture (train and eval steps)."""
-  def __init__(self, coverage: float = 1.0, budget_s: float | None = None, log=print):
-    self.coverage, self.budget_s, self.log = coverage, budget_s, log
-    self.spent_s, self.reports = 0.0, []
+  process may spend searching, across every capture (train and eval steps). With kernels_out, each capture's kernels
+  and their BEAM=0 times are also written there (write_kernels), for a later search without the trainer."""
+  def __init__(self, coverage: float = 1.0, budget_s: float | None = None, log=print, kernels_out: Path | None = None):
+    self.coverage, self.budget_s, self.log, self.kernels_out = coverage, budget_s, log, kernels_out
+    self.spent_s, self.reports, self.captures = 0.0, [], []
 
   @contextlib.contextmanager
   def active(self):
@@ -99,15 +129,29 @@ class RankedBeam:
     """Search the ranked kernels of one captured linear; returns it with those kernels marked for BEAM `amt` (their
     search results are cached, so the compile that follows reuses them)."""
     from tinygrad.uop.ops import Ops, UOp
-    from tinygrad.codegen import to_program
     from tinygrad.engine.realize import lower_and_compile, _get_call_to_compile
-    from tinygrad.helpers import ansistrip
     calls = [c for c in linear.src if c.op is Ops.CALL and c.src[0].op is Ops.SINK and c.src[0].arg.beam == 0]
     uses = Counter(c.src[0] for c in calls)
     renderer = {c.src[0]: _get_call_to_compile(c)[1] for c in calls}
     lower_and_compile(UOp(Ops.LINEAR, src=tuple(calls)))   # the hand-coded programs, compiled in parallel (cached)
     cost = {s: kernel_time(s, renderer[s], log=self.log) * n for s, n in uses.items()}
-    rep = SearchReport(kernels=len(uses), step_s=sum(cost.values()))
+    if self.kernels_out is not None:
+      device = {c.src[0]: c.device if isinstance(c.device, str) else c.device[0] for c in calls}
+      try: self.write_kernels(amt, {s: (device[s], cost[s]) for s in cost})
+      except Exception as e:  # noqa: BLE001 -- a file for later searches must not stop this run's search
+        self.log(f"ranked BEAM: could not write the kernels to {self.kernels_out} ({type(e).__name__}: {e})")
+    searched = self.search(cost, renderer, amt)
+    def marked(c):
+      if c.op is not Ops.CALL or c.src[0] not in searched: return c
+      return c.replace(src=(c.src[0].replace(arg=replace(c.src[0].arg, beam=amt)), *c.src[1:]))
+    return linear.replace(src=tuple(marked(c) for c in linear.src))
+
+  def search(self, cost: dict, renderer: dict, amt: int) -> set:
+    """The ranked search of one capture's kernels (cost: BEAM=0 time x uses, s; renderer: each kernel's); returns the
+    kernels given a result, whose BEAM `amt` results are then in tinygrad's cache."""
+    from tinygrad.codegen import to_program
+    from tinygrad.helpers import ansistrip
+    rep = SearchReport(kernels=len(cost), step_s=sum(cost.values()))
     searched, ranked = set(), rank(cost, self.coverage)
     for s in ranked:
       spent = self.budget_s is not None and self.spent_s >= self.budget_s
@@ -145,10 +189,36 @@ class RankedBeam:
     self.reports.append(rep)
     self.log(rep.line())
     runtime.metric("beam", **rep.summary())
-    def marked(c):
-      if c.op is not Ops.CALL or c.src[0] not in searched: return c
-      return c.replace(src=(c.src[0].replace(arg=replace(c.src[0].arg, beam=amt)), *c.src[1:]))
-    return linear.replace(src=tuple(marked(c) for c in linear.src))
+    return searched
+
+  def write_kernels(self, amt: int, kernels: dict):
+    """This capture's kernels ({sink: (device, BEAM=0 time x uses)}) added to kernels_out, rewritten whole and
+    atomically: a header of plain values (format, tinygrad version, the BEAM knobs the search reads from the
+    environment), then the captures, each {"amt": BEAM amount, "kernels": [(sink, device, cost_s), ...] slowest first}
+    (tinygrad's UOps pickle)."""
+    import os
+    import pickle
+    from importlib import metadata
+    slowest_first = sorted(kernels.items(), key=lambda kv: -kv[1][1])
+    self.captures.append({"amt": amt, "kernels": [(sink, device, cost) for sink, (device, cost) in slowest_first]})
+    header = {"format": KERNELS_FORMAT, "tinygrad": metadata.version("tinygrad"),
+              "env": {k: os.environ[k] for k in runtime.TINYGRAD_ENV if "BEAM" in k and k in os.environ}}
+    tmp = self.kernels_out.with_name(self.kernels_out.name + ".tmp")
+    with open(tmp, "wb") as f:
+      pickle.dump(header, f)
+      pickle.dump(self.captures, f)
+    os.replace(tmp, self.kernels_out)
+    self.log(f"ranked BEAM: the {len(kernels)} kernels of capture {len(self.captures)} and their BEAM=0 times written "
+             f"to {self.kernels_out}")
+
+  def search_written(self, captures: list) -> list:
+    """The ranked search of the captures write_kernels wrote (read back by read_kernels), without the trainer: each
+    kernel on its device's renderer, as the capture would have searched it; returns the reports."""
+    from tinygrad import Device
+    for cap in captures:
+      kernels = cap["kernels"]
+      self.search({s: cost for s, _, cost in kernels}, {s: Device[d].renderer for s, d, _ in kernels}, cap["amt"])
+    return self.reports
 
 
 class SearchDeadline(Exception):
@@ -240,9 +310,14 @@ def from_knobs(k: dict) -> RankedBeam | None:
 def activate_from_environ(environ) -> RankedBeam | None:
   """The ranked search around every JIT compile of this whole process, from BEAM_COVERAGE / BEAM_BUDGET_S in `environ`
   (already checked by load_config): for a trainer that is not ours, tinycorp's under scripts/upstream_beam.sh, so that
-  its search is ranked and bounded as our INIT's is. None (nothing wrapped) where neither is set."""
+  its search is ranked and bounded as our INIT's is; BEAM_KERNELS_OUT=FILE also writes each capture's kernels there
+  (write_kernels). None (nothing wrapped) where none is set."""
   k = {key: float(environ[key]) for key in ("BEAM_COVERAGE", "BEAM_BUDGET_S") if environ.get(key)}
-  if (ranked := from_knobs(k)) is not None:
+  ranked = from_knobs(k)
+  if out := environ.get("BEAM_KERNELS_OUT"):   # the captures' kernels for a search without the trainer (write_kernels)
+    ranked = ranked or RankedBeam(log=lambda s: print(s, flush=True))
+    ranked.kernels_out = Path(out)
+  if ranked is not None:
     _PROCESS_WIDE.enter_context(ranked.active())   # held here: a dropped context would be closed, and unwrap, when collected
   return ranked
 

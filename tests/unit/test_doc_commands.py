@@ -32,7 +32,7 @@ from tooling.prep import prep
 # how a placeholder is filled in: by name where the parser checks the value (choices, int), else a plain word
 PLACEHOLDERS = {"bm": "resnet", "benchmark": "resnet", "dataset": "imagenet", "platform": "cpu_smoke", "p": "cpu_smoke",
                 "b": "resnet", "verb": "check", "step": "pretrain", "vendor": "nv", "n": "1", "i": "0", "s": "60", "gpus": "1", "index": "0",
-                "subcommand": "pretrain", "cmd": "synthetic-imagenet", "eval_samples": "1"}   # the prep modules' own
+                "subcommand": "pretrain", "cmd": "synthetic-imagenet", "eval_samples": "1", "share": "0.9"}   # the prep modules' own
 PLACEHOLDER = re.compile(r"^(<[^>]+>|[A-Z][A-Z0-9_]*)$")   # <system>, PATH, DIR, N (a real value has a lower-case letter)
 LAUNCHERS = (["tinyperf"], ["python3", "-m", "tooling.cli"], ["python", "-m", "tooling.cli"], ["1", "-m", "tooling.cli"])
 

@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -129,6 +130,11 @@ def test_a_cache_it_could_not_save_into_is_refused_before_the_search(tmp_path):
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (up / "child.pid").exists()       # nothing started
   assert bad.read_bytes() == b"not sqlite" * 100
+  # the kernels file too: written after step 0 and the capture's timings, its folder is checked before them
+  r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
+                     timeout=60, env={**os.environ, "UPSTREAM": str(up), "CACHE": "c.db", "BEAM_KERNELS_OUT": "no/k.pkl"})
+  assert r.returncode == 2 and f"BEAM_KERNELS_OUT={tmp_path}/no/k.pkl" in r.stderr, r.stderr
+  assert "does not exist or is not writable" in r.stderr and not (up / "child.pid").exists()
 
 
 TRAINER = """import os, sys
@@ -165,3 +171,47 @@ def test_tinycorps_trainer_gets_our_ranked_search(tmp_path):
   con = sqlite3.connect(tmp_path / "c.db")
   assert con.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0] >= 1    # the ranked search's result, kept
   con.close()
+
+
+def test_kernels_a_run_wrote_are_searched_without_it_and_the_next_run_takes_the_results(tmp_path):
+  """BEAM_KERNELS_OUT: the capture's kernels, written by a run that searched none of them (BEAM_BUDGET_S 0), are
+  searched by tooling.perf.beam_kernels alone, with the config's BEAM knobs; the next run finds every result in the
+  cache (the keys match: same AST, amount and device), so its search costs nothing."""
+  up = _stand_in(tmp_path, '#!/usr/bin/env bash\nhere=$(cd "$(dirname "$0")" && pwd)\n'
+                           'DEV=CPU python3 "$here/examples/mlperf/model_train.py" >"$LOG" 2>&1\n')
+  (up / "examples" / "mlperf").mkdir(parents=True)
+  (up / "examples" / "mlperf" / "model_train.py").write_text(TRAINER)
+  env = {**os.environ, "UPSTREAM": "up", "CACHE": "c.db", "BEAM_BUDGET_S": "0", "BEAM_KERNELS_OUT": "k.pkl"}
+  def upstream_run() -> str:
+    r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet", "8"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return (tmp_path / "c.log").read_text()
+  def rows() -> int:
+    con = sqlite3.connect(tmp_path / "c.db")
+    try: return con.execute(f"SELECT COUNT(*) FROM {TABLE}").fetchone()[0]
+    finally: con.close()
+  log = upstream_run()
+  assert "ranked BEAM: searched 0/1 kernels" in log and f"written to {tmp_path}/k.pkl" in log, log
+  before = rows()    # kernels run outside the JIT capture get tinygrad's own search (the trainer sets BEAM globally)
+  # as typed from another directory, with relative paths; the repository on PYTHONPATH, as the device command has it
+  r = subprocess.run([sys.executable, "-m", "tooling.perf.beam_kernels", "k.pkl", "--cache", "c.db"], cwd=tmp_path,
+                     capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "BEAM_UOPS_MAX=2000" in r.stdout                 # the knobs the trainer ran with (the 1xH200 ResNet config's)
+  assert "ranked BEAM 1: " in r.stdout and "searched in" in r.stdout and "100.0% of the step covered" in r.stdout
+  assert rows() == before + 1
+  log = upstream_run()
+  assert "from the cache" in log and "ranked BEAM: searched 1/1 kernels holding 100.0%" in log, log
+
+
+def test_a_file_that_is_not_kernels_is_bad_input_and_the_cache_is_left_alone(tmp_path):
+  cache = tmp_path / "c.db"; _cache(cache, ["kernel-a"])
+  before = cache.read_bytes()
+  (tmp_path / "k.pkl").write_bytes(b"SQLite format 3\x00" + bytes(100))
+  for kernels, why in (("k.pkl", "k.pkl: not a kernels file"), ("none.pkl", "cannot read none.pkl")):
+    r = subprocess.run([sys.executable, "-m", "tooling.perf.beam_kernels", kernels, "--cache", "c.db"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2 and why in r.stderr and "BEAM_KERNELS_OUT=FILE" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+  assert cache.read_bytes() == before
