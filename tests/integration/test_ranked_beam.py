@@ -3,11 +3,19 @@ elementwise kernels, captured under BEAM=1. With BEAM_COVERAGE 0.5 only the matm
 step at BEAM=0) and the step computes what the plain BEAM=0 step computes; with BEAM_BUDGET_S 0 nothing is searched,
 but what tinygrad's cache holds is taken; a search still running when BEAM_BUDGET_S runs out is stopped there. The
 search's metrics lines are what `tinyperf report` plots."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from benchmarks.common import runtime
 from benchmarks.common.beam import RankedBeam
+from tests.conftest import REPO
 from tooling.perf.report import read_beam_search
 from tooling.perf.upstream import summary
 
@@ -106,3 +114,27 @@ def test_a_search_running_when_the_budget_runs_out_is_stopped_there(parallel, mo
   rb2 = RankedBeam(coverage=0.5, log=lambda s: None)
   with Context(PARALLEL=parallel): captured_step(72, rb2, beam=1)
   assert len(rb2.reports[0].searched) == 1
+
+
+def test_a_kernels_search_stopped_by_sigterm_to_its_group_saves_and_leaves(tmp_path):
+  """tooling.perf.beam_kernels stopped as Slurm or `kill -- -PGID` stops it: SIGTERM reaches BEAM's compile workers too
+  (multiprocessing's Pool.terminate then hung on a lock a killed worker held): it saves, says so, exits 130, and nothing
+  of it is left running."""
+  captured_step(64, RankedBeam(budget_s=0, kernels_out=tmp_path / "k.pkl", log=lambda s: None), beam=1)
+  p = subprocess.Popen([sys.executable, "-m", "tooling.perf.beam_kernels", "k.pkl", "--cache", "c.db"], cwd=tmp_path,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "PARALLEL": "2"})
+  try:
+    while "carried in" not in p.stdout.readline(): pass
+    time.sleep(1.5)                             # the matmul's search runs on the pool's workers now (seconds)
+    os.killpg(p.pid, signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+  finally:
+    if p.poll() is None: os.killpg(p.pid, signal.SIGKILL)
+  assert p.returncode == 130 and "stopped by SIGTERM; what was searched is kept in c.db" in err, (out, err)
+  assert "beam_kernels.py" not in err, err      # no traceback of its own (a worker the pool was starting may print one)
+  for _ in range(100):                          # workers the pool was starting end when they find its pipes closed
+    if subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True).returncode == 1: break
+    time.sleep(0.1)
+  assert subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True).returncode == 1   # nothing left behind
+  assert Path(tmp_path / "c.db").is_file()

@@ -13,15 +13,17 @@ those the trainer ran with, from KERNELS; PARALLEL (compile workers) is tinygrad
 done (coverage reached, budget spent or every kernel tried), 2 on bad input, 130 when stopped by a signal."""
 from __future__ import annotations
 import argparse
+import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 from pathlib import Path
 
 from benchmarks.common.beam import RankedBeam, kernels_header, read_kernels
-from tooling.common.errors import UserError, stop_on_signals
+from tooling.common.errors import UserError
 from tooling.perf.bench import follow_beam_cache, require_saving_folder, save_beam_cache, seed_beam_cache
 
 
@@ -60,26 +62,41 @@ def main(argv: list[str] | None = None) -> int:
   os.environ.update(header["env"])
   print(f"beam_kernels: the run's BEAM knobs: {' '.join(f'{k}={v}' for k, v in header['env'].items()) or 'none set'}",
         flush=True)
-  try: n = seed_beam_cache("--cache", args.cache, db)
-  except UserError as e:
-    print(e, file=sys.stderr)
-    return 2
-  print(f"beam_kernels: {n} searched kernels carried in from {args.cache}", flush=True)
-  captures = read_kernels(args.kernels)
-  stop_on_signals()
-  stop = threading.Event()
-  saver = threading.Thread(target=follow_beam_cache, args=(db, args.cache), kwargs={"stop": stop}, daemon=True)
-  saver.start()
-  try: RankedBeam(args.coverage, args.budget_s, log=lambda s: print(s, flush=True)).search_written(captures)
-  except KeyboardInterrupt as e:
-    print(f"beam_kernels: {e or 'interrupted'}; what was searched is kept in {args.cache}", file=sys.stderr)
-    return 130
-  finally:   # stopped too (a signal, the call's timeout): what it searched goes to --cache
-    stop.set(); saver.join()
-    if db.is_file(): save_beam_cache(db, args.cache)
+  try:
+    try: n = seed_beam_cache("--cache", args.cache, db)
+    except UserError as e:
+      print(e, file=sys.stderr)
+      return 2
+    print(f"beam_kernels: {n} searched kernels carried in from {args.cache}", flush=True)
+    captures = read_kernels(args.kernels)
+    stop = threading.Event()
+    def save():
+      stop.set()
+      if db.is_file(): save_beam_cache(db, args.cache)
+    # SIGTERM and SIGHUP (Slurm, `kill -- -PGID`) reach BEAM's compile workers too, and multiprocessing's
+    # Pool.terminate, which tinygrad's search calls on KeyboardInterrupt, then waits forever on a lock a killed worker
+    # held: save, end the workers and leave at once instead. Ctrl-C reaches them too, but they ignore SIGINT, so it
+    # takes the KeyboardInterrupt path below.
+    def stopped(signum, frame):
+      try: save()
+      finally:
+        for worker in multiprocessing.active_children(): worker.kill()
+        print(f"beam_kernels: stopped by {signal.Signals(signum).name}; what was searched is kept in {args.cache}",
+              file=sys.stderr, flush=True)
+        shutil.rmtree(work, ignore_errors=True)
+        os._exit(130)
+    for sig in (signal.SIGTERM, signal.SIGHUP): signal.signal(sig, stopped)
+    saver = threading.Thread(target=follow_beam_cache, args=(db, args.cache), kwargs={"stop": stop}, daemon=True)
+    saver.start()
+    try: RankedBeam(args.coverage, args.budget_s, log=lambda s: print(s, flush=True)).search_written(captures)
+    except KeyboardInterrupt:
+      print(f"beam_kernels: interrupted; what was searched is kept in {args.cache}", file=sys.stderr)
+      return 130
+    finally:
+      save(); saver.join()
+    return 0
+  finally:
     shutil.rmtree(work, ignore_errors=True)
-  return 0
-
 
 if __name__ == "__main__":
   sys.exit(main())
