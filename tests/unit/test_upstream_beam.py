@@ -4,6 +4,7 @@ started, and what it searched is saved to CACHE for the next call."""
 from __future__ import annotations
 import json
 import os
+import pickle
 import sqlite3
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from benchmarks.common.beam import KERNELS_FORMAT
 from tests.conftest import REPO
 from tinygrad.helpers import VERSION
 
@@ -214,4 +216,13 @@ def test_a_file_that_is_not_kernels_is_bad_input_and_the_cache_is_left_alone(tmp
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and why in r.stderr and "BEAM_KERNELS_OUT=FILE" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+  assert cache.read_bytes() == before
+  # a copy cut short after its header: the kernels do not read
+  (tmp_path / "cut.pkl").write_bytes(pickle.dumps({"format": KERNELS_FORMAT, "tinygrad": metadata.version("tinygrad"),
+                                                   "env": {}}) + b"\x80\x04")
+  for args, why in ((["cut.pkl"], "cut.pkl: its kernels cannot be read"),
+                    (["k.pkl", "--coverage", "0"], "--coverage 0.0 is not a share")):
+    r = subprocess.run([sys.executable, "-m", "tooling.perf.beam_kernels", *args, "--cache", "c.db"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
   assert cache.read_bytes() == before

@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
   args = build_parser().parse_args(argv)
   try:
-    if not 0 < args.coverage <= 1: raise UserError(f"--coverage {args.coverage}: give a share of the step in (0, 1].")
+    if not 0 < args.coverage <= 1:
+      raise UserError(f"beam_kernels: --coverage {args.coverage} is not a share of the step: give one in (0, 1].")
     try: header = kernels_header(args.kernels)
     except OSError as e:
       raise UserError(f"beam_kernels: cannot read {args.kernels} ({e.strerror or e}). Give the file a run wrote with "
@@ -68,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
       print(e, file=sys.stderr)
       return 2
     print(f"beam_kernels: {n} searched kernels carried in from {args.cache}", flush=True)
-    captures = read_kernels(args.kernels)
+    try: captures = read_kernels(args.kernels)
+    except Exception as e:  # noqa: BLE001 -- a header that reads but kernels that do not: a cut-short copy
+      print(f"beam_kernels: {args.kernels}: its kernels cannot be read ({type(e).__name__}: {e}); the file is cut "
+            "short or damaged. Copy it again from the run that wrote it.", file=sys.stderr)
+      return 2
     stop = threading.Event()
     def save():
       stop.set()
@@ -97,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
   finally:
     shutil.rmtree(work, ignore_errors=True)
+
 
 if __name__ == "__main__":
   sys.exit(main())
