@@ -138,3 +138,14 @@ def test_a_kernels_search_stopped_by_sigterm_to_its_group_saves_and_leaves(tmp_p
     time.sleep(0.1)
   assert subprocess.run(["pgrep", "-g", str(p.pid)], capture_output=True).returncode == 1   # nothing left behind
   assert Path(tmp_path / "c.db").is_file()
+
+
+def test_the_device_check_of_a_kernels_file_passes_on_the_cpu(tmp_path):
+  """scripts/check_beam_kernels.py, as PERFORMANCE.md has it run on a GPU before a lease relies on a kernels file: on
+  the CPU, typed from another directory, the second capture takes every kernel from the cache beam_kernels filled."""
+  r = subprocess.run([sys.executable, str(REPO / "scripts" / "check_beam_kernels.py"), "--n", "32"], cwd=tmp_path,
+                     capture_output=True, text=True, timeout=600, env={**os.environ, "DEV": "CPU"})
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert r.stdout.strip() == "check_beam_kernels: all 2 kernels of the capture came from the cache beam_kernels filled " \
+                             "(DEV=CPU): OK", r.stdout
+  assert "searched in" in r.stderr and list(tmp_path.iterdir()) == []   # nothing left in the caller's directory
