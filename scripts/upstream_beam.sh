@@ -45,15 +45,15 @@ python3 - "$bm" "${PLATFORM:-1xH200}" "$CACHE" "$work/cache.db" >"$work/env" <<'
 import os, sys
 from pathlib import Path
 from benchmarks.common.config import ConfigError, load_config
-from benchmarks.common.runtime import TINYGRAD_ENV
+from benchmarks.common.runtime import TINYGRAD_BEAM_ENV
 from tooling.common.errors import UserError
 from tooling.perf.bench import require_saving_folder, seed_beam_cache
 bm, platform, cache, db = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 try: env = load_config(bm, platform).env()
 except ConfigError as e: sys.exit(f"upstream_beam.sh: {e}")
-# the BEAM knobs as our INIT sets them: the two levels and what tinygrad reads itself (runtime.TINYGRAD_ENV)
+# the BEAM knobs as our INIT sets them: the two levels and what tinygrad reads itself (runtime.TINYGRAD_BEAM_ENV)
 # and the ranked search's (BEAM_COVERAGE, BEAM_BUDGET_S), which the hook below applies to tinycorp's trainer
-for k in ("TRAIN_BEAM", "EVAL_BEAM", "BEAM_COVERAGE", "BEAM_BUDGET_S", *(k for k in TINYGRAD_ENV if "BEAM" in k)):
+for k in ("TRAIN_BEAM", "EVAL_BEAM", "BEAM_COVERAGE", "BEAM_BUDGET_S", *TINYGRAD_BEAM_ENV):
   if k in env: print(f"{k}={env[k]}")
 # refused before the search, not after it: the search is saved into CACHE at the end
 try:

@@ -202,7 +202,7 @@ class RankedBeam:
     slowest_first = sorted(kernels.items(), key=lambda kv: -kv[1][1])
     self.captures.append({"amt": amt, "kernels": [(sink, device, cost) for sink, (device, cost) in slowest_first]})
     header = {"format": KERNELS_FORMAT, "tinygrad": metadata.version("tinygrad"),
-              "env": {k: os.environ[k] for k in runtime.TINYGRAD_ENV if "BEAM" in k and k in os.environ}}
+              "env": {k: os.environ[k] for k in runtime.TINYGRAD_BEAM_ENV if k in os.environ}}
     tmp = self.kernels_out.with_name(self.kernels_out.name + ".tmp")
     with open(tmp, "wb") as f:
       pickle.dump(header, f)

@@ -13,6 +13,8 @@ from benchmarks.common.config import ROOT, PlatformConfig
 # knobs tinygrad itself reads from the environment (at import time, and memoised): they must be set before the import
 TINYGRAD_ENV = ("DEV", "DEFAULT_FLOAT", "SUM_DTYPE", "IGNORE_JIT_FIRST_BEAM", "BEAM_UOPS_MAX", "BEAM_UPCAST_MAX",
                 "BEAM_LOCAL_MAX", "BEAM_MIN_PROGRESS", "BEAM_PADTO", "HCQDEV_WAIT_TIMEOUT_MS", "USE_ATOMICS", "NOOPT")
+# of those, the ones that steer a BEAM search (what a search run apart from its trainer must be given too)
+TINYGRAD_BEAM_ENV = tuple(k for k in TINYGRAD_ENV if "BEAM" in k)
 
 
 def apply_tinygrad_env(cfg: PlatformConfig, phase: str, keep_dev: bool = False):
