@@ -211,14 +211,13 @@ class RankedBeam:
     self.log(f"ranked BEAM: the {len(kernels)} kernels of capture {len(self.captures)} and their BEAM=0 times written "
              f"to {self.kernels_out}")
 
-  def search_written(self, captures: list) -> list:
+  def search_written(self, captures: list):
     """The ranked search of the captures write_kernels wrote (read back by read_kernels), without the trainer: each
-    kernel on its device's renderer, as the capture would have searched it; returns the reports."""
+    kernel on its device's renderer, as the capture would have searched it (one report each in self.reports)."""
     from tinygrad import Device
     for cap in captures:
       kernels = cap["kernels"]
       self.search({s: cost for s, _, cost in kernels}, {s: Device[d].renderer for s, d, _ in kernels}, cap["amt"])
-    return self.reports
 
 
 class SearchDeadline(Exception):
