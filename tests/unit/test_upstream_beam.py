@@ -226,3 +226,15 @@ def test_a_file_that_is_not_kernels_is_bad_input_and_the_cache_is_left_alone(tmp
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
   assert cache.read_bytes() == before
+
+
+def test_a_python_without_tinygrad_is_told_where_to_run_it(tmp_path, monkeypatch, capsys):
+  from tooling.perf import beam_kernels
+  (tmp_path / "k.pkl").write_bytes(pickle.dumps({"format": KERNELS_FORMAT, "tinygrad": "0.14.0", "env": {}}))
+  def no_package(name): raise metadata.PackageNotFoundError(name)
+  monkeypatch.setattr(metadata, "version", no_package)
+  monkeypatch.chdir(tmp_path)
+  assert beam_kernels.main(["k.pkl", "--cache", "c.db"]) == 2
+  err = capsys.readouterr().err
+  assert "has no tinygrad" in err and "k.pkl" in err and "scripts/env.sh" in err, err
+  assert not (tmp_path / "c.db").exists()

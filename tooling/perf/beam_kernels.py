@@ -20,6 +20,7 @@ import signal
 import sys
 import tempfile
 import threading
+from importlib import metadata
 from pathlib import Path
 
 from benchmarks.common.beam import RankedBeam, kernels_header, read_kernels
@@ -52,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
       raise UserError(f"beam_kernels: {args.kernels}: {e}. Give the file a run wrote with BEAM_KERNELS_OUT=FILE under "
                       "this tinygrad (write it again with the run, `docs/PERFORMANCE.md` says how).") from None
+    except metadata.PackageNotFoundError:
+      raise UserError(f"beam_kernels: this Python ({sys.executable}) has no tinygrad, and the kernels in "
+                      f"{args.kernels} are tinygrad's: run it in the project's environment "
+                      "(`bash scripts/env.sh && source .venv/bin/activate`).") from None
     require_saving_folder("--cache", args.cache)
   except UserError as e:
     print(e, file=sys.stderr)
