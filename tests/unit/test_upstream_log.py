@@ -13,7 +13,8 @@ ROW18 = ROOT / "docs" / "perf" / "2026-12-02_upstream_resnet_beam1.log.gz"
 
 
 @pytest.mark.parametrize("record", ["2026-12-02_upstream_resnet_beam1.jsonl", "2026-12-03_upstream_bert_ranked.jsonl",
-                                    "2026-12-04_upstream_bert_ranked95.jsonl"])
+                                    "2026-12-04_upstream_bert_ranked95.jsonl",
+                                    "2026-12-04_upstream_bert_ranked999.jsonl"])
 def test_a_stored_log_gives_its_recorded_figures(record, capsys):
   rec = json.loads((ROOT / "docs" / "perf" / record).read_text())
   assert upstream.main([str(ROOT / rec["log"]), "--json"]) == 0
