@@ -6,6 +6,7 @@
 # TEST_WORKERS=0 runs them in this process (pdb, -s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+export TINYPERF_WITH_KERNELS="${TINYPERF_WITH_KERNELS:-1}"   # Triton: the kernel layer's interpreter tests
 source ./scripts/env.sh            # venv + locked deps + clang
 layer="${1:-all}"; [ $# -gt 0 ] && shift
 case "$layer" in

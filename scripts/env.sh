@@ -21,15 +21,19 @@ VENV="${TINYPERF_VENV:-$ROOT_DIR/.venv}"
 stamp="$VENV/.tinyperf-lock.sha"
 # TINYPERF_WITH_CONVERT=1 adds TensorFlow (BERT checkpoint conversion and its test; CI sets it)
 convert="${TINYPERF_WITH_CONVERT:-0}"
+# TINYPERF_WITH_KERNELS=1 adds Triton (KERNELS=triton; its interpreter tests; ./test.sh sets it)
+kernels="${TINYPERF_WITH_KERNELS:-0}"
 want="$( (cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$ROOT_DIR/requirements-testdata.txt" \
-  "$ROOT_DIR/pyproject.toml"; echo "convert=$convert"; if [ "$convert" = 1 ]; then cat "$ROOT_DIR/requirements-convert.lock"; fi) \
-  | sha1sum | cut -d' ' -f1)"
+  "$ROOT_DIR/pyproject.toml"; echo "convert=$convert kernels=$kernels"
+  if [ "$convert" = 1 ]; then cat "$ROOT_DIR/requirements-convert.lock"; fi
+  if [ "$kernels" = 1 ]; then cat "$ROOT_DIR/requirements-kernels.lock"; fi) | sha1sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing locked dependencies into $VENV (log: $VENV/install.log)" >&2
   if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
          "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock" &&
          "$VENV/bin/python" -m pip install --require-hashes --no-deps -r "$ROOT_DIR/requirements-testdata.txt" &&
          { [ "$convert" != 1 ] || "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements-convert.lock"; } &&
+         { [ "$kernels" != 1 ] || "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements-kernels.lock"; } &&
          "$VENV/bin/python" -m pip install --no-deps --no-build-isolation -e "$ROOT_DIR"; } > "$VENV/install.log" 2>&1; then
     tail -30 "$VENV/install.log" >&2
     echo "installing the locked dependencies failed; the full log is $VENV/install.log" >&2

@@ -13,7 +13,7 @@ TOOLS=${PIP_TOOLS_VENV:-/tmp/tinyperf-pip-tools}
 verify() {
   local failed=0 lock nodeps
   for lock in requirements.lock requirements-dev.lock requirements-convert.lock requirements-gpulibs.lock \
-              requirements-testdata.txt; do
+              requirements-kernels.lock requirements-testdata.txt; do
     nodeps=""; case $lock in requirements-testdata.txt|requirements-gpulibs.lock) nodeps="--no-deps" ;; esac
     # --only-binary: images install wheels only; --target: --python-version requires it (nothing is written: --dry-run)
     if out=$(python3 -m pip install --dry-run --quiet --ignore-installed --disable-pip-version-check $nodeps \
@@ -38,4 +38,5 @@ compile --output-file=requirements.lock pyproject.toml
 compile --output-file=requirements-dev.lock requirements-dev.in
 compile --output-file=requirements-convert.lock requirements-convert.in
 compile --output-file=requirements-gpulibs.lock requirements-gpulibs.in
+compile --output-file=requirements-kernels.lock requirements-kernels.in
 verify

@@ -61,6 +61,7 @@ class BertConfig:
   hidden_dropout: float = BERT_DROPOUT
   attention_dropout: float = BERT_DROPOUT
   half_softmax: bool = False      # ATTENTION_SOFTMAX=HALF: the softmax reads the scores in the compute dtype
+  kernels: str = "tinygrad"       # KERNELS=triton: the dense layers' GEMMs are benchmarks/kernels' Triton kernels
 
   @staticmethod
   def from_knobs(knobs: Mapping, layers: int | None = None, vocab: int = 30522) -> "BertConfig":
@@ -69,7 +70,8 @@ class BertConfig:
                       heads=int(knobs["BERT_HEADS"]), intermediate=int(knobs["BERT_INTERMEDIATE"]), vocab=vocab,
                       max_positions=max(512, int(knobs["MAX_SEQ_LEN"])),
                       hidden_dropout=bert_dropout(knobs), attention_dropout=bert_dropout(knobs),
-                      half_softmax=knobs.get("ATTENTION_SOFTMAX", "FLOAT") == "HALF")
+                      half_softmax=knobs.get("ATTENTION_SOFTMAX", "FLOAT") == "HALF",
+                      kernels=knobs.get("KERNELS", "tinygrad"))
 
 
 def trunc_normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -98,13 +100,18 @@ def gelu(x: Tensor) -> Tensor:
 
 
 class Linear:
-  """weight (out, in) float32 0.02 * truncated normal, bias (out,) zeros; computes in dtypes.default_float."""
-  def __init__(self, cin: int, cout: int, rng: np.random.Generator | None = None):
+  """weight (out, in) float32 0.02 * truncated normal, bias (out,) zeros; computes in dtypes.default_float, with
+  tinygrad's matmul or (kernels="triton") the Triton GEMM of benchmarks/kernels."""
+  def __init__(self, cin: int, cout: int, rng: np.random.Generator | None = None, kernels: str = "tinygrad"):
     self.weight = _param((cout, cin), rng, "normal")
     self.bias = _param((cout,), rng, "zeros")
+    self.kernels = kernels
 
   def __call__(self, x: Tensor) -> Tensor:  # (..., in) -> (..., out) default float
     df = dtypes.default_float
+    if self.kernels == "triton":
+      from benchmarks.kernels.matmul import linear   # imports Triton: only where the knob asks for it
+      return linear(x.cast(df), self.weight.cast(df), self.bias.cast(df))
     return x.cast(df).linear(self.weight.cast(df).T, self.bias.cast(df))
 
 
@@ -220,7 +227,7 @@ class BertSelfAttention:
   def __init__(self, c: BertConfig, rng=None):
     assert c.hidden % c.heads == 0, f"hidden {c.hidden} not divisible by {c.heads} heads"
     self.heads = c.heads
-    self.query, self.key, self.value = (Linear(c.hidden, c.hidden, rng) for _ in range(3))
+    self.query, self.key, self.value = (Linear(c.hidden, c.hidden, rng, c.kernels) for _ in range(3))
     self.dropout, self.half_softmax = c.attention_dropout, c.half_softmax
 
   def __call__(self, x: Tensor, mask_add: Tensor) -> Tensor:  # x (B, L, H), mask_add (B, 1, 1, L) f32 -> (B, L, H)
@@ -237,7 +244,7 @@ class BertSelfAttention:
 class BertSelfOutput:
   """dense -> dropout -> LayerNorm(. + residual); also the FFN output block (BertOutput) with other widths."""
   def __init__(self, cin: int, c: BertConfig, rng=None):
-    self.dense = Linear(cin, c.hidden, rng)
+    self.dense = Linear(cin, c.hidden, rng, c.kernels)
     self.LayerNorm = LayerNorm(c.hidden, rng)
     self.dropout = c.hidden_dropout
 
@@ -254,7 +261,7 @@ class BertAttention:
 
 
 class BertIntermediate:
-  def __init__(self, c: BertConfig, rng=None): self.dense = Linear(c.hidden, c.intermediate, rng)
+  def __init__(self, c: BertConfig, rng=None): self.dense = Linear(c.hidden, c.intermediate, rng, c.kernels)
   def __call__(self, x: Tensor) -> Tensor: return gelu(self.dense(x))          # (B, L, H) -> (B, L, I)
 
 
@@ -277,7 +284,7 @@ class BertEncoder:
 
 
 class BertPooler:
-  def __init__(self, c: BertConfig, rng=None): self.dense = Linear(c.hidden, c.hidden, rng)
+  def __init__(self, c: BertConfig, rng=None): self.dense = Linear(c.hidden, c.hidden, rng, c.kernels)
   def __call__(self, x: Tensor) -> Tensor: return self.dense(x[:, 0]).tanh()  # (B, L, H) -> (B, H), token 0 ([CLS])
 
 
@@ -296,7 +303,7 @@ class BertModel:
 
 class BertPredictionHeadTransform:
   def __init__(self, c: BertConfig, rng=None):
-    self.dense = Linear(c.hidden, c.hidden, rng)
+    self.dense = Linear(c.hidden, c.hidden, rng, c.kernels)
     self.LayerNorm = LayerNorm(c.hidden, rng)
   def __call__(self, x: Tensor) -> Tensor: return self.LayerNorm(gelu(self.dense(x)))
 

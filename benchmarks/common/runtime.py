@@ -78,7 +78,7 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
     log = args.log or args.results / f"result_{benchmark}_{args.seed}.txt"
     mlperf.open_result_log(log)
     if args.phase in ("run", "all"): open_metrics(log)
-    print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance().items()), flush=True)
+    print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance(cfg.knobs).items()), flush=True)
     return phases[args.phase](cfg, args)
   except InputError as e:
     print(f"error: {e}", file=sys.stderr)
@@ -122,8 +122,9 @@ def host_scalar(t) -> float:
   return (t.to(dev[0]) if isinstance(dev, tuple) else t).item()
 
 
-def provenance() -> dict:
-  """What produced this log: printed at the top of every phase so a result file carries its own provenance."""
+def provenance(knobs: dict | None = None) -> dict:
+  """What produced this log: printed at the top of every phase so a result file carries its own provenance; with the
+  run's knobs, also who wrote its big kernels (KERNELS)."""
   def ver(pkg):
     try: return metadata.version(pkg)
     except metadata.PackageNotFoundError: return "not installed"
@@ -133,7 +134,8 @@ def provenance() -> dict:
     except (OSError, subprocess.SubprocessError): sha = ""
   return {"tinyperf": ver("tinyperf"), "git_sha": sha or "unknown", "tinygrad": ver("tinygrad"),
           "mlperf_logging": ver("mlperf-logging"), "python": sys.version.split()[0],
-          "image_digest": os.environ.get("TINYPERF_BASE_DIGEST", "none (not in a tinyperf image)")}
+          "image_digest": os.environ.get("TINYPERF_BASE_DIGEST", "none (not in a tinyperf image)"),
+          **({"kernels": knobs.get("KERNELS", "tinygrad")} if knobs is not None else {})}
 
 
 # TinyJit runs a function's first call as is, captures it on the second and replays from the third: the first two
@@ -198,5 +200,5 @@ def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: in
          # knobs this run took from the environment over its config file (BERT_LAYERS=2, a --vary): a record of 2 layers
          # must not read as the config's 24
          "overrides": {k: env for k, (_, env) in cfg.overridden.items()},
-         **({"ranked_beam": ranked_beam} if ranked_beam is not None else {}), **provenance()}
+         **({"ranked_beam": ranked_beam} if ranked_beam is not None else {}), **provenance(cfg.knobs)}
   print("tinyperf-bench " + json.dumps(rec), flush=True)

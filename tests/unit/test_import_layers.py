@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # bottom first; the folders of one tuple are peers and import none of each other. "tooling" is tooling/cli.py.
-LAYERS = [("benchmarks/common",), ("benchmarks/resnet", "benchmarks/bert"), ("benchmarks",),
+LAYERS = [("benchmarks/common", "benchmarks/kernels"), ("benchmarks/resnet", "benchmarks/bert"), ("benchmarks",),
           *((f"tooling/{stage}",) for stage in ("common", "prep", "verdict", "launch", "ship", "perf")), ("tooling",)]
 RANK = {folder: i for i, layer in enumerate(LAYERS) for folder in layer}
 

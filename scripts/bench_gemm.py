@@ -1,0 +1,76 @@
+"""BERT-large's dense-layer GEMMs through benchmarks/kernels (KERNELS=triton) inside TinyJit, on one NVIDIA GPU.
+
+For each GEMM of a training step at --bs sequences of 512 tokens (forward, data gradient, weight gradient of the Q/K/V
+and attention-output, FFN-up and FFN-down layers) and each tile of matmul.TILES: TFLOP/s (REPS GEMMs per replayed JIT
+call, median of the calls) and the largest difference from tinygrad's own matmul of the same fp16 operands; then one
+layer's backward through gemm's grad function against tinygrad's. One JSON line per measurement, the fastest tile per
+GEMM last (the table to put in matmul.TUNED).
+  DEV=CUDA python scripts/bench_gemm.py [--bs 96] [--tiles all|rule]
+"""
+import argparse, json, statistics, sys, time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tinygrad import Device, Tensor, TinyJit, dtypes   # noqa: E402
+from benchmarks.kernels import matmul as mm          # noqa: E402
+
+REPS, CALLS = 8, 5
+
+
+def gemms(tokens: int, hidden: int = 1024, inter: int = 4096):
+  """(name, M, N, K, trans_a, trans_b) of a linear layer y = x @ W.T (W stored (out, in)) and its two gradients."""
+  for layer, cin, cout in (("qkv/out", hidden, hidden), ("ffn_up", hidden, inter), ("ffn_down", inter, hidden)):
+    yield f"{layer} fwd", tokens, cout, cin, False, True      # x (T, in) @ W.T
+    yield f"{layer} dgrad", tokens, cin, cout, False, False   # dy (T, out) @ W (out, in)
+    yield f"{layer} wgrad", cout, cin, tokens, True, False    # dy.T @ x
+
+
+def operands(M, N, K, ta, tb):
+  a = Tensor.randn(*((K, M) if ta else (M, K)), dtype=dtypes.half).realize()
+  b = Tensor.randn(*((N, K) if tb else (K, N)), dtype=dtypes.half).realize()
+  return a, b
+
+
+def time_gemm(a, b, ta, tb) -> float:
+  step = TinyJit(lambda a, b: [mm.gemm(a, b, ta, tb).realize() for _ in range(REPS)])
+  times = []
+  for i in range(3 + CALLS):
+    Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
+    step(a, b)
+    Device[Device.DEFAULT].synchronize()
+    if i >= 3: times.append((time.perf_counter() - t) / REPS)
+  return statistics.median(times)
+
+
+def main():
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--bs", type=int, default=96)
+  p.add_argument("--tiles", choices=("all", "rule"), default="all", help="every tile of matmul.TILES, or tile()'s choice")
+  args = p.parse_args()
+  best = {}
+  for name, M, N, K, ta, tb in gemms(args.bs * 512):
+    a, b = operands(M, N, K, ta, tb)
+    ref = ((a.T if ta else a) @ (b.T if tb else b)).float().realize()
+    for t in (mm.TILES if args.tiles == "all" else (mm.tile(M, N, K, ta, tb),)):
+      mm.TUNED[(M, N, K, ta, tb)] = t
+      err = ((mm.gemm(a, b, ta, tb).float() - ref).abs().max() / ref.abs().max()).item()
+      s = time_gemm(a, b, ta, tb)
+      row = {"gemm": name, "M": M, "N": N, "K": K, "trans_a": ta, "trans_b": tb, "tile": t, "ms": round(s * 1e3, 4),
+             "tflops": round(2 * M * N * K / s / 1e12, 1), "max_rel_diff_vs_tinygrad": err}
+      print(json.dumps(row), flush=True)
+      if row["tflops"] > best.get((M, N, K, ta, tb), {"tflops": 0})["tflops"]: best[(M, N, K, ta, tb)] = row
+    mm.TUNED.pop((M, N, K, ta, tb), None)
+    del a, b, ref
+  for row in best.values(): print(json.dumps({"best": row}), flush=True)
+  # one layer's backward at the FFN-up shape: gemm's grad function against tinygrad's matmul
+  T = args.bs * 512
+  x, w = Tensor.randn(T, 1024, dtype=dtypes.half).realize(), (Tensor.randn(4096, 1024, dtype=dtypes.half) * 0.05).realize()
+  g = Tensor.randn(T, 4096, dtype=dtypes.half).realize()
+  dx, dw = (mm.linear(x, w).float() * g.float()).sum().gradient(x, w)
+  rx, rw = ((x @ w.T).float() * g.float()).sum().gradient(x, w)
+  rel = lambda u, r: ((u.float() - r.float()).abs().max() / r.float().abs().max()).item()
+  print(json.dumps({"backward": "ffn_up", "dx_max_rel_diff": rel(dx, rx), "dw_max_rel_diff": rel(dw, rw)}), flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,157 @@
+"""The KERNELS=triton layer on the CPU: the Triton GEMM run by Triton's interpreter against tinygrad's matmul (every
+layout, with and without bias, uneven shapes), gemm's grad function through tinygrad's custom_kernel, the cubin and
+launch facts for an H200 compiled ahead on this machine, the model with the knob, and the config's refusals."""
+from __future__ import annotations
+import os
+os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tinygrad import Context, Tensor
+
+triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
+from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
+
+from benchmarks.kernels import matmul as mm                  # noqa: E402
+from tests.conftest import REPO                              # noqa: E402
+
+
+class HostArray:
+  """A numpy array as the pointer argument Triton's interpreter takes (it expects torch tensors; it only needs the data
+  pointer, the element type and a host copy, which a numpy array already is)."""
+  def __init__(self, a: np.ndarray): self.a = a
+  @property
+  def dtype(self): return str(self.a.dtype)
+  def data_ptr(self): return self.a.ctypes.data
+  def untyped_storage(self): return self
+  def cpu(self): return self
+  def new_empty(self, *_, **__): return self
+  def set_(self, *_): return self
+  def storage_offset(self): return 0
+  def size(self): return self.a.shape
+  def stride(self): return self.a.strides
+  def copy_(self, _): pass
+
+
+def run_interpreted(A, B, ta, tb, bias=None, tile=(32, 32, 32)):
+  M, N, K, sam, sak, sbk, sbn = mm.strides(A.shape, B.shape, ta, tb)
+  BM, BN, BK = tile
+  C = np.zeros((M, N), np.float16)
+  bias_arg = bias if bias is not None else np.zeros(1, np.float16)
+  InterpretedFunction(mm.gemm_kernel)[(-(-M // BM) * -(-N // BN),)](
+    HostArray(A), HostArray(B), HostArray(C), HostArray(bias_arg), M, N, K, sam, sak, sbk, sbn, BM, BN, BK, 2,
+    M % BM == 0, N % BN == 0, K % BK == 0, bias is not None)
+  return C
+
+
+@pytest.mark.parametrize("shape", [(64, 96, 128), (40, 72, 100)], ids=["even", "uneven"])
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["", "bias"])
+def test_triton_gemm_interpreted_equals_tinygrads_matmul(shape, ta, tb, with_bias):
+  assert triton.knobs.runtime.interpret, "Triton was imported before this module set TRITON_INTERPRET=1"
+  M, N, K = shape
+  rng = np.random.default_rng(M + N + K + 2 * ta + tb)
+  A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float16)
+  B = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float16)
+  bias = rng.standard_normal(N).astype(np.float16) if with_bias else None
+  C = run_interpreted(A, B, ta, tb, bias)
+  a, b = Tensor(A).float(), Tensor(B).float()
+  ref = ((a.T if ta else a) @ (b.T if tb else b)).numpy() + (bias.astype(np.float32) if with_bias else 0)
+  # fp32 accumulation, one rounding to fp16: within half an fp16 ulp of the fp32 product (values here reach ~40)
+  np.testing.assert_allclose(C.astype(np.float32), ref, rtol=1e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
+def test_gemm_and_its_gradients_through_custom_kernel(ta, tb):
+  """gemm's grad function writes each gradient in its operand's stored layout (the CPU runs the same call as a tinygrad
+  kernel; on CUDA it is the Triton program)."""
+  rng = np.random.default_rng(2 * ta + tb)
+  M, N, K = 24, 40, 56
+  A = rng.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+  B = rng.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
+  bias, G = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+  a, b, bi = Tensor(A), Tensor(B), Tensor(bias)
+  c = mm.gemm(a, b, ta, tb, bias=bi)
+  ga, gb, gbias = (c * Tensor(G)).sum().gradient(a, b, bi)
+  opA, opB = (A.T if ta else A), (B.T if tb else B)
+  np.testing.assert_allclose(c.numpy(), opA @ opB + bias, rtol=1e-5, atol=1e-4)
+  np.testing.assert_allclose(ga.numpy(), (G @ opB.T).T if ta else G @ opB.T, rtol=1e-5, atol=1e-4)
+  np.testing.assert_allclose(gb.numpy(), (opA.T @ G).T if tb else opA.T @ G, rtol=1e-5, atol=1e-4)
+  np.testing.assert_allclose(gbias.numpy(), G.sum(0), rtol=1e-5, atol=1e-4)
+
+
+def test_h200_cubin_compiles_here_with_wgmma_and_the_launch_facts():
+  """Compiled ahead for sm_90 by Triton's own ptxas, without a GPU: Hopper's wgmma, the dynamic shared memory the
+  program factory must pass (over the 48 KB a launch gets without it), and the two hidden scratch parameters."""
+  code = """
+import json
+from benchmarks.kernels import matmul as mm, program as prg
+M, N, K = 49152, 1024, 1024
+t = mm.tile(M, N, K, False, True)
+k = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16")),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS"),
+              (M, N, K, K, 1, 1, K, *t[:3], 8, True, True, True, True))), t[3], t[4], 90)
+params = [l for l in k.ptx.splitlines() if ".param .u64" in l]
+print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
+                  "wgmma": "wgmma.mma_async" in k.ptx, "warps": t[3]}))
+"""
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  got = json.loads(r.stdout.strip().splitlines()[-1])
+  assert got["name"] == "gemm_kernel" and got["wgmma"] and got["cubin"] > 1000
+  assert got["smem"] > 48 * 1024 and got["threads"] == 32 * got["warps"]
+  assert got["params"] == 4 + 2   # a, b, c, bias + Triton's global and profile scratch
+
+
+def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
+  assert mm.tile(49152, 1024, 1024) == mm.TILES[0]
+  small = mm.tile(64, 64, 64)
+  assert small == mm.TILES[-1]
+  mm.TUNED[(100, 100, 100, False, False)] = mm.TILES[1]
+  try: assert mm.tile(100, 100, 100) == mm.TILES[1]
+  finally: del mm.TUNED[(100, 100, 100, False, False)]
+
+
+def test_bert_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
+  from benchmarks.bert.model import BertConfig, BertForPretraining, pretraining_loss
+  rng = np.random.default_rng(0)
+  B, L, P = 2, 8, 3
+  batch = {"input_ids": rng.integers(0, 50, (B, L)).astype(np.int32), "segment_ids": np.zeros((B, L), np.int32),
+           "input_mask": np.ones((B, L), np.int32), "masked_lm_positions": rng.integers(0, L, (B, P)).astype(np.int32),
+           "masked_lm_ids": rng.integers(0, 50, (B, P)).astype(np.int32), "masked_lm_weights": np.ones((B, P), np.float32),
+           "next_sentence_labels": np.array([0, 1], np.int32)}
+  out = {}
+  for kernels in ("tinygrad", "triton"):
+    c = BertConfig(layers=1, hidden=16, heads=2, intermediate=32, vocab=50, max_positions=16, hidden_dropout=0.0,
+                   attention_dropout=0.0, kernels=kernels)
+    model = BertForPretraining(c, rng=np.random.default_rng(1))
+    t = {k: Tensor(v) for k, v in batch.items()}
+    with Context(TRAINING=1):
+      mlm, nsp = model(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
+      loss = pretraining_loss(mlm, nsp, t)[0]
+      w = model.bert.encoder.layer[0].intermediate.dense
+      gw, gb = loss.gradient(w.weight, w.bias)
+    out[kernels] = (loss.item(), gw.numpy(), gb.numpy())
+  assert out["triton"][0] == pytest.approx(out["tinygrad"][0], rel=1e-5)
+  np.testing.assert_allclose(out["triton"][1], out["tinygrad"][1], rtol=1e-4, atol=1e-6)
+  np.testing.assert_allclose(out["triton"][2], out["tinygrad"][2], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("env", [{"DEV": "CPU"}, {"GPUS": "2", "BS": "192", "EVAL_BS": "192"}], ids=["cpu", "two_gpus"])
+def test_config_refuses_triton_kernels_where_they_do_not_run(env):
+  from benchmarks.common.config import ConfigError, load_config
+  assert load_config("bert", "1xH200", environ={"KERNELS": "triton"}).knobs["KERNELS"] == "triton"
+  with pytest.raises(ConfigError, match="KERNELS"):
+    load_config("bert", "1xH200", environ={"KERNELS": "triton", **env})
+  with pytest.raises(ConfigError, match="KERNELS"):
+    load_config("resnet", "1xH200", environ={"KERNELS": "triton"})
+
+
+def test_every_log_and_bench_record_says_who_wrote_the_kernels():
+  from benchmarks.common.runtime import provenance
+  assert provenance({"KERNELS": "triton"})["kernels"] == "triton"
+  assert provenance({})["kernels"] == "tinygrad"   # the knob unset: tinygrad's own kernels
