@@ -9,7 +9,7 @@
 #      then `tinyperf check` on its log. The RUN log prints one line per epoch (step 0 vs the rest, data wait, img/s
 #      with the loader). TRAIN_BEAM=1 BEAM_COVERAGE=C BEAM_BUDGET_S=S: INIT searches with the ranked BEAM instead
 #      (benchmarks/common/beam.py: the slowest kernels first, from an empty cache, within S seconds).
-#   4. while the lease lasts (BEAM_SEED_DB=FILE, e.g. docs/perf/2026-12-01_resnet_beam_343.db, complete): the BEAM=1
+#   4. while the lease lasts (BEAM_SEED_DB=FILE, e.g. perf-data's complete 2026-12-01_resnet_beam_343.db): the BEAM=1
 #      train step on fake data seeded with that search (`tinyperf bench --beam-cache`), which searches what is
 #      missing and times the searched step; the grown cache comes back as $JOB/resnet_beam.db.
 #   The ImageNet figures the schedule overrides stand for: 37 epochs of 5005 steps; here EPOCHS epochs of
@@ -40,14 +40,12 @@
 # TINYPERF_GIT_SHA). Start it detached (`setsid nohup scripts/e2e_h200.sh >/dev/null 2>&1 &`): a device command may
 # run 10 min.
 # Poll back to back (`sleep 300; scripts/e2e_h200.sh poll`): a leased machine goes back 30 s after a call returns, and
-# $JOB with it (2026-12-01: the first run's logs were lost that way). Collect before the lease's 30 minutes are up.
+# $JOB with it. Collect before the lease's 30 minutes are up.
 # At the configs' BEAM, ResNet takes about 13 min (row 21) and BERT about 15 (row 23), and a lease's
 # start has taken up to 6 of its 30 minutes: one benchmark per lease. One run at a time: BERT-large at BS 96 holds
-# more than 117 GB of the H200's 141, so beside ResNet's run (22 GB) it died of GPU memory in its step 0 (2026-12-03,
-# row 22), and a search beside another is no clean figure. The script refuses to start while another e2e_h200.sh
+# more than 117 GB of the H200's 141, so beside ResNet's run (22 GB) it died of GPU memory in its step 0, and a search beside another is no clean figure. The script refuses to start while another e2e_h200.sh
 # runs (a lock in TMPDIR) or another process holds the GPU (nvidia-smi).
-# ResNet's whole plan took 11.5 min of the machine on 2026-12-01 (prep 15 s, loader 23 s, run_and_time.sh 345 s, BEAM=1
-# bench 290 s). Everything lands in $JOB (default /tmp/e2ejob, /tmp/e2ejob-bert for BERT); `scripts/e2e_h200.sh poll`
+# Everything lands in $JOB (default /tmp/e2ejob, /tmp/e2ejob-bert for BERT); `scripts/e2e_h200.sh poll`
 # prints where it stands and `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into
 # DIR/e2e.tgz (poll and collect need the same E2E or JOB as the run), which `python3 scripts/e2e_record.py
 # DIR/e2e.tgz --record R.jsonl --what "..."` turns into a docs/perf record. A rerun in the same lease reuses the data
@@ -87,7 +85,7 @@ refuse() { echo "$1" >&2; event "refused: $1"; event done; exit 2; }
 LOCK=${TMPDIR:-/tmp}/e2e_h200.lock
 # why a run needs the machine alone (both refusals below say it)
 ALONE="BERT-large at BS 96 holds more than 117 GB of the GPU, and beside ResNet's run it died of GPU memory\
- (2026-12-03); a shared GPU gives no clean figure either"
+; a shared GPU gives no clean figure either"
 exec 9>>"$LOCK"
 if ! flock -n 9; then
   holder=$(cat "$LOCK")
@@ -107,8 +105,7 @@ for line in sys.stdin: sys.stdout.write(f"{time.time():.1f} {line}"); sys.stdout
 tinyperf() { python3 -m tooling.cli "$@"; }
 DATA=${DATA:-$JOB/data}
 event "start $E2E"
-# without them every step fails within seconds and the run still ends "done" (2026-12-03: a lease's first 10 minutes
-# went that way, the wheels not carried): refuse at once, in the events a poll shows
+# without them every step fails within seconds and the run still ends "done": refuse at once, in the events a poll shows
 if ! missing=$(python3 -c 'import importlib.util as u
 print(" ".join(m for m in ("tinygrad", "mlperf_logging", "PIL", "numpy") if u.find_spec(m) is None))') || [ -n "$missing" ]; then
   msg="e2e_h200.sh: python3 ($(command -v python3)) cannot import: ${missing:-its own check failed}. Install"

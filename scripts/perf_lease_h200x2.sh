@@ -5,17 +5,16 @@
 #   t=0      GPU1: ResNet-50 BEAM=1 search (DEBUG=2: `python -m tooling.perf.beamlog` reads what BEAM bought from the log)
 #   t=0      GPU0: BERT-large, 1 GPU, BEAM=0, then PyTorch eager on the same GPU (one `tinyperf bench` command)
 #   then     both: BERT-large on 2 GPUs, BEAM=0, once the 1-GPU job is done; the search (RESNET_FIRST_S) has stopped
-#            before its timed steps, which come after about 5 minutes of first steps (measured 2026-11-30)
+#            before its timed steps, which come after about 5 minutes of first steps
 #   after    both: what the BEAM_* knobs buy, side by side until the deadline: the ResNet search goes on from the same
 #            saved cache twice, GPU1 with the 1xH200 config's narrowed knobs, GPU0 with tinygrad 0.14's defaults
 #            (BEAM_UOPS_MAX 3000, BEAM_UPCAST_MAX 256, BEAM_MIN_PROGRESS 0.01 us), each with half the cores, so both
 #            meet the same kernels in the same order: `python -m tooling.perf.beamlog` on the two logs compares search
 #            time and kernel speed per kernel
 # BEAM_SEED_DB=FILE starts the ResNet search from an earlier lease's results (the complete one:
-# docs/perf/2026-12-01_resnet_beam_343.db, 343 kernels), BERT_SEED_DB=FILE
-# BERT's (docs/perf/2026-11-30_lease3_bert_beam.db).
-# In the first lease (2026-11-30) the 2-GPU job was started 150 s in, beside the 1-GPU job: timed steps overlapped other
-# work and came out slow; this order replaces that.
+# 2026-12-01_resnet_beam_343.db, 343 kernels), BERT_SEED_DB=FILE BERT's (2026-11-30_lease3_bert_beam.db); both are on
+# the perf-data branch (docs/perf/README.md).
+# The 2-GPU job waits for the 1-GPU one: timed steps that overlap other work come out slow.
 # PLAN=beam replaces all of this with two searches side by side, PLAN=atomics with the USE_ATOMICS measurements, and
 # PLAN=knobs with one side-by-side search pair per BEAM_* knob (below).
 # Start it detached (`setsid nohup scripts/perf_lease_h200x2.sh >/dev/null 2>&1 &`): a device command may run 10 min.

@@ -6,7 +6,7 @@
 # hundred kB) in CACHE, and the next call goes on from there. Its whole search runs in step 1 (the JIT capture); steps
 # 2 on replay it, and the script ends with their median and INIT read from LOG (`python -m tooling.perf.upstream`).
 #   UPSTREAM=.upstream CACHE=.whl/upstream_resnet_beam.db TIME_LIMIT=540 scripts/upstream_beam.sh resnet 256
-# Each start first rebuilds step 0 unsearched (49 s at BEAM=0 on 2026-12-01), so one long search beats many short ones:
+# Each start first rebuilds step 0 unsearched (about 50 s at BEAM=0 for ResNet-50), so one long search beats many short ones:
 # start it detached with TIME_LIMIT up to the lease's end (`setsid nohup env ... scripts/upstream_beam.sh ... &`) and
 # copy CACHE and LOG to $OUT in each polling call; CACHE follows the search within a second of each result (SAVE_CHECK_S
 # sets how often it looks).

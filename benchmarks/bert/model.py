@@ -1,6 +1,6 @@
 """BERT for MLPerf pretraining (masked LM + next-sentence prediction), written on tinygrad 0.14.0 (which ships no models).
 
-Facts followed (tinygrad_mlperf_spec.md 2.4; BERT-large: hidden 1024, intermediate 4096, 16 heads, 24 layers, vocab 30522,
+Facts followed (the MLCommons reference's BERT-large: hidden 1024, intermediate 4096, 16 heads, 24 layers, vocab 30522,
 2 token types, 512 positions, dropout 0.1, LayerNorm eps 1e-12):
   - embeddings: word + position + token type, LayerNorm, dropout;
   - encoder layer: Q/K/V -> scaled dot-product attention with the additive mask (1 - input_mask) * -10000 and attention
@@ -20,7 +20,7 @@ State-dict names mirror the TF checkpoint's variable names ("bert/encoder/layer_
 "bert.encoder.layer.3.attention.self.query.weight"), see benchmarks/bert/convert.py. Linear weights are stored
 (out, in) like torch; TF kernels are (in, out) and are transposed by the converter.
 
-Upstream (tinycorp) bugs fixed here (tinygrad_mlperf_spec.md 7.14) by following the MLCommons reference
+Upstream (tinycorp) bugs fixed here by following the MLCommons reference
 (language_model/tensorflow/bert/run_pretraining.py), each commented at the code:
   - MLM loss masks by masked_lm_weights > 0 (upstream passed the weights as ignore_index, i.e. masked labels != weight,
     which also drops any real label equal to 1) and averages over real predictions;
@@ -414,7 +414,7 @@ def build_bert(knobs: Mapping, seed: int | None = None, layers: int | None = Non
 
 
 def place_model(model, devices: Sequence[str]) -> None:
-  """Replicate every weight on `devices` (pure data parallel, spec 2.5), in state-dict order."""
+  """Replicate every weight on `devices` (pure data parallel, as upstream), in state-dict order."""
   devices = tuple(devices)
   for t in get_state_dict(model).values():
     t.to_(devices[0] if len(devices) == 1 else devices)

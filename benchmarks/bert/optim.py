@@ -1,5 +1,5 @@
 """BERT optimizer: LAMB with weight decay on all weights but LayerNorm parameters and biases, polynomial LR decay
-with linear warm-up, global-norm gradient clipping, static loss scale (tinygrad_mlperf_spec.md 2.5).
+with linear warm-up, global-norm gradient clipping, static loss scale (as tinycorp's examples/mlperf BERT).
 
 tinygrad 0.14.0's nn.optim.LAMB, read from the installed nn/optim.py, per tensor w with gradient g at step t:
   m <- b1 m + (1 - b1) g;  v <- b2 v + (1 - b2) g^2                 (fp32 moments, OPTIM_DTYPE default float32)

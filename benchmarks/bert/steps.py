@@ -5,7 +5,7 @@ int32; masked_lm_positions, masked_lm_ids (B, P) int32; masked_lm_weights (B, P)
 int32. to_device shards every field on axis 0 across the devices (or moves it to the single device); the steps take
 the fields as keyword arguments (TinyJit sees top-level tensors only).
 
-Eval (fix of the reference, tinygrad_mlperf_spec.md 7.14): eval_set_batches yields exactly the first EVAL_SAMPLES
+Eval (a fix of upstream's, as the MLCommons reference counts): eval_set_batches yields exactly the first EVAL_SAMPLES
 samples of the eval shard once, in ceil(EVAL_SAMPLES / EVAL_BS) batches; the last one is padded with rows whose
 masked_lm_weights are 0 and next_sentence_labels -1, so padding counts nowhere. EvalTotals adds the per-batch sums:
 accuracy = total correct / total real predictions.

@@ -48,8 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def eval_every_steps(knobs) -> int:
   """EVAL_STEP_FREQ, or with 0 the MLPerf interval FLOOR(0.05 * (230.23 * GBS + 3e6), 25000) samples, rounded *up* to
-  whole steps. Source: training_rules.adoc (v5.0, BERT "Evaluation frequency"; mlcommons_compliance_spec.md
-  "Closed-division constraints: BERT-large"): the interval "may be rounded up to a whole batch". tinycorp's reviewed
+  whole steps. Source: training_rules.adoc (v5.0, BERT "Evaluation frequency"): the interval "may be rounded up to a whole batch". tinycorp's reviewed
   logs round down (1562 steps = 149,952 samples at GBS 96, under the 150,000 the rule sets); we follow the rule:
   1563 steps = 150,048 samples."""
   if knobs["EVAL_STEP_FREQ"] > 0: return int(knobs["EVAL_STEP_FREQ"])

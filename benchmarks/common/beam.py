@@ -227,8 +227,8 @@ class SearchDeadline(Exception):
 @contextlib.contextmanager
 def search_deadline(at: float | None):
   """tinygrad's BEAM search inside raises SearchDeadline once time.perf_counter() passes `at`: while it waits for its
-  compile workers and before it times a candidate. One kernel's search can run for minutes (2026-12-03, H200: 406 s for
-  one of BERT-large's, begun with 4 s of the budget left; that log also shows a worker's per-compile timeout lost in a
+  compile workers and before it times a candidate. One kernel's search can run for minutes (406 s for one
+  of BERT-large's on an H200, begun with 4 s of the budget left; a worker's per-compile timeout can be lost in a
   __del__, "Exception ignored ... TimeoutException"), so the budget is checked inside the search, not only between
   kernels. The workers are then ended, busy or not; the next search starts new ones. None: no deadline."""
   if at is None:

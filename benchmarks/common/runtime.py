@@ -140,8 +140,8 @@ def provenance(knobs: dict | None = None) -> dict:
 
 # TinyJit runs a function's first call as is, captures it on the second and replays from the third: the first two
 # steps of every run compile (minutes for BERT-large). Upstream's BENCHMARK=N reports sorted(all N)[N//2], so those
-# two steps are part of the median, and with few steps they decide it: the 2-GPU BERT-large run of 2026-11-30 reported
-# 3183 ms where its four replayed steps took 2353-2362 ms and one 3183 ms. Here BENCHMARK=N means N replayed steps
+# two steps are part of the median, and with few steps they decide it: a 2-GPU BERT-large run reported
+# 3183 ms where its four replayed steps took 2353-2362 ms. Here BENCHMARK=N means N replayed steps
 # after the two warm-up steps, and the median is theirs.
 JIT_WARMUP_STEPS = 2
 

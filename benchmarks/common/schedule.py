@@ -5,7 +5,7 @@
 
 c counts optimizer steps already taken. The scheduler writes lr(0) = 0 into the optimizers at construction and steps
 *after* the optimizer inside the jitted train step, so step 0 trains with LR 0 and step k with lr(k) (matches the
-reference, spec 1.7). Past the end of the schedule the decay base is clamped at 0, so the LR stays at `end`.
+MLCommons reference). Past the end of the schedule the decay base is clamped at 0, so the LR stays at `end`.
 
 Two forms of the same formula:
   poly_warmup_lr(...)  pure Python, for tests, logging and the MLLOG hyperparameters;

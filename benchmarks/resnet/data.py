@@ -570,7 +570,7 @@ def batches(split_files, labels, batch_size: int, train: bool, seed: int, epoch:
   x: uint8 [batch_size, image_size, image_size, 3] NHWC, a view into the ring: valid until `keep` more batches have
      been requested (copy it, or move it to the device, before that); y: int32 [batch_size] labels, -1 for padding;
   n_real: real samples in the batch. Every batch is full: the FIRST batch of the epoch holds the remainder
-  (N mod batch_size real samples) and is filled up with mean-pixel images, label -1, as upstream pads (spec 1.8).
+  (N mod batch_size real samples) and is filled up with mean-pixel images, label -1, as upstream pads.
   shards: the devices the caller splits each batch over (axis 0, equal blocks); the first batch's real samples are
   dealt evenly over them (real_rows), so with N mod batch_size >= shards no device ever gets a padding-only shard,
   and the batches right before an eval are always full. Find a batch's real rows with y >= 0.

@@ -1,6 +1,6 @@
 """ResNet-50 v1.5 for MLPerf Training, written on tinygrad 0.14.0 (which ships no models).
 
-Facts followed (tinygrad_mlperf_spec.md 1.4-1.6):
+Facts followed (the MLCommons reference and tinycorp's examples/mlperf ResNet-50):
   - bottleneck blocks, stride on the 3x3 conv (v1.5), all convs bias-free, downsample = 1x1 conv (stride s) + BN
     whenever the stride or the channel count changes;
   - stem: 7x7/2 conv pad 3 -> BN -> ReLU -> zero pad 1 -> 3x3/2 max-pool without pool padding;
@@ -177,7 +177,7 @@ def build_resnet(knobs: Mapping, num_devices: int = 1, seed: int | None = None) 
 
 def place_model(model, devices: Sequence[str]) -> None:
   """Put every state tensor on `devices`, in key order: unsynced BN running stats (num_devices, C) are sharded on
-  axis 0 (each device owns its row), everything else is replicated (spec 1.5)."""
+  axis 0 (each device owns its row), everything else is replicated (as upstream)."""
   devices = tuple(devices)
   for t in get_state_dict(model).values():
     if len(devices) == 1: t.to_(devices[0])

@@ -1,4 +1,4 @@
-"""ResNet optimizer: LARS for conv and FC weights, plain momentum SGD for BN parameters and biases (spec 1.7).
+"""ResNet optimizer: LARS for conv and FC weights, plain momentum SGD for BN parameters and biases (as the MLCommons reference and upstream).
 
 Grouping by state-dict key: every key containing "bn", "bias" or "downsample.1" (all BN weights/biases/running stats,
 fc.bias, the downsample BNs) goes to SGD(momentum, no weight decay); everything else (conv weights, fc.weight) to LARS.

@@ -449,7 +449,7 @@ def synthetic_image(k: int, classes: int, size: int, rng: np.random.Generator) -
 
 # Every VAL_OTHER_CLASS_EVERY-th val image of a class shows the next class: the MLCommons checker rejects an
 # eval_accuracy of 1.0 (closed and open ResNet: `v['value'] < 1.0`), which a model reaches on clean synthetic classes
-# (an H200 run, 2026-12-03: 1.0 after 3 epochs on 10 classes). From 32 val images per class on, the best accuracy is
+# (an H200 run: 1.0 after 3 epochs on 10 classes). From 32 val images per class on, the best accuracy is
 # below 1.0 (0.969 at 64, 0.975 at the smoke's 40), and above the 0.759 target.
 VAL_OTHER_CLASS_EVERY = 32
 

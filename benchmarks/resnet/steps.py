@@ -1,12 +1,12 @@
 """Jitted ResNet train/eval steps, input normalisation, the masked label-smoothing loss, device placement of batches.
 
 Batches arrive as uint8 NHWC images (B, H, W, 3) and int32 labels (B,), sharded on axis 0 across the devices (or on a
-single device); label -1 marks a padding sample. The loader pads the first batch of an epoch (as upstream, spec 1.8)
+single device); label -1 marks a padding sample. The loader pads the first batch of an epoch (as upstream)
 and deals its real samples evenly over the device shards (data.real_rows), so the steps right before an eval are full
 batches and no device's unsynced BatchNorm takes a padding-only update (tests/unit/test_resnet_padding.py). Padding must
 not train or count: the loss here masks it out of both the smoothing term and the denominator. (tinygrad 0.14.0's
 sparse_categorical_crossentropy does not: its default ignore_index=-1 disables masking, so upstream's padded samples pull
-towards the uniform distribution and dilute the mean, spec 7.11.) Padded images still enter the BatchNorm batch
+towards the uniform distribution and dilute the mean.) Padded images still enter the BatchNorm batch
 statistics, as upstream: the loader's pad image is the mean pixel, i.e. ~0 after normalisation.
 """
 from __future__ import annotations

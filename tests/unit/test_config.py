@@ -25,7 +25,7 @@ def test_every_platform_has_a_valid_config(bm):
 
 
 def test_upstream_tinybox_values():
-  """The tinybox values are tinycorp's (tinygrad_mlperf_spec.md 1.3, 2.3): a typo here silently changes a submission."""
+  """The tinybox values are tinycorp's (their published MLPerf scripts, tinygrad's examples/mlperf): a typo here silently changes a submission."""
   g = load_config("resnet", "tinybox_green", environ={})
   assert (g["DEV"], g["GPUS"], g["BS"], g["EVAL_BS"], g["LR"], g["EPOCHS"], g["WARMUP_EPOCHS"]) == ("NV", 6, 1536, 192, 7.2, 37, 2)
   assert (g["DECAY"], g["LOSS_SCALER"], g["TARGET"], g["EVAL_START_EPOCH"], g["EVAL_FREQ"]) == (2e-4, 128.0, 0.759, 3, 4)

@@ -1,14 +1,51 @@
 """scripts/e2e_record.py: a docs/perf record from what `scripts/e2e_h200.sh collect` brought back from the H200, typed
-from another directory with relative paths. The job is a real one (PERFORMANCE.md row 21)."""
+from another directory with relative paths. The job is rebuilt from a real one (PERFORMANCE.md's ResNet end-to-end
+row, logged open): its committed result log and what its record holds (the archive itself is on the perf-data
+branch)."""
+import io
 import json
 import subprocess
 import sys
 import tarfile
 
+import pytest
+
 from tests.conftest import REPO
 
-JOB = REPO / "docs" / "perf" / "2026-12-03_resnet_e2e_open_job.tgz"
+PERF = REPO / "docs" / "perf"
 COMMAND = "E2E=resnet LOADER_RATE=0 TRAIN_BEAM=1 EPOCHS=5 EVAL_START_EPOCH=3 BUDGET_S=0 scripts/e2e_h200.sh"
+
+
+def job_of(rec: dict, result_log: bytes) -> bytes:
+  """The e2e.tgz `scripts/e2e_h200.sh collect` writes, from a record: host facts, events, run.log's INIT step 0, the
+  result log, and a metrics file whose steps, waits and ranked-BEAM line give the record's figures."""
+  steady = rec["steady_step_s"]
+  steps = [rec["step0_s"], rec["step1_s"], rec["step2_s"]] + [steady] * (rec["steps"] - 3)
+  waits = [rec["wait_max_s"]] + [rec["wait_median_s"]] * (rec["steps"] - 1)
+  metrics = [{"kind": "beam", "time": 1796289818.9, **b} for b in rec["ranked_beam"]]
+  metrics += [{"kind": "step", "time": 1796289845.5 + i, "epoch": 1, "step": i, "step_s": s, "wait_s": w, "unit": rec["unit"]}
+              for i, (s, w) in enumerate(zip(steps, waits))]
+  files = {"host.txt": f"{rec['gpu']}, {rec['driver']}, 143771 MiB\n{rec['cores']}\nPython {rec['python']}\n"
+                       f"tinygrad {rec['tinygrad']} mlperf-logging {rec['mlperf_logging']} pillow {rec['pillow']} "
+                       f"numpy {rec['numpy']}\n{rec['git']}{'0' * 33}\n",
+           "events": "1796289126 t=0s start resnet\n1796289915 t=789s done\n",
+           "run.log": f"1796289209.6 init train step 0: {rec['init_step0_s'] * 1000:.1f} ms, loss 6.996\n",
+           "results/result_resnet_1.txt": result_log,
+           "results/result_resnet_1.metrics.jsonl": "".join(json.dumps(m) + "\n" for m in metrics)}
+  buf = io.BytesIO()
+  with tarfile.open(fileobj=buf, mode="w:gz") as t:
+    for name, data in files.items():
+      data = data.encode() if isinstance(data, str) else data
+      info = tarfile.TarInfo("./" + name); info.size = len(data)
+      t.addfile(info, io.BytesIO(data))
+  return buf.getvalue()
+
+
+@pytest.fixture
+def job(tmp_path):
+  (tmp_path / "job.tgz").write_bytes(job_of(json.loads((PERF / "2026-12-03_resnet_e2e_open.jsonl").read_text()),
+                                            (PERF / "2026-12-03_resnet_e2e_open_result.txt").read_bytes()))
+  return tmp_path / "job.tgz"
 
 
 def record(*args, cwd):
@@ -16,8 +53,7 @@ def record(*args, cwd):
                         text=True, timeout=120)
 
 
-def test_the_record_of_a_gpu_job_carries_its_machine_figures_and_verdict(tmp_path):
-  (tmp_path / "job.tgz").write_bytes(JOB.read_bytes())
+def test_the_record_of_a_gpu_job_carries_its_machine_figures_and_verdict(tmp_path, job):
   r = record("job.tgz", "--record", "perf/resnet.jsonl", "--what", "ResNet-50 end to end", "--command", COMMAND, cwd=tmp_path)
   assert r.returncode == 0, r.stderr
   rec = json.loads((tmp_path / "perf" / "resnet.jsonl").read_text())
@@ -28,9 +64,9 @@ def test_the_record_of_a_gpu_job_carries_its_machine_figures_and_verdict(tmp_pat
   assert rec["check"]["verdict"] == "REJECTED" and rec["check"]["division"] == "open"
   assert rec["check"]["failures"] == ["Failed checks for eval_accuracy : v['value'] < 1.0 (line 31)"]
   assert (tmp_path / "perf" / "resnet_result.txt").read_bytes() == \
-    (REPO / "docs" / "perf" / "2026-12-03_resnet_e2e_open_result.txt").read_bytes()
+    (PERF / "2026-12-03_resnet_e2e_open_result.txt").read_bytes()
   # the committed record is this tool's, paths aside
-  committed = json.loads((REPO / "docs" / "perf" / "2026-12-03_resnet_e2e_open.jsonl").read_text())
+  committed = json.loads((PERF / "2026-12-03_resnet_e2e_open.jsonl").read_text())
   strip = lambda d: {k: v for k, v in d.items() if k not in ("what", "result_log", "job")}
   assert strip(committed) == strip(rec)
   # a second record under the same name is refused, the first kept
@@ -40,11 +76,10 @@ def test_the_record_of_a_gpu_job_carries_its_machine_figures_and_verdict(tmp_pat
   assert {p.name: p.read_bytes() for p in (tmp_path / "perf").iterdir()} == before
 
 
-def test_bad_input_is_refused_with_exit_2_naming_it(tmp_path):
-  (tmp_path / "job.tgz").write_bytes(JOB.read_bytes())
+def test_bad_input_is_refused_with_exit_2_naming_it(tmp_path, job):
   r = record("job.tgz", "--record", "perf/x.jsonl", "--what", "w", cwd=tmp_path)
   assert r.returncode == 2 and "job.tgz has no command file" in r.stderr and "--command" in r.stderr, r
-  with tarfile.open(JOB) as t, tarfile.open(tmp_path / "no_result.tgz", "w:gz") as out:   # a run that made no log
+  with tarfile.open(job) as t, tarfile.open(tmp_path / "no_result.tgz", "w:gz") as out:   # a run that made no log
     for m in t.getmembers():
       if "result_" not in m.name: out.addfile(m, t.extractfile(m) if m.isfile() else None)
   r = record("no_result.tgz", "--record", "perf/x.jsonl", "--what", "w", "--command", COMMAND, cwd=tmp_path)

@@ -1,7 +1,7 @@
 """The docker SDK side of tinyperf: connect, build with streamed progress, and run one container with its output streamed
 to a host file. Everything that talks to the engine is here; tooling/prep/build.py and tooling/launch/backends.py decide what to run.
 
-docker SDK 7.x facts this relies on (shared/specs/container_anchors.md section 7): APIClient.build(decode=True) yields
+docker SDK 7.x facts this relies on: APIClient.build(decode=True) yields
 dicts and does not raise on a failed step (an `error` event does); no BuildKit, so Dockerfiles use classic syntax;
 detach + remove would drop the container (and its logs) on exit, so containers are removed here after the logs are
 saved; DeviceRequest(count=N, capabilities=[["gpu"]]) is `--gpus N`."""

@@ -87,8 +87,8 @@ def parse(text: str) -> BeamLog:
 
 # The loop-shape FLOP count assumes one multiply-accumulate per point of the loop nest. Some kernels break that: the
 # gradients of strided convolutions run over every input position with masked (zero) loads, and gathers written as
-# reductions (arange == index) multiply by 0/1. Their "rates" come out beyond the chip (2026-11-30: 216 to 13,600
-# "TFLOP/s"). A rate above this bound (an H200's dense fp16 tensor-core peak, the fastest GPU measured here) cannot be
+# reductions (arange == index) multiply by 0/1. Their "rates" come out beyond the chip (216 to 13,600
+# "TFLOP/s" measured). A rate above this bound (an H200's dense fp16 tensor-core peak, the fastest GPU measured here) cannot be
 # real, so such kernels are left out of the rates and counted instead; rates under it remain upper bounds.
 PEAK_TFLOPS = 989.0
 

@@ -261,7 +261,7 @@ def save_beam_cache(cache_db: Path, dest: Path, quiet: bool = False) -> None:
 
 
 # A search left running across device calls loses what it found since the last save when the machine is taken back: a
-# save once a minute lost two kernels (65 s of search) on 2026-12-03. The cache is looked at every BEAM_SAVE_CHECK_S and
+# save once a minute lost minutes of search (decisions.md). The cache is looked at every BEAM_SAVE_CHECK_S and
 # saved when its beam_search tables changed, so a result reaches dest about that long after tinygrad writes it.
 BEAM_SAVE_CHECK_S = 1.0
 
