@@ -150,6 +150,14 @@ def test_time_going_back_inside_a_run_warns(tmp_path):
   assert r.accepted and [x.level for x in f.findings if x.check == "clock"] == [WARN]
 
 
+def test_cross_checks_warn_and_fail_under_strict(tmp_path):
+  org = make_package(tmp_path, "resnet", runs=[{}, {}, {"platform": "tinybox_red"}])
+  report = agrees(org, tmp_path)
+  assert report.accepted and levels(report, "cross-check") == [WARN]
+  strict = check_path(org, strict=True)
+  assert not strict.accepted and [f.check for f in strict.failures()] == ["cross-check"]
+
+
 def test_control_characters_in_names_cannot_forge_report_lines(capsys, tmp_path):
   org = make_package(tmp_path, "resnet")
   bench = org.joinpath(*BENCH)
@@ -157,10 +165,14 @@ def test_control_characters_in_names_cannot_forge_report_lines(capsys, tmp_path)
   (bench / "notes\ncheck: ACCEPTED").write_text("hi")
   code = cli(["check", str(org)])
   out = capsys.readouterr().out
-  lines = out.splitlines()
-  assert not any(l.startswith(("FAIL  forged", "check: ACCEPTED\r")) or "\r" in l for l in lines)
+  lines = out.rstrip("\n").split("\n")
+  assert "\r" not in out and not any(l.startswith(("FAIL  forged", "check: ACCEPTED")) for l in lines[:-1])
   assert [l for l in lines if l.startswith("check: ")] == [lines[-1]]
   assert "result_4\\nFAIL  forged: REJECTED\\r.txt" in out and "notes\\ncheck: ACCEPTED" in out
+  assert cli(["score", str(org)]) == 0
+  out = capsys.readouterr().out
+  assert "result_4\\nFAIL  forged: REJECTED\\r.txt" in out and "\r" not in out and not any(
+    l.startswith("FAIL  forged") for l in out.split("\n"))
   assert code == check_path(org).exit_code
   cli(["check", "--json", str(org)])
   data = json.loads(capsys.readouterr().out)      # JSON keeps the real name

@@ -455,7 +455,9 @@ def _submitter(t: Target) -> str | None:
   return orgs.most_common(1)[0][0] if orgs else None
 
 
-def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
+def _cross_checks(t: Target, bd: BenchDir, dr: DirReport, strict: bool = False) -> None:
+  """The log <-> directory <-> systems JSON names: no official tool compares them, a reviewer may ask (rules.beyond_rules)."""
+  level = beyond_rules(strict)
   if bd.name != bd.benchmark:
     dr.findings.append(Finding(FAIL, "cross-check", f"directory is named {bd.name!r} but its logs are "
                                f"{bd.benchmark!r}; package_checker takes the benchmark from the directory name", dr.rel))
@@ -473,28 +475,28 @@ def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
   for log in bd.logs:
     e = log.first("submission_platform")
     if e is None:
-      dr.findings.append(Finding(WARN, "cross-check", "no submission_platform logged; it should name the system "
+      dr.findings.append(Finding(level, "cross-check", "no submission_platform logged; it should name the system "
                                  f"({bd.system})", log.path.name))
     elif e.value != bd.system:
-      dr.findings.append(Finding(WARN, "cross-check", f"submission_platform is {e.value!r} but the run sits in "
+      dr.findings.append(Finding(level, "cross-check", f"submission_platform is {e.value!r} but the run sits in "
                                  f"results/{bd.system}", log.path.name, e.line))
     e = log.first("submission_org")
     if e is None:
-      dr.findings.append(Finding(WARN, "cross-check", f"no submission_org logged; it should be {org!r}" if org else
+      dr.findings.append(Finding(level, "cross-check", f"no submission_org logged; it should be {org!r}" if org else
                                  "no submission_org logged; `tinyperf run --org NAME` logs the submitter's name",
                                  log.path.name))
     elif e.value != org and t.results_tree:
-      dr.findings.append(Finding(WARN, "cross-check", f"submission_org is {e.value!r} but the other runs of this results "
+      dr.findings.append(Finding(level, "cross-check", f"submission_org is {e.value!r} but the other runs of this results "
                                  f"tree log {org!r}: a submission has one submitter, and `tinyperf package --org` packs "
                                  f"every run under that one name (`tinyperf run --org NAME` sets what a run logs)",
                                  log.path.name, e.line))
     elif e.value != org:
-      dr.findings.append(Finding(WARN, "cross-check", f"submission_org is {e.value!r} but the submitter directory is "
+      dr.findings.append(Finding(level, "cross-check", f"submission_org is {e.value!r} but the submitter directory is "
                                  f"{org!r} (`tinyperf package --org {shlex.quote(str(e.value))}` packs it under a "
                                  f"directory of that name, as MLCommons expects)", log.path.name, e.line))
     if sysjson is not None and log.division and sysjson.get("division") != log.division:
       e = log.first("submission_division")
-      dr.findings.append(Finding(WARN, "cross-check", f"logs division {log.division!r} but systems/{bd.system}.json says "
+      dr.findings.append(Finding(level, "cross-check", f"logs division {log.division!r} but systems/{bd.system}.json says "
                                  f"{sysjson.get('division')!r} (package_checker runs the seed and RCP checks only when "
                                  f"the systems JSON says closed)", log.path.name, e.line if e else None))
 
@@ -517,7 +519,7 @@ def _check_systems(t: Target, rulesets: list[str], report: Report) -> None:
                                          f"result_summarizer crashes on it", name))
     sub, org = data.get("submitter"), _submitter(t)
     if sub is not None and org is not None and sub != org:
-      report.findings.append(Finding(WARN, "cross-check", f"submitter is {sub!r} but the runs' logs say submission_org "
+      report.findings.append(Finding(beyond_rules(report.strict), "cross-check", f"submitter is {sub!r} but the runs' logs say submission_org "
                                      f"{org!r}; one of them names the wrong submitter (`tinyperf run --org NAME` records "
                                      f"the same name in both)" if t.results_tree else
                                      f"submitter is {sub!r} but the submitter directory is {org!r}", name))
@@ -638,7 +640,7 @@ def check_path(path: str | Path, ruleset: str | None = None, werror: bool = Fals
     _seed_package_check(dr)
     _dataset_package_check(dr)
     _hparam_check(bd, dr, strict)
-    _cross_checks(t, bd, dr)
+    _cross_checks(t, bd, dr, strict)
     _olympic(dr)
     # the score uses the checker's verdicts without --werror, as result_summarizer does
     sc = score_bench_dir(bd, None if werror else by_path)
