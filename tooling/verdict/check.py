@@ -233,8 +233,10 @@ def _dataset_check(log: MLLog, fr: FileReport, strict: bool = False) -> None:
     number = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
     if number and v == size: continue
     if not number or v < size * (1 - SAMPLES_SLACK):
+      part = ("this one used only part of the data (a shortened or synthetic run)" if number else
+              "this log does not say how many it used")
       fr.findings.append(Finding(FAIL, "dataset", f"{key} is {v!r}, not {size}: a closed {log.benchmark} run uses "
-                                 f"{what}, and this one used only part of the data (a shortened or synthetic run), "
+                                 f"{what}, and {part}, "
                                  f"which the closed division's rules exclude; the compliance checker does not look at "
                                  f"the value. Rerun on the full dataset, or make the run open (DIVISION=open)",
                                  fr.name, e.line))
@@ -315,11 +317,11 @@ def _naming_check(bd: BenchDir, dr: DirReport, strict: bool = False) -> None:
     elif RESULT_GLOB.match(log.path.name):
       dr.findings.append(Finding(level, "result-files", f"{log.path.name}: the index is not a plain number "
                                  f"(result_<i>.txt, i = 0, 1, ...); package_checker counts it, a reviewer may ask what "
-                                 f"it is", dr.rel))
+                                 f"it is", log.path.name))
     else:
       dr.findings.append(Finding(level, "result-files", f"{log.path.name} is a result log not named "
                                  f"result_<i>.txt (i = 0, 1, ...): package_checker and result_summarizer do not count "
-                                 f"it, and a reviewer may ask why a run's log is left out", dr.rel))
+                                 f"it, and a reviewer may ask why a run's log is left out", log.path.name))
   if required is not None and counted != required:
     dr.findings.append(Finding(FAIL, "result-files", f"{counted} result_*.txt files; a {bd.benchmark} package "
                                f"needs exactly {required} (package_checker's rule)", dr.rel))
