@@ -30,7 +30,7 @@ def test_compliant_packages_are_accepted(capsys, tmp_path):
     assert d.summary == f"{n} of {n} compliant" and d.ruleset == {"resnet": "4.0.0", "bert": "5.0.0"}[bm]
     assert not [f for f in d.findings if f.level == WARN]
   assert cli(["check", str(org)]) == 0
-  assert capsys.readouterr().out.rstrip().endswith("package: ACCEPTED")
+  assert capsys.readouterr().out.rstrip().endswith("check: ACCEPTED")
 
 
 def test_duplicate_seed_across_runs(tmp_path):
@@ -63,20 +63,23 @@ def test_misnamed_result_file(tmp_path):
   names = ["result_0.txt", "result_1.txt", "result2.txt", "result_3.txt", "result_4.txt"]
   report = check_path(make_package(tmp_path, "resnet", names=names))
   assert not report.accepted
-  msgs = [f.message for f in dir_findings(report, "result-files", FAIL)]
-  assert any(m.startswith("result2.txt is a result log not named result_<i>.txt") for m in msgs)
-  assert "4 result_<i>.txt files; a resnet package needs exactly 5" in msgs
-  assert "result files are not numbered contiguously from 0: missing result_2.txt" in msgs
+  fails = [f.message for f in dir_findings(report, "result-files", FAIL)]
+  warns = [f.message for f in dir_findings(report, "result-files", WARN)]
+  assert any(m.startswith("result2.txt is a result log not named result_<i>.txt") for m in warns)
+  assert fails == ["4 result_*.txt files; a resnet package needs exactly 5 (package_checker's rule)"]
+  assert any(m.startswith("result files are not numbered contiguously: missing result_2.txt") for m in warns)
   assert any("Incorrect number of files" in f.message for f in dir_findings(report, "package-checker", FAIL))
 
 
-def test_non_contiguous_result_files(tmp_path):
+def test_non_contiguous_result_files_warn_as_package_checker_passes_them(tmp_path):
   names = ["result_0.txt", "result_1.txt", "result_2.txt", "result_3.txt", "result_5.txt"]
-  report = check_path(make_package(tmp_path, "resnet", names=names))
-  assert not report.accepted
-  msgs = [f.message for f in dir_findings(report, "result-files", FAIL)]
-  assert msgs == ["result files are not numbered contiguously from 0: missing result_4.txt"]
-  assert dir_findings(report, "package-checker", FAIL) == []   # package_checker only counts files: it passes this
+  org = make_package(tmp_path, "resnet", names=names)
+  report = check_path(org)
+  assert report.accepted and dir_findings(report, "package-checker", FAIL) == []   # it only counts the files
+  (w,) = dir_findings(report, "result-files", WARN)
+  assert w.message.startswith("result files are not numbered contiguously: missing result_4.txt")
+  report = check_path(org, strict=True)
+  assert not report.accepted and [f.check for f in report.failures()] == ["result-files"]
 
 
 def test_unknown_files_in_results_dir_warn(tmp_path):

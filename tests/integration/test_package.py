@@ -53,7 +53,7 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
   assert code == 0, out + err
   d = tmp_path / "out"
   assert sorted(p.name for p in d.iterdir()) == sorted([ORG, TAR, SHA])
-  assert "package: ACCEPTED" in out and "repo_checker 4.0.0: ALL CHECKS PASSED" in out
+  assert "check: ACCEPTED" in out and "repo_checker 4.0.0: ALL CHECKS PASSED" in out
   assert "the first 5 finished runs in start order (never chosen by score)" in out
   # the .sha1 is exactly what `sha1sum` prints in that directory, so `sha1sum -c` and pack_submission.sh accept it
   sha = (d / SHA).read_text()
@@ -195,7 +195,7 @@ def test_too_few_finished_runs(capsys, tmp_path):
 def test_failing_checks_refuse_to_pack(capsys, tmp_path):
   R = make_runs(tmp_path, "resnet", runs=[dict(init_minutes=31), dict(init_minutes=31)])
   o, _ = refused(capsys, tmp_path, R, "not packed", "nothing was written", code=1)
-  assert "2 of 5 runs are non-compliant" in o and "init took 31.00 min" in o and "package: REJECTED" in o
+  assert "2 of 5 runs are non-compliant" in o and "init took 31.00 min" in o and "check: REJECTED" in o
 
 
 def test_missing_systems_json_and_bad_input(capsys, tmp_path):

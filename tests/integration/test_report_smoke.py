@@ -112,7 +112,7 @@ def test_package_verify_and_check_the_unpacked_tree(smoke, tmp_path, capsys):
   code = cli(["package", "--org", ORG, "--out", str(out), "--results", str(smoke.R)])   # no --systems: R/systems
   o, e = capsys.readouterr()
   assert code == 0, o[-4000:] + e[-4000:]
-  assert f"systems/cpu_smoke.json from {smoke.system}" in o and "package: ACCEPTED" in o and "WARNING" not in e
+  assert f"systems/cpu_smoke.json from {smoke.system}" in o and "check: ACCEPTED" in o and "WARNING" not in e
   assert "WARN" not in o, o   # a correct setup (run --org = package --org) warns about nothing
   assert "the first 5 finished runs in start order (never chosen by score)" in o
   tree = out / ORG
@@ -137,7 +137,7 @@ def test_package_verify_and_check_the_unpacked_tree(smoke, tmp_path, capsys):
     sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*"))
   assert not filecmp.dircmp(u, tree).diff_files
   p = _cli("check", u)
-  assert p.returncode == 0 and "package: ACCEPTED" in p.stdout, p.stdout[-4000:] + p.stderr[-2000:]
+  assert p.returncode == 0 and "check: ACCEPTED" in p.stdout, p.stdout[-4000:] + p.stderr[-2000:]
   assert "systems: systems/cpu_smoke.json 4.0.0: passed" in p.stdout
   assert mlperf_tools.system_desc_check(u / "systems/cpu_smoke.json", "4.0.0").passed
   # the packaged init_datasets.sh makes the very data set the runs used (same arguments, same bytes)

@@ -36,7 +36,8 @@ def test_runs_per_benchmark_are_mlperf_loggings_count_in_every_verb(bm):
   logs = [SimpleNamespace(path=REPO / rules.result_name(i)) for i in range(n - 1)]
   dr = check.DirReport("d", "d", "sys", bm, rules.RULESETS[bm], "closed")
   check._naming_check(SimpleNamespace(benchmark=bm, logs=logs, other_files=[]), dr)
-  assert [f.message for f in dr.findings] == [f"{n - 1} result_<i>.txt files; a {bm} package needs exactly {n}"]
+  assert [(f.level, f.message.split(" (")[0]) for f in dr.findings] == [
+    (check.FAIL, f"{n - 1} result_*.txt files; a {bm} package needs exactly {n}")]
 
 
 def test_the_ruleset_of_a_benchmark_is_read_from_the_rules_module(monkeypatch):

@@ -84,7 +84,7 @@ def test_check_on_the_results_tree_run_wrote_warns_only_where_orgs_disagree(tmp_
   code, out = tp(*run, "--nexp", "5", "--results", "out", "--org", "myorg")
   assert code == 0, out
   code, out = tp("check", "out")
-  assert code == 0 and "package: ACCEPTED" in out, out
+  assert code == 0 and "check: ACCEPTED" in out, out
   assert not _org_warnings(out) and "submitter directory 'out'" not in out, out
 
   # runs of one tree that log different submitters: the odd ones out are named, loudly

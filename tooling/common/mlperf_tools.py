@@ -92,6 +92,24 @@ def accepting_rulesets(benchmark: str, division: str = "closed") -> tuple[str, .
   return tuple(out)
 
 
+@lru_cache(maxsize=None)
+def hyperparameter_keys(benchmark: str, ruleset: str) -> frozenset[str]:
+  """The MLPerf hyperparameters of a benchmark in a ruleset: the keys its closed rule files (closed_<bm>.yaml, the
+  optimizer files it enqueues, closed_<bm>_<opt>.yaml, and closed_common.yaml) require exactly once, submission_* aside.
+  Vendor keys (s_optimizer) and per-run facts are not among them."""
+  root = package_dir() / "compliance_checker" / f"training_{ruleset}"
+  keys = set()
+  for path in [root / "closed_common.yaml", root / f"closed_{benchmark}.yaml", *root.glob(f"closed_{benchmark}_*.yaml")]:
+    if not path.is_file(): continue
+    try: records = yaml.load(path.read_text(), Loader=yaml.BaseLoader) or []
+    except yaml.YAMLError: continue
+    for rec in records:
+      key = rec.get("KEY") if isinstance(rec, dict) else None
+      if isinstance(key, dict) and key.get("REQ") == "EXACTLY_ONE" and not str(key.get("NAME", "")).startswith("submission_"):
+        keys.add(key["NAME"])
+  return frozenset(keys)
+
+
 def require_ruleset(benchmark: str, division: str, ruleset: str, where: str) -> None:
   """UserError unless the ruleset accepts the benchmark (instead of the checker's crash or silent skip)."""
   ok = accepting_rulesets(benchmark, division)
@@ -278,6 +296,12 @@ def system_desc_check(path: Path, ruleset: str) -> SystemDescResult:
 # ---------------------------------------------------------------------------------------------------------------------
 # package_checker
 
+def folder_arg(name: str) -> str:
+  """A folder name as a tool's positional argument: one starting with '-' would be read as an option (argparse), so the
+  tool would print its usage and never run its checks."""
+  return f"./{name}" if name.startswith("-") else name
+
+
 @dataclass
 class PackageCheckResult:
   ruleset: str
@@ -295,14 +319,14 @@ class PackageCheckResult:
 
 def package_check(workdir: Path, org: str, ruleset: str, werror: bool = False) -> PackageCheckResult:
   """Run package_checker on workdir/org (a scratch copy: the tool writes scaling.json into the tree)."""
-  run = run_tool("package_checker", [org, USAGE, ruleset] + (["--werror"] if werror else []), cwd=workdir)
+  run = run_tool("package_checker", [folder_arg(org), USAGE, ruleset] + (["--werror"] if werror else []), cwd=workdir)
   sections: dict[str, list[Record]] = {"": []}
   current, in_file = "", False
   checked, skipped = [], []
   for r in run.records:
     msg = r.message.strip()
     if r.level == "INFO" and msg.startswith("Running compliance checks in dir "):
-      current = msg[len("Running compliance checks in dir "):].strip()
+      current = msg[len("Running compliance checks in dir "):].strip().removeprefix("./")
       checked.append(current)
       sections[current] = []
       in_file = False
@@ -328,7 +352,7 @@ def package_check(workdir: Path, org: str, ruleset: str, werror: bool = False) -
 def result_summarizer(workdir: Path, org: str, ruleset: str) -> list[dict]:
   """Run result_summarizer on workdir/org; return its JSON rows (one per system). Mutates the tree (scaling.json)."""
   csv = Path(workdir) / "tinyperf-summary.csv"
-  run_tool("result_summarizer", [org, USAGE, ruleset, "--csv", str(csv)], cwd=workdir, log_output=False)
+  run_tool("result_summarizer", [folder_arg(org), USAGE, ruleset, "--csv", str(csv)], cwd=workdir, log_output=False)
   js = csv.with_suffix(".json")
   if not js.is_file(): raise_crash("result_summarizer", [org, USAGE, ruleset], workdir, "it wrote no summary")
   return json.loads(js.read_text())
@@ -348,7 +372,7 @@ class RepoCheckResult:
 def repo_check(workdir: Path, folder: str, ruleset: str) -> RepoCheckResult:
   """Run repo_checker on workdir/folder (git-unfriendly names, files over 50 MB, broken symlinks). It exits 0 either
   way and ends with `ALL CHECKS PASSED.` or `CHECKS FAILED.`."""
-  run = run_tool("repo_checker", [folder, USAGE, ruleset], cwd=workdir)
+  run = run_tool("repo_checker", [folder_arg(folder), USAGE, ruleset], cwd=workdir)
   passed = any(r.level == "INFO" and r.message.strip() == "ALL CHECKS PASSED." for r in run.records)
   errors = [r.message.strip() for r in run.records if r.level == "ERROR"]
   return RepoCheckResult(ruleset, passed and not errors, errors, run.stderr)

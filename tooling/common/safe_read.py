@@ -21,6 +21,12 @@ GZIP_MAGIC = b"\x1f\x8b"       # a gzip stream: a submission tarball, a gzipped 
 ENC_MAGIC = b"Salted__"        # what `openssl enc` with a password writes first (an encrypted tarball)
 
 
+def shown(text: str) -> str:
+  """Text read from a tree (a file name, a checker's message) as printed: control and format characters escaped, so a
+  newline in a file name cannot forge a line of a report."""
+  return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def kind_of(mode: int) -> str:
   if stat.S_ISREG(mode): return "regular file"
   if stat.S_ISDIR(mode): return "directory"

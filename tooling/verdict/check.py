@@ -7,7 +7,7 @@ Verdicts come from the tools' parsed output, never their exit codes. On top (see
 margin, run_stop status, a closed log's dataset sizes, seeds (present, unique, wide enough), result file names and
 count, keys logged twice, and for a submitter tree the log <-> directory <-> systems JSON cross-checks.
 
-Python API: check_path(path, ruleset=None, werror=False) -> Report (report.accepted, report.exit_code, report.to_dict()).
+Python API: check_path(path, ruleset=None, werror=False, strict=False) -> Report (report.accepted, report.exit_code, report.to_dict()).
 """
 from __future__ import annotations
 import argparse
@@ -21,12 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benchmarks.common.rules import (CLOSED_SAMPLES, INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, RESULT_GLOB, RESULT_NAME,
-                                     SEED_BITS, SEED_EVIDENCE, max_dropped_runs, required_runs, result_name)
+                                     SAMPLES_SLACK, SEED_BITS, SEED_EVIDENCE, beyond_rules, max_dropped_runs,
+                                     required_runs, result_name)
 from tooling.common import mlperf_tools
 from tooling.common import results_tree as T
 from tooling.common.errors import ToolError
 from tooling.common.mllog_reader import MLLog
-from tooling.common.safe_read import MAX_LOG_BYTES
+from tooling.common.safe_read import MAX_LOG_BYTES, shown
 from tooling.verdict.score import score_bench_dir, time_to_train_minutes
 from tooling.common.submission_tree import BenchDir, Target, discover, read_scaling
 
@@ -82,6 +83,7 @@ class DirReport:
   rcp_scaling_factor: float | None = None   # what package_checker's RCP check writes into scaling.json
   score_minutes: float | None = None        # `tinyperf score`'s olympic mean (result_summarizer's number)
   score_note: str = ""
+  score_scaling_factor: float = 1.0         # the directory's own scaling.json factor, in score_minutes
   accepted: bool = False
 
 
@@ -91,6 +93,7 @@ class Report:
   kind: str                                  # file | results | submission
   org: str | None                            # the submitter directory's name (a results tree's: not a submitter's)
   werror: bool
+  strict: bool = False                       # what tinyperf adds beyond MLCommons' tools fails (rules.beyond_rules)
   results_tree: bool = False                 # the --results tree of `tinyperf run` (submission_tree.Target.results_tree)
   files: list[FileReport] = field(default_factory=list)    # kind == file
   dirs: list[DirReport] = field(default_factory=list)
@@ -195,21 +198,55 @@ def _run_stop_check(log: MLLog, fr: FileReport) -> None:
                                fr.name, stops[0].line))
 
 
-def _dataset_check(log: MLLog, fr: FileReport) -> None:
-  """A closed log states the whole dataset (rules.CLOSED_SAMPLES); a missing key is the compliance checker's finding."""
+def _clock_check(log: MLLog, fr: FileReport) -> None:
+  """A run's time is run_stop - run_start: a stop before its start is a time no clock measured (the rules time the run
+  from run_start to run_stop), which result_summarizer would score as negative minutes. Other backward steps of
+  time_ms in the run only warn: no tool checks them, but a reviewer may ask how the clock went back."""
+  m = time_to_train_minutes(log)
+  if m is not None and m < 0:
+    stop = log.first("run_stop")
+    fr.findings.append(Finding(FAIL, "clock", f"run_stop (line {stop.line}) is {-m:.2f} min before run_start: the log "
+                               f"gives a negative time to train, which no run can have (a clock that went back or "
+                               f"edited timestamps); it counts as a failed run", fr.name, stop.line))
+    return
+  start = log.first("run_start")
+  if start is None: return
+  prev = start
+  for e in log.events[start.index + 1:]:
+    if e.time_ms < prev.time_ms:
+      fr.findings.append(Finding(WARN, "clock", f"time_ms goes back {prev.time_ms - e.time_ms} ms at {e.key} (line "
+                                 f"{prev.line} to line {e.line}): no MLCommons tool checks the order, but a reviewer may "
+                                 f"ask which clock the run was timed with", fr.name, e.line))
+      return
+    prev = e
+
+
+def _dataset_check(log: MLLog, fr: FileReport, strict: bool = False) -> None:
+  """A closed log states the whole dataset (rules.CLOSED_SAMPLES); a missing key is the compliance checker's finding.
+  Far fewer samples is a run on part of the data (the rules' text: a failure); any other count off the size is a
+  question for the reviewer (a warning, a failure under --strict)."""
   if _division(fr.division) != "closed": return
-  for key, (least, most, what) in CLOSED_SAMPLES.get(log.benchmark, {}).items():
+  for key, (size, what) in CLOSED_SAMPLES.get(log.benchmark, {}).items():
     e = log.first(key)
     if e is None: continue
     v = e.value
-    number = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v   # NaN is no count
-    whole = number and v >= least and (most is None or v <= most)
-    if not whole:
-      want = str(least) if least == most else f"at least {least}"
-      fr.findings.append(Finding(FAIL, "dataset", f"{key} is {v!r}, not {want}: a closed {log.benchmark} run uses "
-                                 f"{what}, and this one used only part of the data (a shortened or synthetic run): a "
-                                 f"reviewer rejects it, and the compliance checker does not look at the value. Rerun on "
-                                 f"the full dataset, or make the run open (DIVISION=open)", fr.name, e.line))
+    number = isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+    if number and v == size: continue
+    if not number or v < size * (1 - SAMPLES_SLACK):
+      part = ("this one used only part of the data (a shortened or synthetic run)" if number else
+              "this log does not say how many it used")
+      fr.findings.append(Finding(FAIL, "dataset", f"{key} is {v!r}, not {size}: a closed {log.benchmark} run uses "
+                                 f"{what}, and {part}, "
+                                 f"which the closed division's rules exclude; the compliance checker does not look at "
+                                 f"the value. Rerun on the full dataset, or make the run open (DIVISION=open)",
+                                 fr.name, e.line))
+      continue
+    off = v - size
+    fr.findings.append(Finding(beyond_rules(strict), "dataset", f"{key} is {v!r}: {abs(off):g} "
+                               f"{'more' if off > 0 else 'fewer'} than {what}. Reviewers accepted such counts, but one "
+                               f"may ask " + ("which samples were counted twice or padded in, and whether the padding "
+                                              "was scored" if off > 0 else "which samples were left out and why"),
+                               fr.name, e.line))
 
 
 def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
@@ -236,7 +273,8 @@ def _seed_check(log: MLLog, fr: FileReport, runs: int) -> None:
                                  f"checker. Draw {SEED_BITS}-bit seeds (SEED_BITS={SEED_BITS})", fr.name, line_of[v]))
 
 
-def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, runs: int | None = None) -> FileReport:
+def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, runs: int | None = None,
+                 strict: bool = False) -> FileReport:
   """Per-file report from the compliance checker's parsed output and our own reading of the log."""
   fr = FileReport(str(log.path), log.path.name, log.benchmark, ruleset, log.division or "",
                   checker_success=res.success)
@@ -253,7 +291,8 @@ def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, r
     fr.findings.append(Finding(FAIL, "compliance", "compliance_checker did not report SUCCESS", fr.name))
   _init_check(log, fr)
   _run_stop_check(log, fr)
-  _dataset_check(log, fr)
+  _dataset_check(log, fr, strict)
+  _clock_check(log, fr)
   _seed_check(log, fr, runs or required_runs(log.benchmark) or 10)
   fr.minutes = time_to_train_minutes(log)
   fails = [f for f in fr.findings if f.level == FAIL]
@@ -265,31 +304,53 @@ def analyse_file(log: MLLog, res: mlperf_tools.ComplianceResult, ruleset: str, r
 # ---------------------------------------------------------------------------------------------------------------------
 # per results/<system>/<benchmark> directory
 
-def _naming_check(bd: BenchDir, dr: DirReport) -> None:
+def _naming_check(bd: BenchDir, dr: DirReport, strict: bool = False) -> None:
+  """package_checker counts the result_*.txt files and nothing else: the count is its rule (a failure); how they are
+  numbered is ours (`tinyperf run` writes result_0..N-1), and a reviewer may only ask about a gap or an odd name."""
   required = required_runs(bd.benchmark)
-  named = {}
+  level = beyond_rules(strict)
+  named, counted = {}, 0
   for log in bd.logs:
     m = RESULT_NAME.match(log.path.name)
+    counted += bool(RESULT_GLOB.match(log.path.name))
     if m: named[int(m.group(1))] = log
     elif RESULT_GLOB.match(log.path.name):
-      dr.findings.append(Finding(FAIL, "result-files", f"{log.path.name}: the index must be a plain number "
-                                 f"(result_<i>.txt, i = 0, 1, ...)", log.path.name))
+      dr.findings.append(Finding(level, "result-files", f"{log.path.name}: the index is not a plain number "
+                                 f"(result_<i>.txt, i = 0, 1, ...); package_checker counts it, a reviewer may ask what "
+                                 f"it is", log.path.name))
     else:
-      dr.findings.append(Finding(FAIL, "result-files", f"{log.path.name} is a result log not named result_<i>.txt "
-                                 f"(i = 0, 1, ...): package_checker and result_summarizer only count result_*.txt",
-                                 log.path.name))
-  if required is not None and len(named) != required:
-    dr.findings.append(Finding(FAIL, "result-files", f"{len(named)} result_<i>.txt files; a {bd.benchmark} package "
-                               f"needs exactly {required}", dr.rel))
+      dr.findings.append(Finding(level, "result-files", f"{log.path.name} is a result log not named "
+                                 f"result_<i>.txt (i = 0, 1, ...): package_checker and result_summarizer do not count "
+                                 f"it, and a reviewer may ask why a run's log is left out", log.path.name))
+  if required is not None and counted != required:
+    dr.findings.append(Finding(FAIL, "result-files", f"{counted} result_*.txt files; a {bd.benchmark} package "
+                               f"needs exactly {required} (package_checker's rule)", dr.rel))
   if named:
-    missing = [i for i in range(max(named) + 1) if i not in named]
+    first = min(named)
+    missing = [i for i in range(first, max(named) + 1) if i not in named]
     if missing:
-      dr.findings.append(Finding(FAIL, "result-files", "result files are not numbered contiguously from 0: missing "
-                                 + ", ".join(result_name(i) for i in missing), dr.rel))
+      dr.findings.append(Finding(level, "result-files", "result files are not numbered contiguously: missing "
+                                 + ", ".join(result_name(i) for i in missing) + " (package_checker only counts the "
+                                 "files; a reviewer may ask whether a run was left out)", dr.rel))
   for p in bd.other_files:
-    dr.findings.append(Finding(WARN, "result-files", f"{p.name}: unknown entry in a results directory (package_checker "
-                               f"warns); keep only result_<i>.txt, scaling.json, package_checker_params and power/",
-                               dr.rel))
+    dr.findings.append(Finding(WARN, "result-files", f"{p.name}: unknown entry in a results directory "
+                               f"(package_checker warns); keep only result_<i>.txt, scaling.json, package_checker_params "
+                               f"and power/", dr.rel))
+
+
+def _dataset_package_check(dr: DirReport) -> None:
+  """One line for the directory, instead of one per run, where runs warn about the same count (tinycorp's ten BERT
+  logs all state eval_samples 10080)."""
+  same = defaultdict(list)
+  for fr in dr.files:
+    for f in fr.findings:
+      if f.check == "dataset" and f.level == WARN: same[f.message.split(":")[0]].append((fr, f))
+  for head, found in same.items():
+    if len(found) < 2: continue
+    for fr, f in found: fr.findings.remove(f)
+    names = [fr.name for fr, _ in found]
+    dr.findings.append(Finding(WARN, "dataset", f"{head} in {len(found)} of {len(dr.files)} runs ({', '.join(names[:3])}"
+                               f"{', ...' if len(names) > 3 else ''}):{found[0][1].message.split(':', 1)[1]}", dr.rel))
 
 
 def _seed_package_check(dr: DirReport) -> None:
@@ -324,31 +385,30 @@ def _seed_package_check(dr: DirReport) -> None:
                                  f"seeds", dr.rel))
 
 
-# Keys logged before training starts that are not hyperparameters: per-run facts, phase markers, and the submission_*
-# keys, which _cross_checks compares on its own.
-NOT_HPARAMS = {"seed", "cache_clear", "init_start", "init_stop", "run_start", "weights_initialization",
-               "submission_org", "submission_platform", "submission_division", "submission_status",
-               "submission_benchmark"}
 TRAINING_STARTED = ("epoch_start", "block_start", "eval_start", "eval_accuracy", "run_stop")
 
 
-def hyperparameters(log: MLLog) -> dict[str, object]:
-  """key -> first value of every event logged before the first epoch/block/eval (what a run was configured with).
-  Keys logged later (BERT's train_samples: samples to converge) are results, not settings."""
+def hyperparameters(log: MLLog, keys: frozenset[str]) -> dict[str, object]:
+  """key -> first value of each MLPerf hyperparameter (`keys`: mlperf_tools.hyperparameter_keys) logged before the first
+  epoch/block/eval: what a run was configured with. Vendor keys (s_optimizer) are a submitter's own notes, and keys
+  logged later (BERT's train_samples: samples to converge) are results."""
   out = {}
   for e in log.events:
     if e.key in TRAINING_STARTED: break
-    if e.key not in NOT_HPARAMS and e.value is not None and e.key not in out: out[e.key] = e.value
+    if e.key in keys and e.value is not None and e.key not in out: out[e.key] = e.value
   return out
 
 
 def _same(a, b) -> bool: return a == b or json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # NaN == NaN
 
 
-def _hparam_check(bd: BenchDir, dr: DirReport) -> None:
-  """One set, one configuration: olympic scoring averages runs of the same settings, never a mix."""
+def _hparam_check(bd: BenchDir, dr: DirReport, strict: bool = False) -> None:
+  """One set, one configuration: olympic scoring averages runs of the same settings. No MLCommons tool compares runs,
+  except that package_checker's RCP check cannot pass a closed set of two batch sizes (it crashes on one): that is a
+  failure, any other disagreement a question for the reviewer."""
   if len(bd.logs) < 2: return
-  hp = [(log.path.name, hyperparameters(log)) for log in bd.logs]
+  keys = mlperf_tools.hyperparameter_keys(bd.benchmark, bd.ruleset)
+  hp = [(log.path.name, hyperparameters(log, keys)) for log in bd.logs]
   for key in dict.fromkeys(k for _, h in hp for k in h):
     base = next((name, h[key]) for name, h in hp if key in h)
     for name, h in hp:
@@ -357,10 +417,13 @@ def _hparam_check(bd: BenchDir, dr: DirReport) -> None:
       elif not _same(h[key], base[1]):
         msg = f"{key} is {base[1]!r} in {base[0]} but {h[key]!r} in {name}"
       else: continue
-      dr.findings.append(Finding(FAIL, "hyperparameters", f"runs of one set disagree on a hyperparameter: {msg}. Every "
-                                 f"run of results/<system>/<benchmark> must use the same settings (olympic scoring "
-                                 f"averages them); rerun the odd run(s) with the set's settings or move them to their "
-                                 f"own set", dr.rel))
+      rcp = key == "global_batch_size" and _division(bd.division) == "closed"
+      dr.findings.append(Finding(FAIL if rcp else beyond_rules(strict), "hyperparameters",
+                                 f"runs of one set disagree on an MLPerf hyperparameter: {msg}. "
+                                 + ("package_checker's RCP check cannot judge a closed set of two batch sizes; "
+                                    if rcp else "A reviewer may ask why: olympic scoring averages runs of one "
+                                    "configuration; ")
+                                 + "rerun the odd run(s) with the set's settings or move them to their own set", dr.rel))
       break   # one finding per key names the first disagreement
 
 
@@ -394,7 +457,9 @@ def _submitter(t: Target) -> str | None:
   return orgs.most_common(1)[0][0] if orgs else None
 
 
-def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
+def _cross_checks(t: Target, bd: BenchDir, dr: DirReport, strict: bool = False) -> None:
+  """The log <-> directory <-> systems JSON names: no official tool compares them, a reviewer may ask (rules.beyond_rules)."""
+  level = beyond_rules(strict)
   if bd.name != bd.benchmark:
     dr.findings.append(Finding(FAIL, "cross-check", f"directory is named {bd.name!r} but its logs are "
                                f"{bd.benchmark!r}; package_checker takes the benchmark from the directory name", dr.rel))
@@ -412,28 +477,28 @@ def _cross_checks(t: Target, bd: BenchDir, dr: DirReport) -> None:
   for log in bd.logs:
     e = log.first("submission_platform")
     if e is None:
-      dr.findings.append(Finding(WARN, "cross-check", "no submission_platform logged; it should name the system "
+      dr.findings.append(Finding(level, "cross-check", "no submission_platform logged; it should name the system "
                                  f"({bd.system})", log.path.name))
     elif e.value != bd.system:
-      dr.findings.append(Finding(WARN, "cross-check", f"submission_platform is {e.value!r} but the run sits in "
+      dr.findings.append(Finding(level, "cross-check", f"submission_platform is {e.value!r} but the run sits in "
                                  f"results/{bd.system}", log.path.name, e.line))
     e = log.first("submission_org")
     if e is None:
-      dr.findings.append(Finding(WARN, "cross-check", f"no submission_org logged; it should be {org!r}" if org else
+      dr.findings.append(Finding(level, "cross-check", f"no submission_org logged; it should be {org!r}" if org else
                                  "no submission_org logged; `tinyperf run --org NAME` logs the submitter's name",
                                  log.path.name))
     elif e.value != org and t.results_tree:
-      dr.findings.append(Finding(WARN, "cross-check", f"submission_org is {e.value!r} but the other runs of this results "
+      dr.findings.append(Finding(level, "cross-check", f"submission_org is {e.value!r} but the other runs of this results "
                                  f"tree log {org!r}: a submission has one submitter, and `tinyperf package --org` packs "
                                  f"every run under that one name (`tinyperf run --org NAME` sets what a run logs)",
                                  log.path.name, e.line))
     elif e.value != org:
-      dr.findings.append(Finding(WARN, "cross-check", f"submission_org is {e.value!r} but the submitter directory is "
+      dr.findings.append(Finding(level, "cross-check", f"submission_org is {e.value!r} but the submitter directory is "
                                  f"{org!r} (`tinyperf package --org {shlex.quote(str(e.value))}` packs it under a "
                                  f"directory of that name, as MLCommons expects)", log.path.name, e.line))
     if sysjson is not None and log.division and sysjson.get("division") != log.division:
       e = log.first("submission_division")
-      dr.findings.append(Finding(WARN, "cross-check", f"logs division {log.division!r} but systems/{bd.system}.json says "
+      dr.findings.append(Finding(level, "cross-check", f"logs division {log.division!r} but systems/{bd.system}.json says "
                                  f"{sysjson.get('division')!r} (package_checker runs the seed and RCP checks only when "
                                  f"the systems JSON says closed)", log.path.name, e.line if e else None))
 
@@ -456,7 +521,7 @@ def _check_systems(t: Target, rulesets: list[str], report: Report) -> None:
                                          f"result_summarizer crashes on it", name))
     sub, org = data.get("submitter"), _submitter(t)
     if sub is not None and org is not None and sub != org:
-      report.findings.append(Finding(WARN, "cross-check", f"submitter is {sub!r} but the runs' logs say submission_org "
+      report.findings.append(Finding(beyond_rules(report.strict), "cross-check", f"submitter is {sub!r} but the runs' logs say submission_org "
                                      f"{org!r}; one of them names the wrong submitter (`tinyperf run --org NAME` records "
                                      f"the same name in both)" if t.results_tree else
                                      f"submitter is {sub!r} but the submitter directory is {org!r}", name))
@@ -554,13 +619,14 @@ def _package_checker(t: Target, dirs: list[tuple[BenchDir, DirReport]], ruleset:
 
 # ---------------------------------------------------------------------------------------------------------------------
 
-def check_path(path: str | Path, ruleset: str | None = None, werror: bool = False) -> Report:
-  """Check a result log, a results/<system>/<benchmark> directory or a submitter directory. UserError on bad input."""
+def check_path(path: str | Path, ruleset: str | None = None, werror: bool = False, strict: bool = False) -> Report:
+  """Check a result log, a results/<system>/<benchmark> directory or a submitter directory. UserError on bad input.
+  strict: what tinyperf adds beyond MLCommons' tools and the rules' text fails instead of warning."""
   t = discover(path, ruleset)
-  report = Report(str(path), t.kind, t.org, werror, results_tree=t.results_tree)
+  report = Report(str(path), t.kind, t.org, werror, strict, results_tree=t.results_tree)
   if t.kind == "file":
     res = mlperf_tools.compliance_check(t.log.path, t.file_ruleset, werror)
-    report.files.append(analyse_file(t.log, res, t.file_ruleset))
+    report.files.append(analyse_file(t.log, res, t.file_ruleset, strict=strict))
     report.rulesets = [t.file_ruleset]
     report.accepted = report.files[0].compliant
     return report
@@ -571,15 +637,16 @@ def check_path(path: str | Path, ruleset: str | None = None, werror: bool = Fals
   for bd in t.bench_dirs:
     dr = DirReport(str(bd.path), bd.rel, bd.system, bd.benchmark, bd.ruleset, bd.division)
     runs = required_runs(bd.benchmark) or len(bd.logs)
-    dr.files = [analyse_file(log, by_path[log.path], bd.ruleset, runs) for log in bd.logs]
-    _naming_check(bd, dr)
+    dr.files = [analyse_file(log, by_path[log.path], bd.ruleset, runs, strict) for log in bd.logs]
+    _naming_check(bd, dr, strict)
     _seed_package_check(dr)
-    _hparam_check(bd, dr)
-    _cross_checks(t, bd, dr)
+    _dataset_package_check(dr)
+    _hparam_check(bd, dr, strict)
+    _cross_checks(t, bd, dr, strict)
     _olympic(dr)
     # the score uses the checker's verdicts without --werror, as result_summarizer does
     sc = score_bench_dir(bd, None if werror else by_path)
-    dr.score_minutes, dr.score_note = sc.score_minutes, sc.reason
+    dr.score_minutes, dr.score_note, dr.score_scaling_factor = sc.score_minutes, sc.reason, sc.scaling_factor
     pairs.append((bd, dr))
     report.dirs.append(dr)
   report.rulesets = sorted({bd.ruleset for bd in t.bench_dirs}, key=mlperf_tools._version_key)
@@ -612,7 +679,7 @@ def _file_table(files: list[FileReport]) -> list[str]:
       rule = _cut(f.first_failure.message, 64) + (f" (line {f.first_failure.line})" if f.first_failure.line else "")
     ttt = "-" if f.minutes is None else f"{f.minutes:.2f}"
     init = "-" if f.init_minutes is None else f"{f.init_minutes:.2f} ({f.init_margin_minutes:+.2f})"
-    rows.append((f.name, f.benchmark, f.ruleset, f.division or "?", f.verdict, rule, ttt, init))
+    rows.append((shown(f.name), f.benchmark, f.ruleset, f.division or "?", f.verdict, rule, ttt, init))
   widths = [max(len(r[i]) for r in rows + [head]) for i in range(len(head))]
   fmt = lambda r: "  " + "  ".join(c.ljust(w) if i not in (6,) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
   return [fmt(head).rstrip()] + [fmt(r).rstrip() for r in rows]
@@ -623,7 +690,7 @@ def _finding_lines(findings: list[Finding], indent: str = "  ") -> list[str]:
   for f in findings:
     if f.level == INFO and f.check in ("init-time", "system-desc"): continue   # in the table / summarised below
     where = f.where()
-    out.append(f"{indent}{f.level.upper():4}  {where + ': ' if where else ''}{f.message}")
+    out.append(f"{indent}{f.level.upper():4}  {shown(where) + ': ' if where else ''}{shown(f.message)}")
   return out
 
 
@@ -631,28 +698,35 @@ def render(report: Report) -> str:
   kind = {"file": "result log", "results": "results directory",
           "submission": "results tree of `tinyperf run`" if report.results_tree else
                         f"submitter directory {report.org!r}"}[report.kind]
-  lines = [f"tinyperf check {report.path}  ({kind}{', --werror' if report.werror else ''})", ""]
+  lines = [f"tinyperf check {shown(report.path)}  ({shown(kind)}{', --werror' if report.werror else ''})", ""]
   if report.kind == "file":
     lines += _file_table(report.files)
     lines += _finding_lines([x for f in report.files for x in f.findings])
     lines += ["", f"result log: {'ACCEPTED' if report.accepted else 'REJECTED'}"]
     return "\n".join(lines) + "\n"
   for dr in report.dirs:
-    lines.append(f"{dr.rel}: {dr.benchmark}, ruleset {dr.ruleset}, {dr.division or '?'}, {len(dr.files)} runs")
+    lines.append(f"{shown(dr.rel)}: {dr.benchmark}, ruleset {dr.ruleset}, {dr.division or '?'}, {len(dr.files)} runs")
     lines += _file_table(dr.files)
     lines += _finding_lines([x for f in dr.files for x in f.findings] + dr.findings)
     if dr.rcp_scaling_factor is not None:
-      lines.append(f"  INFO  RCP: package_checker writes scaling.json with factor {dr.rcp_scaling_factor:.4f}; the "
-                   f"score is multiplied by it")
+      f, own = dr.rcp_scaling_factor, dr.score_scaling_factor
+      line = f"  INFO  RCP: package_checker writes scaling.json with factor {f:.4f} into the package it checks; "
+      if abs(f - own) < 5e-5: line += "the score below includes it (the directory's scaling.json holds it)"
+      elif dr.score_minutes is None: line += "result_summarizer multiplies the score by it"
+      else:
+        own_txt = f"the directory's scaling.json factor {own:.4f}" if own != 1.0 else "no scaling.json"
+        line += (f"the score below does not include it ({own_txt}); result_summarizer's score with it is "
+                 f"{dr.score_minutes / own * f:.2f} min")
+      lines.append(line)
     score = f"score {dr.score_minutes:.2f} min" if dr.score_minutes is not None else (dr.score_note or "no score")
     if not dr.accepted and dr.score_minutes is not None: score += " (result_summarizer's figure; no valid score while rejected)"
     lines += [f"  => {dr.summary}; {score}; directory {'accepted' if dr.accepted else 'REJECTED'}", ""]
   sysinfo = [f for f in report.findings if f.check == "system-desc" and f.level == INFO]
-  if sysinfo: lines.append("systems: " + "; ".join(f"{f.file} {f.message[len('system_desc_checker '):]}" for f in sysinfo))
+  if sysinfo: lines.append("systems: " + "; ".join(f"{shown(f.file)} {f.message[len('system_desc_checker '):]}" for f in sysinfo))
   lines += _finding_lines(report.findings, indent="")
   n = len(report.failures())
   verdict = "ACCEPTED" if report.accepted else f"REJECTED ({n} failure{'s' if n != 1 else ''})"
-  lines += ["", f"package: {verdict}"]
+  lines += ["", f"check: {verdict}{' (--strict)' if report.strict else ''}"]
   return "\n".join(lines) + "\n"
 
 
@@ -662,10 +736,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                  help="a result log, a results/<system>/<benchmark> directory, or a submitter directory")
   p.add_argument("--ruleset", help="check against this ruleset instead of the benchmark's (resnet 4.0.0, bert 5.0.0)")
   p.add_argument("--werror", action="store_true", help="keys logged twice with identical values fail instead of warn")
+  p.add_argument("--strict", action="store_true", help="what tinyperf checks beyond MLCommons' tools and the rules' text "
+                 "(result file numbering, dataset counts near the size, hyperparameters that differ between runs) "
+                 "fails instead of warning")
   p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def main(args: argparse.Namespace) -> int:
-  report = check_path(args.path, args.ruleset, args.werror)
+  report = check_path(args.path, args.ruleset, args.werror, args.strict)
   print(json.dumps(report.to_dict(), indent=2) if args.json else report.render(), end="\n" if args.json else "")
   return report.exit_code

@@ -19,6 +19,7 @@ from pathlib import Path
 from benchmarks.common.rules import RESULT_GLOB, max_dropped_runs
 from tooling.common.mllog_reader import MLLog
 from tooling.common import mlperf_tools
+from tooling.common.safe_read import shown
 from tooling.common.submission_tree import BenchDir, discover
 
 
@@ -126,11 +127,11 @@ def _fmt(x: float | None) -> str: return "-" if x is None else f"{x:.2f}"
 def render(scores: list[BenchmarkScore]) -> str:
   lines = []
   for s in scores:
-    lines.append(f"{s.path}  ({s.benchmark}, system {s.system or '?'}, ruleset {s.ruleset})")
-    w = max([len(r.file) for r in s.runs] + [4])
+    lines.append(f"{shown(s.path)}  ({s.benchmark}, system {shown(s.system) or '?'}, ruleset {s.ruleset})")
+    w = max([len(shown(r.file)) for r in s.runs] + [4])
     lines.append(f"  {'file':<{w}}  {'minutes':>8}  note")
     for r in s.runs:
-      lines.append(f"  {r.file:<{w}}  {_fmt(r.minutes):>8}  {r.note}".rstrip())
+      lines.append(f"  {shown(r.file):<{w}}  {_fmt(r.minutes):>8}  {shown(r.note)}".rstrip())
     if s.olympic_minutes is not None:
       scaling = f" x scaling.json {s.scaling_factor:.4f}" if s.scaling_factor != 1.0 else " (no scaling.json)"
       lines.append(f"  olympic mean {s.olympic_minutes:.2f} min{scaling} -> score {s.score_minutes:.2f} min")
