@@ -30,6 +30,7 @@ from tooling.common.container import host_path
 from tooling.common.errors import UserError, stop_on_signals, write_atomic
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
+from tooling.common import safe_read
 from tooling.prep.prep import check_prepared
 from tooling.launch import slurm
 if TYPE_CHECKING: from tooling.launch.backends import Backend
@@ -191,7 +192,7 @@ def verify_results(ledger_path: Path, fix: bool) -> list[str]:
       kind, msg = led.check_result(att)
       if kind == "copy" and fix and not led.held(att):   # its launcher may be copying it right now
         with _io(ledger_path, f"copying run {i}'s log to {att.result}", "the copy is retried, the run is not redone"):
-          write_atomic(Path(att.result), (led.work(att) / T.RUN_LOG).read_bytes())
+          write_atomic(Path(att.result), safe_read.read_bytes(led.work(att) / T.RUN_LOG, what="MLPerf log"))
         print(f"run {i} (seed {att.seed}): {msg}", file=sys.stderr)
       elif kind in ("missing", "changed"): problems.append(msg)
   for p in problems: print(f"ERROR: {p}", file=sys.stderr)
@@ -234,7 +235,8 @@ def main(args) -> int:
   require_closed_model(cfg)   # before any run starts: an override of the closed model would be refused after INIT
   if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
   nexp = required_runs(args.benchmark) if args.nexp is None else args.nexp
-  if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
+  if not 1 <= nexp <= L.MAX_NEXP:
+    raise UserError(f"--nexp {nexp}: a set is 1 to {L.MAX_NEXP} runs (MLPerf asks for {required_runs(args.benchmark)}).")
   from tooling.launch import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
   # the machine's record names the same submitter as the logs (package and check compare them); an overrides file wins
