@@ -31,6 +31,7 @@ from dataclasses import MISSING, dataclass, field, asdict, fields
 from pathlib import Path
 
 from benchmarks.common.io import file_digest
+from benchmarks.common.mlperf import CRASHED
 from tooling.common.errors import UserError, write_atomic
 from tooling.common import results_tree as T
 from tooling.common import safe_read
@@ -110,12 +111,25 @@ class Claim:
     if self.f: self.f.close(); self.f = None  # closing drops the POSIX lock
 
 
-def log_outcome(log: Path) -> bool | None:
-  """None when the MLPerf log did not finish (no run_stop: crashed, killed, unreadable); else whether it converged."""
+def _run_stop(log: Path) -> dict | None:
+  """The metadata of the MLPerf log's run_stop; None without one (killed, unreadable)."""
   from tooling.common.mllog_reader import read_log
   try: stop = read_log(log, require_benchmark=False).first("run_stop")
   except (UserError, OSError): return None
-  return None if stop is None else (stop.metadata or {}).get("status") == "success"
+  return None if stop is None else stop.metadata if isinstance(stop.metadata, dict) else {}
+
+
+def log_outcome(log: Path) -> bool | None:
+  """None when the MLPerf log did not finish (no run_stop: killed, unreadable; or the run_stop of a crash, which is no
+  training outcome: benchmarks/common/mlperf.abort_on_failure); else whether it converged."""
+  md = _run_stop(log)
+  return None if md is None or md.get(CRASHED) else md.get("status") == "success"
+
+
+def crash_of(log: Path) -> str | None:
+  """What crashed a RUN, as its run_stop names it; None otherwise."""
+  md = _run_stop(log)
+  return str(md[CRASHED]) if md and md.get(CRASHED) else None
 
 
 def digest(path: Path, what: str = "result file") -> str:

@@ -367,7 +367,9 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
   converged = L.log_outcome(log) if log.is_file() else None   # the run's own log decides, not its exit codes
   if converged is None:
     att.status = L.FAILED
-    att.note = f"{att.note + '; ' if att.note else ''}exit codes {att.exit_codes}, no run_stop in its log; see {att.output}"
+    why = (f"RUN crashed ({crash}): not a training outcome, so it is redone" if log.is_file() and (crash := L.crash_of(log))
+           else "no run_stop in its log")
+    att.note = f"{att.note + '; ' if att.note else ''}exit codes {att.exit_codes}, {why}; see {att.output}"
     with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"): L.update_attempt(ledger_path, att)
     print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
     return None
