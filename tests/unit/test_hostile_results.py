@@ -276,3 +276,17 @@ def test_identical_settings_and_per_run_values_do_not_trip_the_hyperparameter_ch
   org = make_package(tmp_path, "bert", n=10, runs=[{"evals": 3 + i % 3} for i in range(10)])
   assert hparam_findings(org.joinpath("results", "tinybox_green", "bert")) == []
   assert len({len(read_log(p).all("eval_accuracy")) for p in org.rglob("result_*.txt")}) == 3
+
+
+@pytest.mark.parametrize("verb", ["check", "report"])
+def test_a_results_tree_nested_1500_deep_is_bad_input_not_a_recursion_error(capsys, tmp_path, verb):
+  org = make_package(tmp_path, "resnet")
+  d = org.joinpath(*BENCH, "power")
+  d.mkdir()
+  cwd = os.getcwd()
+  try:
+    os.chdir(d)
+    for _ in range(1500): os.mkdir("a"); os.chdir("a")   # os.makedirs recurses: one level at a time
+  finally:
+    os.chdir(cwd)
+  bad_input(capsys, verb, org, "nested more than")
