@@ -55,14 +55,16 @@ from tooling.prep.compose import render_compose
 from tooling.common.container import host_path
 from tooling.common.errors import UserError, write_atomic
 from tooling.common.mllog_reader import read_log
-from tooling.common.safe_read import (ENC_MAGIC, GZIP_MAGIC, MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines,
-                                      read_bytes, require_regular)
+from tooling.common.safe_read import (ENC_MAGIC, GZIP_MAGIC, MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_TREE_DEPTH, MiB,
+                                      iter_lines, read_bytes, require_regular)
 from tooling.common.submission_tree import ORG_NAME, read_systems_json
 
 MAX_FILE_BYTES = 50 * MiB              # repo_checker's limit (its "50MB" is 50 MiB)
 # --verify's bounds on an archive (docs/package.md): a resnet + bert package of one system is 201 members and 1.8 MB
 # unpacked, so a package of every platform and benchmark stays far below them
 MAX_MEMBERS = 10_000
+MAX_NAME_BYTES = 255                   # one path component: NAME_MAX of every common file system
+MAX_PATH_BYTES = 1024                  # a member's whole name, well under PATH_MAX with the destination in front
 MAX_MEMBER_BYTES = MAX_FILE_BYTES      # what the repository rules allow one file
 MAX_UNPACKED_BYTES = 256 * MiB
 MAX_SHA1_BYTES = 4096                  # one `sha1sum` line
@@ -613,6 +615,14 @@ def safe_members(tar: tarfile.TarFile) -> tuple[list[Member], list[str]]:
       problems.append(f"{label}: " + ("'..' leads out of the destination" if ".." in parts else "an empty name"))
       continue
     norm = "/".join(parts)
+    long = next((p for p in parts if len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES), None)
+    if long is not None or len(parts) > MAX_TREE_DEPTH or len(norm.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+      # each was unpacked until the file system refused it (ENAMETOOLONG: half a tree), or raised RecursionError
+      problems.append(f"{shown(norm[:80])}...: " + (
+        f"a name of {len(long.encode('utf-8', 'surrogateescape'))} bytes, over the {MAX_NAME_BYTES} a file system allows"
+        if long is not None else f"{len(parts)} levels deep, over {MAX_TREE_DEPTH}" if len(parts) > MAX_TREE_DEPTH
+        else f"a path of over {MAX_PATH_BYTES} bytes (a real submission's are under 200)"))
+      continue
     if norm in seen:
       problems.append(f"{label}: a second member with this name (it would replace the first)")
       continue
