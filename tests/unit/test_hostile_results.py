@@ -290,3 +290,20 @@ def test_a_results_tree_nested_1500_deep_is_bad_input_not_a_recursion_error(caps
   finally:
     os.chdir(cwd)
   bad_input(capsys, verb, org, "nested more than")
+
+
+def test_the_second_of_two_packages_into_one_out_writes_nothing_and_says_why(capsys, tmp_path, monkeypatch):
+  # both passed the up-front check; the loser's rename onto the winner's tinycorp/ was an OSError traceback
+  from tooling.ship import package
+  R, out = make_runs(tmp_path, "resnet"), tmp_path / "out"
+  def other_package_wins(org_dir):   # while this one is checked, another `tinyperf package` publishes into --out
+    (out / "tinycorp").mkdir(); (out / "tinycorp" / "theirs").write_text("x")
+    (out / "mlperf_submission_tinycorp.tar.gz").write_bytes(b"theirs")
+    return True, "checked"
+  monkeypatch.setattr(package, "check_tree", other_package_wins)
+  code = cli(["package", "--org", "tinycorp", "--out", str(out), "--results", str(R), "--systems", str(tmp_path / "systems")])
+  err = capsys.readouterr().err
+  assert code == 2 and "appeared while this package was assembled" in err and "Traceback" not in err, err
+  assert sorted(p.name for p in out.iterdir()) == ["mlperf_submission_tinycorp.tar.gz", "tinycorp"]
+  assert [p.name for p in (out / "tinycorp").iterdir()] == ["theirs"]
+  assert (out / "mlperf_submission_tinycorp.tar.gz").read_bytes() == b"theirs"

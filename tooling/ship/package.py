@@ -28,6 +28,7 @@ Exit status: 0 done, 1 refused (checks failed, sha1 mismatch, unsafe tarball), 2
 """
 from __future__ import annotations
 import argparse
+import fcntl
 import getpass
 import gzip
 import os
@@ -41,6 +42,7 @@ import tarfile
 import tempfile
 import unicodedata
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -467,6 +469,17 @@ def _mtime(sels: list[BenchSelection]) -> int:
   return int(best // 1000)
 
 
+@contextmanager
+def _locked_dir(d: Path):
+  """An exclusive flock on directory d (no lock file is left in it) while the block runs."""
+  fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    yield
+  finally:
+    os.close(fd)
+
+
 def pack(args: argparse.Namespace) -> int:
   org = args.org
   if not org or not ORG_NAME.fullmatch(org):
@@ -531,9 +544,17 @@ def pack(args: argparse.Namespace) -> int:
       final = staging / "encrypted.tar.gz"
       openssl_enc(False, plain, final, passphrase)
     line = f"{sha1_of(final)}  {tarball_name(org)}\n"
-    os.rename(org_dir, out / org)
-    os.link(final, out / tarball_name(org))           # link: fails instead of replacing a file that appeared meanwhile
-    write_atomic(out / sha1_name(org), line, mode=0o644)   # last: a .sha1 means the tarball is complete
+    with _locked_dir(out):   # two packages into one --out: the second finds the first's files, and writes none of its own
+      if existing := [str(t) for t in targets if t.exists() or t.is_symlink()]:
+        raise UserError(f"{', '.join(existing)} appeared while this package was assembled (another `tinyperf package` "
+                        f"into {out}?); a package is never overwritten, and nothing of this one was written.")
+      try:
+        os.rename(org_dir, out / org)
+        os.link(final, out / tarball_name(org))           # link: fails instead of replacing a file that appeared meanwhile
+        write_atomic(out / sha1_name(org), line, mode=0o644)   # last: a .sha1 means the tarball is complete
+      except OSError as e:
+        raise UserError(f"--out {out}: writing the package failed ({e.strerror or e}); free space or choose another "
+                        f"--out. A package without its .sha1 there is incomplete: remove it.") from None
   finally:
     shutil.rmtree(staging, ignore_errors=True)
   kind = "encrypted with openssl enc -aes256 (decrypt: openssl enc -d -aes256 -in FILE | tar -xz)" if passphrase \
