@@ -307,3 +307,26 @@ def test_the_second_of_two_packages_into_one_out_writes_nothing_and_says_why(cap
   assert sorted(p.name for p in out.iterdir()) == ["mlperf_submission_tinycorp.tar.gz", "tinycorp"]
   assert [p.name for p in (out / "tinycorp").iterdir()] == ["theirs"]
   assert (out / "mlperf_submission_tinycorp.tar.gz").read_bytes() == b"theirs"
+
+
+def test_package_names_a_result_file_it_cannot_read():
+  # a result file with mode 000 was a PermissionError traceback (its sha256 against the ledger's)
+  base = Path(tempfile.mkdtemp(prefix="tinyperf-perm-"))
+  try:
+    base.chmod(0o755)
+    R = make_runs(base, "resnet")
+    from tooling.launch import ledger as L
+    from benchmarks.common.io import file_digest
+    with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:   # as `run` records them
+      for a in led.attempts: a.sha256 = file_digest(a.result, "sha256")
+      led.save()
+    for p in [base, *base.rglob("*")]: p.chmod(0o755 if p.is_dir() else 0o644)
+    locked = R / "results" / "tinybox_green" / "resnet" / "result_1.txt"
+    locked.chmod(0)
+    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tooling.cli", "package", "--org", "tinycorp", "--out",
+                        str(base / "out"), "--results", str(R), "--systems", str(base / "systems")],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "permission denied" in r.stderr and str(locked) in r.stderr and not (base / "out").exists()
+  finally:
+    shutil.rmtree(base)
