@@ -152,8 +152,9 @@ def _typed(raw, k: int) -> Attempt:
       if f.default is f.default_factory is MISSING: raise ValueError(f"attempt {k}: {f.name!r} is missing")
       continue
     v, t = raw[f.name], _TYPES[f.name]
-    if t is float and isinstance(v, int) and not isinstance(v, bool): v = raw[f.name] = float(v)
-    ok = isinstance(v, t) and not (isinstance(v, bool) and t in (int, float, float | None))
+    numeric = t in (int, float) or float in typing.get_args(t)
+    if (t is float or float in typing.get_args(t)) and type(v) is int: v = raw[f.name] = float(v)   # a time written 0
+    ok = isinstance(v, t) and not (isinstance(v, bool) and numeric)
     if ok and isinstance(v, float): ok = math.isfinite(v)
     if not ok: raise ValueError(f"attempt {k}: {f.name!r} is {v!r:.80}, not {getattr(t, '__name__', t)}")
   if not 0 <= raw["index"] < MAX_NEXP: raise ValueError(f"attempt {k}: index {raw['index']} is not a run number 0 to {MAX_NEXP - 1}")

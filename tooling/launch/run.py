@@ -235,7 +235,8 @@ def main(args) -> int:
   require_closed_model(cfg)   # before any run starts: an override of the closed model would be refused after INIT
   if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
   nexp = required_runs(args.benchmark) if args.nexp is None else args.nexp
-  if not 1 <= nexp <= L.MAX_NEXP:
+  if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
+  if nexp > L.MAX_NEXP:
     raise UserError(f"--nexp {nexp}: a set is 1 to {L.MAX_NEXP} runs (MLPerf asks for {required_runs(args.benchmark)}).")
   from tooling.launch import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
