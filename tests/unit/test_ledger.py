@@ -253,3 +253,11 @@ def test_an_unreadable_result_file_is_named_by_status_not_a_traceback(tmp_path):
     assert "permission denied" in r.stdout + r.stderr and "broken" in r.stdout, r.stdout
   finally:
     shutil.rmtree(root)
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_at_the_ledgers_lock_is_bad_input_not_a_hang(tmp_path):
+  path = tmp_path / "runs" / "sys1" / "resnet" / "ledger.json"; path.parent.mkdir(parents=True)
+  os.mkfifo(L.Ledger.lock_path(path))   # opening it for writing waited for a reader forever
+  with pytest.raises(UserError, match="ledger.lock"):
+    with L.Ledger.locked(path): pass

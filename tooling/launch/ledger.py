@@ -57,6 +57,7 @@ def file_lock(lock_path: Path):
   try:   # lockf needs a writable descriptor; O_APPEND never truncates, O_NONBLOCK never waits on a FIFO put there
     fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
   except OSError as e:
+    if e.errno == errno.ENXIO: e = OSError(errno.ENXIO, "a FIFO with no reader, not a lock file; remove it")
     raise safe_read.os_error(lock_path, e, "opened to lock the run ledger") from None
   with os.fdopen(fd, "a") as f:
     if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
