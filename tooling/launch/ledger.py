@@ -147,7 +147,8 @@ def _typed(raw, k: int) -> Attempt:
   """Attempt k of a ledger as read, every field of the type Attempt declares (ValueError naming the field otherwise):
   a hand edit or a damaged file is refused on read, not met as a TypeError deep in `run`, `status` or `package`."""
   if not isinstance(raw, dict): raise ValueError(f"attempt {k} is not an object")
-  if unknown := sorted(set(raw) - set(_TYPES)): raise ValueError(f"attempt {k}: unknown field(s) {', '.join(map(repr, unknown))}")
+  if unknown := sorted(set(raw) - set(_TYPES)):
+    raise ValueError(f"attempt {k}: unknown field(s) {', '.join(map(repr, unknown))}")
   for f in fields(Attempt):
     if f.name not in raw:
       if f.default is f.default_factory is MISSING: raise ValueError(f"attempt {k}: {f.name!r} is missing")
@@ -158,7 +159,8 @@ def _typed(raw, k: int) -> Attempt:
     ok = isinstance(v, t) and not (isinstance(v, bool) and numeric)
     if ok and isinstance(v, float): ok = math.isfinite(v)
     if not ok: raise ValueError(f"attempt {k}: {f.name!r} is {v!r:.80}, not {getattr(t, '__name__', t)}")
-  if not 0 <= raw["index"] < MAX_NEXP: raise ValueError(f"attempt {k}: index {raw['index']} is not a run number 0 to {MAX_NEXP - 1}")
+  if not 0 <= raw["index"] < MAX_NEXP:
+    raise ValueError(f"attempt {k}: index {raw['index']} is not a run number 0 to {MAX_NEXP - 1}")
   if raw["seed"] < 0: raise ValueError(f"attempt {k}: seed {raw['seed']} is negative")
   if raw.get("status", RUNNING) not in STATUSES:
     raise ValueError(f"attempt {k}: status {raw['status']!r:.80} is not one of {', '.join(STATUSES)}")
@@ -209,7 +211,9 @@ class Ledger:
       # runs/<sys>/<bm>/... tail, on this root
       parts, sysbm = path.parts, (self.path.parent.parent.name, self.path.parent.name)
       for k in range(len(parts) - 3, -1, -1):
-        if parts[k] in (T.RESULTS, T.RUNS) and parts[k + 1:k + 3] == sysbm: path = self.root.joinpath(*parts[k:]); break
+        if parts[k] in (T.RESULTS, T.RUNS) and parts[k + 1:k + 3] == sysbm:
+          path = self.root.joinpath(*parts[k:])
+          break
     if Path(os.path.normpath(path)) != want:
       raise ValueError(f"run {att.index} (seed {att.seed}): its {key} {p!r:.200} is not {want}, where `tinyperf run` "
                        f"writes it")
