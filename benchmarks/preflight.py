@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.common.config import load_config, PlatformConfig
+from benchmarks.common.io import two_sizes
 
 GiB = 2**30
 
@@ -159,7 +160,8 @@ class Preflight:
     except OSError as e:
       return self.record("disk", False, f"{self.work} is not writable by uid {os.getuid()} ({e.strerror}); make the "
                          f"results directory writable for that user (tinyperf run does this for you).")
-    self.record("disk", free >= need, f"{free / GiB:.1f} GiB free under {self.work}, need {need / GiB:.0f} GiB" +
+    have, want = two_sizes(free, need)
+    self.record("disk", free >= need, f"{have} free under {self.work}, need {want}" +
                 ("" if free >= need else ": free space or choose another --results (TINYPERF_MIN_FREE_GB overrides)."))
 
   def shm(self):
@@ -167,7 +169,8 @@ class Preflight:
     if not need: return
     try: free = shutil.disk_usage(self.p("/dev/shm")).free
     except OSError: return self.record("shm", False, "/dev/shm is missing")
-    self.record("shm", free >= need, f"/dev/shm {free / GiB:.2f} GiB free, the loader rings need {need / GiB:.2f} GiB" +
+    have, want = two_sizes(free, need)
+    self.record("shm", free >= need, f"/dev/shm {have} free, the loader rings need {want}" +
                 ("" if free >= need else f": start the container with --shm-size={shm_size_for(self.cfg)} or --ipc=host "
                  f"(compose and tinyperf run size it from the config)."))
 

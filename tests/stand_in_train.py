@@ -10,7 +10,9 @@ What a test can ask of it (environment):
   STAND_IN_CHILD=FILE   RUN starts a `sleep 600` in its process group and writes its pid to FILE (kill tests)
   STAND_IN_RING=1       RUN creates a shared-memory ring named like the ResNet loader's (leak tests)
   STAND_IN_SPAM=N       INIT prints N bytes (fills a small disk)
-  STAND_IN_STATUS=...   the run_stop status (default success; anything else: did not converge, exit 1)"""
+  STAND_IN_STATUS=...   the run_stop status (default success; anything else: did not converge, exit 1)
+  STAND_IN_CRASH=1      RUN crashes as the ResNet loader does on a full /dev/shm: the real mlperf.abort_on_failure logs
+                        its run_stop, the OSError ends the process (a traceback, exit 1)"""
 from __future__ import annotations
 import argparse
 import os
@@ -54,6 +56,13 @@ def main() -> int:
     resource_tracker.unregister(ring._name, "shared_memory")
     print(f"ring {ring.name}", flush=True)
   time.sleep(float(os.environ.get("STAND_IN_RUN_S", "0")))
+  if os.environ.get("STAND_IN_CRASH"):
+    import errno
+    from benchmarks.common import mlperf
+    mlperf.open_result_log(Path(args.log))
+    mlperf.start("run_start")
+    with mlperf.abort_on_failure():
+      raise OSError(errno.ENOSPC, "No space left on device", "/dev/shm/tinyperf_ring")
   from mllog_builder import write_log
   from benchmarks.common.mlperf import ORG   # the submitter the entrypoint logs (`tinyperf run --org`, SUBMISSION_ORG)
   status = os.environ.get("STAND_IN_STATUS", "success")

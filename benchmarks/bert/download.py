@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from benchmarks.common.io import InputError, file_digest, write_atomic
 
@@ -32,6 +32,7 @@ FILES = {
 # text is covered by bert_reference_results_text_md5.txt); tests and mirrors can pass their own.
 KNOWN_MD5: dict[str, str] = {}
 MD5_LIST, ARCHIVE, TEXT_DIR = "bert_reference_results_text_md5.txt", "results_text.tar.gz", "results4"
+MAX_TEXT_MEMBERS, MAX_TEXT_DEPTH = 10_000, 16   # results_text.tar.gz: 502 files in one folder, an untrusted archive
 
 
 def file_url(name: str, base_url: str | None) -> str:
@@ -101,7 +102,10 @@ def extract_text(out: Path, keep_archive: bool = False, quiet: bool = False) -> 
   try:
     with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r:*") as tar, \
          tqdm(total=archive.stat().st_size, unit="B", unit_scale=True, desc="extract", disable=quiet) as bar:
-      for member in tar:
+      for k, member in enumerate(tar):
+        if k >= MAX_TEXT_MEMBERS or len(PurePosixPath(member.name).parts) > MAX_TEXT_DEPTH:   # deep: RecursionError
+          raise tarfile.TarError(f"member {member.name[:80]!r}... is past {MAX_TEXT_MEMBERS} members or "
+                                 f"{MAX_TEXT_DEPTH} directories deep; the text archive is a flat folder of ~500 files")
         tar.extract(member, tmp, filter="data")   # no absolute paths, no '..', no device files
         bar.update(raw.tell() - bar.n)   # compressed bytes consumed so far
   except (tarfile.TarError, EOFError, OSError) as e:

@@ -37,6 +37,7 @@ from benchmarks.common.io import InputError, file_digest
 WRITE_CHUNK = 1024          # instances materialised (and written) at a time: bounds memory
 LINES_PER_BATCH = 20000     # lines tokenised per call (reference reader)
 READ_BATCH_BYTES = 1 << 19  # text tokenised per call (fast reader; 256 KB-1 MB measured best, larger is slower)
+MAX_LINE_CHARS = 1 << 20    # one line is one paragraph: Wikipedia's longest are tens of KB; a 30 MB line took 2.5 GB
 POS_SHIFT = 32              # create_instances packs a masked position and its new id (+1) as pos << 32 | id + 1
 
 
@@ -75,6 +76,25 @@ def _open_text(path):
   return open(path, "r", encoding="utf-8", errors="replace", newline="\n")
 
 
+def _line_batches(f, path, batch_chars: int):
+  """The lines of an open text part, about batch_chars at a time; a line over MAX_LINE_CHARS is bad input (read no
+  further than that: memory stays bounded whatever the file holds)."""
+  lineno = 0
+  while True:
+    lines, size = [], 0
+    while size < batch_chars:
+      line = f.readline(MAX_LINE_CHARS + 1)
+      if not line: break
+      lineno += 1
+      if len(line) > MAX_LINE_CHARS:
+        raise InputError(f"{path}: line {lineno} is over {MAX_LINE_CHARS:,} characters; a text part holds one paragraph "
+                         f"a line (Wikipedia's longest are tens of KB). It is not a Wikipedia text part, or it is damaged: "
+                         f"remake it (prep download / prep corpus).")
+      lines.append(line); size += len(line)
+    if not lines: return
+    yield lines
+
+
 def read_documents(path: str | Path, tokenizer, batch_bytes: int = READ_BATCH_BYTES) -> Documents:
   """Tokenise one text file. Memory: the file's text one batch of lines (about batch_bytes) at a time, plus its tokens
   (4 bytes each). Same Documents as read_documents_reference: every line (blank ones included, which give no tokens)
@@ -82,9 +102,7 @@ def read_documents(path: str | Path, tokenizer, batch_bytes: int = READ_BATCH_BY
   lens_parts, blank_parts, ids_parts = [], [], []
   nlines = 0
   with _open_text(path) as f:
-    while True:
-      lines = f.readlines(batch_bytes)
-      if not lines: break
+    for lines in _line_batches(f, path, batch_bytes):
       nlines += len(lines)
       lines = [line.replace("\r", "").strip() for line in lines]
       ids, lens = tokenizer.encode_lines_flat(lines)
@@ -421,6 +439,9 @@ def make_part_shard(source: Path, out: Path, part: str, p: Params, tokenizer, vo
   docs = (read_documents_reference if reference else read_documents)(source, tokenizer)
   t1 = time.perf_counter()
   inst = part_instances(docs, p, vocab, reference)
+  if not len(inst):   # an empty part made a shard of no rows that verify passed ("0 problem(s)")
+    raise InputError(f"{source}: no training instances in it (empty, or no tokenisable text). Remake the text parts "
+                     f"(prep download, or prep corpus with a larger --max-bytes), or leave this part out with --parts.")
   t2 = time.perf_counter()
   write_shard(out, docs, inst, p, part, source, vocab, vocab_md5)
   t3 = time.perf_counter()

@@ -204,7 +204,7 @@ def verify_shard(path: str | os.PathLike, max_seq_len: int | None = None, max_pr
     arrays = load_shard(path, header["max_seq_len"], header["max_predictions"])
   except ShardError as e:
     return [str(e)]
-  problems = []
+  problems = [] if header["count"] else [f"{path}: holds no instances (made from an empty text part); remake it"]
   with open(path, "rb") as fh:
     for f in header["fields"]:
       h = hashlib.sha256()   # one field's byte range, not the whole file: io.file_digest does not apply

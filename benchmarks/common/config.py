@@ -30,6 +30,51 @@ class ConfigError(InputError):
   """A config or override is invalid. The message names the file, the key and the fix."""
 
 
+MAX_YAML_BYTES = 1 << 20   # a config or an overrides file: a few KB
+
+
+class StrictLoader(yaml.SafeLoader):
+  """PyYAML's safe loader refusing what a hand-written config never needs and an attack does: aliases (a "billion laughs"
+  of nested aliases expands to gigabytes and hangs the reader) and a key written twice (PyYAML silently keeps the last
+  value, so a knob edited in one place is overridden by a forgotten copy below it)."""
+  def compose_node(self, parent, index):
+    if self.check_event(yaml.AliasEvent):
+      event = self.peek_event()
+      raise yaml.composer.ComposerError(None, None, f"an alias (*{event.anchor}): write each value out", event.start_mark)
+    return super().compose_node(parent, index)
+
+  def construct_mapping(self, node, deep=False):
+    seen = set()
+    for key_node, _ in node.value:
+      key = self.construct_object(key_node, deep=True)
+      try: twice = key in seen; seen.add(key)
+      except TypeError: continue   # an unhashable key: SafeLoader's construct_mapping refuses it
+      if twice:
+        raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is written twice: keep one",
+                                                key_node.start_mark)
+    return super().construct_mapping(node, deep)
+
+
+def load_yaml(path: Path, text: str | None = None):
+  """A YAML file (or TEXT read from it) through StrictLoader; every problem a ConfigError naming the file and line."""
+  try:
+    if text is None:
+      with open(path, "rb") as f: data = f.read(MAX_YAML_BYTES + 1)
+      if len(data) > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: over {MAX_YAML_BYTES >> 20} MiB, too large for a config; it is not one.")
+      text = data.decode("utf-8")
+    return yaml.load(text, Loader=StrictLoader)
+  except yaml.YAMLError as e:
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    raise ConfigError(f"{path}{f':{mark.line + 1}' if mark else ''}: not valid YAML ({problem}). Fix it and rerun."
+                      ) from None
+  except UnicodeDecodeError as e:
+    raise ConfigError(f"{path}: not UTF-8 text ({e.reason}).") from None
+  except OSError as e:
+    raise ConfigError(f"{path}: cannot be read ({e.strerror or e}).") from None
+
+
 @dataclass(frozen=True)
 class Knob:
   type: type
@@ -235,10 +280,7 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
     close = difflib.get_close_matches(platform, have, n=1, cutoff=0.5)
     raise ConfigError(f"unknown platform {platform!r} for {benchmark}: {path} does not exist. "
                       + (f"Did you mean {close[0]}? " if close else "") + f"Valid platforms: {', '.join(have) or '(none)'}.")
-  try:
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-  except (yaml.YAMLError, UnicodeDecodeError) as e:
-    raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]}). Fix the syntax and rerun.") from None
+  raw = load_yaml(path)
   if not isinstance(raw, dict):
     raise ConfigError(f"{path}: expected a mapping of keys to values, got {type(raw).__name__}.")
   schema = SCHEMA[benchmark]

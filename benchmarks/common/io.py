@@ -71,6 +71,17 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, overwrite: bool = F
   return Path(path)
 
 
+def two_sizes(a: int, b: int) -> tuple[str, str]:
+  """Two byte counts in one unit (the larger's, bytes to GiB), with as many decimals as it takes for different counts
+  to print different: "/dev/shm 0.00 GiB free, the loader rings need 0.00 GiB" refused with numbers that agreed."""
+  unit, div = next(((u, d) for u, d in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)) if max(a, b) >= d), ("bytes", 1))
+  if div == 1: return f"{a} bytes", f"{b} bytes"
+  for dec in range(2, 11):
+    fa, fb = f"{a / div:.{dec}f}", f"{b / div:.{dec}f}"
+    if fa != fb or a == b: break
+  return f"{fa} {unit}", f"{fb} {unit}"
+
+
 def file_digest(path: str | os.PathLike, algo: str) -> str:
   """Hex digest of a file, read in chunks by hashlib: the one checksum helper (md5 of downloads and vocabs, sha1 of
   submission tarballs, sha256 of shards)."""

@@ -52,15 +52,24 @@ def start(key, value=None, metadata=None): mlog().start(key=key, value=value, me
 def end(key, value=None, metadata=None): mlog().end(key=key, value=value, metadata=metadata, stack_offset=2)
 
 
+# run_stop metadata of a RUN stopped by a crash (a dead loader worker, a corrupt JPEG found late, /dev/shm full, Ctrl-C):
+# no training outcome, so the launcher records a failed attempt and redoes the run (tooling/launch/ledger.log_outcome)
+CRASHED = "tinyperf_crashed"
+
+
 @contextmanager
 def abort_on_failure():
-  """Wraps a RUN phase from run_start up to its own run_stop. Any exception that escapes (a non-finite loss, a dead
-  loader worker, bad input found after the clock started, Ctrl-C) first logs run_stop with status aborted, so every
-  started RUN's log ends with its one run_stop (EXACTLY_ONE in the checker), then propagates: the entrypoint exits
-  non-zero (runtime.run_entrypoint: 1 for a training failure, 2 for bad input)."""
+  """Wraps a RUN phase from run_start up to its own run_stop. Any exception that escapes first logs run_stop with status
+  aborted, so every started RUN's log ends with its one run_stop (EXACTLY_ONE in the checker), then propagates: the
+  entrypoint exits non-zero (runtime.run_entrypoint: 1 for a training failure, 2 for bad input). A non-finite loss is
+  the training's own failure (a run that counts, like a missed target); anything else (a dead loader worker, bad input
+  found after the clock started, Ctrl-C) is a crash, named in the run_stop's CRASHED field."""
   try: yield
-  except BaseException:
+  except FloatingPointError:
     end(C.RUN_STOP, metadata={C.STATUS: C.ABORTED})
+    raise
+  except BaseException as e:
+    end(C.RUN_STOP, metadata={C.STATUS: C.ABORTED, CRASHED: f"{type(e).__name__}: {e}"[:500]})
     raise
 
 

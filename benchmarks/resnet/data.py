@@ -34,7 +34,7 @@ import numpy as np
 from PIL import Image
 
 from benchmarks.common.feeding import SHM_DIR, SHM_PREFIX
-from benchmarks.common.io import InputError
+from benchmarks.common.io import InputError, two_sizes
 from benchmarks.common.rules import IMAGENET_COUNTS
 
 MANIFEST_NAME = "manifest.json"
@@ -319,9 +319,9 @@ def check_shm_space(nbytes: int, what: str, shm_dir: str = SHM_DIR):
   """Fail early and clearly when the ring would not fit: a full tmpfs kills the writer with SIGBUS mid-epoch instead."""
   free = shm_free_bytes(shm_dir)
   if free is None or nbytes <= free: return
-  gib = lambda b: f"{b / 2**30:.2f} GiB"
+  have, want = two_sizes(free, nbytes)
   need_gb = math.ceil(nbytes * 1.25 / 2**30)
-  raise DataError(f"{shm_dir} has {gib(free)} free but the {what} needs {gib(nbytes)}. Inside a container, start it "
+  raise DataError(f"{shm_dir} has {have} free but the {what} needs {want}. Inside a container, start it "
                   f"with `--ipc=host` or `--shm-size={max(need_gb, 1)}g` (docker run; `shm_size:` in compose); "
                   f"otherwise free space in {shm_dir}, or lower SHM_RING_BATCHES or the batch size in the platform config.")
 

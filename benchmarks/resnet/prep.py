@@ -27,6 +27,8 @@ import socket
 import sys
 import tarfile
 import time
+import zlib
+from contextlib import contextmanager
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -58,6 +60,7 @@ ARCHIVES = {
 MARKER = ".tinyperf-prep"   # says "this directory's train/ and val/ are prep's own output" (safe to replace)
 STAGING = ".staging"        # extraction happens here; renamed into place when complete
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_VAL_NAME = re.compile(r"ILSVRC2012_val_(\d{8})\.JPEG")   # image k of the validation set: line k of the labels file
 _CHUNK = 1 << 20
 
 
@@ -214,6 +217,17 @@ def _safe(name: str, where: str) -> str:
   return base
 
 
+@contextmanager
+def _reading(tar_path: Path, what: str):
+  """A tar that does not parse (empty, garbage, truncated: tarfile's ReadError, an EOFError mid-member) is bad data
+  naming the archive, not a traceback; our own DataErrors pass through."""
+  try: yield
+  except (tarfile.TarError, EOFError, zlib.error) as e:
+    raise DataError(f"{tar_path}: not a readable {what} ({e or type(e).__name__}): the file is empty, truncated or "
+                    f"damaged. Download it again; its md5 must be image-net.org's (prep checks it unless --no-md5, against "
+                    f"--checksums when given).") from None
+
+
 def _write_member(tf: tarfile.TarFile, m: tarfile.TarInfo, dest: Path):
   with tf.extractfile(m) as src, open(dest, "wb") as dst:
     shutil.copyfileobj(src, dst, _CHUNK)
@@ -223,7 +237,8 @@ def extract_train(tar_path: Path, dest: Path) -> list[str]:
   """The train archive is a tar of per-class tars (<wnid>.tar); stream both levels, never writing the inner tars."""
   dest.mkdir(parents=True)
   classes = []
-  with tarfile.open(tar_path, mode="r|") as outer, _progress(total=1000, unit="class", desc="train") as bar:
+  with _reading(tar_path, "train archive"), tarfile.open(tar_path, mode="r|") as outer, \
+       _progress(total=1000, unit="class", desc="train") as bar:
     for m in outer:
       if not m.isfile(): continue
       name = _safe(m.name, str(tar_path))
@@ -253,25 +268,35 @@ def read_val_labels(path: Path) -> list[str]:
 
 
 def extract_val(tar_path: Path, labels: list[str], labels_path: Path, dest: Path, classes: list[str] | None) -> list[str]:
-  """The val archive is flat; the k-th image in name order belongs to the class on line k of the labels file."""
-  flat = dest.parent / "val_flat"
-  flat.mkdir(parents=True)
-  with tarfile.open(tar_path, mode="r|") as tf, _progress(total=len(labels), unit="img", desc="val") as bar:
-    for m in tf:
-      if m.isfile():
-        _write_member(tf, m, flat / _safe(m.name, str(tar_path)))
-        bar.update(1)
-  names = sorted(os.listdir(flat))
-  if len(names) != len(labels):
-    raise DataError(f"{labels_path} has {len(labels):,} labels but {tar_path} holds {len(names):,} images; the labels "
-                    f"file must be the one for this archive (50,000 lines for ILSVRC2012).")
+  """The val archive is flat; image ILSVRC2012_val_<k>.JPEG belongs to the class on line k of the labels file (by its
+  number, never by its position among the names: an archive with a renamed or missing image would shift every label
+  after it)."""
   if classes is not None:
     unknown = sorted(set(labels) - set(classes))
     if unknown: raise DataError(f"{labels_path}: classes {', '.join(unknown[:5])} are not among the train archive's classes.")
-  dest.mkdir()
+  dest.mkdir(parents=True)
   for wnid in sorted(set(labels)): (dest / wnid).mkdir()
-  for name, wnid in zip(names, labels): os.rename(flat / name, dest / wnid / name)
-  flat.rmdir()
+  seen: set[int] = set()
+  with _reading(tar_path, "validation archive"), tarfile.open(tar_path, mode="r|") as tf, \
+       _progress(total=len(labels), unit="img", desc="val") as bar:
+    for m in tf:
+      if not m.isfile(): continue
+      name = _safe(m.name, str(tar_path))
+      if not (num := _VAL_NAME.fullmatch(name)):
+        raise DataError(f"{tar_path}: member {m.name!r} is not named ILSVRC2012_val_<8 digits>.JPEG; the class of each "
+                        f"image is the line of {labels_path} its number names, so the names must be the archive's "
+                        f"originals. Not the ILSVRC2012 validation archive?")
+      k = int(num[1])
+      if k in seen: raise DataError(f"{tar_path}: {name} appears twice; not the ILSVRC2012 validation archive?")
+      seen.add(k)
+      if 1 <= k <= len(labels): _write_member(tf, m, dest / labels[k - 1] / name)
+      bar.update(1)
+  if len(seen) != len(labels):
+    raise DataError(f"{labels_path} has {len(labels):,} labels but {tar_path} holds {len(seen):,} images; the labels "
+                    f"file must be the one for this archive (50,000 lines for ILSVRC2012).")
+  if missing := [k for k in range(1, len(labels) + 1) if k not in seen]:
+    raise DataError(f"{tar_path} has no ILSVRC2012_val_{missing[0]:08d}.JPEG although {labels_path} labels it (line "
+                    f"{missing[0]}); the images must be numbered 1 to {len(labels):,} as in the original archive.")
   return sorted(set(labels))
 
 

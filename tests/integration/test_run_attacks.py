@@ -181,6 +181,28 @@ def test_disk_full_mid_init_is_one_message_and_the_run_is_redone(data, tmp_path)
     subprocess.run(["umount", str(_work(out))])
 
 
+def test_a_crash_of_the_data_pipeline_during_run_is_a_failed_attempt_redone_on_rerun(data, tmp_path):
+  # /dev/shm full (or a corrupt JPEG found late) after run_start: the log ends with run_stop aborted, which was
+  # recorded as a finished run that missed the target, never redone; `run` exited 0 on an open config
+  out = tmp_path / "out"
+  r = _run(data, out, STAND_IN_CRASH="1")
+  assert r.returncode == 1 and "not finished" in r.stderr, r.stderr
+  (att,) = _attempts(out)
+  assert att["status"] == "failed" and "No space left on device" in att["note"], att
+  assert not _result(out, 0).exists()
+  r = _run(data, out)
+  assert r.returncode == 0, r.stderr
+  first, again = _attempts(out)
+  assert first["status"] == "failed" and again["status"] == "done" and again["seed"] != first["seed"]
+
+
+def test_a_set_of_a_billion_runs_is_refused_at_once(data, tmp_path):
+  # it grew the launcher to 2.3 GB of pending run numbers, silently
+  r = _run(data, tmp_path / "out", nexp=10 ** 9, timeout=60)
+  assert r.returncode == 2 and "Traceback" not in r.stderr and "--nexp 1000000000" in r.stderr, r.stderr
+  assert not (tmp_path / "out").exists()
+
+
 def test_deleted_or_changed_result_files_are_said_loudly(data, tmp_path):
   """...and a run in a tinyperf image (a compose service) records backend container, the image and its digest."""
   out = tmp_path / "out"

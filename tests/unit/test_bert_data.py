@@ -660,3 +660,32 @@ def test_a_missing_text_directory_names_prep_commands_that_paste_as_printed(tmp_
   for verb in ("download", "corpus"):
     cmd = str(e.value).split(f"`tinyperf prep wiki {verb} ")[1].split("`")[0]
     assert shlex.split(cmd) == ["--out", str(data)], e.value
+
+
+def test_an_empty_text_part_is_refused_and_an_empty_shard_fails_verify(tmp_path, capsys):
+  # an empty wiki part made a shard of no rows, and `prep verify` said "0 problem(s)"
+  d = make_data_dir(tmp_path / "d", parts=2, docs_per_part=5)
+  (d / "results4" / "part-00001-of-00002").write_text("")
+  assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
+  assert "part-00001-of-00002: no training instances" in capsys.readouterr().err
+  assert not (d / "train" / "part-00001.shard").exists()
+  good = d / "train" / "part-00000.shard"   # the part made before it stays
+  header = read_header(good)
+  empty = d / "train" / "part-00001.shard"
+  w = ShardWriter(empty, {k: header[k] for k in header if k not in ("format", "version", "count", "max_seq_len",
+                  "max_predictions", "vocab_size", "fields")}, 0, header["max_seq_len"], header["max_predictions"],
+                  header["vocab_size"])
+  w.close()
+  assert run("verify", "--data", d, "--quiet") == 1
+  assert "part-00001.shard: holds no instances" in capsys.readouterr().err
+
+
+def test_a_text_part_with_an_endless_line_is_refused_in_bounded_memory(tmp_path, capsys):
+  # one 30 MB line took 2.5 GB to tokenise; read no further than the cap
+  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=5)
+  part = d / "results4" / "part-00000-of-00001"
+  part.write_text(part.read_text() + "word " * (2 ** 21 // 5) + "\n")   # 2 MiB: over the 1 MiB cap
+  assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
+  err = capsys.readouterr().err
+  assert "part-00000-of-00001: line" in err and "Traceback" not in err
+  assert not (d / "train" / "part-00000.shard").exists()

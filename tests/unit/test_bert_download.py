@@ -142,6 +142,17 @@ def test_corrupt_text_part_keeps_nothing_extracted(server, tmp_path, capsys):
   assert (out / "results4" / "part-00001-of-00002").is_file()
 
 
+def test_a_text_archive_with_a_2000_deep_member_is_refused_not_a_recursion_error(server, tmp_path, capsys):
+  _publish(server)
+  deep = "results4/" + "d/" * 2000 + "x.txt"
+  server.files["results_text.tar.gz"] = _tar({deep: b"x", "results4/eval.txt": b"Eval doc.\n"})
+  out = tmp_path / "wiki"
+  assert prep.main(["download", "--out", str(out), "--base-url", server.url, "--no-checkpoint", "--quiet"]) == 2
+  err = capsys.readouterr().err
+  assert "results_text.tar.gz: cannot be extracted" in err and "directories deep" in err and "Traceback" not in err
+  assert not (out / "results4").exists() and not list(out.glob(".results4*"))
+
+
 def test_vocab_config_mismatch_after_download(server, tmp_path, capsys):
   _publish(server)
   server.files["bert_config.json"] = b'{"vocab_size": 30522}'

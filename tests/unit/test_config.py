@@ -1,5 +1,6 @@
 """Platform configs: validation, env overrides, and the files rendered from them."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,23 @@ def test_bad_yaml_and_unknown_platform(tmp_path):
   p = tmp_path / "tinybox_green"; p.mkdir(); (p / "config.yaml").write_text("BS: [1,\n")
   with pytest.raises(ConfigError, match="not valid YAML"): load_config("resnet", "tinybox_green", path=p / "config.yaml")
   with pytest.raises(ConfigError, match="Valid platforms: .*tinybox_green"): load_config("resnet", "tinybox_blue")
+
+
+# a billion laughs: nine levels of nine aliases each, 9**9 strings once expanded; its repr never ends
+BOMB = ("host_prerequisites: [&l0 [x], " + ", ".join(f"&l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 10))
+        + "]\nnotes: *l9\n")
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("edit,msg", [
+  (lambda text: re.sub(r"(?m)^notes:.*\n", "", text) + BOMB, "an alias"),
+  (lambda text: text + "LR: 3.6\n", "'LR' is written twice"),   # the last one silently won
+])
+def test_aliases_and_keys_written_twice_are_refused(tmp_path, edit, msg):
+  d = tmp_path / "tinybox_green"; d.mkdir()
+  (d / "config.yaml").write_text(edit(config_path("resnet", "tinybox_green").read_text()))
+  with pytest.raises(ConfigError, match=msg) as e: load_config("resnet", "tinybox_green", environ={}, path=d / "config.yaml")
+  assert f"{d / 'config.yaml'}:" in str(e.value)
 
 
 def test_schema_docs_every_knob():

@@ -269,6 +269,12 @@ def test_preflight_data_disk_shm_on_this_machine(tmp_path, monkeypatch):
   res = {n: (ok, d) for n, ok, d in pf.results}
   assert not res["shm"][0] and "--shm-size=" in res["shm"][1]
   assert not res["disk"][0]
+  # an empty /dev/shm against rings of 1.5 MiB: it said "0.00 GiB free, the loader rings need 0.00 GiB"
+  monkeypatch.setattr(PF.shutil, "disk_usage", lambda p: type("U", (), {"free": 0})())
+  pf = PF.Preflight(cfg, tmp_path / "missing", work); pf.run()
+  (free, need), = [re.findall(r"(\d+(?:\.\d+)? \w+) free, the loader rings need (\d+(?:\.\d+)? \w+)", d)[0]
+                   for n, ok, d in pf.results if n == "shm"]
+  assert free == "0.00 MiB" and need == "1.50 MiB"
 
 
 # -------------------------------------------------------------------------------------------- bad input, no engine

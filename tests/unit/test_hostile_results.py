@@ -276,3 +276,57 @@ def test_identical_settings_and_per_run_values_do_not_trip_the_hyperparameter_ch
   org = make_package(tmp_path, "bert", n=10, runs=[{"evals": 3 + i % 3} for i in range(10)])
   assert hparam_findings(org.joinpath("results", "tinybox_green", "bert")) == []
   assert len({len(read_log(p).all("eval_accuracy")) for p in org.rglob("result_*.txt")}) == 3
+
+
+@pytest.mark.parametrize("verb", ["check", "report"])
+def test_a_results_tree_nested_1500_deep_is_bad_input_not_a_recursion_error(capsys, tmp_path, verb):
+  org = make_package(tmp_path, "resnet")
+  d = org.joinpath(*BENCH, "power")
+  d.mkdir()
+  cwd = os.getcwd()
+  try:
+    os.chdir(d)
+    for _ in range(1500): os.mkdir("a"); os.chdir("a")   # os.makedirs recurses: one level at a time
+  finally:
+    os.chdir(cwd)
+  bad_input(capsys, verb, org, "nested more than")
+
+
+def test_the_second_of_two_packages_into_one_out_writes_nothing_and_says_why(capsys, tmp_path, monkeypatch):
+  # both passed the up-front check; the loser's rename onto the winner's tinycorp/ was an OSError traceback
+  from tooling.ship import package
+  R, out = make_runs(tmp_path, "resnet"), tmp_path / "out"
+  def other_package_wins(org_dir):   # while this one is checked, another `tinyperf package` publishes into --out
+    (out / "tinycorp").mkdir(); (out / "tinycorp" / "theirs").write_text("x")
+    (out / "mlperf_submission_tinycorp.tar.gz").write_bytes(b"theirs")
+    return True, "checked"
+  monkeypatch.setattr(package, "check_tree", other_package_wins)
+  code = cli(["package", "--org", "tinycorp", "--out", str(out), "--results", str(R), "--systems", str(tmp_path / "systems")])
+  err = capsys.readouterr().err
+  assert code == 2 and "appeared while this package was assembled" in err and "Traceback" not in err, err
+  assert sorted(p.name for p in out.iterdir()) == ["mlperf_submission_tinycorp.tar.gz", "tinycorp"]
+  assert [p.name for p in (out / "tinycorp").iterdir()] == ["theirs"]
+  assert (out / "mlperf_submission_tinycorp.tar.gz").read_bytes() == b"theirs"
+
+
+def test_package_names_a_result_file_it_cannot_read():
+  # a result file with mode 000 was a PermissionError traceback (its sha256 against the ledger's)
+  base = Path(tempfile.mkdtemp(prefix="tinyperf-perm-"))
+  try:
+    base.chmod(0o755)
+    R = make_runs(base, "resnet")
+    from tooling.launch import ledger as L
+    from benchmarks.common.io import file_digest
+    with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:   # as `run` records them
+      for a in led.attempts: a.sha256 = file_digest(a.result, "sha256")
+      led.save()
+    for p in [base, *base.rglob("*")]: p.chmod(0o755 if p.is_dir() else 0o644)
+    locked = R / "results" / "tinybox_green" / "resnet" / "result_1.txt"
+    locked.chmod(0)
+    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tooling.cli", "package", "--org", "tinycorp", "--out",
+                        str(base / "out"), "--results", str(R), "--systems", str(base / "systems")],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "permission denied" in r.stderr and str(locked) in r.stderr and not (base / "out").exists()
+  finally:
+    shutil.rmtree(base)

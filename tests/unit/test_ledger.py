@@ -1,8 +1,12 @@
 """The run ledger under attack: stale attempts, dead launchers, moved results roots, changed or deleted result files,
 an exhausted seed space. Real files and real POSIX locks (a second process holds a claim)."""
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +167,97 @@ def test_status_counts_the_runs_a_set_asked_for_not_only_those_it_started(tmp_pa
                      capture_output=True, text=True, timeout=120)
   st, = json.loads(r.stdout)["sets"]
   assert r.returncode == 1 and [x["state"] for x in st["runs"]] == ["done", "done", "missing", "missing", "missing"], r.stdout
+
+
+# --- a hostile or broken ledger: bad input (exit 2) from every reader, bounded in time and memory ---------------------
+
+def _status(root, timeout=60):
+  return subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", str(root)], cwd=REPO,
+                        capture_output=True, text=True, timeout=timeout)
+
+
+def _one_done(root, **raw):
+  """A ledger of one finished run whose attempt fields are then replaced by RAW (a hand edit)."""
+  path = _ledger(root, [L.Attempt(index=0, seed=1, status=L.DONE, converged=True, result="results/sys1/resnet/result_0.txt")])
+  doc = json.loads(path.read_text())
+  doc["attempts"][0].update({k: v for k, v in raw.items() if k not in ("nexp", "attempts")})
+  doc.update({k: v for k, v in raw.items() if k in ("nexp", "attempts")})
+  path.write_text(json.dumps(doc))
+  return path
+
+
+@pytest.mark.parametrize("raw", [
+  dict(index="0"), dict(seed=None), dict(index=True), dict(status="finished"), dict(status=5), dict(converged="no"),
+  dict(owner=["pid", 1]), dict(slurm="job"), dict(started="yesterday"), dict(note=7), dict(result=5),
+  dict(nexp=10 ** 9), dict(nexp="5"), dict(index=-1),
+])
+def test_a_ledger_of_valid_json_with_wrong_types_is_bad_input(tmp_path, raw):
+  # each was a TypeError traceback in status, run or package, or (nexp 1e9) a status growing to gigabytes
+  path = _one_done(tmp_path, **raw)
+  r = _status(tmp_path)
+  assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+  assert str(path) in r.stderr and "unreadable" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "dev_zero"])
+def test_a_ledger_that_is_no_regular_file_is_bad_input_without_a_hang(tmp_path, kind):
+  path = tmp_path / "runs" / "sys1" / "resnet" / "ledger.json"; path.parent.mkdir(parents=True)
+  if kind == "directory": path.mkdir()
+  elif kind == "fifo": os.mkfifo(path)
+  else: path.symlink_to("/dev/zero")
+  r = _status(tmp_path)
+  assert r.returncode == 2 and "Traceback" not in r.stderr and str(path) in r.stderr, r.stderr
+
+
+def test_a_tampered_result_path_is_refused_and_nothing_is_written_outside_the_results_tree(tmp_path):
+  # run copies a finished run's intact log to its missing result file: the ledger's path decided where
+  root = tmp_path / "R"
+  path = _ledger(root, [L.Attempt(index=0, seed=3)])
+  with L.Ledger.locked(path) as led:
+    att = led.latest(0); log = _finished_log(led, att)
+    att.status, att.result, att.sha256 = L.DONE, str(led._expected(att, "result")), file_digest(log, "sha256")
+    led.save()
+  from tooling.launch.run import verify_results
+  for bad in ("../escaped.txt", str(tmp_path / "escaped.txt"), "results/sys1/resnet/../../../../escaped.txt"):
+    doc = json.loads(path.read_text()); doc["attempts"][0]["result"] = bad; path.write_text(json.dumps(doc))
+    with pytest.raises(UserError, match="where `tinyperf run` writes it"): verify_results(path, fix=True)
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+@pytest.mark.timeout(60)
+def test_settling_a_ledger_of_65536_attempts_is_linear(tmp_path):
+  # a settle under the ledger lock looked up each attempt's latest by a scan of all: 65,536 attempts hung `run`
+  path = tmp_path / "runs" / "sys1" / "resnet" / "ledger.json"; path.parent.mkdir(parents=True)
+  rows = [{"index": k % 5, "seed": k, "status": L.INTERRUPTED} for k in range(65536)]
+  path.write_text(json.dumps({"format": "tinyperf-ledger-v1", "attempts": rows}))
+  with L.Ledger.locked(path) as led:
+    assert led.settle() == [] and led.pending(5) == [0, 1, 2, 3, 4]
+
+
+def test_an_unreadable_result_file_is_named_by_status_not_a_traceback(tmp_path):
+  from tests.unit.test_hostile_results import _unprivileged
+  root = Path(tempfile.mkdtemp(prefix="tinyperf-perm-"))
+  try:
+    root.chmod(0o755)
+    path = _ledger(root, [L.Attempt(index=0, seed=3)])
+    with L.Ledger.locked(path) as led:
+      att = led.latest(0); log = _finished_log(led, att)
+      res = led._expected(att, "result"); res.parent.mkdir(parents=True); res.write_bytes(log.read_bytes())
+      att.status, att.result, att.sha256 = L.DONE, str(res), file_digest(log, "sha256")
+      led.save()
+    for p in [root, *root.rglob("*")]: p.chmod(0o755 if p.is_dir() else 0o644)
+    res.chmod(0)
+    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tooling.cli", "status", "--results", str(root)], cwd=REPO,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "permission denied" in r.stdout + r.stderr and "broken" in r.stdout, r.stdout
+  finally:
+    shutil.rmtree(root)
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_at_the_ledgers_lock_is_bad_input_not_a_hang(tmp_path):
+  path = tmp_path / "runs" / "sys1" / "resnet" / "ledger.json"; path.parent.mkdir(parents=True)
+  os.mkfifo(L.Ledger.lock_path(path))   # opening it for writing waited for a reader forever
+  with pytest.raises(UserError, match="ledger.lock"):
+    with L.Ledger.locked(path): pass

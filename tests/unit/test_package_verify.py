@@ -91,6 +91,9 @@ def test_check_hint_after_unpacking_is_pasteable_with_a_space_in_the_path(capsys
   (("tinycorp/systems/x.json", b"replaced"), "a second member with this name"),
   (("tinycorp/systems/x.json/inner", b"x"), "its parent 'tinycorp/systems/x.json' is a file"),
   (("C:evil", b"x"), "an absolute or non-POSIX path"),
+  (("tinycorp/results/" + "n" * 300, b"x"), "a name of 300 bytes, over the 255"),     # it unpacked half, then failed
+  (("tinycorp/" + "a/" * 2000 + "f", b"x"), "2002 levels deep, over 32"),              # RecursionError in mkdir
+  (("tinycorp/" + ("d" * 200 + "/") * 8 + "f", b"x"), "a path of over 1024 bytes"),
 ])
 def test_malicious_tarballs_are_refused_and_nothing_is_written(capsys, tmp_path, entry, needle):
   work = tmp_path / "w"; work.mkdir()

@@ -328,7 +328,7 @@ def test_shm_too_small(syn, monkeypatch):
   with pytest.raises(D.DataError) as e:
     D.batches(sp.files, sp.labels, 256, True, 0, 0, 224, 1, 16)
   msg = str(e.value)  # 36 files make one batch, so the ring is capped at 1 batch of 256 x 224x224x3 bytes
-  assert "/dev/shm has 0.02 GiB free" in msg and f"needs {256 * 224 * 224 * 3 / 2**30:.2f} GiB" in msg
+  assert "/dev/shm has 16.00 MiB free" in msg and f"needs {256 * 224 * 224 * 3 / 2**20:.2f} MiB" in msg
   assert "--ipc=host" in msg and "--shm-size=1g" in msg and "SHM_RING_BATCHES" in msg
   no_leftovers()
 

@@ -2,6 +2,7 @@
 manifest, --verify, synthetic-imagenet."""
 from __future__ import annotations
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -361,3 +362,44 @@ def test_through_the_tinyperf_cli(tmp_path, capfd, monkeypatch):
   assert list(D.load_manifest(tmp_path / "s").splits) == ["train"]
   assert cli.main(["prep", "imagenet", "--verify", str(tmp_path / "missing")]) == 2
   assert "error:" in capfd.readouterr().err
+
+
+def _replace_archive(fake, split: str, data: bytes):
+  """Put DATA where the split's archive was and a checksum table that matches it (a damaged download whose md5 was
+  taken after the damage, or --checksums of the wrong file)."""
+  p = fake["dir"] / f"ILSVRC2012_img_{split}.tar"
+  p.write_bytes(data)
+  sums = json.loads((fake["dir"] / "checksums.json").read_text())
+  sums[split] = {"name": p.name, "size": len(data), "md5": hashlib.md5(data).hexdigest()}
+  (fake["dir"] / "checksums.json").write_text(json.dumps(sums))
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+@pytest.mark.parametrize("damage", ["empty", "garbage", "truncated"])
+def test_an_archive_that_is_no_readable_tar_is_bad_data(tmp_path, fake, capsys, split, damage):
+  whole = (fake["dir"] / f"ILSVRC2012_img_{split}.tar").read_bytes()
+  data = {"empty": b"", "garbage": np.random.default_rng(0).bytes(64 * 1024),
+          "truncated": whole[:len(whole) // 2 + 700]}[damage]
+  _replace_archive(fake, split, data)
+  out = tmp_path / "o"
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 2
+  err = capsys.readouterr().err
+  assert f"ILSVRC2012_img_{split}.tar: not a readable" in err and "Traceback" not in err, err
+  assert not (out / "manifest.json").exists()
+
+
+def test_val_labels_come_from_the_image_numbers_not_their_sorted_positions(tmp_path, fake, capsys):
+  # image 2 renamed to 9: by sorted position every image after it took its neighbour's label, and prep exited 0
+  import io, tarfile
+  from fake_imagenet import jpeg_bytes
+  buf = io.BytesIO()
+  with tarfile.open(fileobj=buf, mode="w") as tf:
+    for k in (1, 9, 3, 4, 5, 6, 7):
+      data = jpeg_bytes(10_000 + k - 1)
+      info = tarfile.TarInfo(f"ILSVRC2012_val_{k:08d}.JPEG"); info.size = len(data)
+      tf.addfile(info, io.BytesIO(data))
+  _replace_archive(fake, "val", buf.getvalue())
+  out = tmp_path / "o"
+  assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 2
+  err = capsys.readouterr().err
+  assert "ILSVRC2012_val_00000002.JPEG" in err and not (out / "manifest.json").exists(), err

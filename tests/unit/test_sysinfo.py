@@ -208,6 +208,7 @@ def test_fields_that_cannot_be_detected_must_be_given(capsys, tmp_path, recorded
 
 @pytest.mark.parametrize("text,needles", [
   ("submitter: [a, b\n", ["o.yaml:", "not valid YAML"]),
+  ("cooling: air\ncooling: water\n", ["o.yaml:2", "'cooling' is written twice"]),
   ("- just\n- a list\n", ["must be a mapping"]),
   ("colling: air\n", ["unknown field(s) colling", "cooling"]),
   (GOOD + "hw_notes: yes\n", ["hw_notes is the YAML boolean True"]),

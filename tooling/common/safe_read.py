@@ -126,3 +126,22 @@ def list_dir(path: str | os.PathLike) -> list[Path]:
     return sorted(Path(path).iterdir())
   except OSError as e:
     raise os_error(path, e, "listed") from None
+
+
+MAX_TREE_DEPTH = 32   # directories below a results directory: real trees nest two or three (power/<node>/...)
+
+
+def walk_dirs(root: str | os.PathLike, is_dir) -> Iterator[Path]:
+  """Every entry below root (list_dir's order and errors), without recursion: is_dir(entry) says whether to descend
+  into it. A tree nested deeper than MAX_TREE_DEPTH is bad input (a recursive walk of 1,500 nested folders raised
+  RecursionError)."""
+  stack = [(Path(root), 0)]
+  while stack:
+    top, depth = stack.pop()
+    for p in list_dir(top):
+      yield p
+      if is_dir(p):
+        if depth + 1 > MAX_TREE_DEPTH:
+          raise UserError(f"{root}: nested more than {MAX_TREE_DEPTH} directories deep (at {p}); a results directory "
+                          f"holds result files and power/ logs a few levels down. Remove the nested folders.")
+        stack.append((p, depth + 1))

@@ -14,7 +14,8 @@ from tooling.common.errors import UserError
 from tooling.common.mllog_reader import TOKEN, MLLog, read_log
 from tooling.common import mlperf_tools
 from tooling.common import results_tree as T
-from tooling.common.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, kind_of, list_dir, os_error, read_bytes, read_text
+from tooling.common.safe_read import (MAX_JSON_BYTES, MAX_LOG_BYTES, kind_of, list_dir, os_error, read_bytes, read_text,
+                                      walk_dirs)
 
 # a submitter name: it names the <org>/ directory of a submission and its tarball
 ORG_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -108,8 +109,7 @@ def _entry_kind(p: Path) -> str:
 
 def _check_tree_entries(d: Path) -> None:
   """Every entry below an auxiliary directory (power/) is a file or directory: package_checker copies them."""
-  for p in list_dir(d):
-    if _entry_kind(p) == "directory": _check_tree_entries(p)
+  for _ in walk_dirs(d, lambda p: _entry_kind(p) == "directory"): pass   # no recursion: depth capped
 
 
 def _org_hint(entries: list[Path]) -> str:

@@ -18,24 +18,32 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 import shlex
 import socket
+import stat
 import time
+import typing
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field, asdict
+from dataclasses import MISSING, dataclass, field, asdict, fields
 from pathlib import Path
 
 from benchmarks.common.io import file_digest
+from benchmarks.common.mlperf import CRASHED
 from tooling.common.errors import UserError, write_atomic
 from tooling.common import results_tree as T
+from tooling.common import safe_read
 
 DONE, FAILED, INTERRUPTED, RUNNING = "done", "failed", "interrupted", "running"
 CLAIM = "claim.lock"      # in the run's work directory; its owner holds a POSIX lock on it
 # the image's environment that identifies it (Dockerfile.* ENV): recorded with every attempt that ran in an image
 IMAGE_ENV = ("TINYPERF_GIT_SHA", "TINYPERF_VERSION", "TINYGRAD_VERSION", "TINYPERF_BASE_IMAGE", "TINYPERF_BASE_DIGEST")
 _PATH_FIELDS = ("result", "output")
+STATUSES = (DONE, FAILED, INTERRUPTED, RUNNING)
+MAX_NEXP = 1000                    # runs in one set: MLPerf asks for 5 (ResNet) or 10 (BERT)
+MAX_LEDGER_BYTES = 64 * safe_read.MiB   # a real ledger is a few KB a run; this is tens of thousands of attempts
 
 
 @contextmanager
@@ -46,7 +54,14 @@ def file_lock(lock_path: Path):
   them, so a process never takes the same lock twice (no nesting)."""
   lock_path = Path(lock_path)
   lock_path.parent.mkdir(parents=True, exist_ok=True)
-  with open(lock_path, "a") as f:  # lockf needs a writable descriptor; "a" never truncates
+  try:   # lockf needs a writable descriptor; O_APPEND never truncates, O_NONBLOCK never waits on a FIFO put there
+    fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+  except OSError as e:
+    if e.errno == errno.ENXIO: e = OSError(errno.ENXIO, "a FIFO with no reader, not a lock file; remove it")
+    raise safe_read.os_error(lock_path, e, "opened to lock the run ledger") from None
+  with os.fdopen(fd, "a") as f:
+    if not stat.S_ISREG(mode := os.fstat(fd).st_mode):
+      raise UserError(f"{lock_path}: a {safe_read.kind_of(mode)}, not the ledger's lock file; remove it and rerun.")
     fcntl.lockf(f, fcntl.LOCK_EX)
     try: yield
     finally: fcntl.lockf(f, fcntl.LOCK_UN)
@@ -97,12 +112,59 @@ class Claim:
     if self.f: self.f.close(); self.f = None  # closing drops the POSIX lock
 
 
-def log_outcome(log: Path) -> bool | None:
-  """None when the MLPerf log did not finish (no run_stop: crashed, killed, unreadable); else whether it converged."""
+def _run_stop(log: Path) -> dict | None:
+  """The metadata of the MLPerf log's run_stop; None without one (killed, unreadable)."""
   from tooling.common.mllog_reader import read_log
   try: stop = read_log(log, require_benchmark=False).first("run_stop")
   except (UserError, OSError): return None
-  return None if stop is None else (stop.metadata or {}).get("status") == "success"
+  return None if stop is None else stop.metadata if isinstance(stop.metadata, dict) else {}
+
+
+def log_outcome(log: Path) -> bool | None:
+  """None when the MLPerf log did not finish (no run_stop: killed, unreadable; or the run_stop of a crash, which is no
+  training outcome: benchmarks/common/mlperf.abort_on_failure); else whether it converged."""
+  md = _run_stop(log)
+  return None if md is None or md.get(CRASHED) else md.get("status") == "success"
+
+
+def crash_of(log: Path) -> str | None:
+  """What crashed a RUN, as its run_stop names it; None otherwise."""
+  md = _run_stop(log)
+  return str(md[CRASHED]) if md and md.get(CRASHED) else None
+
+
+def digest(path: Path, what: str = "result file") -> str:
+  """sha256 of a file; unreadable (mode 000, a directory, a device) is bad input naming it."""
+  safe_read.require_regular(path, what)
+  try: return file_digest(path, "sha256")
+  except OSError as e: raise safe_read.os_error(path, e) from None
+
+
+_TYPES = typing.get_type_hints(Attempt)
+
+
+def _typed(raw, k: int) -> Attempt:
+  """Attempt k of a ledger as read, every field of the type Attempt declares (ValueError naming the field otherwise):
+  a hand edit or a damaged file is refused on read, not met as a TypeError deep in `run`, `status` or `package`."""
+  if not isinstance(raw, dict): raise ValueError(f"attempt {k} is not an object")
+  if unknown := sorted(set(raw) - set(_TYPES)):
+    raise ValueError(f"attempt {k}: unknown field(s) {', '.join(map(repr, unknown))}")
+  for f in fields(Attempt):
+    if f.name not in raw:
+      if f.default is f.default_factory is MISSING: raise ValueError(f"attempt {k}: {f.name!r} is missing")
+      continue
+    v, t = raw[f.name], _TYPES[f.name]
+    numeric = t in (int, float) or float in typing.get_args(t)
+    if (t is float or float in typing.get_args(t)) and type(v) is int: v = raw[f.name] = float(v)   # a time written 0
+    ok = isinstance(v, t) and not (isinstance(v, bool) and numeric)
+    if ok and isinstance(v, float): ok = math.isfinite(v)
+    if not ok: raise ValueError(f"attempt {k}: {f.name!r} is {v!r:.80}, not {getattr(t, '__name__', t)}")
+  if not 0 <= raw["index"] < MAX_NEXP:
+    raise ValueError(f"attempt {k}: index {raw['index']} is not a run number 0 to {MAX_NEXP - 1}")
+  if raw["seed"] < 0: raise ValueError(f"attempt {k}: seed {raw['seed']} is negative")
+  if raw.get("status", RUNNING) not in STATUSES:
+    raise ValueError(f"attempt {k}: status {raw['status']!r:.80} is not one of {', '.join(STATUSES)}")
+  return Attempt(**raw)
 
 
 def root_of(ledger: Path) -> Path:
@@ -117,27 +179,45 @@ class Ledger:
     self.root = root_of(self.path)
     self.attempts: list[Attempt] = []
     self.nexp = 0   # the set size the last `tinyperf run` asked for (0: not recorded, an older ledger)
-    if self.path.exists():
+    if os.path.lexists(self.path):   # a dangling link too: read_text names it
+      text = safe_read.read_text(self.path, MAX_LEDGER_BYTES, "run ledger")   # a directory, a FIFO, /dev/zero: refused
       try:
-        raw = json.loads(self.path.read_text())
-        self.attempts = [Attempt(**a) for a in raw["attempts"]]
-        self.nexp = int(raw.get("nexp", 0))
+        raw = json.loads(text)
+        if not isinstance(raw, dict) or not isinstance(raw.get("attempts"), list): raise ValueError("no list of attempts")
+        self.attempts = [_typed(a, k) for k, a in enumerate(raw["attempts"])]
+        nexp = raw.get("nexp", 0)
+        if type(nexp) is not int or not 0 <= nexp <= MAX_NEXP:
+          raise ValueError(f"nexp {nexp!r:.80} is not a number of runs 1 to {MAX_NEXP}")
+        self.nexp = nexp
         for a in self.attempts:
           for k in _PATH_FIELDS:
-            if getattr(a, k) is not None: setattr(a, k, str(self._on_read(str(getattr(a, k)))))
-      except (json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
+            if getattr(a, k) is not None: setattr(a, k, str(self._on_read(getattr(a, k), a, k)))
+      except (ValueError, RecursionError) as e:   # json.JSONDecodeError is a ValueError; RecursionError: [[[[...]]]]
         raise UserError(f"{self.path}: the run ledger is unreadable ({e}). It records which runs are finished; restore it "
                         f"from a backup or move it away to start a fresh set of runs (finished result files stay).") from None
 
-  def _on_read(self, p: str) -> Path:
-    path = Path(p)
-    if not path.is_absolute(): return self.root / path
-    if os.path.lexists(path): return path
-    # an absolute path of another mount (a container's /results): rebase its results/<sys>/<bm>/... tail onto this root
-    parts, sysbm = path.parts, (self.path.parent.parent.name, self.path.parent.name)
-    for k in range(len(parts) - 3, -1, -1):
-      if parts[k] in (T.RESULTS, T.RUNS) and parts[k + 1:k + 3] == sysbm: return self.root.joinpath(*parts[k:])
-    return path
+  def _expected(self, att: Attempt, key: str) -> Path:
+    """Where an attempt's result or output is: the only place `run` ever writes it."""
+    if key == "output": return self.work(att) / T.OUTPUT_LOG
+    return T.result_dir(self.root, self.path.parent.parent.name, self.path.parent.name) / T.result_name(att.index)
+
+  def _on_read(self, p: str, att: Attempt, key: str) -> Path:
+    """A stored path made absolute; ValueError when it is not where `run` puts that file (a tampered ledger would
+    otherwise have `run` write its copy, or `status` read, wherever it points)."""
+    path, want = Path(p), self._expected(att, key)
+    if not path.is_absolute(): path = self.root / path
+    else:
+      # written by an older tinyperf, maybe on another mount (a container's /results): its results/<sys>/<bm>/... or
+      # runs/<sys>/<bm>/... tail, on this root
+      parts, sysbm = path.parts, (self.path.parent.parent.name, self.path.parent.name)
+      for k in range(len(parts) - 3, -1, -1):
+        if parts[k] in (T.RESULTS, T.RUNS) and parts[k + 1:k + 3] == sysbm:
+          path = self.root.joinpath(*parts[k:])
+          break
+    if Path(os.path.normpath(path)) != want:
+      raise ValueError(f"run {att.index} (seed {att.seed}): its {key} {p!r:.200} is not {want}, where `tinyperf run` "
+                       f"writes it")
+    return want
 
   def _on_write(self, p: str) -> str:
     try: return str(Path(os.path.abspath(p)).relative_to(self.root))
@@ -168,15 +248,21 @@ class Ledger:
   def latest(self, index: int) -> Attempt | None:
     """The attempt that decides run `index`: its finished one if any (a later stale attempt never hides it), else the
     last one."""
-    tries = [a for a in self.attempts if a.index == index]
-    done = [a for a in tries if a.status == DONE]
-    return done[-1] if done else tries[-1] if tries else None
+    return self.latest_all().get(index)
+
+  def latest_all(self) -> dict[int, Attempt]:
+    """latest() of every run with an attempt, in one pass (a ledger may hold many thousands of attempts)."""
+    out: dict[int, Attempt] = {}
+    for a in self.attempts:
+      if a.status == DONE or (cur := out.get(a.index)) is None or cur.status != DONE: out[a.index] = a
+    return out
 
   def seeds(self) -> set[int]: return {a.seed for a in self.attempts}
 
   def pending(self, nexp: int) -> list[int]:
     """Indices without a finished run: never run, crashed, interrupted, or left 'running' (claimed or stale)."""
-    return [i for i in range(nexp) if (a := self.latest(i)) is None or a.status != DONE]
+    latest = self.latest_all()
+    return [i for i in range(nexp) if (a := latest.get(i)) is None or a.status != DONE]
 
   def alive(self, att: Attempt) -> bool:
     """Whether the launcher that claimed a `running` attempt still runs it."""
@@ -200,19 +286,21 @@ class Ledger:
 
   def claimed(self, nexp: int) -> dict[int, Attempt]:
     """Unfinished runs another live launcher is running now."""
-    return {i: a for i in self.pending(nexp) if (a := self.latest(i)) is not None and a.status == RUNNING and self.alive(a)}
+    latest = self.latest_all()
+    return {i: a for i in self.pending(nexp) if (a := latest.get(i)) is not None and a.status == RUNNING and self.alive(a)}
 
   def settle(self) -> list[str]:
     """Settle attempts whose launcher is gone: `done` when the run's own log finished (a finished run is never redone with
     a new seed), else `interrupted`. Returns one line per change; the caller saves."""
-    msgs = []
+    msgs, latest = [], self.latest_all()   # one pass: a settle under the lock is linear in the attempts
     for att in self.attempts:
       if att.status == DONE or (att.status == RUNNING and self.alive(att)): continue
-      if att.status != RUNNING and att is not self.latest(att.index): continue   # an old failure stays as it was
-      done = self.latest(att.index).status == DONE
+      if att.status != RUNNING and att is not latest[att.index]: continue   # an old failure stays as it was
+      done = latest[att.index].status == DONE
       converged = None if done else log_outcome(self.work(att) / T.RUN_LOG)
       if converged is not None:
         i = att.index
+        latest[i] = att   # the run's only finished attempt: later ones of it are not settled as done too
         att.status, att.converged, att.finished = DONE, converged, att.finished or time.time()
         att.sha256 = file_digest(self.work(att) / T.RUN_LOG, "sha256")
         att.result = att.result or str(T.result_dir(self.root, self.path.parent.parent.name, self.path.parent.name) /
@@ -231,14 +319,17 @@ class Ledger:
     """A finished run's result file against the ledger's hash: ("ok"|"copy"|"missing"|"changed", what to say).
     "copy": the result file is absent but the run's own log is intact (its copy failed, e.g. on a full disk)."""
     res, log = Path(att.result) if att.result else None, self.work(att) / T.RUN_LOG
-    log_ok = att.sha256 is not None and log.is_file() and file_digest(log, "sha256") == att.sha256
+    try: log_ok = att.sha256 is not None and log.is_file() and file_digest(log, "sha256") == att.sha256
+    except OSError: log_ok = False
     if res is None or not os.path.lexists(res):
       if log_ok: return "copy", f"{res} is missing; the run's own log {log} is intact and is copied to it"
       return "missing", (f"{res} is MISSING but run {att.index} (seed {att.seed}) is finished in {self.path}; restore "
                          f"the file from a backup. The run is not redone: that would re-roll a finished run.")
     if not res.is_file():
       return "changed", f"{res} is not a regular file (a dangling symlink or a directory); restore run {att.index}'s log."
-    if att.sha256 is not None and file_digest(res, "sha256") != att.sha256:
+    try: changed = att.sha256 is not None and digest(res) != att.sha256
+    except UserError as e: return "changed", f"{e} Run {att.index}'s result file cannot be checked against {self.path}."
+    if changed:
       how = (f"its own log {log} is intact: `cp {shlex.quote(str(log))} {shlex.quote(str(res))}`" if log_ok
              else "restore it from a backup")
       return "changed", (f"{res} CHANGED since run {att.index} (seed {att.seed}) wrote it (sha256 differs from "

@@ -30,6 +30,7 @@ from tooling.common.container import host_path
 from tooling.common.errors import UserError, stop_on_signals, write_atomic
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
+from tooling.common import safe_read
 from tooling.prep.prep import check_prepared
 from tooling.launch import slurm
 if TYPE_CHECKING: from tooling.launch.backends import Backend
@@ -191,7 +192,7 @@ def verify_results(ledger_path: Path, fix: bool) -> list[str]:
       kind, msg = led.check_result(att)
       if kind == "copy" and fix and not led.held(att):   # its launcher may be copying it right now
         with _io(ledger_path, f"copying run {i}'s log to {att.result}", "the copy is retried, the run is not redone"):
-          write_atomic(Path(att.result), (led.work(att) / T.RUN_LOG).read_bytes())
+          write_atomic(Path(att.result), safe_read.read_bytes(led.work(att) / T.RUN_LOG, what="MLPerf log"))
         print(f"run {i} (seed {att.seed}): {msg}", file=sys.stderr)
       elif kind in ("missing", "changed"): problems.append(msg)
   for p in problems: print(f"ERROR: {p}", file=sys.stderr)
@@ -235,6 +236,8 @@ def main(args) -> int:
   if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
   nexp = required_runs(args.benchmark) if args.nexp is None else args.nexp
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
+  if nexp > L.MAX_NEXP:
+    raise UserError(f"--nexp {nexp}: a set is 1 to {L.MAX_NEXP} runs (MLPerf asks for {required_runs(args.benchmark)}).")
   from tooling.launch import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
   # the machine's record names the same submitter as the logs (package and check compare them); an overrides file wins
@@ -365,7 +368,9 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
   converged = L.log_outcome(log) if log.is_file() else None   # the run's own log decides, not its exit codes
   if converged is None:
     att.status = L.FAILED
-    att.note = f"{att.note + '; ' if att.note else ''}exit codes {att.exit_codes}, no run_stop in its log; see {att.output}"
+    why = (f"RUN crashed ({crash}): not a training outcome, so it is redone" if log.is_file() and (crash := L.crash_of(log))
+           else "no run_stop in its log")
+    att.note = f"{att.note + '; ' if att.note else ''}exit codes {att.exit_codes}, {why}; see {att.output}"
     with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"): L.update_attempt(ledger_path, att)
     print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
     return None

@@ -36,6 +36,7 @@ from pathlib import Path
 from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
+from tooling.common import safe_read
 from tooling.prep.prep import check_prepared
 from tooling.common.errors import UserError, stop_on_signals, write_atomic
 
@@ -219,6 +220,7 @@ def _check_job(k: int, job) -> None:
   if files is not None and not (isinstance(files, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", files)):
     raise ValueError(f"job {k}: files {files!r} is not the name of a directory in slurm/")
   nexp = job["spec"]["nexp"]
+  if not 1 <= nexp <= L.MAX_NEXP: raise ValueError(f"job {k} spec: nexp {nexp} is not a number of runs 1 to {L.MAX_NEXP}")
   if not all(type(i) is int and 0 <= i < nexp for i in job["indices"]):
     raise ValueError(f"job {k}: indices {job['indices']!r} are not run numbers 0 to {nexp - 1}")
 
@@ -227,14 +229,14 @@ def load_record(work_root: Path) -> dict:
   path = record_path(work_root)
   if not path.exists(): return {"format": "tinyperf-slurm-v1", "jobs": []}
   try:
-    rec = json.loads(path.read_text())
+    rec = json.loads(safe_read.read_text(path, L.MAX_LEDGER_BYTES, "record of Slurm submissions"))
     if not isinstance(rec, dict) or not isinstance(rec.get("jobs"), list): raise ValueError("no list of jobs")
     for job in rec["jobs"]:   # a record written before --runtime says "none" for what is now "host"
       if isinstance(job, dict) and isinstance(job.get("spec"), dict) and job["spec"].get("runtime") == "none":
         job["spec"]["runtime"] = "host"
     for k, job in enumerate(rec["jobs"]): _check_job(k, job)
     return rec
-  except ValueError as e:  # json.JSONDecodeError is one
+  except (ValueError, RecursionError) as e:  # json.JSONDecodeError is a ValueError
     raise UserError(f"{path}: the record of Slurm submissions is unreadable ({e}). Restore it from a backup; the ledger "
                     f"and result files beside it are intact.") from None
 

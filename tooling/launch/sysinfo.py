@@ -30,9 +30,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-import yaml
 
-from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config
+from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, load_yaml
 from benchmarks.common.rules import RULESETS
 from tooling.common import mlperf_tools
 from tooling.common.errors import UserError, write_atomic
@@ -347,16 +346,10 @@ def load_overrides(path: Path) -> dict:
   except (OSError, UnicodeDecodeError) as e:
     raise UserError(f"{path}: cannot read the overrides file ({e}).") from None
   try:
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    data = json.loads(text) if path.suffix == ".json" else load_yaml(path, text)   # aliases, keys written twice: refused
   except json.JSONDecodeError as e:
     raise UserError(f"{path}:{e.lineno}: the overrides file is not valid JSON ({e.msg}, column {e.colno}). Fix the "
                     f"syntax.") from None
-  except yaml.YAMLError as e:
-    mark = getattr(e, "problem_mark", None)
-    where = f"{path}:{mark.line + 1}" if mark else str(path)
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    raise UserError(f"{where}: the overrides file is not valid YAML ({problem}). Fix the syntax; quote values that "
-                    f"contain ': ' or start with special characters.") from None
   if data is None: return {}
   if not isinstance(data, dict):
     raise UserError(f"{path}: the overrides file must be a mapping of systems-JSON fields to values, got "

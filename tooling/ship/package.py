@@ -28,6 +28,7 @@ Exit status: 0 done, 1 refused (checks failed, sha1 mismatch, unsafe tarball), 2
 """
 from __future__ import annotations
 import argparse
+import fcntl
 import getpass
 import gzip
 import os
@@ -41,6 +42,7 @@ import tarfile
 import tempfile
 import unicodedata
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -55,14 +57,16 @@ from tooling.prep.compose import render_compose
 from tooling.common.container import host_path
 from tooling.common.errors import UserError, write_atomic
 from tooling.common.mllog_reader import read_log
-from tooling.common.safe_read import (ENC_MAGIC, GZIP_MAGIC, MAX_JSON_BYTES, MAX_LOG_BYTES, MiB, iter_lines,
-                                      read_bytes, require_regular)
+from tooling.common.safe_read import (ENC_MAGIC, GZIP_MAGIC, MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_TREE_DEPTH, MiB,
+                                      iter_lines, read_bytes, require_regular)
 from tooling.common.submission_tree import ORG_NAME, read_systems_json
 
 MAX_FILE_BYTES = 50 * MiB              # repo_checker's limit (its "50MB" is 50 MiB)
 # --verify's bounds on an archive (docs/package.md): a resnet + bert package of one system is 201 members and 1.8 MB
 # unpacked, so a package of every platform and benchmark stays far below them
 MAX_MEMBERS = 10_000
+MAX_NAME_BYTES = 255                   # one path component: NAME_MAX of every common file system
+MAX_PATH_BYTES = 1024                  # a member's whole name, well under PATH_MAX with the destination in front
 MAX_MEMBER_BYTES = MAX_FILE_BYTES      # what the repository rules allow one file
 MAX_UNPACKED_BYTES = 256 * MiB
 MAX_SHA1_BYTES = 4096                  # one `sha1sum` line
@@ -158,7 +162,7 @@ def select_runs(results: Path, system: str, benchmark: str, ledger_path: Path, c
       raise UserError(f"{src}: missing, but {ledger_path} records run {a.index} (seed {a.seed}) as finished. Restore the "
                       f"file from a backup; a package never skips a finished run, since choosing which runs to submit "
                       f"is cherry-picking.")
-    if a.sha256 is not None and file_digest(src, "sha256") != a.sha256:
+    if a.sha256 is not None and L.digest(src) != a.sha256:   # mode 000: bad input naming it
       raise UserError(f"{src}: CHANGED since run {a.index} (seed {a.seed}) wrote it (its sha256 differs from "
                       f"{ledger_path}); a package holds the logs the runs wrote. `tinyperf status --results "
                       f"{shlex.quote(str(results))}` says how to restore it.")
@@ -465,6 +469,17 @@ def _mtime(sels: list[BenchSelection]) -> int:
   return int(best // 1000)
 
 
+@contextmanager
+def _locked_dir(d: Path):
+  """An exclusive flock on directory d (no lock file is left in it) while the block runs."""
+  fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    yield
+  finally:
+    os.close(fd)
+
+
 def pack(args: argparse.Namespace) -> int:
   org = args.org
   if not org or not ORG_NAME.fullmatch(org):
@@ -529,9 +544,17 @@ def pack(args: argparse.Namespace) -> int:
       final = staging / "encrypted.tar.gz"
       openssl_enc(False, plain, final, passphrase)
     line = f"{sha1_of(final)}  {tarball_name(org)}\n"
-    os.rename(org_dir, out / org)
-    os.link(final, out / tarball_name(org))           # link: fails instead of replacing a file that appeared meanwhile
-    write_atomic(out / sha1_name(org), line, mode=0o644)   # last: a .sha1 means the tarball is complete
+    with _locked_dir(out):   # two packages into one --out: the second finds the first's files, and writes none of its own
+      if existing := [str(t) for t in targets if t.exists() or t.is_symlink()]:
+        raise UserError(f"{', '.join(existing)} appeared while this package was assembled (another `tinyperf package` "
+                        f"into {out}?); a package is never overwritten, and nothing of this one was written.")
+      try:
+        os.rename(org_dir, out / org)
+        os.link(final, out / tarball_name(org))           # link: fails instead of replacing a file that appeared meanwhile
+        write_atomic(out / sha1_name(org), line, mode=0o644)   # last: a .sha1 means the tarball is complete
+      except OSError as e:
+        raise UserError(f"--out {out}: writing the package failed ({e.strerror or e}); free space or choose another "
+                        f"--out. A package without its .sha1 there is incomplete: remove it.") from None
   finally:
     shutil.rmtree(staging, ignore_errors=True)
   kind = "encrypted with openssl enc -aes256 (decrypt: openssl enc -d -aes256 -in FILE | tar -xz)" if passphrase \
@@ -613,6 +636,14 @@ def safe_members(tar: tarfile.TarFile) -> tuple[list[Member], list[str]]:
       problems.append(f"{label}: " + ("'..' leads out of the destination" if ".." in parts else "an empty name"))
       continue
     norm = "/".join(parts)
+    long = next((p for p in parts if len(p.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES), None)
+    if long is not None or len(parts) > MAX_TREE_DEPTH or len(norm.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
+      # each was unpacked until the file system refused it (ENAMETOOLONG: half a tree), or raised RecursionError
+      problems.append(f"{shown(norm[:80])}...: " + (
+        f"a name of {len(long.encode('utf-8', 'surrogateescape'))} bytes, over the {MAX_NAME_BYTES} a file system allows"
+        if long is not None else f"{len(parts)} levels deep, over {MAX_TREE_DEPTH}" if len(parts) > MAX_TREE_DEPTH
+        else f"a path of over {MAX_PATH_BYTES} bytes (a real submission's are under 200)"))
+      continue
     if norm in seen:
       problems.append(f"{label}: a second member with this name (it would replace the first)")
       continue
