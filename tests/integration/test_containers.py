@@ -294,13 +294,13 @@ def test_bad_input_with_a_live_engine(engine, cpu_image, smoke_data, tmp_path):
   assert r.returncode == 2 and "image tinyperf-test:does-not-exist is not on this Docker daemon" in r.stderr
   assert "tinyperf build --vendor cpu" in r.stderr and "Traceback" not in r.stderr
   r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
-               str(tmp_path / "b"), "--image", cpu_image)
+               str(tmp_path / "b"), "--image", cpu_image, "--org", "myorg")
   assert r.returncode == 2 and "is the cpu image but tinybox_green runs on nv" in r.stderr, r.stderr
   info = engine.info()
   nv_image = [t for t in [TAG.format("nv")] if engine.images.list(name=t)]
   if "nvidia" not in (info.get("Runtimes") or {}) and nv_image:
     r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
-                 str(tmp_path / "b"), "--image", nv_image[0])
+                 str(tmp_path / "b"), "--image", nv_image[0], "--org", "myorg")
     assert r.returncode == 2 and "no NVIDIA GPU runtime" in r.stderr and "nvidia-ctk" in r.stderr, r.stderr
   # preflight inside the container refuses a data set that does not match the config, before anything is timed
   bad = tmp_path / "bad"; shutil.copytree(smoke_data, bad)
