@@ -8,7 +8,7 @@ from collections import deque
 
 # lines of the training entrypoints worth a person's eye (benchmarks/*/train.py print them)
 MILESTONE = re.compile(r"^(init took|RUN \(timed\)|epoch \d+: eval|eval at step|target reached|target .* not reached|RUN ABORTED|"
-                       r"training failed|override from environment|resumed from|INIT stopped|error:)")
+                       r"training failed|override from environment|resumed from|INIT stopped|error:|still working:)")
 TAIL_LINES = 25
 
 

@@ -61,7 +61,7 @@ set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}" = "${{!v}}" ]; then printf -v "$v" '%s' "$PWD/${{!v}}"; fi; done
 cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint is a module of this tree
-{_require(var, desc)}RESULTS_DIR="${{RESULTS_DIR:-results/{cfg['system']}/{cfg.benchmark}}}"
+{_require(var, desc)}RESULTS_DIR="${{RESULTS_DIR:-$PWD/results/{cfg['system']}/{cfg.benchmark}}}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${{SEED:-$(python3 -m benchmarks.common.rules seed {cfg.benchmark} {cfg.platform})}}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
@@ -69,10 +69,28 @@ export CACHEDB="${{CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}}"
 """
 
 
+def _submitter(cfg: PlatformConfig) -> str:
+  """ORG (or SUBMISSION_ORG): the submitter the log records, checked as `tinyperf run --org` is; a real platform's run
+  needs it (the log cannot be renamed afterwards), the CPU platform's toy run defaults to smoke.sh's name."""
+  if stand_in_data(cfg):
+    head = 'ORG="${ORG:-${SUBMISSION_ORG:-smoke}}"\n'
+  else:
+    head = ('ORG="${ORG:-${SUBMISSION_ORG:-}}"\n'
+            '[ -n "$ORG" ] || { echo "$(basename "${BASH_SOURCE[0]}"): ORG is not set: set it to the submitter\'s name, '
+            'which the log records (ORG=myorg ./run_and_time.sh); tinyperf package --org takes the same name." >&2; exit 2; }\n')
+  return head + ('[[ "$ORG" =~ ^[A-Za-z0-9][A-Za-z0-9_.+-]*$ ]] || { echo "$(basename "${BASH_SOURCE[0]}"): ORG=$ORG: the '
+                 'submitter name names a directory and the tarball: letters, digits and _ . + - only." >&2; exit 2; }\n'
+                 'export SUBMISSION_ORG="$ORG"   # what the entrypoint logs as submission_org\n')
+
+
 def render_run_and_time(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   return _prelude(cfg, "one timed run: INIT then RUN in one process (RUN replays the steps INIT compiled), one result log.",
-                  root) + f"""
-{_entry(cfg, "all")}
+                  root) + f"""{_submitter(cfg)}LOG="$RESULTS_DIR/result_{cfg.benchmark}_$SEED.txt"
+rc=0
+{_entry(cfg, "all", ' --log "$LOG"')} || rc=$?
+# the last line: where the log went and the command that judges it (an absolute path: it works from any directory)
+echo "MLPerf log (exit $rc): $(printf %q "$LOG"); check it with: tinyperf check $(printf %q "$LOG")"
+exit $rc
 """
 
 
@@ -277,6 +295,7 @@ def render_readme(cfg: PlatformConfig) -> str:
       "Evaluation thoroughness": f"Exactly {cfg['EVAL_SAMPLES']} samples (EVAL_SAMPLES) at every evaluation; the last "
                                  "batch is padded, never wrapped around.",
     }
+  org, org_note = (("", " (default: smoke)") if stand_in_data(cfg) else ("ORG=myorg ", ""))
   stand_in = ("\nThis platform trains a toy model on stand-in data made by `init_datasets.sh`; sections 3 to 5 describe "
               "the benchmark, and the knobs below what this platform changes." if stand_in_data(cfg) else "")
 
@@ -311,12 +330,16 @@ It prepares {data_what} It ends by verifying the whole set; a rerun resumes wher
 
 ### Steps to run and time
 ```
-{var}=/path/to/data ./run_and_time.sh   # one run
-tinyperf run {b} --platform {p} --data /path/to/data --results out   # the runs of a submission
+{org}{var}=/path/to/data ./run_and_time.sh   # one run
+tinyperf run {b} --platform {p} --data /path/to/data --results ../../../../out --org myorg   # the runs of a submission
+tinyperf run {b} --platform {p} --data /path/to/data --results ../../../../out --org myorg --runtime host   # on this host
 ```
 `run_and_time.sh` runs INIT (JIT and BEAM search on fake data, under the init allowance) then RUN (the timed training)
-and appends both to one MLPerf log in `$RESULTS_DIR`. `tinyperf run` does this {5 if b == "resnet" else 10} times with
-fresh seeds, in containers, checks each log, and records the machine in `out/systems/{cfg['system']}.json`.
+and appends both to one MLPerf log in `$RESULTS_DIR` (default: the repository's `results/{cfg['system']}/{b}`); its last
+line names the log and the `tinyperf check` command for it. `ORG` is the submitter the log records{org_note}.
+`tinyperf run` does this {5 if b == "resnet" else 10} times with fresh seeds, each run in the platform's image (with
+`--runtime host`: on this host, in the .venv of `BUILD_IMAGE=0 ./setup.sh`), checks each log, and records the machine in
+the repository's `out/systems/{cfg['system']}.json`.
 `dev_run.sh` runs RUN alone; `dev_beam.sh` runs the search and BENCHMARK steps only.
 
 ## 3. Dataset/Environment
