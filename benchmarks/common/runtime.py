@@ -107,7 +107,7 @@ class _Stamped:
   def write(self, s):
     _beat["last"] = time.monotonic()
     return self._f.write(s)
-  def __getattr__(self, k): return getattr(self._f, k)
+  def __getattr__(self, k): return getattr(object.__getattribute__(self, "_f"), k)   # a copy without _f: AttributeError
 
 
 def set_stage(stage: str):

@@ -400,7 +400,7 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     assert "2 runs, 1 already finished, running [1]" in r.stdout, r.stdout[-3000:]
     assert "preflight: 6 passed, 0 failed" in r.stdout   # 6: resnet adds cores
     # what the service prints names the host directory (.env's RESULTS_DIR), not the container's /results
-    assert f"all 2 runs finished: {clone}/out/results/cpu_smoke/resnet\n" in r.stdout, r.stdout[-3000:]
+    assert f"all 2 runs finished: {clone}/out/results/cpu_smoke/resnet;" in r.stdout, r.stdout[-3000:]
     assert (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns) == before   # the finished run is kept
     ledger = json.loads((runs / "ledger.json").read_text())["attempts"]
     assert [(a["index"], a["status"]) for a in ledger] == [(0, "done"), (1, "interrupted"), (1, "done")], ledger

@@ -136,6 +136,9 @@ def test_the_submitter_is_asked_once_recorded_and_package_refuses_another(tmp_pa
   assert code == 0, out + err
   code, out, err = tp(*run, "--nexp", "5")                      # no --org: the recorded one
   assert code == 0, out + err
+  typed = out.strip().splitlines()[-1].split("check them with: ")[1]   # the last line names the check of the set
+  code, out, err = tp(*shlex.split(typed)[1:], cwd=tmp_path.parent)
+  assert code == 0 and "ACCEPTED" in out, out + err
   code, out, err = tp(*run, "--nexp", "6", "--org", "other")
   assert code == 2 and "--org myorg" in err, out + err
   # the toy platform leaves the host's page cache alone, root or not: it evicts its own data files only

@@ -351,7 +351,8 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
     print(f"{len(redo)} run(s) not finished: {redo}; {slurm.redo_hint(args.results)} to redo them", file=sys.stderr)
     return 1
   if others: return 1   # finished here, but the set is not complete yet
-  print(f"all {nexp} runs finished: {host_path(results_dir)}" if args.only_index is None else
+  print(f"all {nexp} runs finished: {host_path(results_dir)}; check them with: tinyperf check "
+        f"{shlex.quote(host_path(results_dir))}" if args.only_index is None else
         f"run {args.only_index} finished: {host_path(results_dir)}", flush=True)
   missed = missed_target(ledger_path, nexp, args.only_index)
   if missed and cfg["division"] == "closed":

@@ -86,25 +86,33 @@ def _submitter(cfg: PlatformConfig) -> str:
 def render_run_and_time(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   return _prelude(cfg, "one timed run: INIT then RUN in one process (RUN replays the steps INIT compiled), one result log.",
                   root) + f"""{_submitter(cfg)}LOG="$RESULTS_DIR/result_{cfg.benchmark}_$SEED.txt"
-rc=0
-{_entry(cfg, "all", ' --log "$LOG"')} || rc=$?
-# the last line: where the log went and the command that judges it (an absolute path: it works from any directory)
-echo "MLPerf log (exit $rc): $(printf %q "$LOG"); check it with: tinyperf check $(printf %q "$LOG")"
+{_run_naming_log(cfg, "all", CHECK_IT)}"""
+
+
+CHECK_IT = '; check it with: tinyperf check $(printf %q "$LOG")'
+
+
+def _run_naming_log(cfg: PlatformConfig, phase: str, then: str = "") -> str:
+  """The entrypoint writing $LOG, then, whatever its exit, a last line naming the log (an absolute path: it works from
+  any directory) and `then`; the script exits as the entrypoint did."""
+  return f"""rc=0
+{_entry(cfg, phase, ' --log "$LOG"')} || rc=$?
+echo "MLPerf log (exit $rc): $(printf %q "$LOG"){then}"
 exit $rc
 """
 
 
 def render_dev_run(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   return _prelude(cfg, "RUN phase only, for development (no INIT, so BEAM searches inside the run).", root) + f"""
-{_entry(cfg, "run", ' --log "$RESULTS_DIR/dev_$SEED.txt"')}
-"""
+LOG="$RESULTS_DIR/dev_$SEED.txt"
+{_run_naming_log(cfg, "run")}"""
 
 
 def render_dev_beam(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   return _prelude(cfg, "BEAM search + BENCHMARK steps only (INIT without the clock), printing step time.", root) + f"""
 export BENCHMARK="${{BENCHMARK:-10}}" DEBUG="${{DEBUG:-2}}"
-{_entry(cfg, "init", ' --log "$RESULTS_DIR/dev_beam_$SEED.txt"')}
-"""
+LOG="$RESULTS_DIR/dev_beam_$SEED.txt"
+{_run_naming_log(cfg, "init")}"""
 
 
 def _script_head(cfg: PlatformConfig, what: str, root: str) -> str:

@@ -21,6 +21,5 @@ LOG="$RESULTS_DIR/result_bert_$SEED.txt"
 rc=0
 python3 -m benchmarks.bert.train --platform tinybox_8xMI300X --phase all \
   --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$LOG" || rc=$?
-# the last line: where the log went and the command that judges it (an absolute path: it works from any directory)
 echo "MLPerf log (exit $rc): $(printf %q "$LOG"); check it with: tinyperf check $(printf %q "$LOG")"
 exit $rc

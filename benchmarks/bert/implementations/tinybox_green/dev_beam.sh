@@ -15,5 +15,9 @@ SEED="${SEED:-$(python3 -m benchmarks.common.rules seed bert tinybox_green)}"
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 
 export BENCHMARK="${BENCHMARK:-10}" DEBUG="${DEBUG:-2}"
+LOG="$RESULTS_DIR/dev_beam_$SEED.txt"
+rc=0
 python3 -m benchmarks.bert.train --platform tinybox_green --phase init \
-  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$RESULTS_DIR/dev_beam_$SEED.txt"
+  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$LOG" || rc=$?
+echo "MLPerf log (exit $rc): $(printf %q "$LOG")"
+exit $rc

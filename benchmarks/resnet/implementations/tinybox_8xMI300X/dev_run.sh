@@ -14,5 +14,9 @@ SEED="${SEED:-$(python3 -m benchmarks.common.rules seed resnet tinybox_8xMI300X)
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 
+LOG="$RESULTS_DIR/dev_$SEED.txt"
+rc=0
 python3 -m benchmarks.resnet.train --platform tinybox_8xMI300X --phase run \
-  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$RESULTS_DIR/dev_$SEED.txt"
+  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$LOG" || rc=$?
+echo "MLPerf log (exit $rc): $(printf %q "$LOG")"
+exit $rc
