@@ -115,7 +115,8 @@ def readme_flow(clone: Path, benchmark: str, seed: int | None = None) -> tuple[P
   code, lines, gap = timed_lines(f"DATA_DIR=data RESULTS_DIR=results {f'SEED={seed} ' if seed is not None else ''}"
                                  f"./run_and_time.sh", cwd=impl, env=env, timeout=2400)
   assert code == 0, "\n".join(lines[-60:])
-  assert gap <= 10.5, f"{gap:.1f} s without a line"   # no silence over 10 s (the entrypoint's heartbeat)
+  # no silence over 10 s: the entrypoint says it is still working after 8 s without a line (slack: a loaded machine)
+  assert gap <= 12, f"{gap:.1f} s without a line"
   (log,) = (impl / "results").glob(f"result_{benchmark}_*.txt")
   # the last line names the log it wrote and the command that checks it, typable from anywhere
   assert lines[-1] == f"MLPerf log (exit 0): {log}; check it with: tinyperf check {log}", lines[-1]

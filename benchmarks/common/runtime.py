@@ -105,7 +105,7 @@ class _Stamped:
   """sys.stdout / sys.stderr as they were, noting the time of each write."""
   def __init__(self, f): self._f = f
   def write(self, s):
-    _beat["last"] = time.monotonic()
+    if s.strip(): _beat["last"] = time.monotonic()   # an empty write (a hidden progress bar) shows nothing
     return self._f.write(s)
   def __getattr__(self, k): return getattr(object.__getattribute__(self, "_f"), k)   # a copy without _f: AttributeError
 
