@@ -178,3 +178,16 @@ def test_one_default_results_location_across_verbs(tmp_path):
   assert (tmp_path / "submission" / "mlperf_submission_smoke.tar.gz").is_file()   # the submitter the runs recorded
   assert json.loads((tmp_path / "box.json").read_text())["submitter"] == "smoke"
   assert (tmp_path / "out" / "smoke" / "report").is_dir()
+
+
+def test_the_documented_sysinfo_commands_work_on_a_fresh_checkout(tmp_path):
+  """docs/usage.md's sysinfo lines, as typed in an empty directory: the repository's systems JSON gives what neither
+  detection nor the one-line overrides file says (status, storage, ...), never its submitter."""
+  usage = (REPO / "docs" / "usage.md").read_text()
+  block = usage.split("## sysinfo")[1].split("```bash\n")[1].split("```")[0]
+  env = {**os.environ, "PYTHONPATH": str(REPO), "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
+  for line in block.splitlines():
+    p = subprocess.run(line.split("#")[0], shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (line, p.stdout, p.stderr)
+  data = json.loads((tmp_path / "my_box.json").read_text())
+  assert data["submitter"] == "myorg" and data["status"], data
