@@ -69,6 +69,11 @@ export CACHEDB="${{CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}}"
 """
 
 
+def _org_arg(cfg: PlatformConfig) -> str:
+  """How a printed run_and_time.sh command names the submitter: a real platform's run needs ORG."""
+  return "" if stand_in_data(cfg) else "ORG=myorg "
+
+
 def _submitter(cfg: PlatformConfig) -> str:
   """ORG (or SUBMISSION_ORG): the submitter the log records, checked as `tinyperf run --org` is; a real platform's run
   needs it (the log cannot be renamed afterwards), the CPU platform's toy run defaults to smoke.sh's name."""
@@ -155,7 +160,7 @@ VENV="${{VENV:-.venv}}"
   "$VENV/bin/python" -m tooling.cli build --platform {cfg.platform}
 fi
 here="$(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")"   # as the caller named it: the commands work from where they are
-echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and DATA_DIR=... $here/run_and_time.sh"
+echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and {_org_arg(cfg)}DATA_DIR=... $here/run_and_time.sh"
 """
 
 
@@ -201,7 +206,7 @@ def render_init_datasets(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   var = DATA[cfg.benchmark][0]
   return _script_head(cfg, "download (or make) the data set into DATA_DIR and verify it; a rerun resumes.",
                       root) + f"""{_require(var, "the directory to prepare the data in")}{_init_steps(cfg)}# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
-echo "data ready and verified: {var}=$(printf %q "${var}") $(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")/run_and_time.sh"
+echo "data ready and verified: {_org_arg(cfg)}{var}=$(printf %q "${var}") $(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")/run_and_time.sh"
 """
 
 
@@ -303,7 +308,7 @@ def render_readme(cfg: PlatformConfig) -> str:
       "Evaluation thoroughness": f"Exactly {cfg['EVAL_SAMPLES']} samples (EVAL_SAMPLES) at every evaluation; the last "
                                  "batch is padded, never wrapped around.",
     }
-  org, org_note = (("", " (default: smoke)") if stand_in_data(cfg) else ("ORG=myorg ", ""))
+  org, org_note = _org_arg(cfg), " (default: smoke)" if stand_in_data(cfg) else ""
   stand_in = ("\nThis platform trains a toy model on stand-in data made by `init_datasets.sh`; sections 3 to 5 describe "
               "the benchmark, and the knobs below what this platform changes." if stand_in_data(cfg) else "")
 
