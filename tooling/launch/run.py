@@ -256,7 +256,7 @@ def submitter(cfg: PlatformConfig, args) -> str:
   """The submitter the runs record (submission_org, and the submitter of R/systems/<system>.json): asked for once, at
   the first run into a results tree (--org, or $SUBMISSION_ORG, held to the same rule), then read back from the tree,
   so that every run of a tree names one submitter and `tinyperf package --org` can match it. A toy platform's runs need
-  none: they take the results directory's name, as smoke.sh's ORG does."""
+  none: they take the results directory's name, as smoke.sh's ORG does (else smoke)."""
   from tooling.common.submission_tree import ORG_NAME, recorded_submitter
   given, how = args.org, "--org"
   if not given and (env := os.environ.get("SUBMISSION_ORG")):   # empty: unset (compose's ${ORG:-})
@@ -274,7 +274,8 @@ def submitter(cfg: PlatformConfig, args) -> str:
   if given: return given
   if recorded: return recorded[0]
   from tooling.prep.render import stand_in_data
-  if stand_in_data(cfg) and ORG_NAME.fullmatch(name := Path(os.path.abspath(args.results)).name): return name
+  if stand_in_data(cfg):   # smoke.sh's default: the results directory's name, if it can name a submitter
+    return name if ORG_NAME.fullmatch(name := Path(os.path.abspath(args.results)).name) else "smoke"
   raise UserError(f"who submits these runs? Their logs record the submitter's name (submission_org), and it cannot "
                   f"change after the runs: pass --org NAME (letters, digits and _ . + -; the name you will give "
                   f"`tinyperf package --org`; ORG=NAME for a docker compose service). It is asked once: later runs into "
