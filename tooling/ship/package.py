@@ -474,7 +474,8 @@ def refuse_other_org(sels: list[BenchSelection], org: str, args: argparse.Namesp
       if (e := read_log(r.source).first("submission_org")) is not None and e.value != org:
         logged.setdefault(str(e.value), []).append(r.source)
   if not logged: return
-  said = "; ".join(f"{len(v)} log {name!r} ({host_path(v[0])}{', ...' if len(v) > 1 else ''})" for name, v in logged.items())
+  said = "; ".join(f"{len(v)} log {name!r} ({host_path(v[0])}{', ...' if len(v) > 1 else ''})"
+                   for name, v in logged.items())
   fix = (f"Pack them under that name: `tinyperf package --org {shlex.quote(next(iter(logged)))} --out "
          f"{shlex.quote(host_path(args.out))} --results {shlex.quote(host_path(args.results))}`, or redo the runs with "
          f"`tinyperf run ... --org {org}` into a new --results directory"
@@ -775,7 +776,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
   p.add_argument("--org", help="submitter name: the tree's top directory and mlperf_submission_<ORG>.tar.gz (default: "
                  "the one `tinyperf run --org` recorded in RESULTS/systems/; it must be the name the runs' logs record)")
   p.add_argument("--out", type=Path, help="directory for ORG/, the tarball and the .sha1 (none of them may exist)")
-  p.add_argument("--results", type=Path, help="`tinyperf run`'s --results directory (default: ./out, or the one results directory in it, e.g. ./smoke.sh's out/smoke)")
+  p.add_argument("--results", type=Path, help="`tinyperf run`'s --results directory (default: ./out, or the one "
+                                              "results directory in it, e.g. ./smoke.sh's out/smoke)")
   p.add_argument("--systems", type=Path,
                  help="directory of systems/<system>.json files (default: RESULTS/systems/<system>.json, which `tinyperf "
                       "run` writes from the machine the runs ran on, else the repository's systems/)")

@@ -660,7 +660,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
   p.epilog = "exit status: 0 accepted, 1 rejected, 2 bad input or usage. See docs/check.md."
   p.add_argument("path", metavar="PATH", type=Path, nargs="?",
                  help="a result log, a results/<system>/<benchmark> directory, a submitter directory or `tinyperf run`'s "
-                      "--results directory (default: ./out, or the one results directory in it, e.g. ./smoke.sh's out/smoke)")
+                      "--results directory (default: ./out, or the one results directory in it, e.g. "
+                      "./smoke.sh's out/smoke)")
   p.add_argument("--ruleset", help="check against this ruleset instead of the benchmark's (resnet 4.0.0, bert 5.0.0)")
   p.add_argument("--werror", action="store_true", help="keys logged twice with identical values fail instead of warn")
   p.add_argument("--json", action="store_true", help="print the report as JSON")

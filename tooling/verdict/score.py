@@ -145,7 +145,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
               "2 bad input or usage.")
   p.add_argument("path", metavar="PATH", type=Path, nargs="?",
                  help="a result log, a results/<system>/<benchmark> directory, a submitter directory or `tinyperf run`'s "
-                      "--results directory (default: ./out, or the one results directory in it, e.g. ./smoke.sh's out/smoke)")
+                      "--results directory (default: ./out, or the one results directory in it, e.g. "
+                      "./smoke.sh's out/smoke)")
   p.add_argument("--ruleset", help="override the ruleset (default per benchmark: resnet 4.0.0, bert 5.0.0)")
   p.add_argument("--json", action="store_true", help="print the scores as JSON")
 
