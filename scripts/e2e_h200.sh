@@ -164,7 +164,7 @@ if [ "$E2E" = bert ]; then
   event "prep exit $? ($(du -sh "$DATA" | cut -f1), $(ls "$DATA"/train | wc -l) train shards)"
   [ "${LOADER_RATE:-1}" = 0 ] || { python3 scripts/loader_rate.py "$DATA" --bert "${BS:-96}" --batches 50 >"$JOB/loader.log" 2>&1
     event "loader alone exit $?"; }
-  ( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results"
+  ( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" ORG="${ORG:-e2e}"   # a measurement, not a submission
     benchmarks/bert/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
   rc=$?
   if [ "$TEXT" = synthetic ]; then event "run_and_time exit $rc"
@@ -189,7 +189,7 @@ event "prep exit $? ($(du -sh "$DATA" | cut -f1))"
 # checker wants the last eval_accuracy to reach; evals only from EVAL_START_EPOCH on
 # (EVAL_FREQ 100) so that the run trains that many epochs before it can stop.
 # TRAIN_BEAM=1 with BEAM_COVERAGE / BEAM_BUDGET_S (exported by the caller) runs INIT's ranked search from an empty cache.
-( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" TRAIN_BEAM="${TRAIN_BEAM:-0}" EVAL_BEAM=0 NUM_CLASSES="${NUM_CLASSES:-1000}" \
+( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" ORG="${ORG:-e2e}" TRAIN_BEAM="${TRAIN_BEAM:-0}" EVAL_BEAM=0 NUM_CLASSES="${NUM_CLASSES:-1000}" \
     EPOCHS=${EPOCHS:-6} WARMUP_EPOCHS=${WARMUP_EPOCHS:-1} EVAL_START_EPOCH=${EVAL_START_EPOCH:-4} EVAL_FREQ=100 \
     EVAL_EVERY_EPOCH_FROM=${EVAL_START_EPOCH:-4} PYTHONUNBUFFERED=1
   benchmarks/resnet/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"

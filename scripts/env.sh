@@ -29,16 +29,24 @@ want="$( (cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$
   if [ "$kernels" = 1 ]; then cat "$ROOT_DIR/requirements-kernels.lock"; fi) | sha1sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "installing locked dependencies into $VENV (log: $VENV/install.log)" >&2
+  : > "$VENV/install.log"
+  # no silence over 10 s: every 10 s, how long it has taken and pip's last line
+  ( t0=$SECONDS; trap 'kill "$s" 2>/dev/null; exit 0' TERM
+    while :; do sleep 10 & s=$!; wait "$s"
+      echo "  ... installing, $((SECONDS - t0)) s: $(tail -n 1 "$VENV/install.log" 2>/dev/null | cut -c1-100)" >&2; done ) &
+  ticker=$!
   if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
          "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock" &&
          "$VENV/bin/python" -m pip install --require-hashes --no-deps -r "$ROOT_DIR/requirements-testdata.txt" &&
          { [ "$convert" != 1 ] || "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements-convert.lock"; } &&
          { [ "$kernels" != 1 ] || "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements-kernels.lock"; } &&
          "$VENV/bin/python" -m pip install --no-deps --no-build-isolation -e "$ROOT_DIR"; } > "$VENV/install.log" 2>&1; then
+    kill "$ticker" 2>/dev/null || true
     tail -30 "$VENV/install.log" >&2
     echo "installing the locked dependencies failed; the full log is $VENV/install.log" >&2
     exit 2
   fi
+  kill "$ticker" 2>/dev/null || true
   echo "$want" > "$stamp"
 fi
 export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"

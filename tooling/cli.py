@@ -38,12 +38,13 @@ VERBS = {
 # (where `pip install -e .` leaves them), also in the images (docker/install.sh installs /opt/tinyperf/src editable); a
 # plain `pip install .` leaves them behind, so those verbs refuse with the fix instead of failing on a missing file.
 REPO_FILES = {"render": "images.lock.json", "images": "images.lock.json", "build": "images.lock.json",
-              "package": "images.lock.json", "sysinfo": "systems", "run": "systems"}
+              "package": "images.lock.json", "sysinfo": "systems", "run": "systems", "compose": "compose.yaml"}
 
 
-def require_repository(verb: str):
+def require_repository(verb: str, args: argparse.Namespace | None = None):
   from benchmarks.common.config import ROOT
   need = REPO_FILES.get(verb)
+  if verb == "package" and getattr(args, "verify", None): need = None   # checking a tarball reads no repository file
   if need and not (ROOT / need).exists():
     raise InputError(f"{ROOT / need} is missing: this tinyperf was installed without its repository (`pip install .`), "
                      f"and `tinyperf {verb}` reads the repository's files. Run tinyperf from its git checkout: "
@@ -101,7 +102,7 @@ def _main(argv: list[str] | None) -> int:
   parser = build_parser()
   args = absolute_paths(parser.parse_args(argv))
   try:
-    require_repository(args.verb)
+    require_repository(args.verb, args)
     return importlib.import_module(args._module).main(args) or 0
   except InputError as e:
     print(f"tinyperf {args.verb}: error: {e}", file=sys.stderr)

@@ -136,7 +136,8 @@ def init(cfg: PlatformConfig, args, full_depth: bool) -> Trainer:
   from mlperf_logging.mllog import constants as C
   from benchmarks.common.checkpoint import restore_state, snapshot_state
   mlperf.log_submission_info(cfg)
-  method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache([args.data] if args.data else [])
+  method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache(
+    [args.data] if args.data else [], mlperf.drops_host_cache(cfg))
   print(f"page cache dropped with {method}", flush=True)
   mlperf.event(C.CACHE_CLEAR, True, metadata={"method": method})
   mlperf.start(C.INIT_START)
@@ -299,6 +300,7 @@ def run_phase(cfg: PlatformConfig, args, tr: Trainer | None = None) -> int:
   # the clock, as upstream does.
   mlperf.start(C.RUN_START)
   print(runtime.RUN_STARTED, flush=True)
+  runtime.set_stage("RUN (training; evaluating)")
   with mlperf.abort_on_failure():  # from here on, a failure still ends the log with run_stop aborted
     reached, samples = run_training(cfg, args, tr)
   if args.benchmark_steps: return 0  # a BENCHMARK run: no run_stop

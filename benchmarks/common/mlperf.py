@@ -83,13 +83,22 @@ def log_submission_info(cfg: PlatformConfig):
   event(C.SUBMISSION_BENCHMARK, cfg.benchmark)
 
 
-def drop_page_cache(paths: list[Path]) -> str:
+def drops_host_cache(cfg: PlatformConfig) -> bool:
+  """Whether a run of this platform flushes the whole host's page cache (as root or with passwordless sudo): a real
+  platform does, as the rules require; the CPU smoke's toy runs only evict their dataset files, leaving the host alone."""
+  return cfg["vendor"] != "cpu"
+
+
+def drop_page_cache(paths: list[Path], whole_host: bool = True) -> str:
   """Flush the page cache so that data starts on durable storage, as the rules require: the one implementation, run by
   the launcher on the host before each run (tinyperf run, tooling/launch/backends.py) or by INIT when nothing did.
 
   Tries the global drop (root, or a container with a writable /proc/sys), then passwordless `sudo -n sysctl`, else
   evicts just the dataset files with posix_fadvise(DONTNEED), which needs no privilege but is per file, not a global
   flush. Returns the method used; it is printed and logged (cache_clear)."""
+  if not whole_host:
+    return (f"posix_fadvise(DONTNEED) over {evict_files(paths)} dataset files (a CPU smoke platform: the host's page "
+            f"cache is left alone)")
   os.sync()
   try:
     with open("/proc/sys/vm/drop_caches", "w") as f: f.write("3\n")

@@ -66,6 +66,8 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   from benchmarks.common import mlperf
   from benchmarks.common.config import load_config, require_closed_model
   from benchmarks.common.io import InputError
+  start_heartbeat("INIT (building the model, compiling the train step's kernels, BEAM search)"
+                  if args.phase in ("init", "all") else "RUN")
   try:
     cfg = load_config(benchmark, args.platform, path=getattr(args, "config", None))
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {'not set' if old is None else old})")
@@ -90,6 +92,42 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
 
 # printed right after run_start: the launcher's console shows it as the start of the timed phase
 RUN_STARTED = "RUN (timed): run_start logged, training on the data"
+
+
+# No silence over 10 s: a compile, a BEAM search or a first eval can print nothing for minutes. A daemon thread prints a
+# line when nothing was written to stdout or stderr for HEARTBEAT_S (the launcher's console shows it: HEARTBEAT).
+HEARTBEAT_S = 8.0
+HEARTBEAT = "still working"
+_beat = {"last": 0.0, "stage": "", "t0": 0.0}
+
+
+class _Stamped:
+  """sys.stdout / sys.stderr as they were, noting the time of each write."""
+  def __init__(self, f): self._f = f
+  def write(self, s):
+    if s.strip(): _beat["last"] = time.monotonic()   # an empty write (a hidden progress bar) shows nothing
+    return self._f.write(s)
+  def __getattr__(self, k): return getattr(object.__getattribute__(self, "_f"), k)   # a copy without _f: AttributeError
+
+
+def set_stage(stage: str):
+  """What the heartbeat says the process is doing."""
+  _beat["stage"] = stage
+
+
+def start_heartbeat(stage: str):
+  import threading
+  if _beat["t0"]: set_stage(stage); return   # one thread per process
+  _beat.update(last=time.monotonic(), stage=stage, t0=time.monotonic())
+  sys.stdout, sys.stderr = _Stamped(sys.stdout), _Stamped(sys.stderr)
+  def beat():
+    while True:
+      time.sleep(1.0)
+      now = time.monotonic()
+      if now - _beat["last"] >= HEARTBEAT_S:
+        print(f"{HEARTBEAT}: {_beat['stage']} ({now - _beat['last']:.0f} s since the last line, {now - _beat['t0']:.0f} s "
+              f"since the start)", flush=True)
+  threading.Thread(target=beat, name="heartbeat", daemon=True).start()
 
 
 def metrics_path(log: Path) -> Path:

@@ -111,7 +111,8 @@ def init(cfg: PlatformConfig, args) -> Trainer:
   # the train-set size fixes the LR schedule's constants, which are compiled into the step kernels that INIT searches:
   # read it from the manifest (no image is opened) so that RUN finds the same kernels in the cache
   num_train = len(load_manifest(args.data, check_files=False)["train"]) if args.data else IMAGENET_COUNTS["train"]
-  method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache([args.data] if args.data else [])
+  method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache(
+    [args.data] if args.data else [], mlperf.drops_host_cache(cfg))
   print(f"page cache dropped with {method}", flush=True)
   mlperf.event(C.CACHE_CLEAR, True, metadata={"method": method})
   mlperf.start(C.INIT_START)
@@ -201,6 +202,7 @@ def run_phase(cfg: PlatformConfig, args, tr: Trainer | None = None) -> int:
   print_feeding_budget(cfg)  # before the clock: host facts only
   mlperf.start(C.RUN_START)  # the clock starts before any dataset access
   print(runtime.RUN_STARTED, flush=True)
+  runtime.set_stage("RUN (training; evaluating)")
   with mlperf.abort_on_failure():  # from here on, a failure still ends the log with run_stop aborted
     status = run_training(cfg, args, tr)
   if status is None: return 0  # a BENCHMARK run: no run_stop

@@ -294,13 +294,13 @@ def test_bad_input_with_a_live_engine(engine, cpu_image, smoke_data, tmp_path):
   assert r.returncode == 2 and "image tinyperf-test:does-not-exist is not on this Docker daemon" in r.stderr
   assert "tinyperf build --vendor cpu" in r.stderr and "Traceback" not in r.stderr
   r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
-               str(tmp_path / "b"), "--image", cpu_image)
+               str(tmp_path / "b"), "--image", cpu_image, "--org", "myorg")
   assert r.returncode == 2 and "is the cpu image but tinybox_green runs on nv" in r.stderr, r.stderr
   info = engine.info()
   nv_image = [t for t in [TAG.format("nv")] if engine.images.list(name=t)]
   if "nvidia" not in (info.get("Runtimes") or {}) and nv_image:
     r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
-                 str(tmp_path / "b"), "--image", nv_image[0])
+                 str(tmp_path / "b"), "--image", nv_image[0], "--org", "myorg")
     assert r.returncode == 2 and "no NVIDIA GPU runtime" in r.stderr and "nvidia-ctk" in r.stderr, r.stderr
   # preflight inside the container refuses a data set that does not match the config, before anything is timed
   bad = tmp_path / "bad"; shutil.copytree(smoke_data, bad)
@@ -400,7 +400,7 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     assert "2 runs, 1 already finished, running [1]" in r.stdout, r.stdout[-3000:]
     assert "preflight: 6 passed, 0 failed" in r.stdout   # 6: resnet adds cores
     # what the service prints names the host directory (.env's RESULTS_DIR), not the container's /results
-    assert f"all 2 runs finished: {clone}/out/results/cpu_smoke/resnet\n" in r.stdout, r.stdout[-3000:]
+    assert f"all 2 runs finished: {clone}/out/results/cpu_smoke/resnet;" in r.stdout, r.stdout[-3000:]
     assert (hashlib.sha256(r0.read_bytes()).hexdigest(), r0.stat().st_mtime_ns) == before   # the finished run is kept
     ledger = json.loads((runs / "ledger.json").read_text())["attempts"]
     assert [(a["index"], a["status"]) for a in ledger] == [(0, "done"), (1, "interrupted"), (1, "done")], ledger

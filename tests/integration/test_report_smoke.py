@@ -57,7 +57,8 @@ def test_quickstart_console_is_quiet_and_ends_with_the_verdict(smoke):
     assert any("INIT (untimed" in l for l in run) and any("init took" in l for l in run), run
     assert any("RUN (timed" in l for l in run) and any("top-1" in l for l in run), run
     assert any(re.search(r"converged in .* check: compliant", l) for l in run), run
-  assert len(lines) < 20 + 10 * NEXP, smoke.out
+  # a handful of lines per run, and the still-working lines of its silent stretches (INIT's compiles): no silence over 10 s
+  assert len([l for l in lines if "still working" not in l]) < 20 + 10 * NEXP, smoke.out
 
 
 def _logged_seed(path: Path) -> int:

@@ -50,3 +50,21 @@ def test_wheel_alone_runs_its_own_verbs_and_refuses_the_repository_ones_with_the
     r = _tinyperf(venv, *args, cwd=tmp_path)
     assert r.returncode == 2 and "pip install --no-deps -e ." in r.stderr, (args, r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr and not r.stdout, (args, r.stderr)
+
+
+def test_wheel_alone_compose_refuses_and_package_verify_needs_no_repository(venv, tmp_path):
+  # compose writes .env and host directories beside compose.yaml: with no checkout there is none, so it refuses (it wrote
+  # .env and out/ into site-packages and printed a `docker compose` command for a folder without compose.yaml)
+  r = _tinyperf(venv, "compose", "check", cwd=tmp_path)
+  assert r.returncode == 2 and "compose.yaml" in r.stderr and "pip install --no-deps -e ." in r.stderr, r.stdout + r.stderr
+  assert "Traceback" not in r.stderr and not r.stdout
+  (sp,) = (venv / "lib").glob("python3*/site-packages")
+  assert not (sp / ".env").exists() and not (sp / "out").exists()
+  # --verify reads the tarball and its sha1 only, never images.lock.json
+  import hashlib, tarfile
+  (tmp_path / "x.txt").write_text("x\n")
+  tarball = tmp_path / "mlperf_submission_myorg.tar.gz"
+  with tarfile.open(tarball, "w:gz") as t: t.add(tmp_path / "x.txt", arcname="myorg/x.txt")
+  (tmp_path / "mlperf_submission_myorg.sha1").write_text(f"{hashlib.sha1(tarball.read_bytes()).hexdigest()}  {tarball.name}\n")
+  r = _tinyperf(venv, "package", "--verify", tarball.name, cwd=tmp_path)
+  assert "sha1: ok" in r.stdout and "pip install" not in r.stderr, r.stdout + r.stderr

@@ -139,7 +139,7 @@ def test_output_into_a_pipe_whose_reader_left_ends_without_a_traceback(tmp_path)
 
 
 def test_usage_error_exits_2(capsys):
-  with pytest.raises(SystemExit) as e: cli(["check"])
+  with pytest.raises(SystemExit) as e: cli(["check", "--ruleset"])
   assert e.value.code == 2
   assert "PATH" in capsys.readouterr().err
 

@@ -41,3 +41,27 @@ def test_verbose_passes_everything_through():
   assert out.getvalue() == OUTPUT.decode()
   c.failed("RUN exited 1", "output.log")            # already shown in full: nothing repeated
   assert out.getvalue() == OUTPUT.decode()
+
+
+def test_busy_output_that_shows_nothing_still_gets_a_line_every_few_seconds(monkeypatch):
+  """A BEAM search or INIT prints lines the console filters out: the console was silent for 30-86 s. After QUIET_S
+  without a line it says it is still working, and what the run printed last; the trainer's own heartbeat lines (a
+  silent compile) are shown as they come."""
+  from tooling.launch import console as K
+  now = [100.0]
+  monkeypatch.setattr(K.time, "monotonic", lambda: now[0])
+  out = io.StringIO()
+  c = Console(out=out); c.prefix = "run 0 of 5 (seed 7): "
+  c(b"init train step 0: 48628.5 ms, loss 1.386\n")
+  now[0] += K.QUIET_S - 2
+  c(b"init train step 1: 400.1 ms, loss 1.386\n")
+  c.tick()                                                  # not yet
+  now[0] += 3
+  c.tick()
+  c.tick()                                                  # just said: nothing new
+  now[0] += K.QUIET_S
+  c.tick()                                                  # nothing printed since: the run is silent or over
+  c(b"still working: INIT (compiling) (8 s since the last line, 30 s since the start)\n")
+  assert out.getvalue().splitlines() == [
+    "run 0 of 5 (seed 7): still working (10 s since the last line): init train step 1: 400.1 ms, loss 1.386",
+    "run 0 of 5 (seed 7): still working: INIT (compiling) (8 s since the last line, 30 s since the start)"]

@@ -341,7 +341,8 @@ def test_no_gpu_runtime_is_a_clear_error():
 def test_compose_tool_services_default_commands():
   s = _compose()
   assert s["check"]["command"] == ["/results"] and s["check"]["volumes"][0]["read_only"] is True
-  assert s["package"]["command"][:2] == ["--results", "/results"] and "--org" in s["package"]["command"]
+  assert s["package"]["command"][:2] == ["--results", "/results"] and "--org" not in s["package"]["command"]
+  assert s["resnet-green"]["environment"]["SUBMISSION_ORG"] == "${ORG:-}"   # the submitter, asked for at the first run
   assert s["prep-synthetic"]["entrypoint"][-3:] == ["tinyperf", "prep", "synthetic-imagenet"]
   assert s["resnet-cpu"]["volumes"][0]["source"] == s["prep-synthetic"]["volumes"][0]["source"]
   for name, svc in s.items():

@@ -83,7 +83,9 @@ def test_script_host_runtime_and_knob_overrides(tmp_path):
   assert "--array=1,3-4" in d and "--account=mlperf" in d and "--qos=high" in d
   assert not [x for x in d if x.startswith("--gpus")], "a CPU platform asks for no GPUs"
   cmd = next(l for l in text.splitlines() if "-m tooling.cli run" in l)
-  assert "--runtime host" in cmd and "--no-check" in cmd and "--image" not in cmd
+  assert "--runtime host" in cmd and "--no-check" in cmd and "--image" not in cmd and "--org" not in cmd
+  cmd = next(l for l in render(cfg, spec(org="myorg")).splitlines() if "-m tooling.cli run" in l)
+  assert "--org myorg" in cmd   # each task records the submitter the submitting run settled on
   # the recorded override is exported; every other knob is cleared so the resubmitting shell cannot change the runs
   assert "export BS=32" in text
   unset = next(l for l in text.replace("\\\n", " ").splitlines() if l.startswith("unset ")).split()[1:]

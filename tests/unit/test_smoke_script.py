@@ -46,3 +46,18 @@ def test_a_data_set_an_older_prep_drew_is_refused_not_reused(tmp_path):
   assert "already holds a prepared data set" in r.stderr and "made with other settings" in r.stderr, r.stderr
   assert r.stdout.strip().splitlines()[-1] == "SMOKE FAILED: tinyperf prep synthetic-imagenet (above)"
   assert manifest_path(data).read_bytes() == before and not (tmp_path / "out" / "results").exists()
+
+
+def test_the_install_says_it_is_still_working(tmp_path):
+  """scripts/env.sh sends pip's output to install.log; a cold install was 79 s without a line. Every 10 s it says how
+  long it has taken and pip's last line (here a stand-in python whose first pip call takes 12 s)."""
+  venv = tmp_path / "venv"
+  (venv / "bin").mkdir(parents=True)
+  fake = venv / "bin" / "python"
+  fake.write_text(f"#!/bin/sh\necho \"pip $*\"\n[ -e {tmp_path}/slept ] || {{ touch {tmp_path}/slept; sleep 12; }}\n")
+  fake.chmod(0o755)
+  p = subprocess.run(["bash", "-c", f"source {REPO}/scripts/env.sh"], cwd=tmp_path, capture_output=True, text=True,
+                     timeout=120, env={**os.environ, "TINYPERF_VENV": str(venv)})
+  assert p.returncode == 0, p.stderr
+  ticks = [l for l in p.stderr.splitlines() if "installing, 1" in l]
+  assert ticks and "pip install --upgrade pip" in ticks[0], p.stderr

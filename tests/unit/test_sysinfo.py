@@ -180,13 +180,14 @@ def test_writes_a_valid_systems_json(capsys, tmp_path, recorded):
   assert "unknown (empty" in stdout and "host_networking" in stdout
 
 
-def test_json_overrides_and_platform_division(capsys, tmp_path, recorded):
+def test_json_overrides_and_platform_division(capsys, tmp_path, recorded, monkeypatch):
+  monkeypatch.chdir(tmp_path)   # no ./out: the repository's systems JSON is the layer under detection
   (tmp_path / "o.json").write_text(json.dumps({"submitter": "me", "status": "Preview"}))
   out = tmp_path / "s.json"
   code, _, err = run(capsys, "--platform", "cpu_smoke", "--overrides", tmp_path / "o.json", "--out", out)
   assert code == 0, err
   data = json.loads(out.read_text())
-  assert data["division"] == "open" and data["system_name"] == "cpu_smoke" and data["status"] == "Preview"
+  assert data["division"] == "open" and data["system_name"] == "cpu smoke" and data["status"] == "Preview"
 
 
 def test_invalid_status_names_the_field_and_the_four_values(capsys, tmp_path, recorded):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 from pathlib import Path
 
 from benchmarks.common.rules import result_name
@@ -64,6 +65,22 @@ def slurm_exit_records(run_root_dir: Path, files: str | None, job: str, index: i
 def systems_json(root: Path, system: str) -> Path: return root / SYSTEMS / f"{system}.json"
 def variants_dir(root: Path) -> Path: return root / SYSTEMS / "variants"
 def systems_lock(root: Path) -> Path: return root / RUNS / "systems.lock"
+
+
+DEFAULT_ROOT = "out"   # `tinyperf run --results` when not given, relative to where it is typed
+
+
+def default_root(quiet: bool = False) -> Path:
+  """The results directory a verb reads when none is given: ./out, which `tinyperf run` writes by default; when ./out
+  holds no runs of its own but exactly one directory in it does (./smoke.sh's out/smoke), that one, said on stderr."""
+  root = Path(os.path.abspath(DEFAULT_ROOT))
+  def holds_runs(d: Path) -> bool: return bool(run_roots(d)) or (d / RESULTS).is_dir()
+  if holds_runs(root) or not root.is_dir(): return root
+  inner = [d for d in sorted(root.iterdir()) if d.is_dir() and not d.name.startswith(".") and holds_runs(d)]
+  if len(inner) != 1: return root
+  if not quiet: print(f"results: {os.path.relpath(inner[0])} (no --results given; ./{DEFAULT_ROOT} holds no runs but this "
+                      f"directory in it)", file=sys.stderr)
+  return inner[0]
 
 
 def set_dirs(root: Path, cfg) -> tuple[Path, Path]:

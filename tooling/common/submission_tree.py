@@ -70,6 +70,14 @@ def read_systems_json(path: Path) -> dict:
   return data
 
 
+def recorded_submitter(root: Path) -> tuple[str, Path] | None:
+  """(name, file) of the submitter the runs under a results tree R record: R/systems/<system>.json's submitter, which
+  `tinyperf run` writes with the logs' submission_org at the first run; None before any."""
+  for p in sorted((Path(root) / T.SYSTEMS).glob("*.json")):
+    if isinstance(name := read_systems_json(p).get("submitter"), str) and name: return name, p
+  return None
+
+
 def read_scaling(bench_dir: Path) -> float:
   """results/<system>/<benchmark>/scaling.json's factor (1.0 without the file), which multiplies the score."""
   p = Path(bench_dir) / "scaling.json"

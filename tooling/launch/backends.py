@@ -191,10 +191,11 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
                     f"\nNothing was run or timed; fix the above and {slurm.redo_hint(L.root_of(work_root / T.LEDGER))}.")
 
 
-def drop_host_page_cache(data: Path) -> str:
-  """The page-cache drop before a run (benchmarks/common/mlperf.drop_page_cache); INIT logs the method it returns."""
-  from benchmarks.common.mlperf import drop_page_cache   # mllog: not for every `tinyperf --help`
-  return drop_page_cache([data] if data.is_dir() else [])
+def drop_host_page_cache(cfg: PlatformConfig, data: Path) -> str:
+  """The page-cache drop before a run (benchmarks/common/mlperf.drop_page_cache; the CPU smoke's evicts its data files
+  only); INIT logs the method it returns."""
+  from benchmarks.common.mlperf import drop_page_cache, drops_host_cache   # mllog: not for every `tinyperf --help`
+  return drop_page_cache([data] if data.is_dir() else [], drops_host_cache(cfg))
 
 
 class HostBackend:
@@ -218,7 +219,7 @@ class HostBackend:
     from tooling.launch import sysinfo
     return sysinfo.detect()
 
-  def drop_page_cache(self) -> str: return drop_host_page_cache(self.data)   # INIT logs the method instead of dropping again
+  def drop_page_cache(self) -> str: return drop_host_page_cache(self.cfg, self.data)   # INIT logs the method instead of dropping again
 
   def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
     # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
@@ -344,7 +345,7 @@ class ContainerBackend:
       shutil.rmtree(d, ignore_errors=True)
 
   # ----------------------------------------------------------------------------------------------------------- run
-  def drop_page_cache(self) -> str: return drop_host_page_cache(self.data)
+  def drop_page_cache(self) -> str: return drop_host_page_cache(self.cfg, self.data)
 
   def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
     """One INIT + RUN in a fresh container; its output goes to out_file and console (a tooling.launch.console.Console).

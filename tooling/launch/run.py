@@ -65,8 +65,9 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("--only-index", type=int, metavar="I",
                  help="do only run I of the N (what each Slurm array task runs); skipped if already finished")
   slurm.add_run_arguments(p)
-  p.add_argument("--org", type=_org, help="submitter name the logs record as submission_org (default: $SUBMISSION_ORG, "
-                 "else tinycorp); use the --org you will `tinyperf package` with, or `tinyperf check` warns")
+  p.add_argument("--org", type=_org, help="submitter name the logs and R/systems/<system>.json record (submission_org); "
+                 "needed by the first run into a results directory (or $SUBMISSION_ORG), which later runs reuse; the "
+                 "name `tinyperf package --org` takes (cpu_smoke: default the results directory's name)")
   p.add_argument("--system-overrides", type=Path, metavar="FILE",
                  help="YAML or JSON of systems-JSON fields no machine can detect (submitter, status, storage, cooling, "
                       "...) for R/systems/<system>.json, which records the machine the runs ran on (detected in the "
@@ -233,19 +234,55 @@ def main(args) -> int:
   scheduler, runtime = launch_mode(args)
   cfg = load_config(args.benchmark, args.platform)   # the one load of this process: everything below is handed cfg
   require_closed_model(cfg)   # before any run starts: an override of the closed model would be refused after INIT
-  if args.org: os.environ["SUBMISSION_ORG"] = args.org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
+  org = submitter(cfg, args)
+  os.environ["SUBMISSION_ORG"] = org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
   nexp = required_runs(args.benchmark) if args.nexp is None else args.nexp
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
   if nexp > L.MAX_NEXP:
     raise UserError(f"--nexp {nexp}: a set is 1 to {L.MAX_NEXP} runs (MLPerf asks for {required_runs(args.benchmark)}).")
   from tooling.launch import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
-  # the machine's record names the same submitter as the logs (package and check compare them); an overrides file wins
-  if args.org: overrides.setdefault("submitter", args.org)
+  # the machine's record names the same submitter as the logs (package and check compare them), and records it for the
+  # later runs of the tree (submitter() reads it back)
+  if overrides.get("submitter", org) != org:
+    raise UserError(f"{args.system_overrides} says submitter {overrides['submitter']!r} but the logs record {org!r}: a "
+                    f"submission has one submitter. Remove `submitter` from that file (the runs' name is recorded "
+                    f"there), or pass --org {shlex.quote(str(overrides['submitter']))}. Nothing was run.")
+  overrides["submitter"] = org
   if args.only_index is not None and not 0 <= args.only_index < nexp:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
   if scheduler == "slurm": return slurm.submit(cfg, args, nexp, runtime)   # each array task comes back here, local
   return run_here(cfg, args, nexp, runtime, overrides)
+
+
+def submitter(cfg: PlatformConfig, args) -> str:
+  """The submitter the runs record (submission_org, and the submitter of R/systems/<system>.json): asked for once, at
+  the first run into a results tree (--org, or $SUBMISSION_ORG, held to the same rule), then read back from the tree,
+  so that every run of a tree names one submitter and `tinyperf package --org` can match it. A toy platform's runs need
+  none: they take the results directory's name, as smoke.sh's ORG does (else smoke)."""
+  from tooling.common.submission_tree import ORG_NAME, recorded_submitter
+  given, how = args.org, "--org"
+  if not given and (env := os.environ.get("SUBMISSION_ORG")):   # empty: unset (compose's ${ORG:-})
+    given, how = env, "SUBMISSION_ORG"
+    if not ORG_NAME.fullmatch(env):
+      raise UserError(f"SUBMISSION_ORG={env!r} (from the environment) is not a submitter name: it names a directory and "
+                      f"the tarball, so letters, digits and _ . + - only (no spaces, no leading dot). Unset it, or "
+                      f"pass --org NAME. Nothing was run.")
+  recorded = recorded_submitter(args.results)
+  if given and recorded and given != recorded[0]:
+    name, where = recorded
+    raise UserError(f"{how} {given}: the runs in {host_path(args.results)} record submitter {name!r} ({host_path(where)}), "
+                    f"and a submission has one submitter. Pass --org {shlex.quote(name)} (or no --org) to go on with "
+                    f"them, or give {given}'s runs a --results directory of their own. Nothing was run.")
+  if given: return given
+  if recorded: return recorded[0]
+  from tooling.prep.render import stand_in_data
+  if stand_in_data(cfg):   # smoke.sh's default: the results directory's name, if it can name a submitter
+    return name if ORG_NAME.fullmatch(name := Path(os.path.abspath(args.results)).name) else "smoke"
+  raise UserError(f"who submits these runs? Their logs record the submitter's name (submission_org), and it cannot "
+                  f"change after the runs: pass --org NAME (letters, digits and _ . + -; the name you will give "
+                  f"`tinyperf package --org`; ORG=NAME for a docker compose service). It is asked once: later runs into "
+                  f"{host_path(args.results)} reuse it. Nothing was run.")
 
 
 def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict) -> int:
@@ -318,7 +355,8 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
     print(f"{len(redo)} run(s) not finished: {redo}; {slurm.redo_hint(args.results)} to redo them", file=sys.stderr)
     return 1
   if others: return 1   # finished here, but the set is not complete yet
-  print(f"all {nexp} runs finished: {host_path(results_dir)}" if args.only_index is None else
+  print(f"all {nexp} runs finished: {host_path(results_dir)}; check them with: tinyperf check "
+        f"{shlex.quote(host_path(results_dir))}" if args.only_index is None else
         f"run {args.only_index} finished: {host_path(results_dir)}", flush=True)
   missed = missed_target(ledger_path, nexp, args.only_index)
   if missed and cfg["division"] == "closed":

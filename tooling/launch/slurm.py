@@ -352,6 +352,7 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir
   else: args += ["--runtime", "host"]
   if spec["no_check"]: args.append("--no-check")
   if spec.get("system_overrides"): args += ["--system-overrides", spec["system_overrides"]]
+  if spec.get("org"): args += ["--org", spec["org"]]
   tinyperf = " ".join(q(a) for a in args) + ' --only-index "$SLURM_ARRAY_TASK_ID"'
   stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(when))
   s = [
@@ -438,7 +439,8 @@ def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
           "results": str(args.results.resolve()), "runtime": runtime, "image": args.image, "partition": args.partition,
           "sbatch_args": list(args.sbatch_arg), "no_check": bool(args.no_check), "assume_shared": bool(args.assume_shared),
           "system_overrides": str(args.system_overrides.resolve()) if getattr(args, "system_overrides", None) else None,
-          "knobs": {k: str(new) for k, (_, new) in cfg.overridden.items()}, "python": sys.executable, "repo": str(ROOT)}
+          "knobs": {k: str(new) for k, (_, new) in cfg.overridden.items()}, "python": sys.executable, "repo": str(ROOT),
+          "org": os.environ.get("SUBMISSION_ORG")}   # the submitter run.submitter() settled on: each task records it
   return _check_and_submit(cfg, spec)
 
 

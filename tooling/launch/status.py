@@ -43,7 +43,8 @@ def _poll(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser):
-  p.add_argument("--results", type=Path, default=Path("out"), help="output root given to tinyperf run (default: ./out)")
+  p.add_argument("--results", type=Path, help="output root given to tinyperf run (default: ./out, or the one results "
+                                              "directory in it, e.g. ./smoke.sh's out/smoke)")
   p.add_argument("--resume", action="store_true",
                  help="resubmit the failed and missing runs of every Slurm set (finished and queued runs are left alone)")
   p.add_argument("--wait", action="store_true", help="poll until no Slurm run is pending or running, then report")
@@ -212,7 +213,7 @@ def render(states: list[dict]) -> str:
 
 
 def main(args) -> int:
-  results = args.results
+  results = args.results = args.results or T.default_root()
   if args.resume:
     for work in result_sets(results):
       if not slurm.load_record(work)["jobs"]:

@@ -576,6 +576,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
   p.add_argument("--force", action="store_true", help="replace an existing file")
 
 
+def sysinfo_base(system: str) -> dict:
+  """What detection cannot tell, when no overrides file says it: the description `tinyperf run` recorded for this system
+  under the default results directory (its submitter is the runs'), else the repository's systems/<system>.json less
+  its submitter (tinycorp's: a submitter names themselves, in the overrides file)."""
+  from tooling.common.submission_tree import read_systems_json
+  recorded = T.systems_json(T.default_root(quiet=True), system)
+  if recorded.is_file(): return read_systems_json(recorded)
+  repo = T.systems_json(ROOT, system)
+  return {k: v for k, v in read_systems_json(repo).items() if k != "submitter"} if repo.is_file() else {}
+
+
 def main(args: argparse.Namespace) -> int:
   if not args.system and not args.platform:
     raise UserError("give --system NAME (the systems/<NAME>.json stem) or --platform P (its config names the system).")
@@ -601,7 +612,7 @@ def main(args: argparse.Namespace) -> int:
                       f"({', '.join(mlperf_tools.training_rulesets())}).")
   detected, notes = detect()
   if division and "division" not in overrides: detected["division"] = division
-  data = merge(detected, overrides, system, notes)
+  data = merge(detected, overrides, system, notes, sysinfo_base(system))
   validate(data, rulesets, str(args.overrides or out))
   try:
     write_atomic(out, json.dumps(data, indent=2, ensure_ascii=False) + "\n", overwrite=args.force)

@@ -406,15 +406,16 @@ def default_out(results: Path) -> Path:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
   p.epilog = "exit status: 0 written, 2 bad input (or existing files without --force). See docs/package.md."
-  p.add_argument("results", metavar="RESULTS", type=Path,
-                 help="`tinyperf run`'s --results directory, a submitter tree, or results/<system>/<benchmark>")
+  p.add_argument("results", metavar="RESULTS", type=Path, nargs="?",
+                 help="`tinyperf run`'s --results directory (default: ./out, or the one results directory in it, "
+                      "e.g. ./smoke.sh's out/smoke), a submitter tree, or results/<system>/<benchmark>")
   p.add_argument("--out", type=Path, help="where the PNGs and report.md go (default: RESULTS/report for a `tinyperf "
                                           "run` directory, <org>_report beside a submitter tree)")
   p.add_argument("--force", action="store_true", help="replace existing report files")
 
 
 def main(args: argparse.Namespace) -> int:
-  results: Path = args.results
+  results: Path = args.results or T.default_root()
   require_dir_possible(results, "RESULTS")
   if not results.is_dir():
     raise UserError(f"{results}: no such directory; give `tinyperf run`'s --results directory, a submitter tree, or "

@@ -137,7 +137,8 @@ def benchmark_service(cfg: PlatformConfig) -> dict:
     "network_mode": "none",
     "shm_size": shm_size_for(cfg),
     **_gpu_settings(cfg),
-    "environment": _environment(service_name(cfg), binds, TINYPERF_CACHE_DIR="/cache",
+    # ORG=name: the submitter the runs record (tinyperf run's --org), asked for at the first run of a real platform
+    "environment": _environment(service_name(cfg), binds, TINYPERF_CACHE_DIR="/cache", SUBMISSION_ORG="${ORG:-}",
                                 TINYPERF_IMAGE=IMAGE.format(V=v.upper(), v=v)),
     "volumes": binds,
     "labels": {"io.tinyperf.benchmark": b, "io.tinyperf.platform": cfg.platform, "io.tinyperf.system": cfg["system"],
@@ -169,9 +170,9 @@ def compose_dict(configs: list[PlatformConfig] | None = None) -> dict:
      [_bind("WIKI_DIR", "/data")], "host", "the MLCommons phase-1 BERT checkpoint, config and vocab only"),
     ("check", ["tinyperf", "check"], ["/results"], [_bind("RESULTS_DIR", "/results", True)], "none",
      "MLCommons checkers on every RESULTS_DIR/results/<system>/<bm> (or pass one log: /results/results/.../result_0.txt)"),
-    ("package", ["tinyperf", "package"], ["--results", "/results", "--org", "${ORG:-tinycorp}", "--out",
-     "/results/submission"], [_bind("RESULTS_DIR", "/results")], "none",
-     "assemble, check and pack RESULTS_DIR/submission/mlperf_submission_<ORG>.tar.gz from RESULTS_DIR's runs"),
+    ("package", ["tinyperf", "package"], ["--results", "/results", "--out", "/results/submission"], [_bind("RESULTS_DIR", "/results")], "none",
+     "assemble, check and pack RESULTS_DIR/submission/mlperf_submission_<ORG>.tar.gz from RESULTS_DIR's runs (ORG: "
+     "the submitter the runs recorded)"),
   ]
   for name, tool, command, binds, network, doc in tools:
     services[name] = tool_service(name, tool, command, binds, network, doc)

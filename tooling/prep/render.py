@@ -61,7 +61,7 @@ set -euo pipefail
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}" = "${{!v}}" ]; then printf -v "$v" '%s' "$PWD/${{!v}}"; fi; done
 cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint is a module of this tree
-{_require(var, desc)}RESULTS_DIR="${{RESULTS_DIR:-results/{cfg['system']}/{cfg.benchmark}}}"
+{_require(var, desc)}RESULTS_DIR="${{RESULTS_DIR:-$PWD/results/{cfg['system']}/{cfg.benchmark}}}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${{SEED:-$(python3 -m benchmarks.common.rules seed {cfg.benchmark} {cfg.platform})}}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
@@ -69,24 +69,55 @@ export CACHEDB="${{CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}}"
 """
 
 
+def _org_arg(cfg: PlatformConfig) -> str:
+  """How a printed run_and_time.sh command names the submitter: a real platform's run needs ORG."""
+  return "" if stand_in_data(cfg) else "ORG=myorg "
+
+
+def _submitter(cfg: PlatformConfig) -> str:
+  """ORG (or SUBMISSION_ORG): the submitter the log records, checked as `tinyperf run --org` is; a real platform's run
+  needs it (the log cannot be renamed afterwards), the CPU platform's toy run defaults to smoke.sh's name."""
+  if stand_in_data(cfg):
+    head = 'ORG="${ORG:-${SUBMISSION_ORG:-smoke}}"\n'
+  else:
+    head = ('ORG="${ORG:-${SUBMISSION_ORG:-}}"\n'
+            '[ -n "$ORG" ] || { echo "$(basename "${BASH_SOURCE[0]}"): ORG is not set: set it to the submitter\'s name, '
+            'which the log records (ORG=myorg ./run_and_time.sh); tinyperf package --org takes the same name." >&2; exit 2; }\n')
+  return head + ('[[ "$ORG" =~ ^[A-Za-z0-9][A-Za-z0-9_.+-]*$ ]] || { echo "$(basename "${BASH_SOURCE[0]}"): ORG=$ORG: the '
+                 'submitter name names a directory and the tarball: letters, digits and _ . + - only." >&2; exit 2; }\n'
+                 'export SUBMISSION_ORG="$ORG"   # what the entrypoint logs as submission_org\n')
+
+
 def render_run_and_time(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   return _prelude(cfg, "one timed run: INIT then RUN in one process (RUN replays the steps INIT compiled), one result log.",
-                  root) + f"""
-{_entry(cfg, "all")}
+                  root) + f"""{_submitter(cfg)}LOG="$RESULTS_DIR/result_{cfg.benchmark}_$SEED.txt"
+{_run_naming_log(cfg, "all", CHECK_IT)}"""
+
+
+CHECK_IT = '; check it with: tinyperf check $(printf %q "$LOG")'
+
+
+def _run_naming_log(cfg: PlatformConfig, phase: str, then: str = "") -> str:
+  """The entrypoint writing $LOG, then, whatever its exit, a last line naming the log (an absolute path: it works from
+  any directory) and `then`; the script exits as the entrypoint did."""
+  return f"""rc=0
+{_entry(cfg, phase, ' --log "$LOG"')} || rc=$?
+echo "MLPerf log (exit $rc): $(printf %q "$LOG"){then}"
+exit $rc
 """
 
 
 def render_dev_run(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   return _prelude(cfg, "RUN phase only, for development (no INIT, so BEAM searches inside the run).", root) + f"""
-{_entry(cfg, "run", ' --log "$RESULTS_DIR/dev_$SEED.txt"')}
-"""
+LOG="$RESULTS_DIR/dev_$SEED.txt"
+{_run_naming_log(cfg, "run")}"""
 
 
 def render_dev_beam(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   return _prelude(cfg, "BEAM search + BENCHMARK steps only (INIT without the clock), printing step time.", root) + f"""
 export BENCHMARK="${{BENCHMARK:-10}}" DEBUG="${{DEBUG:-2}}"
-{_entry(cfg, "init", ' --log "$RESULTS_DIR/dev_beam_$SEED.txt"')}
-"""
+LOG="$RESULTS_DIR/dev_beam_$SEED.txt"
+{_run_naming_log(cfg, "init")}"""
 
 
 def _script_head(cfg: PlatformConfig, what: str, root: str) -> str:
@@ -129,7 +160,7 @@ VENV="${{VENV:-.venv}}"
   "$VENV/bin/python" -m tooling.cli build --platform {cfg.platform}
 fi
 here="$(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")"   # as the caller named it: the commands work from where they are
-echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and DATA_DIR=... $here/run_and_time.sh"
+echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and {_org_arg(cfg)}DATA_DIR=... $here/run_and_time.sh"
 """
 
 
@@ -175,7 +206,7 @@ def render_init_datasets(cfg: PlatformConfig, root: str = REPO_ROOT) -> str:
   var = DATA[cfg.benchmark][0]
   return _script_head(cfg, "download (or make) the data set into DATA_DIR and verify it; a rerun resumes.",
                       root) + f"""{_require(var, "the directory to prepare the data in")}{_init_steps(cfg)}# the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
-echo "data ready and verified: {var}=$(printf %q "${var}") $(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")/run_and_time.sh"
+echo "data ready and verified: {_org_arg(cfg)}{var}=$(printf %q "${var}") $(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")/run_and_time.sh"
 """
 
 
@@ -277,6 +308,7 @@ def render_readme(cfg: PlatformConfig) -> str:
       "Evaluation thoroughness": f"Exactly {cfg['EVAL_SAMPLES']} samples (EVAL_SAMPLES) at every evaluation; the last "
                                  "batch is padded, never wrapped around.",
     }
+  org, org_note = _org_arg(cfg), " (default: smoke)" if stand_in_data(cfg) else ""
   stand_in = ("\nThis platform trains a toy model on stand-in data made by `init_datasets.sh`; sections 3 to 5 describe "
               "the benchmark, and the knobs below what this platform changes." if stand_in_data(cfg) else "")
 
@@ -311,12 +343,16 @@ It prepares {data_what} It ends by verifying the whole set; a rerun resumes wher
 
 ### Steps to run and time
 ```
-{var}=/path/to/data ./run_and_time.sh   # one run
-tinyperf run {b} --platform {p} --data /path/to/data --results out   # the runs of a submission
+{org}{var}=/path/to/data ./run_and_time.sh   # one run
+tinyperf run {b} --platform {p} --data /path/to/data --results ../../../../out --org myorg   # the runs of a submission
+tinyperf run {b} --platform {p} --data /path/to/data --results ../../../../out --org myorg --runtime host   # on this host
 ```
 `run_and_time.sh` runs INIT (JIT and BEAM search on fake data, under the init allowance) then RUN (the timed training)
-and appends both to one MLPerf log in `$RESULTS_DIR`. `tinyperf run` does this {5 if b == "resnet" else 10} times with
-fresh seeds, in containers, checks each log, and records the machine in `out/systems/{cfg['system']}.json`.
+and appends both to one MLPerf log in `$RESULTS_DIR` (default: the repository's `results/{cfg['system']}/{b}`); its last
+line names the log and the `tinyperf check` command for it. `ORG` is the submitter the log records{org_note}.
+`tinyperf run` does this {5 if b == "resnet" else 10} times with fresh seeds, each run in the platform's image (with
+`--runtime host`: on this host, in the .venv of `BUILD_IMAGE=0 ./setup.sh`), checks each log, and records the machine in
+the repository's `out/systems/{cfg['system']}.json`.
 `dev_run.sh` runs RUN alone; `dev_beam.sh` runs the search and BENCHMARK steps only.
 
 ## 3. Dataset/Environment

@@ -59,7 +59,7 @@ from tooling.common.errors import UserError, write_atomic
 from tooling.common.mllog_reader import read_log
 from tooling.common.safe_read import (ENC_MAGIC, GZIP_MAGIC, MAX_JSON_BYTES, MAX_LOG_BYTES, MAX_TREE_DEPTH, MiB,
                                       iter_lines, read_bytes, require_regular)
-from tooling.common.submission_tree import ORG_NAME, read_systems_json
+from tooling.common.submission_tree import ORG_NAME, read_systems_json, recorded_submitter
 
 MAX_FILE_BYTES = 50 * MiB              # repo_checker's limit (its "50MB" is 50 MiB)
 # --verify's bounds on an archive (docs/package.md): a resnet + bert package of one system is 201 members and 1.8 MB
@@ -480,6 +480,26 @@ def _locked_dir(d: Path):
     os.close(fd)
 
 
+def refuse_other_org(sels: list[BenchSelection], org: str, args: argparse.Namespace) -> None:
+  """A package's logs name its submitter (submission_org, recorded at the run): runs that record another name are
+  refused with the command that packs them under theirs; the logs cannot be renamed afterwards."""
+  logged: dict[str, list[Path]] = {}
+  for sel in sels:
+    for r in sel.runs:
+      if (e := read_log(r.source).first("submission_org")) is not None and e.value != org:
+        logged.setdefault(str(e.value), []).append(r.source)
+  if not logged: return
+  said = "; ".join(f"{len(v)} log {name!r} ({host_path(v[0])}{', ...' if len(v) > 1 else ''})"
+                   for name, v in logged.items())
+  fix = (f"Pack them under that name: `tinyperf package --org {shlex.quote(next(iter(logged)))} --out "
+         f"{shlex.quote(host_path(args.out))} --results {shlex.quote(host_path(args.results))}`, or redo the runs with "
+         f"`tinyperf run ... --org {org}` into a new --results directory"
+         if len(logged) == 1 and len(logged[next(iter(logged))]) == sum(len(s.runs) for s in sels) else
+         f"Redo the runs that name another submitter with `tinyperf run ... --org {org}`")
+  raise UserError(f"--org {org}: the runs to pack record another submitter as submission_org: {said}. {fix}. Nothing "
+                  f"was written.")
+
+
 def pack(args: argparse.Namespace) -> int:
   org = args.org
   if not org or not ORG_NAME.fullmatch(org):
@@ -516,6 +536,7 @@ def pack(args: argparse.Namespace) -> int:
     if sel.not_finished:
       print("  attempts that did not finish (crashed, interrupted or running; not runs of the package): "
             + ", ".join(f"run {a.index} seed {a.seed} {a.status}" for a in sel.not_finished))
+  refuse_other_org(sels, org, args)
   sources = {}
   for system in dict.fromkeys(sel.system for sel in sels):
     sources[system] = systems_source(system, args.results, systems_dir)
@@ -783,9 +804,11 @@ def verify(args: argparse.Namespace) -> int:
 def add_arguments(p: argparse.ArgumentParser) -> None:
   p.epilog = ("exit status: 0 packed (or verified and unpacked), 1 refused (the checks failed, sha1 mismatch, unsafe "
               "tarball), 2 bad input. See docs/package.md.")
-  p.add_argument("--org", help="submitter name: the tree's top directory and mlperf_submission_<ORG>.tar.gz")
+  p.add_argument("--org", help="submitter name: the tree's top directory and mlperf_submission_<ORG>.tar.gz (default: "
+                 "the one `tinyperf run --org` recorded in RESULTS/systems/; it must be the name the runs' logs record)")
   p.add_argument("--out", type=Path, help="directory for ORG/, the tarball and the .sha1 (none of them may exist)")
-  p.add_argument("--results", type=Path, default=Path("out"), help="`tinyperf run`'s --results directory (default ./out)")
+  p.add_argument("--results", type=Path, help="`tinyperf run`'s --results directory (default: ./out, or the one "
+                                              "results directory in it, e.g. ./smoke.sh's out/smoke)")
   p.add_argument("--systems", type=Path,
                  help="directory of systems/<system>.json files (default: RESULTS/systems/<system>.json, which `tinyperf "
                       "run` writes from the machine the runs ran on, else the repository's systems/)")
@@ -805,6 +828,12 @@ def main(args: argparse.Namespace) -> int:
     if args.org or args.out or args.encrypt:
       raise UserError("--verify TARBALL takes no --org, --out or --encrypt; it checks and unpacks an existing tarball.")
     return verify(args)
-  if not args.org or not args.out:
-    raise UserError("give --org ORG and --out DIR to pack (or --verify TARBALL to check a tarball).")
+  if not args.out:
+    raise UserError("give --out DIR to pack (or --verify TARBALL to check a tarball).")
+  args.results = args.results or T.default_root()
+  if not args.org:   # the submitter `tinyperf run` recorded with the runs
+    if not (recorded := recorded_submitter(args.results)):
+      raise UserError(f"give --org ORG: {host_path(args.results)} records no submitter (RESULTS/systems/<system>.json, "
+                      f"written by `tinyperf run --org`).")
+    args.org = recorded[0]
   return pack(args)

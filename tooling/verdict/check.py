@@ -732,8 +732,10 @@ def render(report: Report) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
   p.epilog = "exit status: 0 accepted, 1 rejected, 2 bad input or usage. See docs/check.md."
-  p.add_argument("path", metavar="PATH", type=Path,
-                 help="a result log, a results/<system>/<benchmark> directory, or a submitter directory")
+  p.add_argument("path", metavar="PATH", type=Path, nargs="?",
+                 help="a result log, a results/<system>/<benchmark> directory, a submitter directory or `tinyperf run`'s "
+                      "--results directory (default: ./out, or the one results directory in it, e.g. "
+                      "./smoke.sh's out/smoke)")
   p.add_argument("--ruleset", help="check against this ruleset instead of the benchmark's (resnet 4.0.0, bert 5.0.0)")
   p.add_argument("--werror", action="store_true", help="keys logged twice with identical values fail instead of warn")
   p.add_argument("--strict", action="store_true", help="what tinyperf checks beyond MLCommons' tools and the rules' text "
@@ -743,6 +745,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-  report = check_path(args.path, args.ruleset, args.werror, args.strict)
+  report = check_path(args.path or T.default_root(), args.ruleset, args.werror, args.strict)
   print(json.dumps(report.to_dict(), indent=2) if args.json else report.render(), end="\n" if args.json else "")
   return report.exit_code

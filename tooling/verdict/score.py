@@ -20,6 +20,7 @@ from benchmarks.common.rules import RESULT_GLOB, max_dropped_runs
 from tooling.common.mllog_reader import MLLog
 from tooling.common import mlperf_tools
 from tooling.common.safe_read import shown
+from tooling.common import results_tree as T
 from tooling.common.submission_tree import BenchDir, discover
 
 
@@ -143,13 +144,16 @@ def render(scores: list[BenchmarkScore]) -> str:
 def add_arguments(p: argparse.ArgumentParser) -> None:
   p.epilog = ("exit status: 0 every benchmark has a score (or the one log finished compliant), 1 otherwise, "
               "2 bad input or usage.")
-  p.add_argument("path", metavar="PATH", type=Path, help="a result log, a results/<system>/<benchmark> directory or a submitter directory")
+  p.add_argument("path", metavar="PATH", type=Path, nargs="?",
+                 help="a result log, a results/<system>/<benchmark> directory, a submitter directory or `tinyperf run`'s "
+                      "--results directory (default: ./out, or the one results directory in it, e.g. "
+                      "./smoke.sh's out/smoke)")
   p.add_argument("--ruleset", help="override the ruleset (default per benchmark: resnet 4.0.0, bert 5.0.0)")
   p.add_argument("--json", action="store_true", help="print the scores as JSON")
 
 
 def main(args: argparse.Namespace) -> int:
-  scores = score_path(args.path, args.ruleset)
+  scores = score_path(args.path or T.default_root(), args.ruleset)
   if args.json: print(json.dumps([s.to_dict() for s in scores], indent=2))
   else: print(render(scores), end="")
   single = len(scores) == 1 and len(scores[0].runs) == 1 and scores[0].reason.startswith("one log")

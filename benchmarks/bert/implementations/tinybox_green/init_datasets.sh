@@ -17,4 +17,4 @@ python3 -m tooling.cli prep wiki eval --data "$DATA_DIR" --platform tinybox_gree
   python3 -m tooling.cli prep wiki checkpoint --tf "$DATA_DIR" --out "$DATA_DIR/bert-large.safetensors"
 python3 -m tooling.cli prep wiki verify --data "$DATA_DIR"
 # the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
-echo "data ready and verified: DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"
+echo "data ready and verified: ORG=myorg DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"

@@ -24,4 +24,4 @@ if [ "${BUILD_IMAGE:-1}" = 1 ]; then
   "$VENV/bin/python" -m tooling.cli build --platform tinybox_green
 fi
 here="$(printf %q "$(dirname "${BASH_SOURCE[0]}")")"   # as the caller named it: the commands work from where they are
-echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and DATA_DIR=... $here/run_and_time.sh"
+echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and ORG=myorg DATA_DIR=... $here/run_and_time.sh"

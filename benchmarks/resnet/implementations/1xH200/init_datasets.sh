@@ -13,4 +13,4 @@ if [ ! -f "$DATA_DIR/manifest.json" ]; then   # prep writes the manifest last, a
 fi
 python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"   # every image decoded, sizes against the manifest
 # the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
-echo "data ready and verified: DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"
+echo "data ready and verified: ORG=myorg DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"

@@ -8,11 +8,18 @@ set -euo pipefail
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 [ -n "${DATA_DIR:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): DATA_DIR is not set: set it to the prepared ImageNet (tinyperf prep imagenet, or tinyperf prep synthetic-imagenet for smoke runs)." >&2; exit 2; }
-RESULTS_DIR="${RESULTS_DIR:-results/1xH200/resnet}"
+RESULTS_DIR="${RESULTS_DIR:-$PWD/results/1xH200/resnet}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${SEED:-$(python3 -m benchmarks.common.rules seed resnet 1xH200)}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
-
+ORG="${ORG:-${SUBMISSION_ORG:-}}"
+[ -n "$ORG" ] || { echo "$(basename "${BASH_SOURCE[0]}"): ORG is not set: set it to the submitter's name, which the log records (ORG=myorg ./run_and_time.sh); tinyperf package --org takes the same name." >&2; exit 2; }
+[[ "$ORG" =~ ^[A-Za-z0-9][A-Za-z0-9_.+-]*$ ]] || { echo "$(basename "${BASH_SOURCE[0]}"): ORG=$ORG: the submitter name names a directory and the tarball: letters, digits and _ . + - only." >&2; exit 2; }
+export SUBMISSION_ORG="$ORG"   # what the entrypoint logs as submission_org
+LOG="$RESULTS_DIR/result_resnet_$SEED.txt"
+rc=0
 python3 -m benchmarks.resnet.train --platform 1xH200 --phase all \
-  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR"
+  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$LOG" || rc=$?
+echo "MLPerf log (exit $rc): $(printf %q "$LOG"); check it with: tinyperf check $(printf %q "$LOG")"
+exit $rc

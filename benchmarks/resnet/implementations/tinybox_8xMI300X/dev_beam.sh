@@ -8,12 +8,16 @@ set -euo pipefail
 for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypoint is a module of this tree
 [ -n "${DATA_DIR:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): DATA_DIR is not set: set it to the prepared ImageNet (tinyperf prep imagenet, or tinyperf prep synthetic-imagenet for smoke runs)." >&2; exit 2; }
-RESULTS_DIR="${RESULTS_DIR:-results/tinybox_8xMI300X/resnet}"
+RESULTS_DIR="${RESULTS_DIR:-$PWD/results/tinybox_8xMI300X/resnet}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
 SEED="${SEED:-$(python3 -m benchmarks.common.rules seed resnet tinybox_8xMI300X)}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 
 export BENCHMARK="${BENCHMARK:-10}" DEBUG="${DEBUG:-2}"
+LOG="$RESULTS_DIR/dev_beam_$SEED.txt"
+rc=0
 python3 -m benchmarks.resnet.train --platform tinybox_8xMI300X --phase init \
-  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$RESULTS_DIR/dev_beam_$SEED.txt"
+  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$LOG" || rc=$?
+echo "MLPerf log (exit $rc): $(printf %q "$LOG")"
+exit $rc
