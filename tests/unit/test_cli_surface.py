@@ -76,3 +76,17 @@ def test_a_closed_stdout_ends_quietly(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(REPO)}, text=True, timeout=120)
   finally: os.close(w)
   assert p.returncode == 141 and p.stderr == "", p.stderr
+
+
+def test_top_level_help_names_bert_data_prep_by_a_command_that_exists(tmp_path):
+  text = " ".join(tinyperf("--help", cwd=tmp_path).stdout.split())   # argparse wraps lines
+  assert "BERT's Wikipedia" in text and "`tinyperf prep wiki --help`" in text, text
+  r = tinyperf("prep", "wiki", "--help", cwd=tmp_path)
+  assert r.returncode == 0 and "pretrain" in r.stdout
+
+
+def test_render_check_says_in_one_line_that_everything_is_up_to_date(tmp_path):
+  r = tinyperf("render", "--check", cwd=tmp_path)
+  assert r.returncode == 0 and r.stderr == "", r.stdout + r.stderr
+  (line,) = r.stdout.splitlines()
+  assert line.startswith("up to date: all ") and "rendered files" in line
