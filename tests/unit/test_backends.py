@@ -143,3 +143,43 @@ def test_every_backend_has_the_whole_interface(tmp_path):
     missing = sorted(m for m in members if not hasattr(b, m))
     assert not missing, f"{b} lacks {missing}"
   assert (host.kind, ContainerBackend.kind) == ("host", "container")
+
+
+def test_a_compose_service_names_the_host_directories_and_its_own_rerun_command(tmp_path, capsys, monkeypatch):
+  """Inside a compose service the launcher sees /data and /results; what it prints must name the host directories
+  behind them (docs/containers.md), and an unfinished set is redone by running the service again."""
+  import shutil
+  from benchmarks.resnet.prep import main as prep_main
+  from tooling.common.container import MOUNTS_ENV, SERVICE_ENV
+  from tooling.launch import backends
+  data, broken, out = tmp_path / "data", tmp_path / "broken", tmp_path / "out"
+  assert prep_main(["synthetic-imagenet", "--out", str(data), "--classes", "4", "--train-per-class", "1",
+                    "--val-per-class", "1", "--size", "8", "--seed", "0"]) in (0, None)
+  shutil.copytree(data, broken)
+  next(broken.rglob("*.JPEG")).unlink()
+  monkeypatch.setenv(TRAIN_MODULE_ENV, "tests.stand_in_train")
+  for k in ("TINYPERF_IMAGE_VENDOR", "TINYPERF_CACHE_DIR"): monkeypatch.delenv(k, raising=False)
+  monkeypatch.setattr(backends, "drop_host_page_cache", lambda d: "posix_fadvise (this test drops nothing)")
+  monkeypatch.setenv(MOUNTS_ENV, f"{data}=SYNTHETIC_DIR {broken}=IMAGENET_DIR {out}=RESULTS_DIR")
+  for var, host in (("SYNTHETIC_DIR", "/home/me/data/synthetic"), ("IMAGENET_DIR", "/home/me/data/imagenet"),
+                    ("RESULTS_DIR", "/home/me/out")):
+    monkeypatch.setenv(f"TINYPERF_HOST_{var}", host)
+  monkeypatch.setenv(SERVICE_ENV, "resnet-cpu")
+  monkeypatch.setattr(L, "_ME", {})   # the launcher's owner record is made once per process
+  base = ["run", "resnet", "--platform", "cpu_smoke", "--runtime", "host", "--results", str(out), "--nexp", "1"]
+  capsys.readouterr()
+  assert cli.main([*base, "--data", str(broken)]) == 2
+  o, e = capsys.readouterr()
+  assert "/home/me/data/imagenet/manifest.json lists 1 file(s)" in e and str(broken) not in e, e
+  assert "rerun `docker compose run --rm resnet-cpu`" in e, e
+  (broken / "manifest.json").unlink()   # not prepared at all: refused before the preflight, naming the host directory
+  assert cli.main([*base, "--data", str(broken)]) == 2
+  o, e = capsys.readouterr()
+  assert "/home/me/data/imagenet is not a prepared" in e and str(broken) not in e, e
+  assert cli.main([*base, "--data", str(data)]) == 0
+  o, e = capsys.readouterr()
+  assert "system description: wrote /home/me/out/systems/cpu_smoke.json" in o
+  assert "output in /home/me/out/runs/cpu_smoke/resnet/run_0_" in o and "all 1 runs finished: /home/me/out/results" in o
+  assert str(tmp_path) not in o + e, o + e
+  (att,) = json.loads((out / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  assert att["owner"]["compose_service"] == "resnet-cpu"

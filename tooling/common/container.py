@@ -22,6 +22,12 @@ LABEL = "io.tinyperf"
 # In a compose service (tooling/prep/compose.py writes both): "TARGET=VAR ..." for its bind mounts, and
 # TINYPERF_HOST_<VAR>, the host directory behind each, so that a message names the path the user can open
 MOUNTS_ENV = "TINYPERF_MOUNTS"
+SERVICE_ENV = "TINYPERF_COMPOSE_SERVICE"   # the compose service this container runs (compose.py sets it)
+
+
+def compose_run(service: str) -> str:
+  """The command a user types to run a compose service (again), in compose v2's and v1's spelling."""
+  return f"`docker compose run --rm {service}` (compose v1: `docker-compose run --rm {service}`)"
 
 
 def host_path(path) -> str:
@@ -35,6 +41,17 @@ def host_path(path) -> str:
     if host and (full == target or full.startswith(target.rstrip("/") + "/")):
       return host.rstrip("/") + full[len(target.rstrip("/")):]
   return p
+
+
+def host_paths_in(text: str) -> str:
+  """host_path for every path in a message written by code that cannot know the mounts (benchmarks/preflight.py): each
+  mount target at the start of a path (/data, /data/..., not /database) becomes the host directory behind it."""
+  for spec in os.environ.get(MOUNTS_ENV, "").split():
+    target, var = spec.split("=", 1)
+    host, target = os.environ.get(f"TINYPERF_HOST_{var}"), target.rstrip("/")
+    if host and target:
+      text = re.sub(rf"(?<![\w./-]){re.escape(target)}(?=/|[^\w./-]|\.(?!\w)|$)", lambda _: host.rstrip("/"), text)
+  return text
 
 
 def daemon_address() -> str:

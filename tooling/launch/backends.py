@@ -187,7 +187,8 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
   sys.stdout.write(r.stdout if verbose else (lines[-1] + "\n" if lines else ""))   # quiet: "preflight: N passed"
   if r.returncode != 0:
     failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
-    raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + "\n  ".join(failed) +
+    # C.host_paths_in: in a compose service, the paths the user can open on the host
+    raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + C.host_paths_in("\n  ".join(failed)) +
                     f"\nNothing was run or timed; fix the above and {slurm.redo_hint(L.root_of(work_root / T.LEDGER))}.")
 
 

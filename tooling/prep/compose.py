@@ -29,7 +29,7 @@ import yaml
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from benchmarks.common.rules import required_runs
 from benchmarks.preflight import shm_size_for
-from tooling.common.container import MOUNTS_ENV
+from tooling.common.container import MOUNTS_ENV, SERVICE_ENV
 from tooling.common.errors import UserError, write_atomic
 
 COMPOSE = ROOT / "compose.yaml"
@@ -121,7 +121,7 @@ def _environment(name: str, binds: list[dict], **extra) -> dict:
   # TINYPERF_HOST_<VAR>: the host directory behind each mount, for messages and records that must name it
   host = {f"TINYPERF_HOST_{_bound_var(b)}": b["source"] for b in binds}
   mounts = " ".join(f"{b['target']}={_bound_var(b)}" for b in binds)
-  return {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", "TINYPERF_COMPOSE_SERVICE": name, MOUNTS_ENV: mounts, **extra, **host}
+  return {"HOME": "/tmp", "PYTHONUNBUFFERED": "1", SERVICE_ENV: name, MOUNTS_ENV: mounts, **extra, **host}
 
 
 def benchmark_service(cfg: PlatformConfig) -> dict:

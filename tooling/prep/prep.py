@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tooling.common.container import host_path
 from tooling.common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,15 +55,15 @@ def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
   started); the preflight where the run runs verifies it in full."""
   if not data.is_dir():
     what = "is a file, not a directory" if data.exists() else "does not exist"
-    raise UserError(f"data directory {data} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
+    raise UserError(f"data directory {host_path(data)} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
                     f"as --data. {nothing}")
   marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
   if not marker.is_file():
-    q = shlex.quote(str(data))
+    q = shlex.quote(host_path(data))   # inside a compose service: the host directory behind /data
     how = (f"tinyperf prep imagenet --out {q}` (or `tinyperf prep synthetic-imagenet --out {q}` for smoke runs)"
            if cfg.benchmark == "resnet" else
            # --platform: the shard shapes (and eval size) are the platform's; without it prep makes 512/76 shards
            f"tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data {q} "
            f"--platform {cfg.platform}`")
-    raise UserError(f"{data} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
+    raise UserError(f"{host_path(data)} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
                     f"verifying). Run `{how}. {nothing}")
