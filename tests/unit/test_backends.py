@@ -183,3 +183,20 @@ def test_a_compose_service_names_the_host_directories_and_its_own_rerun_command(
   assert str(tmp_path) not in o + e, o + e
   (att,) = json.loads((out / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
   assert att["owner"]["compose_service"] == "resnet-cpu"
+
+
+def test_a_redone_run_replaces_the_kernel_cache_its_killed_attempt_left(tmp_path, monkeypatch):
+  """A compose service keeps one kernel cache per run in CACHE_DIR: a killed attempt's stayed there for good."""
+  from tooling.launch import backends
+  cache = tmp_path / "cache"; cache.mkdir()
+  killed = [cache / f"cpu_smoke_resnet_1_77.db{s}" for s in ("", "-wal", "-shm")]
+  kept = [cache / "cpu_smoke_resnet_0_5.db", cache / "cpu_smoke_resnet_11_9.db", cache / "cpu_smoke_bert_1_3.db"]
+  for p in killed + kept: p.write_bytes(b"x")
+  monkeypatch.setenv("TINYPERF_CACHE_DIR", str(cache))
+  seen = {}
+  monkeypatch.setattr(backends, "host_run", lambda cfg, seed, data, work, out, cache_db=None, **kw:
+                      (seen.setdefault("db", cache_db), ({"run": 0}, work / "log"))[1])
+  b = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, tmp_path)
+  b.run_one(1, 88, tmp_path, None, "none", None)
+  assert seen["db"] == cache / "cpu_smoke_resnet_1_88.db"
+  assert not any(p.exists() for p in killed) and all(p.exists() for p in kept)

@@ -225,6 +225,11 @@ class HostBackend:
     # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
     cdir = os.environ.get("TINYPERF_CACHE_DIR")
     cache_db = Path(cdir) / f"{self.cfg['system']}_{self.cfg.benchmark}_{index}_{seed}.db" if cdir else None
+    if cache_db:   # an earlier attempt of this run (killed, failed) left its cache: this one replaces it
+      for old in cache_db.parent.glob(f"{self.cfg['system']}_{self.cfg.benchmark}_{index}_*.db*"):
+        if not old.name.startswith(cache_db.name):
+          try: old.unlink()
+          except OSError: pass   # a cache file is worth no failed run
     codes, log = host_run(self.cfg, seed, self.data, work, out_file, cache_db=cache_db, cache_drop=cache_drop,
                           console=console)
     return codes, log, ""

@@ -344,9 +344,9 @@ SCRIPTS = {k: v for k, v in RENDERERS.items() if k.endswith(".sh")}
 
 def rendered_files() -> dict[Path, str]:
   """Every generated file and its text: implementation scripts/READMEs, compose.yaml, the Dockerfiles."""
-  from tooling.prep.compose import COMPOSE, render_compose
+  from tooling.prep.compose import COMPOSE, missing_image_dockerfiles, render_compose
   from tooling.prep.images import rendered_dockerfiles
-  out = {COMPOSE: render_compose(), **rendered_dockerfiles()}
+  out = {COMPOSE: render_compose(), **rendered_dockerfiles(), **missing_image_dockerfiles()}
   for b in BENCHMARKS:
     for p in available_platforms(b):
       cfg = load_config(b, p, environ={})  # the committed files reflect the config alone, never this shell's env
