@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -138,11 +139,20 @@ def smoke_data(tmp_path_factory):
 def test_failing_build_step_is_reported(engine, tmp_path):
   from tooling.common import container as C
   from tooling.common.errors import UserError
-  (tmp_path / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo preparing && exit 3\n")
+  import docker
+  # step 2 commits an image (its own, never cached: a fresh value); step 3 fails
+  (tmp_path / "Dockerfile").write_text(f"FROM {BASE}\nENV TINYPERF_TEST_STEP={uuid.uuid4().hex}\n"
+                                       f"RUN echo preparing && exit 3\n")
+  lines = []
   with pytest.raises(UserError) as e:
-    C.build(engine, tmp_path, "Dockerfile", "tinyperf-test:broken", {}, echo=lambda l: None)
-  assert "Step 2/2 : RUN echo preparing && exit 3" in str(e.value) and "non-zero code: 3" in str(e.value)
+    C.build(engine, tmp_path, "Dockerfile", "tinyperf-test:broken", {}, echo=lines.append)
+  assert "Step 3/3 : RUN echo preparing && exit 3" in str(e.value) and "non-zero code: 3" in str(e.value)
   assert "preparing" in str(e.value)
+  # the failed build left no untagged image of its finished steps (a `<none>` the size of the base), and the base stays
+  (step2,) = [m.group(1) for line in lines[lines.index(next(l for l in lines if l.startswith("Step 2/3"))):]
+              if (m := C.LAYER_RE.match(line))][:1]
+  with pytest.raises(docker.errors.ImageNotFound): engine.images.get(step2)
+  engine.images.get(BASE)
 
 
 def test_build_nv_and_amd_dockerfiles_on_local_base(engine, tmp_path, cpu_image):
