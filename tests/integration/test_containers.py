@@ -190,6 +190,31 @@ def test_compose_config_is_valid_for_compose_v1(engine, tmp_path):
   assert r.returncode == 0 and "privileged" not in r.stdout
 
 
+def test_compose_run_without_its_image_or_gpu_runtime_says_what_to_do(engine, tmp_path):
+  """`docker-compose run --rm resnet-h200` as typed, on this engine (no NVIDIA runtime): a missing image names the
+  build command and leaves no `<none>` image behind; with an image, the refusal names `tinyperf compose` (the daemon
+  alone said `could not select device driver "nvidia"`)."""
+  if not BASE: _unavailable("TINYPERF_TEST_BASE_IMAGE is not set (scripts/ci_docker.sh imports a base)")
+  if "nvidia" in (engine.info().get("Runtimes") or {}): pytest.skip("this engine has the NVIDIA runtime")
+  for d in ("out/cache", "imagenet"): (tmp_path / d).mkdir(parents=True)
+  env = {**os.environ, "COMPOSE_PROJECT_NAME": f"tinyperfnv{os.getpid()}", "RESULTS_DIR": str(tmp_path / "out"),
+         "CACHE_DIR": str(tmp_path / "out/cache"), "IMAGENET_DIR": str(tmp_path / "imagenet")}
+  env.pop("TINYPERF_NV_RUNTIME", None)
+  # (empty ones only: builds running beside this test leave big ones for a while)
+  dangling = lambda: {i.id for i in engine.images.list(filters={"dangling": True}) if not i.attrs.get("Size")}
+  before = dangling()
+  compose = lambda **extra: subprocess.run(["docker-compose", "run", "--rm", "-T", "resnet-h200"], cwd=REPO,
+                                           capture_output=True, text=True, timeout=300, env={**env, **extra})
+  try:
+    r = compose(TINYPERF_IMAGE_NV=f"tinyperf-test-missing-{os.getpid()}:nv")
+    assert r.returncode != 0 and "Build it with: tinyperf build --vendor nv" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert not dangling() - before   # an ARG step before the failing COPY left a 0-byte image on every run
+    r = compose(TINYPERF_IMAGE_NV=BASE)
+    assert r.returncode != 0 and "run tinyperf compose resnet-h200 first" in r.stdout + r.stderr, r.stdout + r.stderr
+  finally:
+    subprocess.run(["docker-compose", "down", "--remove-orphans"], cwd=REPO, capture_output=True, env=env)
+
+
 def _image_env(engine, image: str) -> dict:
   return dict(e.split("=", 1) for e in engine.images.get(image).attrs["Config"]["Env"])
 

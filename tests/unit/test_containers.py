@@ -510,3 +510,26 @@ def test_builds_at_once_share_the_extra_ca_copy(tmp_path, monkeypatch):
     assert copy.read_bytes() == ca.read_bytes()     # the second build ended; the first still uses the copy
   assert not copy.exists()
   with build.extra_ca_in_context(None) as none: assert not none and not copy.exists()
+
+
+def test_an_nv_service_is_refused_by_name_until_tinyperf_compose_found_the_gpu_runtime(tmp_path):
+  """Without the NVIDIA runtime the daemon's only word was `could not select device driver "nvidia"`. Until `tinyperf
+  compose` has found the runtime, an nv service asks for a runtime whose name (printed by the daemon's refusal, before
+  anything runs) says what to do; once found, .env names the daemon's default runtime."""
+  s = _compose()
+  for name, svc in s.items():
+    if svc["build"]["dockerfile"] == "Dockerfile.nv":
+      assert svc["runtime"].startswith("${TINYPERF_NV_RUNTIME:-") and f"run tinyperf compose {name} first" in svc["runtime"]
+    else:
+      assert "runtime" not in svc, name
+  class Engine:
+    def __init__(self, runtimes): self.runtimes, self.images = runtimes, type("I", (), {"get": lambda self, ref: None})()
+    def info(self): return {"Runtimes": self.runtimes, "CDISpecDirs": [], "DefaultRuntime": "runc"}
+  env = tmp_path / ".env"
+  with pytest.raises(UserError, match="no NVIDIA GPU runtime"):
+    CO.check_engine(["resnet-h200"], {}, environ={}, client=Engine({"runc": {}}), env_path=env)
+  assert "TINYPERF_NV_RUNTIME" not in CO.read_env_file(env)
+  CO.check_engine(["check"], {}, environ={}, client=Engine({"runc": {}}), env_path=env)   # no GPU service: no runtime
+  assert "TINYPERF_NV_RUNTIME" not in CO.read_env_file(env)
+  CO.check_engine(["resnet-h200"], {}, environ={}, client=Engine({"runc": {}, "nvidia": {}}), env_path=env)
+  assert CO.read_env_file(env)["TINYPERF_NV_RUNTIME"] == "runc"

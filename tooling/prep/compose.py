@@ -93,9 +93,17 @@ def _entry(binds: list[dict]) -> list[str]:
   return ["python", "-m", "tooling.prep.compose", "--enter", *writable, "--"]
 
 
+# An nv service's runtime: the daemon's default, which `tinyperf compose` writes to .env once it has found the NVIDIA GPU
+# runtime. Until then the default is a runtime no daemon has, whose name the daemon's refusal prints ("Unknown runtime
+# specified ..."), before anything runs: without it the daemon's only word was `could not select device driver "nvidia"`.
+NV_RUNTIME_VAR = "TINYPERF_NV_RUNTIME"
+NV_RUNTIME = "${" + NV_RUNTIME_VAR + ":-the NVIDIA GPU runtime of this host is not checked - run tinyperf compose {service} first}"
+
+
 def _gpu_settings(cfg: PlatformConfig) -> dict:
   if cfg["vendor"] == "nv":
-    return {"deploy": {"resources": {"reservations": {"devices": [
+    return {"runtime": NV_RUNTIME.replace("{service}", service_name(cfg)),
+            "deploy": {"resources": {"reservations": {"devices": [
       {"driver": "nvidia", "count": cfg["GPUS"], "capabilities": ["gpu", "compute", "utility"]}]}}}}
   if cfg["vendor"] == "amd":
     return {"devices": ["/dev/kfd:/dev/kfd", "/dev/dri:/dev/dri"],
@@ -296,9 +304,11 @@ def prepare(services: list[str], cwd: Path | None = None, environ: dict | None =
   return out
 
 
-def check_engine(services: list[str], values: dict[str, str], environ: dict | None = None, client=None):
+def check_engine(services: list[str], values: dict[str, str], environ: dict | None = None, client=None,
+                 env_path: Path | None = None):
   """Each service's image is on the daemon and the host has its vendor's GPU runtime, or UserError with the fix
-  (before compose would pull, or the daemon say `could not select device driver "nvidia"`)."""
+  (before compose would pull, or the daemon say `could not select device driver "nvidia"`). Where an nv service's
+  runtime is there, the daemon's default runtime goes into .env as TINYPERF_NV_RUNTIME (NV_RUNTIME)."""
   import docker
   from tooling.common import container as C
   environ = os.environ if environ is None else environ
@@ -312,6 +322,8 @@ def check_engine(services: list[str], values: dict[str, str], environ: dict | No
                       f"`tinyperf build --vendor {vendor}`, or set {var} to an image that exists (`docker images`).") \
         from None
     C.check_gpu_runtime(c, vendor)
+    if vendor == "nv":
+      write_env_file(env_path or compose_dir() / ENV_FILE, {NV_RUNTIME_VAR: c.info().get("DefaultRuntime") or "runc"})
 
 
 def _check_writable(var: str, host: Path, uid: int, gid: int):
