@@ -280,6 +280,9 @@ def accuracy_figure(b: BenchData):
   ax.axhline(b.target, color="crimson", ls="--", lw=1.5, label=f"target {b.target:g} ({b.target_source})")
   ax.set_xlabel(_x_label(b.benchmark) + ", at each eval")
   ax.set_ylabel("eval top-1 accuracy" if b.benchmark == "resnet" else "eval masked-LM accuracy")
+  if b.benchmark == "bert":
+    from matplotlib.ticker import EngFormatter
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))   # 1.5M samples, not 1.5 under a "1e6" in the corner
   ax.set_title(f"{b.benchmark} on {b.system}: eval accuracy per run")
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7.5, loc="lower right")
