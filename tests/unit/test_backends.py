@@ -183,6 +183,12 @@ def test_a_compose_service_names_the_host_directories_and_its_own_rerun_command(
   assert str(tmp_path) not in o + e, o + e
   (att,) = json.loads((out / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
   assert att["owner"]["compose_service"] == "resnet-cpu"
+  # the check and package services on the same mount
+  cli.main(["check", str(out)])
+  assert capsys.readouterr().out.startswith("tinyperf check /home/me/out  (results tree of `tinyperf run`)")
+  assert cli.main(["package", "--results", str(out), "--org", "tinycorp", "--out", str(out / "submission")]) == 2
+  e = capsys.readouterr().err
+  assert "/home/me/out/runs/cpu_smoke/resnet/ledger.json: 1 finished resnet run(s)" in e and str(tmp_path) not in e, e
 
 
 def test_a_redone_run_replaces_the_kernel_cache_its_killed_attempt_left(tmp_path, monkeypatch):
