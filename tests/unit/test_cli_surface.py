@@ -90,3 +90,19 @@ def test_render_check_says_in_one_line_that_everything_is_up_to_date(tmp_path):
   assert r.returncode == 0 and r.stderr == "", r.stdout + r.stderr
   (line,) = r.stdout.splitlines()
   assert line.startswith("up to date: all ") and "rendered files" in line
+
+
+def test_a_prep_service_names_the_host_directory_behind_its_mount(tmp_path):
+  """`docker compose run --rm prep-synthetic` printed `wrote /data/manifest.json`: a path only the container has."""
+  data = tmp_path / "data"
+  env = {**os.environ, "PYTHONPATH": str(REPO), "TINYPERF_MOUNTS": f"{data}=SYNTHETIC_DIR",
+         "TINYPERF_HOST_SYNTHETIC_DIR": "/home/me/data/synthetic"}
+  prep = ["prep", "synthetic-imagenet", "--out", str(data), "--classes", "2", "--train-per-class", "2", "--val-per-class",
+          "1", "--size", "8"]
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", *prep], cwd=tmp_path, env=env, capture_output=True, text=True,
+                     timeout=300)
+  assert r.returncode == 0 and "wrote /home/me/data/synthetic/manifest.json: 2 classes" in r.stdout + r.stderr, r.stderr
+  assert str(data) not in r.stdout + r.stderr
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", *prep[:-1], "9"], cwd=tmp_path, env=env, capture_output=True,
+                     text=True, timeout=300)   # another set in the same folder: refused, exit 2, naming the host path
+  assert r.returncode == 2 and "/home/me/data/synthetic" in r.stderr and str(data) not in r.stdout + r.stderr, r.stderr

@@ -5,12 +5,14 @@ code is passed through: 0 ok, 1 `--verify` found problems, 2 bad input, 130 inte
 from __future__ import annotations
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
-from tooling.common.container import host_path
+from tooling.common.container import MOUNTS_ENV, host_path, host_paths_in
 from tooling.common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,11 +45,29 @@ def main(args) -> int:
   env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
   # the name the user typed, for the child's usage lines: `tinyperf prep wiki pretrain`, `tinyperf prep imagenet`
   env["TINYPERF_PREP_PROG"] = f"tinyperf prep {args.dataset}" if args.dataset in STEPPED else "tinyperf prep"
-  proc = subprocess.Popen(command(args), env=env)
+  # in a compose service, what the child prints (`wrote /data/manifest.json`) names the host directories behind the mounts
+  relay = bool(os.environ.get(MOUNTS_ENV))
+  pipe = subprocess.PIPE if relay else None
+  proc = subprocess.Popen(command(args), env=env, stdout=pipe, stderr=pipe)
+  pumps = [threading.Thread(target=_relay, args=(src, dst), daemon=True)
+           for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)) if src is not None]
+  for t in pumps: t.start()
   try:
-    return proc.wait()
+    code = proc.wait()
   except KeyboardInterrupt:  # the child got the same Ctrl-C: let it clean up and report
-    return proc.wait() or 130
+    code = proc.wait() or 130
+  for t in pumps: t.join()
+  return code
+
+
+def _relay(src, dst):
+  """Copy a child's output as it comes, piece by piece (a progress bar's \r updates too), with host_paths_in."""
+  buf = b""
+  while chunk := src.read1(65536):
+    buf += chunk
+    *pieces, buf = re.split(rb"(?<=[\r\n])", buf)
+    if pieces: dst.write(host_paths_in(b"".join(pieces).decode("utf-8", "replace"))); dst.flush()
+  if buf: dst.write(host_paths_in(buf.decode("utf-8", "replace"))); dst.flush()
 
 
 def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
