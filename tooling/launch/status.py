@@ -145,11 +145,11 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       r["detail"] = (f"task {r['job']} {state} ({_why_pending(where, [r['job']])})" if state in slurm.QUEUED else
                      f"task {r['job']} {state} on {where}" + (f", seed {att.seed}" if ours else ""))
     elif local_after_job:  # run by a local `tinyperf run`, after any Slurm job of this index (--wait does not wait for it)
-      alive = led.alive(att)
+      alive, svc = led.alive(att), att.owner.get("compose_service")
       r["job"], r["state"] = None, "running" if alive else "failed"
+      nxt = f"`docker compose run --rm {svc}`" if svc else "`tinyperf run`"
       r["detail"] = (f"seed {att.seed}, {L.who(att)} is running it" if alive else
-                     f"seed {att.seed}, {L.who(att)} is gone (killed?); the next "
-                     f"{'`docker compose run --rm ' + att.owner['compose_service'] + '`' if att.owner.get('compose_service') else '`tinyperf run`'} marks it interrupted "
+                     f"seed {att.seed}, {L.who(att)} is gone (killed?); the next {nxt} marks it interrupted "
                      f"and redoes it unless its log finished" if att.status == L.RUNNING else
                      f"seed {att.seed}, {att.status}: {att.note}")
     elif job and tasks is None:
