@@ -223,6 +223,10 @@ def test_a_tls_failure_in_the_build_points_at_extra_ca_without_colour_codes(tmp_
   assert "\x1b" not in msg and not any("\x1b" in line for line in echoed)
   # the finished steps' untagged image (a `<none>` of the base's size) is removed; the base is not
   assert client.images.removed == ["89abcdef0123"]
+  with pytest.raises(UserError) as e:   # a CA was given, and it is not the one the proxy signs with
+    C.build(FakeBuildClient(events), tmp_path, "Dockerfile.cpu", "t", {}, echo=echoed.append,
+            command="tinyperf build --vendor cpu --extra-ca mine.pem")
+  assert "although it was given --extra-ca" in str(e.value) and "rerun `tinyperf build --vendor cpu --extra-ca mine.pem`" in str(e.value)
   client = FakeBuildClient(events[:6] + [{"error": "no space left on device"}])
   client.images = FakeBuiltImages({"89abcdef0123": [], "0123456789ab": ["base:latest"]})
   with pytest.raises(UserError) as e: C.build(client, tmp_path, "Dockerfile.cpu", "t", {}, echo=echoed.append)

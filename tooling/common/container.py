@@ -116,6 +116,9 @@ TLS_HINT = ("The build's downloads failed TLS verification: a proxy on this netw
             "own CA. Give the build that CA's certificate (a PEM file, here proxy-ca.pem): `{command} --extra-ca "
             "proxy-ca.pem` (or TINYPERF_EXTRA_CA=proxy-ca.pem); docs/containers.md, 'Extra CA for TLS-intercepting "
             "proxies'.")
+TLS_HINT_GIVEN = ("The build's downloads failed TLS verification although it was given --extra-ca: that file is not the "
+                  "CA the proxy signs with (`openssl s_client -showcerts -connect pypi.org:443` shows the chain it "
+                  "presents; give its last certificate).")
 
 
 def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, labels: dict | None = None,
@@ -150,7 +153,7 @@ def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, lab
       shown = "\n".join("    " + x for x in tail[-15:] if x.strip())
       removed = _remove_unfinished(client, layer)
       raise UserError(f"building {tag} from {dockerfile} failed at {step or 'the first step'}:\n  {msg.strip()}\n"
-                      f"  last output:\n{shown}\n" + (TLS_HINT.format(command=command) + "\n" if tls else "") +
+                      f"  last output:\n{shown}\n" + ((TLS_HINT_GIVEN if "--extra-ca" in command else TLS_HINT.format(command=command)) + "\n" if tls else "") +
                       f"Fix the step (or its input) and rerun `{command}`." +
                       (f" (The untagged image of its finished steps, {removed}, was removed.)" if removed else ""))
     elif "status" in ev:  # base-image pulls

@@ -117,7 +117,8 @@ def main(args) -> int:
   with extra_ca_in_context(args.extra_ca) as ca_copy:
     command = " ".join(["tinyperf build", f"--platform {args.platform}" if args.platform else f"--vendor {vendor}",
                         *([f"--base-image {args.base_image}"] if args.base_image else []),
-                        *(["--allow-unpinned"] if args.allow_unpinned else []), *([f"--tag {args.tag}"] if args.tag else [])])
+                        *(["--allow-unpinned"] if args.allow_unpinned else []), *([f"--tag {args.tag}"] if args.tag else []),
+                        *([f"--extra-ca {args.extra_ca}"] if args.extra_ca else [])])
     res = container.build(client, ROOT, dockerfile.name, tag, buildargs, nocache=args.no_cache, command=command,
                           echo=lambda line: print(line, flush=True))
   record = {"tag": tag, "image_id": res.image_id, "vendor": vendor, "dockerfile": dockerfile.name, "base_image": ref,
