@@ -240,8 +240,9 @@ def _figure():
   return plt, fig, ax
 
 
-# One look per run, the same in every plot: colour, marker shape and line style all differ between neighbours, so two
-# runs with the same points still show both markers (hollow, of different shapes) and both names in the legend.
+# One look per run where runs share axes (accuracy, BEAM search): colour, marker shape and line style all differ between
+# neighbours, so two runs with the same points still show both markers (hollow, of different shapes) and both names in
+# the legend. The throughput panels keep each run's colour.
 MARKERS = "osD^vP*Xph"
 LINESTYLES = ("-", "--", "-.", ":")
 
@@ -408,8 +409,10 @@ def plot_beam_search(b: BenchData) -> bytes:
   for i, r in enumerate(b.runs):
     if not r.beam_search: continue
     xs, ys = zip(*r.beam_search)
-    ax.step([0.0, *[x / 60 for x in xs]], [0.0, *[y * 100 for y in ys]], where="post", lw=1.5, color=f"C{i % 10}",
-            label=f"{r.name}: {len(xs)} kernels searched")
+    same = _same_as([r.beam_search for r in b.runs], i)
+    ax.step([0.0, *[x / 60 for x in xs]], [0.0, *[y * 100 for y in ys]], where="post", lw=1.5, ms=6 - 0.3 * (i % 10),
+            mfc="none", label=f"{r.name}: {len(xs)} kernels searched" +
+            (f", the same search as {b.runs[same].name}" if same is not None else ""), **run_style(i))
   ax.set_xlabel("minutes of BEAM search in INIT")
   ax.set_ylabel("% of the train step's BEAM=0 time held by the searched kernels")
   ax.set_title(f"{b.benchmark} on {b.system}: INIT's ranked BEAM search (slowest kernels first)")
