@@ -14,7 +14,8 @@ from benchmarks.common.io import InputError
 # verb -> (module, one-line help). Every verb module is imported to build --help, so verb modules keep heavy imports
 # (docker, tinygrad, PIL) inside their functions: `tinyperf check` never pays for them.
 VERBS = {
-  "prep": ("tooling.prep.prep", "prepare data: ImageNet (download/ingest, verify, extract) or a synthetic stand-in"),
+  "prep": ("tooling.prep.prep", "prepare data: ResNet's ImageNet (download/ingest, verify, extract) or a synthetic stand-in; "
+           "BERT's Wikipedia shards, eval set and phase-1 checkpoint (`tinyperf prep wiki --help`)"),
   "check": ("tooling.verdict.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
   "score": ("tooling.verdict.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
   "run": ("tooling.launch.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),

@@ -156,7 +156,7 @@ def init(cfg: PlatformConfig, args, full_depth: bool) -> Trainer:
   init_s = runtime.now() - t0
   print(f"init took {init_s:.1f} s", flush=True)
   if args.benchmark_steps:
-    print(timer.summary(cfg["BS"], cfg["TRAIN_STEPS"], "seq"), flush=True)
+    print(timer.summary(cfg["BS"], cfg["TRAIN_STEPS"], "seq", runtime.no_projection(cfg)), flush=True)
     runtime.print_bench_record(cfg, timer, items_per_step=cfg["BS"], steps_to_train=cfg["TRAIN_STEPS"], unit="seq",
                                init_s=init_s, ranked_beam=tr.ranked and [r.summary() for r in tr.ranked.reports])
   return tr
@@ -251,7 +251,7 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
       print(f"step {step}/{total}: loss {loss:.4f}, grad norm {norm:.3f}, lr {tr.scheduler.lr_at(step - 1):.3g}, "
             f"{timer.steps[-1]*1e3:.0f} ms, data {wait*1e3:.0f} ms", flush=True)
     if benchmark and timer.done(benchmark):
-      print(timer.summary(gbs, total, "seq"), flush=True)
+      print(timer.summary(gbs, total, "seq", runtime.no_projection(tr.cfg)), flush=True)
       return False, step * gbs
     if step % every and step != total: continue
     samples = step * gbs

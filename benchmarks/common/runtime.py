@@ -195,13 +195,25 @@ class StepTimer:
   def median(self) -> float:
     t = sorted(self.timed())
     return t[len(t) // 2]
-  def summary(self, items_per_step: int, steps_to_train: int, unit: str) -> str:
+  def summary(self, items_per_step: int, steps_to_train: int, unit: str, no_projection: str = "") -> str:
+    """no_projection: why a time to train projected from this step means nothing (no_projection(cfg)); '' projects."""
     med = self.median()
     minutes = med * steps_to_train / 60
+    projection = (f"no projected time to train: {no_projection}" if no_projection else
+                  f"projected time to train {int(minutes//60)}h{int(minutes%60)}m ({steps_to_train} steps)")
     return (f"median of {len(self.timed())} steps {med*1e3:.1f} ms (min {min(self.timed())*1e3:.1f}, max "
             f"{max(self.timed())*1e3:.1f}), {items_per_step/med:.1f} {unit}/s, data wait median "
-            f"{statistics.median(self.waits)*1e3:.1f} ms; projected time to train {int(minutes//60)}h{int(minutes%60)}m "
-            f"({steps_to_train} steps)")
+            f"{statistics.median(self.waits)*1e3:.1f} ms; {projection}")
+
+
+def no_projection(cfg: PlatformConfig) -> str:
+  """Why a time to train projected from cfg's step would mean nothing, '' where it means something: a model other than
+  the closed one (a toy config like cpu_smoke's, or a knob from the environment) or a CPU platform."""
+  from benchmarks.common.rules import closed_model_changes
+  if changed := closed_model_changes(cfg.benchmark, cfg.knobs):
+    return (f"{cfg.platform} times a toy model ({', '.join(f'{k}={v}' for k, v in changed.items())}), not the "
+            f"closed {cfg.benchmark}")
+  return f"{cfg.platform} runs on the CPU" if cfg["vendor"] == "cpu" else ""
 
 
 def now() -> float: return time.perf_counter()
@@ -228,12 +240,13 @@ def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: in
   import json
   from tinygrad import Device, GlobalCounters
   med = timer.median()
+  toy = no_projection(cfg)
   rec = {"framework": "tinygrad", "benchmark": cfg.benchmark, "platform": cfg.platform, "device": Device.DEFAULT,
          "gpus": cfg["GPUS"], "bs": items_per_step, "dtype": cfg["DEFAULT_FLOAT"], "median_step_ms": med * 1e3,
          f"{unit}_per_s": items_per_step / med, "steps_timed": len(timer.timed()),
          "step_ms": [round(t * 1e3, 1) for t in timer.timed()], "warmup_ms": [round(t * 1e3, 1) for t in timer.steps[:timer.warmup]],
          "mem_used_gb": GlobalCounters.mem_used / 1e9, "init_s": init_s,
-         "projected_minutes": med * steps_to_train / 60,
+         "projected_minutes": None if toy else med * steps_to_train / 60, **({"no_projection": toy} if toy else {}),
          "beam": {k: cfg.knobs[k] for k in cfg.knobs if "BEAM" in k},
          # knobs this run took from the environment over its config file (BERT_LAYERS=2, a --vary): a record of 2 layers
          # must not read as the config's 24

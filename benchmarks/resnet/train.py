@@ -129,7 +129,7 @@ def init(cfg: PlatformConfig, args) -> Trainer:
   init_s = runtime.now() - t0
   print(f"init took {init_s:.1f} s", flush=True)
   if args.benchmark_steps:
-    print(timer.summary(cfg["BS"], spe * cfg["EPOCHS"], "img"), flush=True)
+    print(timer.summary(cfg["BS"], spe * cfg["EPOCHS"], "img", runtime.no_projection(cfg)), flush=True)
     runtime.print_bench_record(cfg, timer, items_per_step=cfg["BS"], steps_to_train=spe * cfg["EPOCHS"], unit="img",
                                init_s=init_s, ranked_beam=tr.ranked and [r.summary() for r in tr.ranked.reports])
   return tr
@@ -236,7 +236,7 @@ def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> str | 
     epoch = e + 1
     mlperf.start(C.EPOCH_START, epoch, metadata={C.EPOCH_NUM: epoch})
     if train_epoch(tr, manifest["train"], args.seed, e, spe, timer, benchmark):
-      print(timer.summary(k["BS"], spe * k["EPOCHS"], "img"), flush=True)
+      print(timer.summary(k["BS"], spe * k["EPOCHS"], "img", runtime.no_projection(cfg)), flush=True)
       return None
     mlperf.event(C.EPOCH_STOP, epoch, metadata={C.EPOCH_NUM: epoch})
     if not should_eval(epoch, k): continue

@@ -39,6 +39,9 @@ def test_bench_times_replayed_steps_and_records_the_warmup(tmp_path):
   assert min(rec["warmup_ms"]) > max(rec["step_ms"])     # the compiling steps are the slow ones, and they are left out
   assert rec["img_per_s"] == pytest.approx(rec["bs"] / (rec["median_step_ms"] / 1e3))
   assert r.stdout.count("init train step 4:") == 2 and "init train step 5:" not in r.stdout
+  # a toy's step projects no time to train (it projected "7h1m" from ImageNet's step count)
+  assert rec["projected_minutes"] is None and "toy model" in rec["no_projection"]
+  assert "no projected time to train: cpu_smoke times a toy model" in r.stdout and "projected time to train " not in r.stdout
 
 
 def test_bench_records_what_the_ranked_search_covered(tmp_path):

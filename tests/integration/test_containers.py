@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -138,11 +139,20 @@ def smoke_data(tmp_path_factory):
 def test_failing_build_step_is_reported(engine, tmp_path):
   from tooling.common import container as C
   from tooling.common.errors import UserError
-  (tmp_path / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo preparing && exit 3\n")
+  import docker
+  # step 2 commits an image (its own, never cached: a fresh value); step 3 fails
+  (tmp_path / "Dockerfile").write_text(f"FROM {BASE}\nENV TINYPERF_TEST_STEP={uuid.uuid4().hex}\n"
+                                       f"RUN echo preparing && exit 3\n")
+  lines = []
   with pytest.raises(UserError) as e:
-    C.build(engine, tmp_path, "Dockerfile", "tinyperf-test:broken", {}, echo=lambda l: None)
-  assert "Step 2/2 : RUN echo preparing && exit 3" in str(e.value) and "non-zero code: 3" in str(e.value)
+    C.build(engine, tmp_path, "Dockerfile", "tinyperf-test:broken", {}, echo=lines.append)
+  assert "Step 3/3 : RUN echo preparing && exit 3" in str(e.value) and "non-zero code: 3" in str(e.value)
   assert "preparing" in str(e.value)
+  # the failed build left no untagged image of its finished steps (a `<none>` the size of the base), and the base stays
+  (step2,) = [m.group(1) for line in lines[lines.index(next(l for l in lines if l.startswith("Step 2/3"))):]
+              if (m := C.LAYER_RE.match(line))][:1]
+  with pytest.raises(docker.errors.ImageNotFound): engine.images.get(step2)
+  engine.images.get(BASE)
 
 
 def test_build_nv_and_amd_dockerfiles_on_local_base(engine, tmp_path, cpu_image):
@@ -178,6 +188,31 @@ def test_compose_config_is_valid_for_compose_v1(engine, tmp_path):
   r = subprocess.run(["docker-compose", "-f", str(REPO / "compose.yaml"), "config"], capture_output=True, text=True,
                      cwd=tmp_path)
   assert r.returncode == 0 and "privileged" not in r.stdout
+
+
+def test_compose_run_without_its_image_or_gpu_runtime_says_what_to_do(engine, tmp_path):
+  """`docker-compose run --rm resnet-h200` as typed, on this engine (no NVIDIA runtime): a missing image names the
+  build command and leaves no `<none>` image behind; with an image, the refusal names `tinyperf compose` (the daemon
+  alone said `could not select device driver "nvidia"`)."""
+  if not BASE: _unavailable("TINYPERF_TEST_BASE_IMAGE is not set (scripts/ci_docker.sh imports a base)")
+  if "nvidia" in (engine.info().get("Runtimes") or {}): pytest.skip("this engine has the NVIDIA runtime")
+  for d in ("out/cache", "imagenet"): (tmp_path / d).mkdir(parents=True)
+  env = {**os.environ, "COMPOSE_PROJECT_NAME": f"tinyperfnv{os.getpid()}", "RESULTS_DIR": str(tmp_path / "out"),
+         "CACHE_DIR": str(tmp_path / "out/cache"), "IMAGENET_DIR": str(tmp_path / "imagenet")}
+  env.pop("TINYPERF_NV_RUNTIME", None)
+  # (empty ones only: builds running beside this test leave big ones for a while)
+  dangling = lambda: {i.id for i in engine.images.list(filters={"dangling": True}) if not i.attrs.get("Size")}
+  before = dangling()
+  compose = lambda **extra: subprocess.run(["docker-compose", "run", "--rm", "-T", "resnet-h200"], cwd=REPO,
+                                           capture_output=True, text=True, timeout=300, env={**env, **extra})
+  try:
+    r = compose(TINYPERF_IMAGE_NV=f"tinyperf-test-missing-{os.getpid()}:nv")
+    assert r.returncode != 0 and "Build it with: tinyperf build --vendor nv" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert not dangling() - before   # an ARG step before the failing COPY left a 0-byte image on every run
+    r = compose(TINYPERF_IMAGE_NV=BASE)
+    assert r.returncode != 0 and "run tinyperf compose resnet-h200 first" in r.stdout + r.stderr, r.stdout + r.stderr
+  finally:
+    subprocess.run(["docker-compose", "down", "--remove-orphans"], cwd=REPO, capture_output=True, env=env)
 
 
 def _image_env(engine, image: str) -> dict:

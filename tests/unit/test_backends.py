@@ -143,3 +143,66 @@ def test_every_backend_has_the_whole_interface(tmp_path):
     missing = sorted(m for m in members if not hasattr(b, m))
     assert not missing, f"{b} lacks {missing}"
   assert (host.kind, ContainerBackend.kind) == ("host", "container")
+
+
+def test_a_compose_service_names_the_host_directories_and_its_own_rerun_command(tmp_path, capsys, monkeypatch):
+  """Inside a compose service the launcher sees /data and /results; what it prints must name the host directories
+  behind them (docs/containers.md), and an unfinished set is redone by running the service again."""
+  import shutil
+  from benchmarks.resnet.prep import main as prep_main
+  from tooling.common.container import MOUNTS_ENV, SERVICE_ENV
+  from tooling.launch import backends
+  data, broken, out = tmp_path / "data", tmp_path / "broken", tmp_path / "out"
+  assert prep_main(["synthetic-imagenet", "--out", str(data), "--classes", "4", "--train-per-class", "1",
+                    "--val-per-class", "1", "--size", "8", "--seed", "0"]) in (0, None)
+  shutil.copytree(data, broken)
+  next(broken.rglob("*.JPEG")).unlink()
+  monkeypatch.setenv(TRAIN_MODULE_ENV, "tests.stand_in_train")
+  for k in ("TINYPERF_IMAGE_VENDOR", "TINYPERF_CACHE_DIR"): monkeypatch.delenv(k, raising=False)
+  monkeypatch.setattr(backends, "drop_host_page_cache", lambda d: "posix_fadvise (this test drops nothing)")
+  monkeypatch.setenv(MOUNTS_ENV, f"{data}=SYNTHETIC_DIR {broken}=IMAGENET_DIR {out}=RESULTS_DIR")
+  for var, host in (("SYNTHETIC_DIR", "/home/me/data/synthetic"), ("IMAGENET_DIR", "/home/me/data/imagenet"),
+                    ("RESULTS_DIR", "/home/me/out")):
+    monkeypatch.setenv(f"TINYPERF_HOST_{var}", host)
+  monkeypatch.setenv(SERVICE_ENV, "resnet-cpu")
+  monkeypatch.setattr(L, "_ME", {})   # the launcher's owner record is made once per process
+  base = ["run", "resnet", "--platform", "cpu_smoke", "--runtime", "host", "--results", str(out), "--nexp", "1"]
+  capsys.readouterr()
+  assert cli.main([*base, "--data", str(broken)]) == 2
+  o, e = capsys.readouterr()
+  assert "/home/me/data/imagenet/manifest.json lists 1 file(s)" in e and str(broken) not in e, e
+  assert "rerun `docker compose run --rm resnet-cpu`" in e, e
+  (broken / "manifest.json").unlink()   # not prepared at all: refused before the preflight, naming the host directory
+  assert cli.main([*base, "--data", str(broken)]) == 2
+  o, e = capsys.readouterr()
+  assert "/home/me/data/imagenet is not a prepared" in e and str(broken) not in e, e
+  assert cli.main([*base, "--data", str(data)]) == 0
+  o, e = capsys.readouterr()
+  assert "system description: wrote /home/me/out/systems/cpu_smoke.json" in o
+  assert "output in /home/me/out/runs/cpu_smoke/resnet/run_0_" in o and "all 1 runs finished: /home/me/out/results" in o
+  assert str(tmp_path) not in o + e, o + e
+  (att,) = json.loads((out / "runs/cpu_smoke/resnet/ledger.json").read_text())["attempts"]
+  assert att["owner"]["compose_service"] == "resnet-cpu"
+  # the check and package services on the same mount
+  cli.main(["check", str(out)])
+  assert capsys.readouterr().out.startswith("tinyperf check /home/me/out  (results tree of `tinyperf run`)")
+  assert cli.main(["package", "--results", str(out), "--org", "tinycorp", "--out", str(out / "submission")]) == 2
+  e = capsys.readouterr().err
+  assert "/home/me/out/runs/cpu_smoke/resnet/ledger.json: 1 finished resnet run(s)" in e and str(tmp_path) not in e, e
+
+
+def test_a_redone_run_replaces_the_kernel_cache_its_killed_attempt_left(tmp_path, monkeypatch):
+  """A compose service keeps one kernel cache per run in CACHE_DIR: a killed attempt's stayed there for good."""
+  from tooling.launch import backends
+  cache = tmp_path / "cache"; cache.mkdir()
+  killed = [cache / f"cpu_smoke_resnet_1_77.db{s}" for s in ("", "-wal", "-shm")]
+  kept = [cache / "cpu_smoke_resnet_0_5.db", cache / "cpu_smoke_resnet_11_9.db", cache / "cpu_smoke_bert_1_3.db"]
+  for p in killed + kept: p.write_bytes(b"x")
+  monkeypatch.setenv("TINYPERF_CACHE_DIR", str(cache))
+  seen = {}
+  monkeypatch.setattr(backends, "host_run", lambda cfg, seed, data, work, out, cache_db=None, **kw:
+                      (seen.setdefault("db", cache_db), ({"run": 0}, work / "log"))[1])
+  b = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, tmp_path)
+  b.run_one(1, 88, tmp_path, None, "none", None)
+  assert seen["db"] == cache / "cpu_smoke_resnet_1_88.db"
+  assert not any(p.exists() for p in killed) and all(p.exists() for p in kept)

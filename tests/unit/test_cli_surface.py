@@ -76,3 +76,33 @@ def test_a_closed_stdout_ends_quietly(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(REPO)}, text=True, timeout=120)
   finally: os.close(w)
   assert p.returncode == 141 and p.stderr == "", p.stderr
+
+
+def test_top_level_help_names_bert_data_prep_by_a_command_that_exists(tmp_path):
+  text = " ".join(tinyperf("--help", cwd=tmp_path).stdout.split())   # argparse wraps lines
+  assert "BERT's Wikipedia" in text and "`tinyperf prep wiki --help`" in text, text
+  r = tinyperf("prep", "wiki", "--help", cwd=tmp_path)
+  assert r.returncode == 0 and "pretrain" in r.stdout
+
+
+def test_render_check_says_in_one_line_that_everything_is_up_to_date(tmp_path):
+  r = tinyperf("render", "--check", cwd=tmp_path)
+  assert r.returncode == 0 and r.stderr == "", r.stdout + r.stderr
+  (line,) = r.stdout.splitlines()
+  assert line.startswith("up to date: all ") and "rendered files" in line
+
+
+def test_a_prep_service_names_the_host_directory_behind_its_mount(tmp_path):
+  """`docker compose run --rm prep-synthetic` printed `wrote /data/manifest.json`: a path only the container has."""
+  data = tmp_path / "data"
+  env = {**os.environ, "PYTHONPATH": str(REPO), "TINYPERF_MOUNTS": f"{data}=SYNTHETIC_DIR",
+         "TINYPERF_HOST_SYNTHETIC_DIR": "/home/me/data/synthetic"}
+  prep = ["prep", "synthetic-imagenet", "--out", str(data), "--classes", "2", "--train-per-class", "2", "--val-per-class",
+          "1", "--size", "8"]
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", *prep], cwd=tmp_path, env=env, capture_output=True, text=True,
+                     timeout=300)
+  assert r.returncode == 0 and "wrote /home/me/data/synthetic/manifest.json: 2 classes" in r.stdout + r.stderr, r.stderr
+  assert str(data) not in r.stdout + r.stderr
+  r = subprocess.run([sys.executable, "-m", "tooling.cli", *prep[:-1], "9"], cwd=tmp_path, env=env, capture_output=True,
+                     text=True, timeout=300)   # another set in the same folder: refused, exit 2, naming the host path
+  assert r.returncode == 2 and "/home/me/data/synthetic" in r.stderr and str(data) not in r.stdout + r.stderr, r.stderr

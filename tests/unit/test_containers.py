@@ -73,7 +73,7 @@ def test_compose_has_every_benchmark_platform_and_tool_service():
       assert "read_only" not in res and "read_only" not in cache
       assert svc["entrypoint"] == ["python", "-m", "tooling.prep.compose", "--enter", "/results=RESULTS_DIR", "/cache=CACHE_DIR",
                                    "--"]
-      assert svc["pull_policy"] == "never" and svc["build"]["args"]["VENDOR"] == cfg["vendor"]
+      assert svc["pull_policy"] == "never" and svc["build"]["dockerfile"] == f"Dockerfile.{cfg['vendor']}"
       shm = int(svc["shm_size"].rstrip("g")) * 2**30
       assert shm >= PF.shm_bytes_needed(cfg) * 1.25
       if cfg["vendor"] == "nv":
@@ -194,6 +194,57 @@ def test_build_error_event_names_the_failing_step(tmp_path):
     C.build(FakeBuildClient(events), tmp_path, "Dockerfile", "t", {}, echo=lambda l: None)
   msg = str(e.value)
   assert "Step 2/3 : RUN pip install x" in msg and "non-zero code: 1" in msg and "No matching distribution" in msg
+
+
+class FakeBuiltImages:
+  """The daemon's images after a build: the base (tagged) and what the build's steps left (untagged)."""
+  def __init__(self, tags): self.tags, self.removed = tags, []
+  def get(self, ref): return type("Image", (), {"tags": self.tags[ref]})()
+  def remove(self, ref): self.removed.append(ref)
+
+
+def test_a_tls_failure_in_the_build_points_at_extra_ca_without_colour_codes(tmp_path):
+  red = "\x1b[31m"
+  events = [{"stream": "Step 1/4 : FROM base\n"}, {"stream": " ---> 0123456789ab\n"}, {"stream": "Step 2/4 : ENV A=1\n"},
+            {"stream": " ---> Running in 1111aaaa2222\n"}, {"stream": " ---> 89abcdef0123\n"},
+            {"stream": "Step 3/4 : RUN pip install x\n"},
+            {"stream": f"{red}WARNING: Retrying after connection broken by 'SSLError(SSLCertVerificationError(1, "
+                       f"'[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: self-signed certificate in "
+                       f"certificate chain'))'\x1b[0m\n"}]
+  events += [{"stream": f"{red}noise {i}\x1b[0m\n"} for i in range(50)]   # the TLS line scrolled out of the tail
+  events += [{"stream": f"{red}ERROR: No matching distribution found for x\x1b[0m\n"},
+             {"error": "The command '/bin/sh -c pip install x' returned a non-zero code: 1"}]
+  client, echoed = FakeBuildClient(events), []
+  client.images = FakeBuiltImages({"89abcdef0123": [], "0123456789ab": ["base:latest"]})
+  with pytest.raises(UserError) as e:
+    C.build(client, tmp_path, "Dockerfile.cpu", "t", {}, echo=echoed.append, command="tinyperf build --vendor cpu")
+  msg = str(e.value)
+  assert "`tinyperf build --vendor cpu --extra-ca proxy-ca.pem`" in msg and "Step 3/4 : RUN pip install x" in msg
+  assert "\x1b" not in msg and not any("\x1b" in line for line in echoed)
+  # the finished steps' untagged image (a `<none>` of the base's size) is removed; the base is not
+  assert client.images.removed == ["89abcdef0123"]
+  with pytest.raises(UserError) as e:   # a CA was given, and it is not the one the proxy signs with
+    C.build(FakeBuildClient(events), tmp_path, "Dockerfile.cpu", "t", {}, echo=echoed.append,
+            command="tinyperf build --vendor cpu --extra-ca mine.pem")
+  assert "although it was given --extra-ca" in str(e.value) and "rerun `tinyperf build --vendor cpu --extra-ca mine.pem`" in str(e.value)
+  client = FakeBuildClient(events[:6] + [{"error": "no space left on device"}])
+  client.images = FakeBuiltImages({"89abcdef0123": [], "0123456789ab": ["base:latest"]})
+  with pytest.raises(UserError) as e: C.build(client, tmp_path, "Dockerfile.cpu", "t", {}, echo=echoed.append)
+  assert "--extra-ca" not in str(e.value)
+
+
+def test_a_failed_pull_of_the_base_keeps_the_daemons_whole_reason(monkeypatch):
+  import docker
+  from tooling.prep import build
+  why = ('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such '
+         'host')
+  class Images:
+    def get(self, ref): raise docker.errors.ImageNotFound("no such image")
+    def pull(self, ref):
+      raise docker.errors.APIError("500 Server Error for http+docker://localhost/v1.41/images/create?tag=bookworm-slim&"
+                                   "fromImage=debian: Internal Server Error", explanation=why)
+  with pytest.raises(UserError) as e: build.base_digest(type("Client", (), {"images": Images()})(), "debian:bookworm-slim")
+  assert f"cannot be pulled ({why})" in str(e.value)
 
 
 def test_build_success_takes_the_image_id_and_no_id_is_an_error(tmp_path):
@@ -347,8 +398,12 @@ def test_compose_tool_services_default_commands():
   assert s["resnet-cpu"]["volumes"][0]["source"] == s["prep-synthetic"]["volumes"][0]["source"]
   for name, svc in s.items():
     assert svc["image"].startswith("${TINYPERF_IMAGE_") and svc["build"]["context"] == CO.MISSING_IMAGE, name
-  df = (REPO / CO.MISSING_IMAGE / "Dockerfile").read_text()
-  assert "FROM scratch" in df and "tinyperf build --vendor ${VENDOR}" in df
+  for vendor in I.VENDORS:
+    df = (REPO / CO.MISSING_IMAGE / f"Dockerfile.{vendor}").read_text()
+    # the failing COPY is the first step after FROM scratch: no step before it commits an image (an ARG step left a
+    # 0-byte `<none>` image behind on every daemon that ran it)
+    steps = [l.split()[0] for l in df.splitlines() if l.strip() and not l.startswith("#")]
+    assert steps == ["FROM", "COPY"] and "FROM scratch" in df and f"tinyperf build --vendor {vendor}" in df
   assert CO.MISSING_IMAGE in (REPO / ".dockerignore").read_text().split()   # keeps the image's build cache
 
 
@@ -466,3 +521,26 @@ def test_builds_at_once_share_the_extra_ca_copy(tmp_path, monkeypatch):
     assert copy.read_bytes() == ca.read_bytes()     # the second build ended; the first still uses the copy
   assert not copy.exists()
   with build.extra_ca_in_context(None) as none: assert not none and not copy.exists()
+
+
+def test_an_nv_service_is_refused_by_name_until_tinyperf_compose_found_the_gpu_runtime(tmp_path):
+  """Without the NVIDIA runtime the daemon's only word was `could not select device driver "nvidia"`. Until `tinyperf
+  compose` has found the runtime, an nv service asks for a runtime whose name (printed by the daemon's refusal, before
+  anything runs) says what to do; once found, .env names the daemon's default runtime."""
+  s = _compose()
+  for name, svc in s.items():
+    if svc["build"]["dockerfile"] == "Dockerfile.nv":
+      assert svc["runtime"].startswith("${TINYPERF_NV_RUNTIME:-") and f"run tinyperf compose {name} first" in svc["runtime"]
+    else:
+      assert "runtime" not in svc, name
+  class Engine:
+    def __init__(self, runtimes): self.runtimes, self.images = runtimes, type("I", (), {"get": lambda self, ref: None})()
+    def info(self): return {"Runtimes": self.runtimes, "CDISpecDirs": [], "DefaultRuntime": "runc"}
+  env = tmp_path / ".env"
+  with pytest.raises(UserError, match="no NVIDIA GPU runtime"):
+    CO.check_engine(["resnet-h200"], {}, environ={}, client=Engine({"runc": {}}), env_path=env)
+  assert "TINYPERF_NV_RUNTIME" not in CO.read_env_file(env)
+  CO.check_engine(["check"], {}, environ={}, client=Engine({"runc": {}}), env_path=env)   # no GPU service: no runtime
+  assert "TINYPERF_NV_RUNTIME" not in CO.read_env_file(env)
+  CO.check_engine(["resnet-h200"], {}, environ={}, client=Engine({"runc": {}, "nvidia": {}}), env_path=env)
+  assert CO.read_env_file(env)["TINYPERF_NV_RUNTIME"] == "runc"

@@ -261,3 +261,31 @@ def test_a_fifo_at_the_ledgers_lock_is_bad_input_not_a_hang(tmp_path):
   os.mkfifo(L.Ledger.lock_path(path))   # opening it for writing waited for a reader forever
   with pytest.raises(UserError, match="ledger.lock"):
     with L.Ledger.locked(path): pass
+
+
+def test_status_of_a_compose_set_after_a_kill_and_its_resume(tmp_path):
+  """`docker kill` of a compose service: status told its user to rerun a `tinyperf run` command they never typed, and
+  once the service had redone the run, the killed attempt was gone from status."""
+  root = tmp_path / "out"
+  owner = {"id": "x", "host": "h1", "pid": 999999, "compose_service": "resnet-cpu"}
+  path = _ledger(root, [L.Attempt(index=0, seed=5, owner=owner)])
+  (path.parent / "run_0_5").mkdir()
+  st = lambda: subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", "out"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+  r = st()
+  assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+  assert "Rerun `docker compose run --rm resnet-cpu`" in r.stdout and "tinyperf run" not in r.stdout, r.stdout
+  # the service runs again: it settles the killed attempt (interrupted) and redoes the run with a new seed
+  with L.Ledger.locked(path) as led:
+    led.settle()
+    att = L.Attempt(index=0, seed=6, owner=owner)
+    led.attempts.append(att)
+    log = _finished_log(led, att)
+    res = root / "results" / "sys1" / "resnet" / "result_0.txt"; res.parent.mkdir(parents=True, exist_ok=True)
+    res.write_bytes(log.read_bytes())
+    att.status, att.result, att.sha256 = L.DONE, str(res), file_digest(log, "sha256")
+    led.nexp = 1
+    led.save()
+  r = st()
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "earlier: seed 5, interrupted" in r.stdout, r.stdout

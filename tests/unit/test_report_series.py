@@ -72,3 +72,60 @@ def test_time_to_train_bars_are_labelled_as_precisely_as_the_score_and_fill_the_
   assert labels == ["0.13", "0.15", "0.21", "0.15", "0.09"]
   assert top < 2 * max(mins)
   assert report.plot_time_to_train(b)[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _bench(bm, runs, score=None, note=""):
+  return report.BenchData("tinybox_green", bm, "4.0.0", "closed", 0.759, "t", runs, score, note, 1.0, None, True, "", [],
+                          None)
+
+
+def test_a_run_identical_to_another_is_still_seen_in_the_accuracy_plot():
+  """Two runs with the same evals: the second was drawn exactly over the first, in the same style."""
+  acc = [(1.0, 0.2), (5.0, 0.5), (9.0, 0.76)]
+  runs = [report.RunData(f"result_{i}.txt", i, 10.0, "compliant", True, True, "", "",
+                         accuracy=[(x, y + 0.01 * i) for x, y in acc]) for i in range(4)]
+  runs[3].accuracy = list(acc)
+  plt, fig, ax = report.accuracy_figure(_bench("resnet", runs))
+  lines = [l for l in ax.get_lines() if l.get_label().startswith("result_")]
+  labels = [l.get_label() for l in lines]
+  looks = {(l.get_marker(), l.get_linestyle()) for l in lines}
+  xlabel = ax.get_xlabel()
+  plt.close(fig)
+  assert len(looks) == 4                                                     # no two runs drawn alike
+  assert "result_0.txt" in labels[3] and "result_0.txt" not in labels[2]    # the hidden one names what hides it
+  assert "epoch" in xlabel
+
+
+def test_throughput_is_one_panel_per_run_and_each_step_rate_lies_in_its_epoch():
+  """Ten BERT runs on one axes were a smear; ResNet's step rates were shifted half an epoch against the epoch rates."""
+  bert = [report.RunData(f"result_{i}.txt", i, 10.0, "compliant", True, True, "", "",
+                         throughput=[(150016.0, 200.0), (300032.0, 210.0)],
+                         step_rate=[(96.0 * k, 230.0) for k in range(1, 3000)], step_unit="seq") for i in range(10)]
+  plt, fig, axes = report.throughput_figure(_bench("bert", bert))
+  drawn = [ax for ax in fig.axes if ax.get_lines()]
+  plt.close(fig)
+  assert len(drawn) == 10 and all(len(ax.get_lines()) == 2 for ax in drawn)
+  # ResNet: epoch 1's rate is held from 0 to 1 epochs completed, and its steps (0.25 .. 1.0) fall inside it
+  resnet = [report.RunData("result_0.txt", 1, 10.0, "compliant", True, True, "", "",
+                           throughput=[(1.0, 6000.0), (2.0, 6100.0)],
+                           step_rate=[(e - 1 + s / 4, 7000.0) for e in (1, 2) for s in range(1, 5)], step_unit="img")]
+  plt, fig, axes = report.throughput_figure(_bench("resnet", resnet))
+  (ax,) = [a for a in fig.axes if a.get_lines()]
+  steps, stamps = ax.get_lines()
+  plt.close(fig)
+  lo, hi = min(stamps.get_xdata()), max(stamps.get_xdata())
+  assert (lo, hi) == (0.0, 2.0)
+  assert all(lo < x <= hi for x in steps.get_xdata())
+  assert report.plot_throughput(_bench("resnet", resnet))[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_set_without_a_score_marks_no_run_as_in_the_mean(tmp_path):
+  """Two runs: score has no olympic mean; the report said 'no score: no score' and marked both bars 'in the mean'."""
+  runs = [report.RunData(f"result_{i}.txt", i, 120.0 + i, "compliant", True, True, "", "") for i in range(2)]
+  b = _bench("resnet", runs, None, "no score: 2 counted run(s) leave nothing after dropping the fastest and slowest")
+  plt, fig, ax = report.time_to_train_figure(b)
+  legend = [t.get_text() for t in ax.get_legend().get_texts()]
+  plt.close(fig)
+  assert not any("in the mean" in t for t in legend) and any("leave nothing" in t for t in legend)
+  md = report.markdown(tmp_path, [b], {("tinybox_green", "resnet"): []})
+  assert "no score: no score" not in md and "in the mean" not in md.split("| first failure |")[1]

@@ -38,3 +38,17 @@ def test_epoch_summary_sets_a_runs_first_steps_apart():
   assert line.startswith("epoch 2: 5 steps in 100.0 s (12.8 img/s with the loader)")
   assert "first steps 74300.0, 22100.0, 1080.0 ms" in line
   assert "median of steps 1.. 1090.0 ms" in line and "max 800.0 ms" in line
+
+
+def test_a_toy_or_cpu_config_projects_no_time_to_train():
+  """cpu_smoke's toy ResNet timed on ImageNet's step count projected '7h1m' to train: a figure of no model anyone trains."""
+  from benchmarks.common.config import load_config
+  from benchmarks.common.runtime import no_projection
+  toy = load_config("resnet", "cpu_smoke", environ={})
+  why = no_projection(toy)
+  assert "cpu_smoke" in why and "toy" in why
+  line = timer_with([9.0, 8.0, 0.5]).summary(64, 40_000, "img", why)
+  assert "no projected time to train: cpu_smoke times a toy model" in line and "5h33m" not in line
+  assert no_projection(load_config("resnet", "1xH200", environ={})) == ""
+  assert "BERT_LAYERS=2" in no_projection(load_config("bert", "1xH200", environ={"BERT_LAYERS": "2", "DIVISION": "open"}))
+  assert "projected time to train 5h33m" in timer_with([9.0, 8.0, 0.5]).summary(64, 40_000, "img")

@@ -22,6 +22,12 @@ LABEL = "io.tinyperf"
 # In a compose service (tooling/prep/compose.py writes both): "TARGET=VAR ..." for its bind mounts, and
 # TINYPERF_HOST_<VAR>, the host directory behind each, so that a message names the path the user can open
 MOUNTS_ENV = "TINYPERF_MOUNTS"
+SERVICE_ENV = "TINYPERF_COMPOSE_SERVICE"   # the compose service this container runs (compose.py sets it)
+
+
+def compose_run(service: str) -> str:
+  """The command a user types to run a compose service (again), in compose v2's and v1's spelling."""
+  return f"`docker compose run --rm {service}` (compose v1: `docker-compose run --rm {service}`)"
 
 
 def host_path(path) -> str:
@@ -35,6 +41,30 @@ def host_path(path) -> str:
     if host and (full == target or full.startswith(target.rstrip("/") + "/")):
       return host.rstrip("/") + full[len(target.rstrip("/")):]
   return p
+
+
+def host_paths_in(text: str) -> str:
+  """host_path for every path in a message written by code that cannot know the mounts (benchmarks/preflight.py): each
+  mount target at the start of a path (/data, /data/..., not /database) becomes the host directory behind it."""
+  for spec in os.environ.get(MOUNTS_ENV, "").split():
+    target, var = spec.split("=", 1)
+    host, target = os.environ.get(f"TINYPERF_HOST_{var}"), target.rstrip("/")
+    if host and target:
+      text = re.sub(rf"(?<![\w./-]){re.escape(target)}(?=/|[^\w./-]|\.(?!\w)|$)", lambda _: host.rstrip("/"), text)
+  return text
+
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")   # colour and cursor codes (pip, apt) in build output
+
+
+def plain(text: str) -> str: return ANSI_RE.sub("", text)
+
+
+def api_error(e: Exception, limit: int = 400) -> str:
+  """What the daemon said, whole: an APIError's explanation is its cause ('... dial tcp: lookup registry-1.docker.io:
+  no such host'), which its str() puts last after a URL, where a cut lost it. Longer than limit: cut at a word."""
+  text = " ".join(plain(str(getattr(e, "explanation", None) or e or type(e).__name__)).split())
+  return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def daemon_address() -> str:
@@ -53,7 +83,7 @@ def connect(timeout: int = 60, instead: str = ""):
     client.ping()
     return client
   except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as e:
-    why = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+    why = api_error(e, 300)
     raise UserError(f"cannot reach the Docker daemon at {addr} ({why}). Start it (`sudo systemctl start docker`, or "
                     f"`dockerd &` as root), or point DOCKER_HOST at a running one{'; or ' + instead if instead else ''}. "
                     f"Nothing was run.") from None
@@ -79,34 +109,53 @@ class BuildResult:
 
 
 STEP_RE = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+LAYER_RE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")   # the image a finished step left (not "Running in", "Using cache")
+# a TLS-intercepting proxy: pip (and curl) inside the build do not trust the certificate it shows
+TLS_RE = re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError|SSL certificate problem")
+TLS_HINT = ("The build's downloads failed TLS verification: a proxy on this network probably re-signs HTTPS with its "
+            "own CA. Give the build that CA's certificate (a PEM file, here proxy-ca.pem): `{command} --extra-ca "
+            "proxy-ca.pem` (or TINYPERF_EXTRA_CA=proxy-ca.pem); docs/containers.md, 'Extra CA for TLS-intercepting "
+            "proxies'.")
+TLS_HINT_GIVEN = ("The build's downloads failed TLS verification although it was given --extra-ca: that file is not the "
+                  "CA the proxy signs with (`openssl s_client -showcerts -connect pypi.org:443` shows the chain it "
+                  "presents; give its last certificate).")
 
 
 def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, labels: dict | None = None,
-          nocache: bool = False, echo=print) -> BuildResult:
-  """Classic build through the low-level API with each output line echoed as it arrives. A failing step (which the SDK
-  reports as an `error` event, not an exception) becomes UserError naming the step and its last output lines."""
+          nocache: bool = False, echo=print, command: str = "tinyperf build") -> BuildResult:
+  """Classic build through the low-level API with each output line echoed as it arrives (colour codes removed). A
+  failing step (which the SDK reports as an `error` event, not an exception) becomes UserError naming the step and its
+  last output lines, and `command`'s --extra-ca where the output shows a TLS failure; the untagged image of its
+  finished steps is removed."""
   t0 = time.time()
-  step, image_id, tail, partial = "", None, [], ""
+  step, image_id, tail, partial, tls, layer = "", None, [], "", False, None
   stream = client.api.build(path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs, labels=labels or {},
                             decode=True, rm=True, forcerm=True, pull=False, nocache=nocache, network_mode="host")
   for ev in stream:
     if "stream" in ev:
       partial += ev["stream"]
       *lines, partial = partial.split("\n")
-      for line in lines:
+      for line in map(plain, lines):
         m = STEP_RE.match(line)
         if m: step = line
+        lm, sm = LAYER_RE.match(line), STEP_RE.match(step)
+        if lm and sm and int(sm.group(1)) > 1: layer = lm.group(1)   # step 1's is the base image: never ours to remove
+        tls = tls or bool(TLS_RE.search(line))
         tail = (tail + [line])[-40:]
         echo(line)
         if line.startswith("Successfully built ") and not image_id: image_id = line.split()[-1]
     elif "aux" in ev and isinstance(ev["aux"], dict) and ev["aux"].get("ID"):
       image_id = ev["aux"]["ID"]
     elif "error" in ev or "errorDetail" in ev:
-      msg = (ev.get("errorDetail") or {}).get("message") or ev.get("error") or "unknown build error"
-      if partial: tail.append(partial)
+      msg = plain((ev.get("errorDetail") or {}).get("message") or ev.get("error") or "unknown build error")
+      if partial: tail.append(plain(partial))
+      tls = tls or bool(TLS_RE.search(msg + partial))
       shown = "\n".join("    " + x for x in tail[-15:] if x.strip())
+      removed = _remove_unfinished(client, layer)
       raise UserError(f"building {tag} from {dockerfile} failed at {step or 'the first step'}:\n  {msg.strip()}\n"
-                      f"  last output:\n{shown}\nFix the step (or its input) and rerun `tinyperf build`.")
+                      f"  last output:\n{shown}\n" + ((TLS_HINT_GIVEN if "--extra-ca" in command else TLS_HINT.format(command=command)) + "\n" if tls else "") +
+                      f"Fix the step (or its input) and rerun `{command}`." +
+                      (f" (The untagged image of its finished steps, {removed}, was removed.)" if removed else ""))
     elif "status" in ev:  # base-image pulls
       echo(f"{ev.get('id', '')} {ev['status']} {ev.get('progress', '')}".strip())
   if not image_id:
@@ -114,6 +163,18 @@ def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, lab
                     f"(last step: {step or 'none'}). Rerun; if it repeats, check the daemon log.")
   m = STEP_RE.match(step)
   return BuildResult(image_id=image_id, steps=int(m.group(2)) if m else 0, seconds=time.time() - t0, log_tail=tail)
+
+
+def _remove_unfinished(client, layer: str | None) -> str:
+  """A failed build leaves the image of its last finished step untagged (`<none>` in `docker images`, the base's size
+  and more): remove it, and with it the untagged steps under it that no other image uses. Returns its ID, or ''."""
+  if not layer: return ""
+  try:
+    if client.images.get(layer).tags: return ""
+    client.images.remove(layer)
+    return layer
+  except Exception:   # in use, already gone, or the daemon refused: a leftover image is worth no second error
+    return ""
 
 
 # -------------------------------------------------------------------------------------------------------------- run

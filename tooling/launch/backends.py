@@ -187,7 +187,8 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
   sys.stdout.write(r.stdout if verbose else (lines[-1] + "\n" if lines else ""))   # quiet: "preflight: N passed"
   if r.returncode != 0:
     failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
-    raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + "\n  ".join(failed) +
+    # C.host_paths_in: in a compose service, the paths the user can open on the host
+    raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + C.host_paths_in("\n  ".join(failed)) +
                     f"\nNothing was run or timed; fix the above and {slurm.redo_hint(L.root_of(work_root / T.LEDGER))}.")
 
 
@@ -225,6 +226,11 @@ class HostBackend:
     # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
     cdir = os.environ.get("TINYPERF_CACHE_DIR")
     cache_db = Path(cdir) / f"{self.cfg['system']}_{self.cfg.benchmark}_{index}_{seed}.db" if cdir else None
+    if cache_db:   # an earlier attempt of this run (killed, failed) left its cache: this one replaces it
+      for old in cache_db.parent.glob(f"{self.cfg['system']}_{self.cfg.benchmark}_{index}_*.db*"):
+        if not old.name.startswith(cache_db.name):
+          try: old.unlink()
+          except OSError: pass   # a cache file is worth no failed run
     codes, log = host_run(self.cfg, seed, self.data, work, out_file, cache_db=cache_db, cache_drop=cache_drop,
                           console=console)
     return codes, log, ""

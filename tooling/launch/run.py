@@ -382,7 +382,7 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
   i, seed = att.index, att.seed
   t0 = time.time()
   console.prefix = f"run {i} of {nexp} (seed {seed}): "
-  console.say(f"started; output in {att.output}")
+  console.say(f"started; output in {host_path(att.output)}")
   try:
     with open(work / T.OUTPUT_LOG, "ab") as out_file:
       att.cache_drop = backend.drop_page_cache()   # INIT logs the method instead of dropping it again

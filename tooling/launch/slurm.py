@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
+from tooling.common.container import SERVICE_ENV, compose_run
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import safe_read
@@ -274,6 +275,7 @@ def redo_hint(results: Path) -> str:
   """How a message tells the user to redo unfinished runs of the set under results. An array task's own command
   (`tinyperf run ... --only-index`) is typed by no one: its runs are resubmitted with `status --resume`."""
   if in_array_task(): return f"run `{resume_command(results)}`"
+  if os.environ.get(SERVICE_ENV): return f"rerun {compose_run(os.environ[SERVICE_ENV])}"
   return "rerun the same command"
 
 

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from tooling.common.container import compose_run
 from tooling.launch import ledger as L
 from tooling.common import results_tree as T
 from tooling.launch import slurm
@@ -145,19 +146,25 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       r["detail"] = (f"task {r['job']} {state} ({_why_pending(where, [r['job']])})" if state in slurm.QUEUED else
                      f"task {r['job']} {state} on {where}" + (f", seed {att.seed}" if ours else ""))
     elif local_after_job:  # run by a local `tinyperf run`, after any Slurm job of this index (--wait does not wait for it)
-      alive = led.alive(att)
+      alive, svc = led.alive(att), att.owner.get("compose_service")
       r["job"], r["state"] = None, "running" if alive else "failed"
+      nxt = f"`docker compose run --rm {svc}`" if svc else "`tinyperf run`"
       r["detail"] = (f"seed {att.seed}, {L.who(att)} is running it" if alive else
-                     f"seed {att.seed}, {L.who(att)} is gone (killed?); the next `tinyperf run` marks it interrupted "
+                     f"seed {att.seed}, {L.who(att)} is gone (killed?); the next {nxt} marks it interrupted "
                      f"and redoes it unless its log finished" if att.status == L.RUNNING else
                      f"seed {att.seed}, {att.status}: {att.note}")
     elif job and tasks is None:
       r["state"], r["detail"] = "unknown", "Slurm did not answer (see above)"
     elif job:
       r["state"], r["detail"] = "failed", _ended_task(work, job, i, att, tasks)
+    # the attempts before the one that decides: a killed or failed attempt stays in view after its rerun
+    r["earlier"] = [{"seed": a.seed, "status": a.status, "note": a.note} for a in led.attempts
+                    if a.index == i and a is not att]
     runs.append(r)
+  last = led.attempts[-1] if led.attempts else None
   return {"system": work.parent.name, "benchmark": work.name, "work": str(work), "nexp": nexp,
-          "jobs": [str(j["job_id"]) for j in jobs], "runs": runs}
+          "jobs": [str(j["job_id"]) for j in jobs], "runs": runs,
+          "compose_service": last.owner.get("compose_service") if last else None}
 
 
 def collect(results: Path) -> tuple[list[dict], list[str]]:
@@ -209,6 +216,8 @@ def render(states: list[dict]) -> str:
     out.append(f"{st['benchmark']} on {st['system']}: {st['nexp']} runs ({_counts(st)}){jobs}  [{st['work']}]")
     for r in st["runs"]:
       out.append(f"  run {r['index']:<3} {r['state']:<8} {r['detail']}" + (f"  -> {r['result']}" if r["result"] else ""))
+      for e in r.get("earlier", []):
+        out.append(f"  {'':<3}     earlier: seed {e['seed']}, {e['status']}" + (f": {e['note']}" if e["note"] else ""))
   return "\n".join(out)
 
 
@@ -240,7 +249,10 @@ def main(args) -> int:
     if any(st["jobs"] for st in unfinished):
       print(f"`{slurm.resume_command(results)}` resubmits the failed and missing runs of "
             f"Slurm sets.")
-    if any(not st["jobs"] for st in unfinished):   # --resume leaves a local set alone: its `tinyperf run` redoes them
+    local = [st for st in unfinished if not st["jobs"]]   # --resume leaves a local set alone: its launcher redoes them
+    for svc in sorted({st["compose_service"] for st in local if st["compose_service"]}):
+      print(f"Rerun {compose_run(svc)} to redo the failed runs of its set (finished runs are kept).")
+    if any(not st["compose_service"] for st in local):
       print("Rerun the same `tinyperf run` command to redo the failed runs of a local set (finished runs are kept).")
   # a kept script's job may still run unrecorded: not every run is known to be done
   return 1 if left or any(slurm.kept_scripts(Path(st["work"])) for st in states) else 0

@@ -34,6 +34,7 @@ from pathlib import Path
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, load_yaml
 from benchmarks.common.rules import RULESETS
 from tooling.common import mlperf_tools
+from tooling.common.container import host_path
 from tooling.common.errors import UserError, write_atomic
 from tooling.common import results_tree as T
 from tooling.launch.slurm import overrides_hint, redo_hint
@@ -502,14 +503,14 @@ def _record_run_system(results: Path, system: str, data: dict) -> Path:
                       f"and {redo_hint(results)}. Nothing was run.") from None
   if not target.exists():
     write(target)
-    print(f"system description: wrote {target} (system_desc_checker passed)", flush=True)
+    print(f"system description: wrote {host_path(target)} (system_desc_checker passed)", flush=True)
     return target
   try:
     old = json.loads(target.read_text(encoding="utf-8"))
   except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
     old = {"(unreadable)": str(e)}
   if old == data:
-    print(f"system description: {target} already describes this machine (unchanged)", flush=True)
+    print(f"system description: {host_path(target)} already describes this machine (unchanged)", flush=True)
     return target
   stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
   variant = T.variants_dir(results) / f"{system}-{stamp}.json"
@@ -519,11 +520,11 @@ def _record_run_system(results: Path, system: str, data: dict) -> Path:
     variant = T.variants_dir(results) / f"{system}-{stamp}-{n}.json"
   write(variant)
   diffs = _differences(old if isinstance(old, dict) else {}, data)
-  print(f"\nWARNING: {target} describes a different system than the one these runs are made on; the runs in "
-        f"{results} were not all made on the same machine and software. It is kept (it describes the earlier runs, "
-        f"and `tinyperf package` uses it); this machine's description is {variant}. Differences (old -> new):\n  "
-        + "\n  ".join(diffs) + f"\nReview both before packaging: if the new one is right for every run, move it over "
-        f"{target}.\n", file=sys.stderr, flush=True)
+  print(f"\nWARNING: {host_path(target)} describes a different system than the one these runs are made on; the runs "
+        f"in {host_path(results)} were not all made on the same machine and software. It is kept (it describes the "
+        f"earlier runs, and `tinyperf package` uses it); this machine's description is {host_path(variant)}. "
+        f"Differences (old -> new):\n  " + "\n  ".join(diffs) + f"\nReview both before packaging: if the new one is "
+        f"right for every run, move it over {host_path(target)}.\n", file=sys.stderr, flush=True)
   return variant
 
 

@@ -394,8 +394,10 @@ def main(args) -> int:
     print(f"{'torch ' + t['mode'] + ' ' + t['dtype']:<28}{1:>5}{t['bs']:>7}{t['median_step_ms']:>10.1f}{t[unit]:>10.0f}"
           f"{t[unit]:>11.0f}{t['peak_mem_gb']:>8.1f}")
   for t in theirs: print(f"ratio tinygrad/torch {t['mode']} per GPU: {per_gpu / t[unit]:.3f}")
-  print(f"tinygrad init {ours['init_s']:.0f} s; projected time to train {ours['projected_minutes']:.0f} min "
-        f"(train steps only, no eval or data loading)")
+  projection = (f"projected time to train {ours['projected_minutes']:.0f} min (train steps only, no eval or data "
+                "loading)" if ours.get("projected_minutes") is not None else
+                f"no projected time to train: {ours.get('no_projection') or 'not in the record'}")
+  print(f"tinygrad init {ours['init_s']:.0f} s; {projection}")
   for r in ours.get("ranked_beam") or []:   # what the step's figure stands on: how much of it was searched
     print(f"ranked BEAM: {r['searched']}/{r['kernels']} kernels given a search result ({r['cached']} of them from the "
           f"cache), {r['covered']:.1%} of the step's BEAM=0 time {r['step_beam0_s'] * 1e3:.1f} ms, {r['search_s']:.0f} s")

@@ -2,17 +2,21 @@
 
 RESULTS is `tinyperf run`'s --results directory (results/ + runs/), a submitter tree, or one results/<system>/<benchmark>
 directory. Per system x benchmark it writes, into --out (default RESULTS/report):
-  <system>_<bm>_accuracy.png       eval accuracy against epoch (ResNet) or training samples (BERT), every run, the target
+  <system>_<bm>_accuracy.png       eval accuracy against epochs completed (ResNet) or training samples (BERT), every run
+                                   with its own colour, marker and line style (a run drawn over an identical one says so
+                                   in the legend), the target
   <system>_<bm>_time_to_train.png  time to train per run; the runs olympic scoring drops are marked, the mean is a line
-  <system>_<bm>_throughput.png     training throughput over the run (see below)
+                                   (no score: no run is marked as in a mean)
+  <system>_<bm>_throughput.png     training throughput over the run, one panel per run (see below)
   report.md                        scores, verdicts (the full `tinyperf check`), seeds, and each run's provenance
 
 Throughput comes from the result log's timestamps: samples per second per epoch from epoch_start/epoch_stop (ResNet,
-times train_samples) or between consecutive evals (BERT, whose eval metadata counts samples). Those timestamps are in
+times train_samples, held over epoch n from n-1 to n epochs completed) or between consecutive evals (BERT, whose eval
+metadata counts samples, held over that stretch of samples). Those timestamps are in
 every result file, including packaged and published ones, and they measure what the clock measures: data loading, host
 work and stalls included. When the run's metrics file is still there (<log>.metrics.jsonl beside the run's MLPerf log,
-one JSON line per train step), each step's rate is drawn over it as a thin line: a per-step rate that excludes data
-waits, so the gap between the two lines is time the device spent waiting. The timestamps are the reference; the step
+one JSON line per train step), each step's rate is drawn under it as a thin line at its own position in the run: a
+per-step rate that excludes data waits, so the gap between the two lines is time the device spent waiting. The timestamps are the reference; the step
 rate is a diagnostic. Provenance comes from the run's console output (output.log), where it still is.
 """
 from __future__ import annotations
@@ -236,23 +240,54 @@ def _figure():
   return plt, fig, ax
 
 
-def _x_label(bm: str) -> str: return "epoch" if bm == "resnet" else "training samples"
+# One look per run where runs share axes (accuracy, BEAM search): colour, marker shape and line style all differ between
+# neighbours, so two runs with the same points still show both markers (hollow, of different shapes) and both names in
+# the legend. The throughput panels keep each run's colour.
+MARKERS = "osD^vP*Xph"
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def run_style(i: int) -> dict:
+  return dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], ls=LINESTYLES[i % len(LINESTYLES)])
+
+
+def _x_label(bm: str) -> str:
+  return ("epochs completed (epoch n spans n-1 to n)" if bm == "resnet" else
+          "training samples seen")
+
+
+def _same_as(series: list[list[tuple[float, float]]], i: int) -> int | None:
+  """The first earlier run whose points equal run i's (drawn exactly underneath it), else None."""
+  for j in range(i):
+    if series[i] and series[j] == series[i]: return j
+  return None
 
 
 def plot_accuracy(b: BenchData) -> bytes:
+  plt, fig, _ = accuracy_figure(b)
+  return _save(fig, plt)
+
+
+def accuracy_figure(b: BenchData):
   plt, fig, ax = _figure()
+  series = [r.accuracy for r in b.runs]
   for i, r in enumerate(b.runs):
     if not r.accuracy: continue
     xs, ys = zip(*r.accuracy)
-    ax.plot(xs, ys, marker="o", ms=3.5, lw=1.4, color=f"C{i % 10}",
-            label=f"{r.name} (seed {r.seed})" + ("" if r.converged else ", did not converge"))
+    same = _same_as(series, i)
+    label = f"{r.name} (seed {r.seed})" + ("" if r.converged else ", did not converge")
+    if same is not None: label += f": same points as {b.runs[same].name}"
+    ax.plot(xs, ys, ms=7 - 0.3 * (i % 10), mfc="none", mew=1.2, lw=1.3, label=label, **run_style(i))
   ax.axhline(b.target, color="crimson", ls="--", lw=1.5, label=f"target {b.target:g} ({b.target_source})")
-  ax.set_xlabel(_x_label(b.benchmark))
-  ax.set_ylabel("top-1 accuracy" if b.benchmark == "resnet" else "masked-LM accuracy")
+  ax.set_xlabel(_x_label(b.benchmark) + ", at each eval")
+  ax.set_ylabel("eval top-1 accuracy" if b.benchmark == "resnet" else "eval masked-LM accuracy")
+  if b.benchmark == "bert":
+    from matplotlib.ticker import EngFormatter
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))   # 1.5M samples, not 1.5 under a "1e6" in the corner
   ax.set_title(f"{b.benchmark} on {b.system}: eval accuracy per run")
   ax.grid(alpha=0.3)
   ax.legend(fontsize=7.5, loc="lower right")
-  return _save(fig, plt)
+  return plt, fig, ax
 
 
 def plot_time_to_train(b: BenchData) -> bytes:
@@ -260,58 +295,112 @@ def plot_time_to_train(b: BenchData) -> bytes:
   return _save(fig, plt)
 
 
+def _no_score_reason(b: BenchData) -> str:
+  return re.sub(r"^no score:\s*", "", b.score_note) or "no olympic mean"
+
+
+def _olympic_role(b: BenchData, r: RunData) -> str:
+  """score's note for the run; a counted run is 'in the mean' only where there is one."""
+  return r.score_note or ("in the mean" if b.score_minutes is not None else "counted (no mean: no score)")
+
+
 def time_to_train_figure(b: BenchData):
+  from matplotlib.patches import Patch
   plt, fig, ax = _figure()
   names = [r.name.replace(".txt", "") for r in b.runs]
   top = max((r.minutes for r in b.runs if r.minutes), default=1.0)   # no floor: a smoke run's bars are 0.1 min tall
+  scored = b.score_minutes is not None
+  roles = {  # role: (colour, hatch, bar text, legend)
+    "mean": ("steelblue", None, "", "in the mean"),
+    "excluded": ("silver", None, "\nexcluded", "fastest / slowest: excluded"),
+    "dropped": ("indianred", "//", "\ndropped", "dropped (counts as the slowest)"),
+    "unscored": ("wheat", None, "", f"counted, but no mean: {_no_score_reason(b)}"),
+  }
+  used = []
   for i, r in enumerate(b.runs):
-    dropped = r.score_note.startswith("dropped")
-    excluded = "not in the mean" in r.score_note
+    role = ("dropped" if r.score_note.startswith("dropped") else "excluded" if "not in the mean" in r.score_note
+            else "mean" if scored else "unscored")
+    color, hatch, text, _ = roles[role]
+    if role not in used: used.append(role)
     h = r.minutes if r.minutes is not None else 0.0
-    color = "indianred" if dropped else ("silver" if excluded else "steelblue")
-    ax.bar(i, h, color=color, hatch="//" if dropped else None, edgecolor="black", lw=0.6)
+    ax.bar(i, h, color=color, hatch=hatch, edgecolor="black", lw=0.6)
     label = "no run_stop" if r.minutes is None else f"{r.minutes:.2f}"   # the precision of check, score and the mean
-    ax.text(i, h + top * 0.01, label + ("\ndropped" if dropped else ("\nexcluded" if excluded else "")),
-            ha="center", va="bottom", fontsize=7.5, bbox=dict(facecolor="white", edgecolor="none", pad=1))
-  if b.score_minutes is not None:
+    ax.text(i, h + top * 0.01, label + text, ha="center", va="bottom", fontsize=7.5,
+            bbox=dict(facecolor="white", edgecolor="none", pad=1))
+  if scored:
     mean = b.score_minutes / b.scaling
     ax.axhline(mean, color="black", ls="--", lw=1.3, label=f"olympic mean {mean:.2f} min")
-  from matplotlib.patches import Patch
   handles = ax.get_legend_handles_labels()[0] + [
-    Patch(facecolor="steelblue", edgecolor="black", label="in the mean"),
-    Patch(facecolor="silver", edgecolor="black", label="fastest / slowest: excluded"),
-    Patch(facecolor="indianred", edgecolor="black", hatch="//", label="dropped (counts as the slowest)")]
-  ax.legend(handles=handles, fontsize=8, loc="upper right", ncol=2)
+    Patch(facecolor=roles[k][0], edgecolor="black", hatch=roles[k][1], label=roles[k][3]) for k in used]
+  ax.legend(handles=handles, fontsize=8, loc="upper right", ncol=1 if "unscored" in used else 2)
   ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
   ax.set_ylabel("time to train (minutes, run_start to run_stop)")
   ax.set_ylim(0, top * 1.3)
-  ax.set_title(f"{b.benchmark} on {b.system}: time to train per run")
+  ax.set_title(f"{b.benchmark} on {b.system}: time to train per run" + ("" if scored else " (no score)"))
   ax.grid(axis="y", alpha=0.3)
   return plt, fig, ax
 
 
+def _spans(b: BenchData, r: RunData) -> tuple[list[float], list[float]]:
+  """A run's timestamp throughput as a step line: each rate held over the stretch it was measured on (ResNet: epoch n
+  from n-1 to n; BERT: from the previous eval's sample count to this one's), so the step rates fall inside it."""
+  xs, ys, prev = [], [], 0.0
+  for x, y in r.throughput:
+    start = x - 1 if b.benchmark == "resnet" else prev
+    if xs and xs[-1] != start: xs.append(float("nan")); ys.append(float("nan"))   # a gap: an epoch not in the log
+    xs += [start, x]; ys += [y, y]
+    prev = x
+  return xs, ys
+
+
 def plot_throughput(b: BenchData) -> bytes:
-  plt, fig, ax = _figure()
-  any_rate = False
-  for i, r in enumerate(b.runs):
-    c = f"C{i % 10}"
-    if r.throughput:
-      xs, ys = zip(*r.throughput)
-      ax.plot(xs, ys, marker="o", ms=3.5, lw=1.6, color=c, label=f"{r.name}: result-log timestamps")
+  plt, fig, _ = throughput_figure(b)
+  return _save(fig, plt, tight=False)   # laid out below its legend
+
+
+def throughput_figure(b: BenchData):
+  """Small multiples, one panel per run on shared axes: ten runs' per-step rates overlaid are a smear."""
+  from matplotlib.lines import Line2D
+  from matplotlib.ticker import EngFormatter
+  plt = _pyplot()
+  n = max(1, len(b.runs))
+  cols = 1 if n <= 3 else 2
+  rows = math.ceil(n / cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(9 if cols == 1 else 11, max(5.5, 1.2 + 1.75 * rows)), dpi=110,
+                           sharex=True, sharey=True, squeeze=False)
+  unit = next((r.step_unit for r in b.runs if r.step_unit), "img" if b.benchmark == "resnet" else "seq")
+  flat = list(axes.flat)
+  top = 0.0
+  for i, (ax, r) in enumerate(zip(flat, b.runs)):
     if r.step_rate:
       xs, ys = zip(*r.step_rate)
-      shift = 0.5 if b.benchmark == "resnet" else 0.0   # ResNet: epoch e spans (e-0.5, e+0.5] on this axis
-      ax.plot([x + shift for x in xs], ys, lw=0.7, alpha=0.45, color=c)
-      any_rate = True
-  if any_rate:
-    ax.plot([], [], lw=0.7, alpha=0.6, color="gray", label="thin: each train step's rate, metrics file (no data waits)")
-  ax.set_xlabel(_x_label(b.benchmark))
-  ax.set_ylabel("training samples per second")
-  ax.set_title(f"{b.benchmark} on {b.system}: throughput over the run")
-  ax.set_ylim(bottom=0)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=7.5, loc="lower right")
-  return _save(fig, plt)
+      ax.plot(xs, ys, lw=0.6, alpha=0.5, color="gray")
+      top = max(top, *ys)
+    if r.throughput:
+      xs, ys = _spans(b, r)
+      ax.plot(xs, ys, lw=2.0, color=f"C{i % 10}")
+      top = max(top, *(y for y in ys if y == y))
+    missing = [w for w, have in (("no epoch timestamps" if b.benchmark == "resnet" else "no evals", r.throughput),
+                                 ("no metrics file", r.step_rate)) if not have]
+    ax.set_title(f"{r.name} (seed {r.seed})" + "".join(f", {m}" for m in missing), fontsize=8, loc="left", pad=2)
+    ax.grid(alpha=0.3)
+  for ax in flat[:len(b.runs)]: ax.set_ylim(0, top * 1.08 or 1.0)
+  if b.benchmark == "bert": flat[0].xaxis.set_major_formatter(EngFormatter(sep=""))
+  for k in range(len(b.runs), len(flat)):
+    flat[k].axis("off")
+    if k >= cols: flat[k - cols].xaxis.set_tick_params(labelbottom=True)   # the panel above the gap ends its column
+  span = "epoch" if b.benchmark == "resnet" else "stretch between evals"
+  handles = [Line2D([], [], lw=2.0, color="black", label=f"thick, the run's colour: result-log timestamps, samples/s "
+                                                         f"over each {span} (data waits included)"),
+             Line2D([], [], lw=0.6, color="gray", label=f"thin gray: metrics file, each train step's {unit}/s "
+                                                        "(no data waits)")]
+  height = fig.get_figheight()
+  fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.45 / height), fontsize=8, frameon=False)
+  fig.suptitle(f"{b.benchmark} on {b.system}: training throughput over the run, one panel per run", fontsize=11)
+  fig.supxlabel(_x_label(b.benchmark), fontsize=10)
+  fig.supylabel(f"training samples ({unit}) per second", fontsize=10)
+  fig.tight_layout(rect=(0, 0, 1, 1 - 0.8 / height))
+  return plt, fig, axes
 
 
 def plot_beam_search(b: BenchData) -> bytes:
@@ -320,8 +409,10 @@ def plot_beam_search(b: BenchData) -> bytes:
   for i, r in enumerate(b.runs):
     if not r.beam_search: continue
     xs, ys = zip(*r.beam_search)
-    ax.step([0.0, *[x / 60 for x in xs]], [0.0, *[y * 100 for y in ys]], where="post", lw=1.5, color=f"C{i % 10}",
-            label=f"{r.name}: {len(xs)} kernels searched")
+    same = _same_as([r.beam_search for r in b.runs], i)
+    ax.step([0.0, *[x / 60 for x in xs]], [0.0, *[y * 100 for y in ys]], where="post", lw=1.5, ms=6 - 0.3 * (i % 10),
+            mfc="none", label=f"{r.name}: {len(xs)} kernels searched" +
+            (f", the same search as {b.runs[same].name}" if same is not None else ""), **run_style(i))
   ax.set_xlabel("minutes of BEAM search in INIT")
   ax.set_ylabel("% of the train step's BEAM=0 time held by the searched kernels")
   ax.set_title(f"{b.benchmark} on {b.system}: INIT's ranked BEAM search (slowest kernels first)")
@@ -331,10 +422,10 @@ def plot_beam_search(b: BenchData) -> bytes:
   return _save(fig, plt)
 
 
-def _save(fig, plt) -> bytes:
+def _save(fig, plt, tight: bool = True) -> bytes:
   import io
   buf = io.BytesIO()
-  fig.tight_layout()
+  if tight: fig.tight_layout()
   fig.savefig(buf, format="png")
   plt.close(fig)
   return buf.getvalue()
@@ -350,8 +441,8 @@ def markdown(results: Path, data: list[BenchData], images: dict[tuple[str, str],
   lines = [f"# tinyperf report: `{results}`", "",
            "Scores follow result_summarizer's rules (`tinyperf score`); verdicts are the full `tinyperf check` (the "
            "real MLCommons checkers plus the checks they miss). Throughput comes from the result logs' timestamps "
-           "(per epoch for ResNet, between evals for BERT); each train step's rate from the run's metrics file, where it survives, "
-           "is drawn thin for comparison (it leaves out data waits). The olympic column follows result_summarizer, which drops "
+           "(per epoch for ResNet, between evals for BERT), one panel per run; each train step's rate from the run's metrics "
+           "file, where it survives, is drawn thin in gray under it (it leaves out data waits). The olympic column follows result_summarizer, which drops "
            "only runs the compliance checker rejects; the verdict column is stricter (e.g. a run whose run_stop status "
            "is not success).", ""]
   for b in data:
@@ -361,7 +452,7 @@ def markdown(results: Path, data: list[BenchData], images: dict[tuple[str, str],
       scale = f" x scaling.json {b.scaling:.4f}" if b.scaling != 1.0 else ""
       lines.append(f"- **score: {b.score_minutes:.2f} min** (olympic mean of {len(b.runs)} runs{scale})")
     else:
-      lines.append(f"- **no score**: {b.score_note}")
+      lines.append(f"- **no score**: {_no_score_reason(b)}")
     if b.rcp_scaling_factor is not None:
       lines.append(f"- RCP: package_checker would write scaling.json with factor {b.rcp_scaling_factor:.4f}")
     lines.append(f"- verdict: {b.summary}; `tinyperf check`: {'ACCEPTED' if b.accepted else 'REJECTED'}")
@@ -371,7 +462,7 @@ def markdown(results: Path, data: list[BenchData], images: dict[tuple[str, str],
     for r in b.runs:
       fail = r.first_failure.replace("|", "\\|")[:120] if r.first_failure else ""
       lines.append(f"| `{r.name}` | {r.seed if r.seed is not None else '-'} | {_fmt(r.minutes)} | {r.verdict} | "
-                   f"{'yes' if r.converged else 'no'} | {r.score_note or 'in the mean'} | {fail} |")
+                   f"{'yes' if r.converged else 'no'} | {_olympic_role(b, r)} | {fail} |")
     if b.findings:
       lines += ["", "Findings:", ""] + [f"- {f}" for f in b.findings]
     prov: dict[str, list[str]] = {}

@@ -56,6 +56,7 @@ def base_digest(client, ref: str) -> tuple[str, bool]:
   """(digest, pinned): the registry digest of the base this build will use, or its local image ID when the image has no
   registry digest (a locally imported base). Pulls the base first when the daemon lacks it, so the digest is exact."""
   import docker
+  from tooling.common import container
   if "@sha256:" in ref: return ref.split("@", 1)[1], True
   try:
     img = client.images.get(ref)
@@ -63,7 +64,7 @@ def base_digest(client, ref: str) -> tuple[str, bool]:
     print(f"pulling base {ref}", flush=True)
     try: img = client.images.pull(ref)
     except docker.errors.APIError as e:
-      raise UserError(f"base image {ref} is not on this daemon and cannot be pulled ({str(e).splitlines()[0][:200]}). "
+      raise UserError(f"base image {ref} is not on this daemon and cannot be pulled ({container.api_error(e)}). "
                       f"Load it (`docker load`, `docker import`) or pass --base-image. Nothing was built.") from None
   repo = ref.rsplit(":", 1)[0] if ":" in ref.split("/")[-1] else ref
   for d in img.attrs.get("RepoDigests") or []:
@@ -114,7 +115,11 @@ def main(args) -> int:
     raise UserError(f"--extra-ca {args.extra_ca}: no such file. Pass a PEM CA certificate (or unset TINYPERF_EXTRA_CA).")
   print(f"building {tag} from {dockerfile.name} on {ref} ({digest}), git {git_sha}", flush=True)
   with extra_ca_in_context(args.extra_ca) as ca_copy:
-    res = container.build(client, ROOT, dockerfile.name, tag, buildargs, nocache=args.no_cache,
+    command = " ".join(["tinyperf build", f"--platform {args.platform}" if args.platform else f"--vendor {vendor}",
+                        *([f"--base-image {args.base_image}"] if args.base_image else []),
+                        *(["--allow-unpinned"] if args.allow_unpinned else []), *([f"--tag {args.tag}"] if args.tag else []),
+                        *([f"--extra-ca {args.extra_ca}"] if args.extra_ca else [])])
+    res = container.build(client, ROOT, dockerfile.name, tag, buildargs, nocache=args.no_cache, command=command,
                           echo=lambda line: print(line, flush=True))
   record = {"tag": tag, "image_id": res.image_id, "vendor": vendor, "dockerfile": dockerfile.name, "base_image": ref,
             "base_digest": digest, "base_pinned": pinned_ref, "gpu_libs_checked": gpu_libs_checked,

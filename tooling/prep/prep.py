@@ -5,11 +5,14 @@ code is passed through: 0 ok, 1 `--verify` found problems, 2 bad input, 130 inte
 from __future__ import annotations
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+from tooling.common.container import MOUNTS_ENV, host_path, host_paths_in
 from tooling.common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,11 +45,29 @@ def main(args) -> int:
   env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
   # the name the user typed, for the child's usage lines: `tinyperf prep wiki pretrain`, `tinyperf prep imagenet`
   env["TINYPERF_PREP_PROG"] = f"tinyperf prep {args.dataset}" if args.dataset in STEPPED else "tinyperf prep"
-  proc = subprocess.Popen(command(args), env=env)
+  # in a compose service, what the child prints (`wrote /data/manifest.json`) names the host directories behind the mounts
+  relay = bool(os.environ.get(MOUNTS_ENV))
+  pipe = subprocess.PIPE if relay else None
+  proc = subprocess.Popen(command(args), env=env, stdout=pipe, stderr=pipe)
+  pumps = [threading.Thread(target=_relay, args=(src, dst), daemon=True)
+           for src, dst in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)) if src is not None]
+  for t in pumps: t.start()
   try:
-    return proc.wait()
+    code = proc.wait()
   except KeyboardInterrupt:  # the child got the same Ctrl-C: let it clean up and report
-    return proc.wait() or 130
+    code = proc.wait() or 130
+  for t in pumps: t.join()
+  return code
+
+
+def _relay(src, dst):
+  """Copy a child's output as it comes, piece by piece (a progress bar's \r updates too), with host_paths_in."""
+  buf = b""
+  while chunk := src.read1(65536):
+    buf += chunk
+    *pieces, buf = re.split(rb"(?<=[\r\n])", buf)
+    if pieces: dst.write(host_paths_in(b"".join(pieces).decode("utf-8", "replace"))); dst.flush()
+  if buf: dst.write(host_paths_in(buf.decode("utf-8", "replace"))); dst.flush()
 
 
 def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
@@ -54,15 +75,15 @@ def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
   started); the preflight where the run runs verifies it in full."""
   if not data.is_dir():
     what = "is a file, not a directory" if data.exists() else "does not exist"
-    raise UserError(f"data directory {data} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
+    raise UserError(f"data directory {host_path(data)} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
                     f"as --data. {nothing}")
   marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
   if not marker.is_file():
-    q = shlex.quote(str(data))
+    q = shlex.quote(host_path(data))   # inside a compose service: the host directory behind /data
     how = (f"tinyperf prep imagenet --out {q}` (or `tinyperf prep synthetic-imagenet --out {q}` for smoke runs)"
            if cfg.benchmark == "resnet" else
            # --platform: the shard shapes (and eval size) are the platform's; without it prep makes 512/76 shards
            f"tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data {q} "
            f"--platform {cfg.platform}`")
-    raise UserError(f"{data} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
+    raise UserError(f"{host_path(data)} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
                     f"verifying). Run `{how}. {nothing}")

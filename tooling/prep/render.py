@@ -380,9 +380,9 @@ SCRIPTS = {k: v for k, v in RENDERERS.items() if k.endswith(".sh")}
 
 def rendered_files() -> dict[Path, str]:
   """Every generated file and its text: implementation scripts/READMEs, compose.yaml, the Dockerfiles."""
-  from tooling.prep.compose import COMPOSE, render_compose
+  from tooling.prep.compose import COMPOSE, missing_image_dockerfiles, render_compose
   from tooling.prep.images import rendered_dockerfiles
-  out = {COMPOSE: render_compose(), **rendered_dockerfiles()}
+  out = {COMPOSE: render_compose(), **rendered_dockerfiles(), **missing_image_dockerfiles()}
   for b in BENCHMARKS:
     for p in available_platforms(b):
       cfg = load_config(b, p, environ={})  # the committed files reflect the config alone, never this shell's env
@@ -390,8 +390,8 @@ def rendered_files() -> dict[Path, str]:
   return out
 
 
-def stale_files() -> list[Path]:
-  return [p for p, text in rendered_files().items() if not p.is_file() or p.read_text() != text]
+def stale_files(files: dict[Path, str] | None = None) -> list[Path]:
+  return [p for p, text in (files or rendered_files()).items() if not p.is_file() or p.read_text() != text]
 
 
 def add_arguments(p: argparse.ArgumentParser):
@@ -399,13 +399,18 @@ def add_arguments(p: argparse.ArgumentParser):
 
 
 def main(args) -> int:
+  files = rendered_files()
   if args.check:
-    stale = stale_files()
+    stale = stale_files(files)
     for p in stale: print(f"stale: {p.relative_to(ROOT)} (run `tinyperf render`)")
+    if not stale: print(f"up to date: all {len(files)} rendered files match the configs and images.lock.json")
     return 1 if stale else 0
-  for path, text in rendered_files().items():
+  wrote = 0
+  for path, text in files.items():
     if path.is_file() and path.read_text() == text: continue
     path.write_text(text)
     if path.suffix == ".sh": path.chmod(0o755)
     print(f"wrote {path.relative_to(ROOT)}")
+    wrote += 1
+  if not wrote: print(f"nothing to write: all {len(files)} rendered files already match the configs")
   return 0

@@ -151,7 +151,7 @@ def select_runs(results: Path, system: str, benchmark: str, ledger_path: Path, c
   done.sort(key=lambda a: (a.started, a.index))
   sel.not_finished = [a for a in led.attempts if a.status != L.DONE]
   if len(done) < n:
-    raise UserError(f"{ledger_path}: {len(done)} finished {benchmark} run(s) on {system}; a package needs exactly {n}. "
+    raise UserError(f"{host_path(ledger_path)}: {len(done)} finished {benchmark} run(s) on {system}; a package needs exactly {n}. "
                     f"Finish them with `tinyperf run {benchmark} --platform {cfg.platform} --nexp {n} ...` (it resumes).")
   chosen, sel.left_out = done[:n], done[n:]
   bench_dir = T.result_dir(results, system, benchmark)

@@ -698,7 +698,8 @@ def render(report: Report) -> str:
   kind = {"file": "result log", "results": "results directory",
           "submission": "results tree of `tinyperf run`" if report.results_tree else
                         f"submitter directory {report.org!r}"}[report.kind]
-  lines = [f"tinyperf check {shown(report.path)}  ({shown(kind)}{', --werror' if report.werror else ''})", ""]
+  from tooling.common.container import host_path   # a compose service checks /results: name the host's directory
+  lines = [f"tinyperf check {shown(host_path(report.path))}  ({shown(kind)}{', --werror' if report.werror else ''})", ""]
   if report.kind == "file":
     lines += _file_table(report.files)
     lines += _finding_lines([x for f in report.files for x in f.findings])
