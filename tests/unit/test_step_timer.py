@@ -38,3 +38,19 @@ def test_epoch_summary_sets_a_runs_first_steps_apart():
   assert line.startswith("epoch 2: 5 steps in 100.0 s (12.8 img/s with the loader)")
   assert "first steps 74300.0, 22100.0, 1080.0 ms" in line
   assert "median of steps 1.. 1090.0 ms" in line and "max 800.0 ms" in line
+
+
+def test_provenance_names_a_dirty_checkout(tmp_path, monkeypatch):
+  # a host run from a checkout with uncommitted changes recorded the clean commit, which `tinyperf package` then shipped
+  from benchmarks.common import runtime
+  import subprocess
+  def git(*a): return subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True).stdout.strip()
+  git("init", "-q"); (tmp_path / "f.py").write_text("a = 1\n"); git("add", "f.py")
+  git("-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "one")
+  monkeypatch.setattr(runtime, "ROOT", tmp_path)
+  monkeypatch.delenv("TINYPERF_GIT_SHA", raising=False)
+  head = git("rev-parse", "HEAD")
+  (tmp_path / "untracked.txt").write_text("not code of the commit, not a change to it\n")
+  assert runtime.provenance()["git_sha"] == head
+  (tmp_path / "f.py").write_text("a = 2\n")
+  assert runtime.provenance()["git_sha"] == head + "-dirty"
