@@ -459,3 +459,42 @@ def test_builds_at_once_share_the_extra_ca_copy(tmp_path, monkeypatch):
     assert copy.read_bytes() == ca.read_bytes()     # the second build ended; the first still uses the copy
   assert not copy.exists()
   with build.extra_ca_in_context(None) as none: assert not none and not copy.exists()
+
+
+# --------------------------------------------------------------------------------------- what an image is built from
+
+def test_build_context_is_gits_view_plus_the_build_ca(tmp_path, monkeypatch):
+  # the whole checkout went to the daemon: untracked and git-ignored files (a token, a key) landed in the image
+  import io
+  import tarfile
+  from tooling.prep import build
+  def git(*a): subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, check=True)
+  for rel, text in {"Dockerfile.cpu": "FROM x\n", "tooling/cli.py": "x = 1\n", "tests/test_x.py": "", ".gitignore": "*.key\n",
+                    ".dockerignore": "tests\n", "docker/certs/.gitignore": "*.crt\n"}.items():
+    (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True); (tmp_path / rel).write_text(text)
+  git("init", "-q"); git("add", "-A")
+  for rel in ("tooling/api_token.txt", "tooling/server.key", "docker/certs/proxy.crt"): (tmp_path / rel).write_text("secret")
+  monkeypatch.setattr(build, "ROOT", tmp_path)
+  files = build.context_files("Dockerfile.cpu")
+  assert set(files) == {"Dockerfile.cpu", "tooling/cli.py", ".gitignore", ".dockerignore", "docker/certs/.gitignore",
+                        "docker/certs/proxy.crt"}
+  sent = {}
+  class API:
+    def build(self, **kw):
+      sent.update(kw); yield {"aux": {"ID": "sha256:" + "ab" * 32}}
+  C.build(type("Client", (), {"api": API()})(), tmp_path, "Dockerfile.cpu", "t", {}, echo=lambda l: None, files=files)
+  assert sent["custom_context"] is True and "path" not in sent
+  with tarfile.open(fileobj=io.BytesIO(sent["fileobj"].read())) as tar:
+    assert sorted(m.name for m in tar if m.isfile()) == sorted(files)
+
+
+@pytest.mark.parametrize("vendor", I.VENDORS)
+def test_the_image_stage_never_copies_the_build_ca(vendor):
+  # docker/certs (the build's extra CA) was COPY'd into a layer of the image; only the build stage may read it now
+  df = I.render_dockerfile(vendor)
+  froms = [i for i, l in enumerate(df.splitlines()) if l.startswith("FROM ")]
+  assert len(froms) == 2 and " AS build" in df.splitlines()[froms[0]]
+  image = [l for l in df.splitlines()[froms[1]:] if l.startswith(("COPY", "ADD"))]
+  assert image == ["COPY docker/install.sh /opt/tinyperf/build/", "COPY --from=build /opt/tinyperf /opt/tinyperf"]
+  install = (REPO / "docker/install.sh").read_text()
+  assert "rm -rf \"$BUILD\" /opt/tinyperf/src/docker/certs/*.crt" in install   # the source tree it copies has none

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser):
                  help="build a closed-division image from a base without a digest (recorded in the image)")
   p.add_argument("--extra-ca", type=Path, default=os.environ.get("TINYPERF_EXTRA_CA") or None,
                  help="PEM CA certificate for pip inside the build (TLS-intercepting proxies; env TINYPERF_EXTRA_CA); "
-                 "used by the build's pip only, not trusted by the image (a lower layer keeps the file: public certificates only)")
+                 "used by the build stage's pip only; the image neither trusts nor holds it")
   p.add_argument("--no-cache", action="store_true", help="rebuild every layer")
   p.add_argument("--record", type=Path, default=Path("out/images"), help="folder for the build record (default out/images)")
 
@@ -45,6 +45,29 @@ def git_revision() -> str:
   except (OSError, subprocess.SubprocessError):
     return "unknown"
   return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
+
+
+def context_files(dockerfile: str) -> list[str]:
+  """The image's build context: git's view of the checkout (its tracked files as they are now, never an untracked or
+  ignored one: a key, a token, a local note), less what .dockerignore excludes, plus docker/certs/*.crt (the extra CA,
+  which only the Dockerfile's build stage reads)."""
+  from docker.utils.build import PatternMatcher
+  try:
+    p = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, timeout=60)
+  except (OSError, subprocess.SubprocessError) as e:
+    raise UserError(f"cannot list {ROOT}'s tracked files with git ({e}); `tinyperf build` builds from a git checkout "
+                    f"(git clone the repository). Nothing was built.") from None
+  if p.returncode != 0:
+    raise UserError(f"{ROOT} is not a git checkout ({p.stderr.decode(errors='replace').strip()[:200]}); `tinyperf build` "
+                    f"sends only git's tracked files, so build from a `git clone` of the repository. Nothing was built.")
+  ignore = ROOT / ".dockerignore"
+  patterns = [l.strip() for l in ignore.read_text().splitlines() if l.strip() and not l.startswith("#")] \
+    if ignore.is_file() else []
+  skip = PatternMatcher(patterns)
+  tracked = [n for n in p.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+  files = {n for n in tracked if not skip.matches(n) and (ROOT / n).is_file() and not (ROOT / n).is_symlink()}
+  files |= {c.relative_to(ROOT).as_posix() for c in (ROOT / "docker" / "certs").glob("*.crt") if c.is_file()}
+  return sorted(files | {dockerfile})
 
 
 def project_version() -> str:
@@ -115,7 +138,7 @@ def main(args) -> int:
   print(f"building {tag} from {dockerfile.name} on {ref} ({digest}), git {git_sha}", flush=True)
   with extra_ca_in_context(args.extra_ca) as ca_copy:
     res = container.build(client, ROOT, dockerfile.name, tag, buildargs, nocache=args.no_cache,
-                          echo=lambda line: print(line, flush=True))
+                          echo=lambda line: print(line, flush=True), files=context_files(dockerfile.name))
   record = {"tag": tag, "image_id": res.image_id, "vendor": vendor, "dockerfile": dockerfile.name, "base_image": ref,
             "base_digest": digest, "base_pinned": pinned_ref, "gpu_libs_checked": gpu_libs_checked,
             "git_sha": git_sha, "tinyperf_version": buildargs["TINYPERF_VERSION"],
@@ -144,7 +167,7 @@ def extra_ca_in_context(extra_ca: str | None):
       fcntl.flock(fd, fcntl.LOCK_SH)   # while any build holds it shared, none removes the copy
       if ca.is_file() and ca.read_bytes() == want: break
       fcntl.flock(fd, fcntl.LOCK_EX)   # alone: no build is packing its context while the copy is written
-      # 0644 as a plain copy: it lands in the image's source tree, which the image's non-root user reads
+      # 0644 as a plain copy: the build stage reads it (the image never holds it: Dockerfile.* build stage)
       if not (ca.is_file() and ca.read_bytes() == want): write_atomic(ca, want, overwrite=True, mode=0o644)
     try: yield True
     finally:
