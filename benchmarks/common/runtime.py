@@ -137,7 +137,9 @@ def provenance() -> dict:
     except (OSError, subprocess.SubprocessError): sha = ""
   return {"tinyperf": ver("tinyperf"), "git_sha": sha or "unknown", "tinygrad": ver("tinygrad"),
           "mlperf_logging": ver("mlperf-logging"), "python": sys.version.split()[0],
-          "image_digest": os.environ.get("TINYPERF_BASE_DIGEST", "none (not in a tinyperf image)")}
+          "image_digest": os.environ.get("TINYPERF_BASE_DIGEST", "none (not in a tinyperf image)"),
+          # the image itself ("<tag> <image ID>"), where the launcher told it (`tinyperf run`'s container backend)
+          **({"image": os.environ["TINYPERF_IMAGE"]} if os.environ.get("TINYPERF_IMAGE") else {})}
 
 
 # TinyJit runs a function's first call as is, captures it on the second and replays from the third: the first two

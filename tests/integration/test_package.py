@@ -326,3 +326,41 @@ def test_runs_of_other_or_uncommitted_code_are_refused(capsys, tmp_path, clone, 
   (R / "runs/tinybox_green/resnet" / f"run_3_{default_seed(3)}" / "output.log").write_text(
     run_builder.console_output("resnet", 1).replace("f" * 40, ran))
   refused(capsys, tmp_path, R, "made by different code", "f" * 40, ran)
+
+
+def record_images(R: Path, sha: str, ids: dict[int, str]):
+  """What the container backend records per attempt: the image's commit and the ID of the image that ran it."""
+  from tooling.launch import ledger as L
+  with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
+    for a in led.attempts:
+      a.backend, a.image = "container", f"tinyperf:nv {ids[a.index]}"
+      a.provenance = {"TINYPERF_GIT_SHA": sha, L.IMAGE_ID: ids[a.index], L.IMAGE_DIGEST: None}
+    led.save()
+
+
+def test_package_in_an_image_refuses_code_other_than_the_runs(capsys, tmp_path, monkeypatch):
+  # compose `package` shipped the code of the image as it is now: an edited rebuild beside runs of the clean commit
+  ran, one = run_builder.GIT_SHA, "sha256:" + "a" * 64
+  R = make_runs(tmp_path, "resnet")
+  record_images(R, ran, {i: one for i in range(5)})
+  monkeypatch.setattr(package, "_git", lambda *a, **k: None)     # the image holds no .git
+  monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu")
+  monkeypatch.setenv("TINYPERF_GIT_SHA", ran + "-dirty")
+  refused(capsys, tmp_path, R, f"holds the code of commit {ran}-dirty", f"made by commit {ran}", "tinyperf build")
+  monkeypatch.setenv("TINYPERF_GIT_SHA", ran)
+  monkeypatch.setenv("TINYPERF_IMAGE", "tinyperf:cpu sha256:" + "b" * 64)
+  refused(capsys, tmp_path, R, "is not the image the runs ran in", one[:19])
+  monkeypatch.setenv("TINYPERF_IMAGE", f"tinyperf:cpu {one}")
+  code, out, err = pack(capsys, tmp_path, R)
+  assert code == 0, out + err
+  readme = (tmp_path / "out" / ORG / "benchmarks/resnet/implementations/tinybox_green/README.md").read_text()
+  assert f"at the image built from commit {ran}." in readme and f"| {ran} | {one} |" in readme
+
+
+def test_runs_in_different_images_of_one_commit_are_named(capsys, tmp_path):
+  a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+  R = make_runs(tmp_path, "resnet")
+  record_images(R, run_builder.GIT_SHA, {i: a if i < 3 else b for i in range(5)})
+  code, out, err = pack(capsys, tmp_path, R)
+  assert code == 0, out + err
+  assert "WARNING: the runs ran in different images" in err and a[:19] in err and b[:19] in err

@@ -214,6 +214,14 @@ def run_commit(a: L.Attempt) -> str | None:
   return sha if isinstance(sha, str) and sha and sha != "unknown" else None
 
 
+def run_image(a: L.Attempt) -> str | None:
+  """The ID of the image that ran the attempt, where the launcher saw it (the container backend records it)."""
+  prov = a.provenance if isinstance(a.provenance, dict) else {}
+  found = prov.get(L.IMAGE_ID) or next((m.group(0) for m in [re.search(r"sha256:[0-9a-f]{64}", str(a.image or ""))] if m),
+                                       None)
+  return found if isinstance(found, str) else None
+
+
 def _wanted(rel: PurePosixPath) -> bool:
   if any(p.startswith(".") or p in SKIP_DIRS for p in rel.parts): return False
   name = rel.name
@@ -298,6 +306,14 @@ def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
                     by_commit.items()) + "); a package holds one implementation. Package each set on its own "
                     "(--system/--benchmark), or redo the runs of one commit.")
   (recorded, runs), = by_commit.items()
+  images: dict[str, list[str]] = {}
+  for sel in sels:
+    for r in sel.runs:
+      if (i := run_image(r.attempt)): images.setdefault(i, []).append(f"{sel.system}/{sel.benchmark} run {r.attempt.index}")
+  if len(images) > 1:
+    print("WARNING: the runs ran in different images (" + "; ".join(f"{i[:19]}: {_listed(w, 3)}" for i, w in
+          images.items()) + f"), each built from commit {recorded}: the same code, but the base and the installed "
+          f"packages may differ between them; a reviewer may ask why.", file=sys.stderr, flush=True)
   fix = "or pass --allow-dirty to ship the code as it is now, named DIRTY in the package README"
   if recorded == "none recorded" or recorded.endswith("-dirty"):
     why = ("record no code commit (their output logs have no provenance line)" if recorded == "none recorded" else
@@ -312,6 +328,11 @@ def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
     if not image or image == "unknown":
       raise UserError(f"{ROOT} is not a git checkout (nor a tinyperf image built by `tinyperf build`), so the code that "
                       f"made the runs cannot be told from other files; package from a `git clone` of the repository.")
+    mine = next((m.group(0) for m in [re.search(r"sha256:[0-9a-f]{64}", os.environ.get("TINYPERF_IMAGE", ""))] if m),
+                None)
+    if mine and images and mine not in images and not allow_dirty:
+      raise UserError(f"this image ({mine[:19]}) is not the image the runs ran in ({', '.join(i[:19] for i in images)}); "
+                      f"package with the image that made the runs, {fix}.")
     if image != recorded and not allow_dirty:
       raise UserError(f"this image holds the code of commit {image} but the runs were made by commit {recorded}: it is "
                       f"not the code that made them. Package with the image that made the runs (rebuild it from "
@@ -355,7 +376,7 @@ def package_readme(sel: BenchSelection, org: str, code: Code) -> str:
   for r in sel.runs:
     sha = run_commit(r.attempt) or "not recorded"
     rows.append(f"| `{r.packaged}` | {r.attempt.index} | {r.attempt.seed} | {'yes' if r.attempt.converged else 'no'} "
-                f"| {sha} |")
+                f"| {sha} | {run_image(r.attempt) or 'none recorded'} |")
   left = ", ".join(f"{a.index} (seed {a.seed})" for a in sel.left_out) or "none"
   n = len(sel.runs)
   return render.render_readme(cfg) + f"""
@@ -369,8 +390,8 @@ Results `results/{sel.system}/{cfg.benchmark}/result_0..{n - 1}.txt` are the fir
 they started, as recorded in the run ledger; runs are never chosen by score or convergence. Runs that crashed or were
 interrupted are not finished runs (they were redone with fresh seeds); finished runs after the first {n}: {left}.
 
-| file | run index | seed | converged | code commit of the run |
-|---|---|---|---|---|
+| file | run index | seed | converged | code commit of the run | image ID of the run |
+|---|---|---|---|---|---|
 """ + "\n".join(rows) + "\n"
 
 
