@@ -322,7 +322,9 @@ def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
       raise UserError(f"the runs ({_listed(runs, 3)}) {why}, so the code they ran cannot be packaged from git. Commit "
                       f"the code and redo the runs, {fix}.")
   commit = recorded.removesuffix("-dirty") if recorded != "none recorded" else None
-  head = _git("rev-parse", "HEAD")
+  top = _git("rev-parse", "--show-toplevel")
+  # a checkout of this repository, not a folder inside another one (an unpacked package in a submitter's repository)
+  head = _git("rev-parse", "HEAD") if top and Path(top).resolve() == Path(ROOT).resolve() else None
   if head is None:
     image = os.environ.get("TINYPERF_GIT_SHA") if os.environ.get("TINYPERF_IMAGE_VENDOR") else None
     if not image or image == "unknown":
@@ -344,16 +346,18 @@ def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
     return Code(f"the image built from commit {image}" + (" (DIRTY: not verifiably the runs' code)" if dirty else ""),
                 _image_files(benchmarks), dirty=["the image"] if dirty else [])
   if commit is None: commit = head
-  if _git("cat-file", "-e", f"{commit}^{{commit}}") is None and not allow_dirty:
+  known = _git("cat-file", "-e", f"{commit}^{{commit}}") is not None
+  if not known and not allow_dirty:
     raise UserError(f"commit {commit}, which made the runs, is not in {ROOT}'s git history; fetch it (`git fetch`) or "
                     f"package from the clone that made the runs, {fix}.")
-  changed = _git("diff", "--name-only", "-z", commit, "--", text=False) or b""   # the working tree against the commit
+  changed = (_git("diff", "--name-only", "-z", commit, "--", text=False) or b"") if known else b""   # worktree vs commit
   # what assemble reads from the checkout beside the code: each config.yaml and the repository's systems JSON
   cfgs = {sel.cfg.path.relative_to(ROOT).as_posix() for sel in sels if sel.cfg.path.is_relative_to(ROOT)} | \
          {f"systems/{sel.system}.json" for sel in sels}
   dirty = sorted(n for n in changed.decode("utf-8", "surrogateescape").split("\0")
                  if n and (n in cfgs or any(selected(n, b) for b in benchmarks)))
   if recorded.endswith("-dirty") and not dirty: dirty = ["(the runs' own uncommitted changes)"]
+  if not known: dirty.append(f"(commit {commit} is not in this checkout)")
   if dirty and not allow_dirty:
     raise UserError(f"this checkout's code differs from commit {commit}, which made the runs: {_listed(dirty)}. "
                     f"Package that commit's code: commit or stash the changes, or `git checkout {commit}`, {fix}.")
