@@ -472,9 +472,10 @@ def test_build_context_is_gits_view_plus_the_build_ca(tmp_path, monkeypatch):
   for rel, text in {"Dockerfile.cpu": "FROM x\n", "tooling/cli.py": "x = 1\n", "tests/test_x.py": "", ".gitignore": "*.key\n",
                     ".dockerignore": "tests\n", "docker/certs/.gitignore": "*.crt\n"}.items():
     (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True); (tmp_path / rel).write_text(text)
+  monkeypatch.setattr(build, "ROOT", tmp_path)
+  assert build.context_files("Dockerfile.cpu") is None    # no checkout (an unpacked package's setup.sh): the folder
   git("init", "-q"); git("add", "-A")
   for rel in ("tooling/api_token.txt", "tooling/server.key", "docker/certs/proxy.crt"): (tmp_path / rel).write_text("secret")
-  monkeypatch.setattr(build, "ROOT", tmp_path)
   files = build.context_files("Dockerfile.cpu")
   assert set(files) == {"Dockerfile.cpu", "tooling/cli.py", ".gitignore", ".dockerignore", "docker/certs/.gitignore",
                         "docker/certs/proxy.crt"}

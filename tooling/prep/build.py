@@ -47,19 +47,21 @@ def git_revision() -> str:
   return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
 
 
-def context_files(dockerfile: str) -> list[str]:
+def context_files(dockerfile: str) -> list[str] | None:
   """The image's build context: git's view of the checkout (its tracked files as they are now, never an untracked or
   ignored one: a key, a token, a local note), less what .dockerignore excludes, plus docker/certs/*.crt (the extra CA,
-  which only the Dockerfile's build stage reads)."""
+  which only the Dockerfile's build stage reads). None where ROOT is no git checkout (a packaged implementation, whose
+  setup.sh builds its image): the folder is sent as it is, less .dockerignore."""
   from docker.utils.build import PatternMatcher
-  try:
-    p = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, timeout=60)
-  except (OSError, subprocess.SubprocessError) as e:
-    raise UserError(f"cannot list {ROOT}'s tracked files with git ({e}); `tinyperf build` builds from a git checkout "
-                    f"(git clone the repository). Nothing was built.") from None
-  if p.returncode != 0:
-    raise UserError(f"{ROOT} is not a git checkout ({p.stderr.decode(errors='replace').strip()[:200]}); `tinyperf build` "
-                    f"sends only git's tracked files, so build from a `git clone` of the repository. Nothing was built.")
+  def git(*args):
+    try: return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError): return None
+  top, p = git("rev-parse", "--show-toplevel"), git("ls-files", "-z")
+  if top is None or p is None or top.returncode or p.returncode or \
+     Path(top.stdout.decode(errors="replace").strip()).resolve() != ROOT.resolve():
+    print(f"NOTE: {ROOT} is not a git checkout: the build context is the whole folder (less .dockerignore), not git's "
+          f"tracked files.", flush=True)
+    return None
   ignore = ROOT / ".dockerignore"
   patterns = [l.strip() for l in ignore.read_text().splitlines() if l.strip() and not l.startswith("#")] \
     if ignore.is_file() else []
