@@ -4,13 +4,14 @@
 #   install.sh system   apt: Python 3.11 + venv, clang (tinygrad's CPU backend), CA certificates; the non-root user
 #   install.sh python   /opt/tinyperf/venv with requirements.lock installed by hash (plus hash-pinned build tools)
 #   install.sh project  the tinyperf project itself, editable from /opt/tinyperf/src (no dependency resolution)
+#   install.sh clean    remove the build files (the image's stage, which copies /opt/tinyperf from the build stage)
 # Works on Debian bookworm (python3.11 is the default there) and Ubuntu 22.04 (python3.11 from universe), the bases of
 # the CUDA 12.4 and ROCm 6.x images.
 set -eu
 BUILD=/opt/tinyperf/build
 VENV=/opt/tinyperf/venv
 
-[ $# -gt 0 ] || { echo "usage: install.sh system|python|project ..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: install.sh system|python|project|clean ..." >&2; exit 2; }
 for stage in "$@"; do
 case "$stage" in
 system)
@@ -70,6 +71,11 @@ project)
   cd /
   root="$("$VENV/bin/python" -c 'from benchmarks.common.config import ROOT; print(ROOT)')"
   [ "$root" = /opt/tinyperf/src ] || { echo "install.sh: tinyperf resolves its repository to $root" >&2; exit 1; }
+  # the extra CA came along with the source tree: the image copies /opt/tinyperf from this stage without it
+  rm -rf "$BUILD" /opt/tinyperf/src/docker/certs/*.crt /opt/tinyperf/src/docker/certs/*.pem
+  ;;
+clean)
+  # the image's own stage: only the system part ran here; the environment and project come from the build stage
   rm -rf "$BUILD"
   ;;
 *) echo "install.sh: unknown stage $stage" >&2; exit 2 ;;

@@ -168,11 +168,17 @@ def provenance(knobs: dict | None = None) -> dict:
     except metadata.PackageNotFoundError: return "not installed"
   sha = os.environ.get("TINYPERF_GIT_SHA")
   if not sha:
-    try: sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
+    try:
+      sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5).stdout.strip()
+      # -dirty as `tinyperf build` marks it: `tinyperf package` ships only a clean commit's code with these runs
+      if sha and subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=30).stdout.strip(): sha += "-dirty"
     except (OSError, subprocess.SubprocessError): sha = ""
   return {"tinyperf": ver("tinyperf"), "git_sha": sha or "unknown", "tinygrad": ver("tinygrad"),
           "mlperf_logging": ver("mlperf-logging"), "python": sys.version.split()[0],
           "image_digest": os.environ.get("TINYPERF_BASE_DIGEST", "none (not in a tinyperf image)"),
+          # the image itself ("<tag> <image ID>"), where the launcher told it (`tinyperf run`'s container backend)
+          **({"image": os.environ["TINYPERF_IMAGE"]} if os.environ.get("TINYPERF_IMAGE") else {}),
           **({"kernels": knobs.get("KERNELS", "tinygrad")} if knobs is not None else {})}
 
 

@@ -70,16 +70,52 @@ def tinyperf(*args, env=None, timeout=1800, check=False):
   return r
 
 
-def _build_args(vendor: str, record: Path) -> tuple[list[str], dict]:
+def _build_args(vendor: str, record: Path, extra_ca: Path | None = None) -> tuple[list[str], dict]:
   args = ["build", "--vendor", vendor, "--base-image", BASE, "--tag", TAG.format(vendor), "--record", str(record)]
   if vendor != "cpu": args.append("--allow-unpinned")
   env = {}
   if os.environ.get("TINYPERF_TEST_EXTRA_CA"): env["TINYPERF_EXTRA_CA"] = os.environ["TINYPERF_TEST_EXTRA_CA"]
+  extra_ca = extra_ca or BUILD_CA.get("path")   # the cpu image's: the other vendors reuse its layers
+  if extra_ca: env["TINYPERF_EXTRA_CA"] = str(extra_ca)
   return args, env
 
 
-def build(vendor: str, record: Path) -> subprocess.CompletedProcess:
-  args, env = _build_args(vendor, record)
+# a self-signed certificate made for these tests (its key was never kept): every build here adds it to its extra CA, the
+# same bytes each time so that the builds share their layers, and no layer of the image may hold it
+MARKER_CA = """-----BEGIN CERTIFICATE-----
+MIIDRTCCAi2gAwIBAgIUdxLx3p/Te5a82ihRxpLOwhXTSx0wDQYJKoZIhvcNAQEL
+BQAwMTEvMC0GA1UEAwwmdGlueXBlcmYgdGVzdCBidWlsZCBDQSAobm8ga2V5IGV4
+aXN0cykwIBcNMjYxMjA0MTUyNzA1WhgPMjEyNjExMTAxNTI3MDVaMDExLzAtBgNV
+BAMMJnRpbnlwZXJmIHRlc3QgYnVpbGQgQ0EgKG5vIGtleSBleGlzdHMpMIIBIjAN
+BgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA23yjtwQuUpbBt3uTmc8cxwtbJVai
+grF/YDqMq1AsAy1+GfE+oyarGSYpX0HFS5Dr7Vap0rif1UXjpYA+LdtnmPRLf26V
+fRqNMYHMfkwt1nYxIlc9VqwK8M5jc4Dr19C7zhmKwVaXsC0W4b/0H8W/DJtR5CYj
+L/eXTqkqufeuUm/b6R+loM+7hwGPmGE8e6sWv8C3+2b/ruHnYGppQE5k6/tEfkWR
+VE6cm/PzjgkMf4MQFRGsK2+NboKOjWQTuCF9kxC2a+VAEw3HXCkCEVBeOp6vt1L9
+BN3dTyDpgK17mePv3L/Kki4B0em8k+UDievfwjtYIe3ARQWoifhhn7vynQIDAQAB
+o1MwUTAdBgNVHQ4EFgQUAjt+QrxfhnXUAsZSHvJ2zWeTXe8wHwYDVR0jBBgwFoAU
+Ajt+QrxfhnXUAsZSHvJ2zWeTXe8wDwYDVR0TAQH/BAUwAwEB/zANBgkqhkiG9w0B
+AQsFAAOCAQEAQLT5YHU8fvo+rE9mO2KFyQ4J/PvwD5s2JuwRiIJVKu3z4cMa25g4
+Itq0oxEfp/XvIatthFM9386XiagayOguk6mzP6rjIeNgNQyvwKTLVKlRU8FSHquK
+Z52IDoJz31mKdEbt1K+FwtStHEUOO8p0kR3bHJIHUhJI5XqjQj+p5TaBvFJFXkdB
+oA1N3bsin4LMZqdT6Ks6r9n4fNzzRcpmmTeiM9IgSLbKvkpbLDR8bxsyrBRFzjl3
+7yv4KswKIeKE0cWnyKtRh28zj50jFQGRCyb2ZkYdk8eVv60/kB317D18vcu0anPy
+zQJOPtMuu5CU8D0OqKjYseD5u0SxFv5cxQ==
+-----END CERTIFICATE-----
+"""
+
+
+def marked_ca(folder: Path) -> Path:
+  """An extra CA for a build: the host's bundle (TINYPERF_TEST_EXTRA_CA, what the build's pip needs here) plus
+  MARKER_CA."""
+  host = os.environ.get("TINYPERF_TEST_EXTRA_CA")
+  ca = folder / "extra-ca.crt"
+  ca.write_bytes((Path(host).read_bytes() + b"\n" if host else b"") + MARKER_CA.encode())
+  return ca
+
+
+def build(vendor: str, record: Path, extra_ca: Path | None = None) -> subprocess.CompletedProcess:
+  args, env = _build_args(vendor, record, extra_ca)
   r = tinyperf(*args, env=env, timeout=3000, check=True)
   TIMINGS[f"build {vendor}"] = r.seconds
   return r
@@ -121,9 +157,13 @@ def build_concurrently(vendors: list[str], record: Path, timeout: float = 3000) 
   return res
 
 
+BUILD_CA: dict = {}   # the cpu image's extra CA and build record
+
+
 @pytest.fixture(scope="module")
 def cpu_image(engine, tmp_path_factory):
   rec = tmp_path_factory.mktemp("rec")
+  BUILD_CA.update(path=marked_ca(rec), record=rec / "cpu.json")
   build("cpu", rec)
   return TAG.format("cpu")
 
@@ -178,6 +218,18 @@ def test_build_nv_and_amd_dockerfiles_on_local_base(engine, tmp_path, cpu_image)
                               network_mode="none")
   uid, py, clang = out.decode().split("\n")[:3]
   assert uid != "0" and py.startswith("Python 3.11") and clang.endswith("clang")
+
+
+def test_the_build_ca_never_leaves_the_build_stage(engine, cpu_image):
+  # docker/certs was COPY'd into a layer of the image, where `docker save` showed the build's extra CA to anyone
+  assert json.loads(BUILD_CA["record"].read_text())["extra_ca"] is True
+  line, tail, size = MARKER_CA.splitlines()[5].encode(), b"", 0
+  for chunk in engine.images.get(cpu_image).save(chunk_size=1 << 20):   # every layer, uncompressed
+    buf = tail + chunk
+    size += len(chunk)
+    assert line not in buf, "the build's extra CA is in a layer of the image"
+    tail = buf[-len(line):]
+  assert size > 50 * 2**20      # the whole image was read, not an error page
 
 
 def test_compose_config_is_valid_for_compose_v1(engine, tmp_path):
@@ -295,6 +347,9 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
   # provenance reaches the run's console output; the cache volume was used by INIT and RUN
   out1 = (res / ledger[1]["output"]).read_text()   # stored relative to --results (host paths on read)
   assert "provenance: " in out1 and ledger[1]["provenance"]["TINYPERF_GIT_SHA"] in out1
+  # the image that ran it, by ID (a rebuild moves the tag): in the ledger and in the run's provenance line
+  image_id = engine.images.get(cpu_image).id
+  assert ledger[1]["provenance"]["image_id"] == image_id and f"image={cpu_image} {image_id}" in out1
   assert list((res / ledger[1]["output"]).parent.glob("cache/tinygrad.db*"))
   chk = tinyperf("check", str(res / "results/cpu_smoke/resnet/result_0.txt"))
   assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import run_builder
 from run_builder import default_seed, make_runs
 from tests.conftest import REPO
 from tooling.ship import package
@@ -22,6 +23,25 @@ from tooling.cli import main as cli
 pytestmark = pytest.mark.integration
 ORG = "tinycorp"
 TAR, SHA = f"mlperf_submission_{ORG}.tar.gz", f"mlperf_submission_{ORG}.sha1"
+
+
+@pytest.fixture(autouse=True)
+def clone(tmp_path_factory, monkeypatch) -> Path:
+  """A clean clone of this checkout's commit as the repository package reads its code from, and runs that recorded
+  that commit: what a submitter packages (a developer's checkout may be dirty)."""
+  head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+  dst = tmp_path_factory.mktemp("clone") / "repo"
+  subprocess.run(["git", "clone", "-q", "--no-checkout", str(REPO), str(dst)], check=True)
+  subprocess.run(["git", "-C", str(dst), "checkout", "-q", "--detach", head], check=True)
+  for k, v in (("user.email", "t@example.com"), ("user.name", "t")):
+    subprocess.run(["git", "-C", str(dst), "config", k, v], check=True)
+  monkeypatch.setattr(package, "ROOT", dst)
+  monkeypatch.setattr(run_builder, "GIT_SHA", head)
+  return dst
+
+
+def git(repo: Path, *args: str) -> str:
+  return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
 def pack(capsys, tmp_path, R, out="out", *extra) -> tuple[int, str, str]:
@@ -80,7 +100,8 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
     assert {x.uid for x in m.values()} == {0} and len({x.mtime for x in m.values()}) == 1
   readme = (d / impl / "README.md").read_text()
   assert "first 5 finished runs in the order" in readme and "never chosen by score" in readme
-  assert "| `result_4.txt` | 4 |" in readme and "0123456789abcdef" in readme     # the runs' provenance git_sha
+  assert "| `result_4.txt` | 4 |" in readme and run_builder.GIT_SHA in readme     # the runs' provenance git_sha
+  assert f"from the tinyperf repository at commit {run_builder.GIT_SHA}." in readme and "DIRTY" not in readme
   for script in ("run_and_time.sh", "setup.sh", "init_datasets.sh"):
     assert 'cd "$(dirname "${BASH_SOURCE[0]}")/."' in (d / impl / script).read_text()
     assert m[impl + script].mode == 0o755
@@ -231,11 +252,11 @@ def test_unwritable_out_and_nothing_is_overwritten(capsys, tmp_path):
   assert not any((tmp_path / "out" / ORG).iterdir())
 
 
-def test_systems_json_from_the_run_directory_first(capsys, tmp_path):
+def test_systems_json_from_the_run_directory_first(capsys, tmp_path, clone):
   """Without --systems: R/systems/<system>.json (what `tinyperf run` recorded) when it exists, else the repository's;
   a differing description that a later run left in R/systems/variants/ is reported loudly."""
   R = make_runs(tmp_path, "resnet", systems_dir=False)
-  repo = REPO / "systems" / "tinybox_green.json"
+  repo = clone / "systems" / "tinybox_green.json"
   code = cli(["package", "--org", ORG, "--out", str(tmp_path / "a"), "--results", str(R)])
   o, e = capsys.readouterr()
   assert code == 0, o + e
@@ -253,3 +274,93 @@ def test_systems_json_from_the_run_directory_first(capsys, tmp_path):
   assert (tmp_path / "b" / ORG / "systems" / "tinybox_green.json").read_bytes() == first.read_bytes()
   names = subprocess.run(["tar", "-tzf", TAR], cwd=tmp_path / "b", capture_output=True, text=True, check=True).stdout
   assert "variants" not in names
+
+
+def test_only_tracked_files_of_the_commit_are_packed(capsys, tmp_path, clone):
+  # untracked and git-ignored files of the checkout were copied into the submission (a build's extra CA, a key, a token)
+  secrets = {"tooling/api_token.txt": "token", "tooling/server.key": "key", "docker/certs/proxy-extra.crt": "ca",
+             "benchmarks/resnet/notes_untracked.py": "x = 1\n"}
+  for rel, text in secrets.items(): (clone / rel).write_text(text)
+  assert "proxy-extra.crt" not in git(clone, "status", "--porcelain")          # git-ignored, not only untracked
+  R = make_runs(tmp_path, "resnet")
+  code, out, err = pack(capsys, tmp_path, R)
+  assert code == 0, out + err
+  names = subprocess.run(["tar", "-tzf", TAR], cwd=tmp_path / "out", capture_output=True, text=True, check=True).stdout
+  impl = f"{ORG}/benchmarks/resnet/implementations/tinybox_green/"
+  assert impl + "tooling/cli.py" in names and impl + "docker/install.sh" in names
+  for rel in secrets: assert rel.rsplit("/", 1)[1] not in names, rel
+  tracked = set(git(clone, "ls-files").splitlines())
+  shipped = {n[len(impl):] for n in names.split() if n.startswith(impl) and not n.endswith("/")}
+  rendered = {"README.md", "compose.yaml", "run_and_time.sh", "dev_run.sh", "dev_beam.sh", "setup.sh", "init_datasets.sh"}
+  assert shipped - tracked <= rendered, shipped - tracked      # every other file is a tracked file of the commit
+
+
+def test_a_dirty_checkout_is_refused_or_named_dirty(capsys, tmp_path, clone):
+  cli_py = clone / "tooling" / "cli.py"
+  cli_py.write_text(cli_py.read_text() + "# edited after the runs\n")
+  R = make_runs(tmp_path, "resnet")
+  refused(capsys, tmp_path, R, "tooling/cli.py", "--allow-dirty", f"git checkout {run_builder.GIT_SHA}")
+  code, out, err = pack(capsys, tmp_path, R, "dirty", "--allow-dirty")
+  assert code == 0, out + err
+  impl = tmp_path / "dirty" / ORG / "benchmarks/resnet/implementations/tinybox_green"
+  assert "DIRTY" in (impl / "README.md").read_text() and "DIRTY" in err
+  assert (impl / "tooling/cli.py").read_text().endswith("# edited after the runs\n")
+
+
+def test_runs_of_other_or_uncommitted_code_are_refused(capsys, tmp_path, clone, monkeypatch):
+  ran = run_builder.GIT_SHA
+  # the checkout moved on after the runs: a commit that changes packaged code is not what made them
+  (clone / "tooling" / "cli.py").write_text((clone / "tooling" / "cli.py").read_text() + "# later\n")
+  git(clone, "commit", "-q", "-am", "later")
+  R = make_runs(tmp_path, "resnet")
+  refused(capsys, tmp_path, R, f"differs from commit {ran}", "tooling/cli.py")
+  git(clone, "checkout", "-q", "--detach", ran)            # the runs' commit checked out: packed, and labelled so
+  code, out, err = pack(capsys, tmp_path, R, "ok")
+  assert code == 0 and f"code: commit {ran}" in out, out + err
+  # runs of uncommitted code, of a commit this clone lacks, of two commits
+  monkeypatch.setattr(run_builder, "GIT_SHA", ran + "-dirty")
+  refused(capsys, tmp_path, make_runs(tmp_path / "b", "resnet"), f"ran commit {ran}-dirty", "--allow-dirty")
+  monkeypatch.setattr(run_builder, "GIT_SHA", "f" * 40)
+  refused(capsys, tmp_path, make_runs(tmp_path / "c", "resnet"), "is not in", "git fetch")
+  R = make_runs(tmp_path / "d", "resnet")
+  (R / "runs/tinybox_green/resnet" / f"run_3_{default_seed(3)}" / "output.log").write_text(
+    run_builder.console_output("resnet", 1).replace("f" * 40, ran))
+  refused(capsys, tmp_path, R, "made by different code", "f" * 40, ran)
+
+
+def record_images(R: Path, sha: str, ids: dict[int, str]):
+  """What the container backend records per attempt: the image's commit and the ID of the image that ran it."""
+  from tooling.launch import ledger as L
+  with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
+    for a in led.attempts:
+      a.backend, a.image = "container", f"tinyperf:nv {ids[a.index]}"
+      a.provenance = {"TINYPERF_GIT_SHA": sha, L.IMAGE_ID: ids[a.index], L.IMAGE_DIGEST: None}
+    led.save()
+
+
+def test_package_in_an_image_refuses_code_other_than_the_runs(capsys, tmp_path, monkeypatch):
+  # compose `package` shipped the code of the image as it is now: an edited rebuild beside runs of the clean commit
+  ran, one = run_builder.GIT_SHA, "sha256:" + "a" * 64
+  R = make_runs(tmp_path, "resnet")
+  record_images(R, ran, {i: one for i in range(5)})
+  monkeypatch.setattr(package, "_git", lambda *a, **k: None)     # the image holds no .git
+  monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu")
+  monkeypatch.setenv("TINYPERF_GIT_SHA", ran + "-dirty")
+  refused(capsys, tmp_path, R, f"holds the code of commit {ran}-dirty", f"made by commit {ran}", "tinyperf build")
+  monkeypatch.setenv("TINYPERF_GIT_SHA", ran)
+  monkeypatch.setenv("TINYPERF_IMAGE", "tinyperf:cpu sha256:" + "b" * 64)
+  refused(capsys, tmp_path, R, "is not the image the runs ran in", one[:19])
+  monkeypatch.setenv("TINYPERF_IMAGE", f"tinyperf:cpu {one}")
+  code, out, err = pack(capsys, tmp_path, R)
+  assert code == 0, out + err
+  readme = (tmp_path / "out" / ORG / "benchmarks/resnet/implementations/tinybox_green/README.md").read_text()
+  assert f"at the image built from commit {ran}." in readme and f"| {ran} | {one} |" in readme
+
+
+def test_runs_in_different_images_of_one_commit_are_named(capsys, tmp_path):
+  a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+  R = make_runs(tmp_path, "resnet")
+  record_images(R, run_builder.GIT_SHA, {i: a if i < 3 else b for i in range(5)})
+  code, out, err = pack(capsys, tmp_path, R)
+  assert code == 0, out + err
+  assert "WARNING: the runs ran in different images" in err and a[:19] in err and b[:19] in err

@@ -102,6 +102,22 @@ def test_host_backend_records_the_image_it_runs_in(tmp_path, monkeypatch):
   assert prov["TINYPERF_GIT_SHA"] == "abc123" and set(prov) == set(L.IMAGE_ENV)
 
 
+def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, monkeypatch):
+  # only the tag and the base image's digest were recorded: a rebuild under the same tag was indistinguishable
+  from types import SimpleNamespace
+  from benchmarks.common import runtime
+  from tooling.launch.backends import ContainerBackend
+  image = SimpleNamespace(id="sha256:" + "c" * 64, short_id="sha256:cccccc", labels={"io.tinyperf.vendor": "cpu"},
+                          attrs={"Config": {"Env": ["TINYPERF_GIT_SHA=abc123"]}, "RepoDigests": ["r/tinyperf@sha256:" + "d" * 64]})
+  client = SimpleNamespace(images=SimpleNamespace(get=lambda tag: image), containers=SimpleNamespace(list=lambda **kw: []))
+  b = ContainerBackend(load_config("resnet", "cpu_smoke", environ={}), "tinyperf:cpu", tmp_path, tmp_path, client=client)
+  ref, prov = b.image_record()
+  assert ref == f"tinyperf:cpu {image.id}" and prov["TINYPERF_GIT_SHA"] == "abc123"
+  assert prov[L.IMAGE_ID] == image.id and prov[L.IMAGE_DIGEST] == "r/tinyperf@sha256:" + "d" * 64
+  monkeypatch.setenv("TINYPERF_IMAGE", ref)          # what the backend hands each run's container
+  assert runtime.provenance()["image"] == ref
+
+
 def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   """A real launcher (preflight, system record, ledger, check) on the host backend with the stand-in trainer; then the
   deprecated --no-container on the same results resumes it with the same backend and does only the run left."""

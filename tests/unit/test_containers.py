@@ -544,3 +544,43 @@ def test_an_nv_service_is_refused_by_name_until_tinyperf_compose_found_the_gpu_r
   assert "TINYPERF_NV_RUNTIME" not in CO.read_env_file(env)
   CO.check_engine(["resnet-h200"], {}, environ={}, client=Engine({"runc": {}, "nvidia": {}}), env_path=env)
   assert CO.read_env_file(env)["TINYPERF_NV_RUNTIME"] == "runc"
+
+
+# --------------------------------------------------------------------------------------- what an image is built from
+
+def test_build_context_is_gits_view_plus_the_build_ca(tmp_path, monkeypatch):
+  # the whole checkout went to the daemon: untracked and git-ignored files (a token, a key) landed in the image
+  import io
+  import tarfile
+  from tooling.prep import build
+  def git(*a): subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, check=True)
+  for rel, text in {"Dockerfile.cpu": "FROM x\n", "tooling/cli.py": "x = 1\n", "tests/test_x.py": "", ".gitignore": "*.key\n",
+                    ".dockerignore": "tests\n", "docker/certs/.gitignore": "*.crt\n"}.items():
+    (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True); (tmp_path / rel).write_text(text)
+  monkeypatch.setattr(build, "ROOT", tmp_path)
+  assert build.context_files("Dockerfile.cpu") is None    # no checkout (an unpacked package's setup.sh): the folder
+  git("init", "-q"); git("add", "-A")
+  for rel in ("tooling/api_token.txt", "tooling/server.key", "docker/certs/proxy.crt"): (tmp_path / rel).write_text("secret")
+  files = build.context_files("Dockerfile.cpu")
+  assert set(files) == {"Dockerfile.cpu", "tooling/cli.py", ".gitignore", ".dockerignore", "docker/certs/.gitignore",
+                        "docker/certs/proxy.crt"}
+  sent = {}
+  class API:
+    def build(self, **kw):
+      sent.update(kw); yield {"aux": {"ID": "sha256:" + "ab" * 32}}
+  C.build(type("Client", (), {"api": API()})(), tmp_path, "Dockerfile.cpu", "t", {}, echo=lambda l: None, files=files)
+  assert sent["custom_context"] is True and "path" not in sent
+  with tarfile.open(fileobj=io.BytesIO(sent["fileobj"].read())) as tar:
+    assert sorted(m.name for m in tar if m.isfile()) == sorted(files)
+
+
+@pytest.mark.parametrize("vendor", I.VENDORS)
+def test_the_image_stage_never_copies_the_build_ca(vendor):
+  # docker/certs (the build's extra CA) was COPY'd into a layer of the image; only the build stage may read it now
+  df = I.render_dockerfile(vendor)
+  froms = [i for i, l in enumerate(df.splitlines()) if l.startswith("FROM ")]
+  assert len(froms) == 2 and " AS build" in df.splitlines()[froms[0]]
+  image = [l for l in df.splitlines()[froms[1]:] if l.startswith(("COPY", "ADD"))]
+  assert image == ["COPY docker/install.sh /opt/tinyperf/build/", "COPY --from=build /opt/tinyperf /opt/tinyperf"]
+  install = (REPO / "docker/install.sh").read_text()
+  assert "rm -rf \"$BUILD\" /opt/tinyperf/src/docker/certs/*.crt" in install   # the source tree it copies has none

@@ -52,3 +52,19 @@ def test_a_toy_or_cpu_config_projects_no_time_to_train():
   assert no_projection(load_config("resnet", "1xH200", environ={})) == ""
   assert "BERT_LAYERS=2" in no_projection(load_config("bert", "1xH200", environ={"BERT_LAYERS": "2", "DIVISION": "open"}))
   assert "projected time to train 5h33m" in timer_with([9.0, 8.0, 0.5]).summary(64, 40_000, "img")
+
+
+def test_provenance_names_a_dirty_checkout(tmp_path, monkeypatch):
+  # a host run from a checkout with uncommitted changes recorded the clean commit, which `tinyperf package` then shipped
+  from benchmarks.common import runtime
+  import subprocess
+  def git(*a): return subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True).stdout.strip()
+  git("init", "-q"); (tmp_path / "f.py").write_text("a = 1\n"); git("add", "f.py")
+  git("-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-q", "-m", "one")
+  monkeypatch.setattr(runtime, "ROOT", tmp_path)
+  monkeypatch.delenv("TINYPERF_GIT_SHA", raising=False)
+  head = git("rev-parse", "HEAD")
+  (tmp_path / "untracked.txt").write_text("not code of the commit, not a change to it\n")
+  assert runtime.provenance()["git_sha"] == head
+  (tmp_path / "f.py").write_text("a = 2\n")
+  assert runtime.provenance()["git_sha"] == head + "-dirty"

@@ -122,15 +122,20 @@ TLS_HINT_GIVEN = ("The build's downloads failed TLS verification although it was
 
 
 def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, labels: dict | None = None,
-          nocache: bool = False, echo=print, command: str = "tinyperf build") -> BuildResult:
+          nocache: bool = False, echo=print, command: str = "tinyperf build", files: list[str] | None = None) -> BuildResult:
   """Classic build through the low-level API with each output line echoed as it arrives (colour codes removed). A
   failing step (which the SDK reports as an `error` event, not an exception) becomes UserError naming the step and its
   last output lines, and `command`'s --extra-ca where the output shows a TLS failure; the untagged image of its
-  finished steps is removed."""
+  finished steps is removed. files: the build context is these files of `context` only (paths relative to it), not the
+  whole folder."""
   t0 = time.time()
   step, image_id, tail, partial, tls, layer = "", None, [], "", False, None
-  stream = client.api.build(path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs, labels=labels or {},
-                            decode=True, rm=True, forcerm=True, pull=False, nocache=nocache, network_mode="host")
+  kw = dict(dockerfile=dockerfile, tag=tag, buildargs=buildargs, labels=labels or {}, decode=True, rm=True,
+            forcerm=True, pull=False, nocache=nocache, network_mode="host")
+  if files is None: stream = client.api.build(path=str(context), **kw)
+  else:
+    from docker.utils.build import create_archive
+    stream = client.api.build(fileobj=create_archive(str(context), files=files), custom_context=True, **kw)
   for ev in stream:
     if "stream" in ev:
       partial += ev["stream"]

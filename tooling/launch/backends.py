@@ -275,7 +275,8 @@ class ContainerBackend:
 
   def image_record(self) -> tuple[str, dict]:
     env = dict(e.split("=", 1) for e in (self.image.attrs.get("Config") or {}).get("Env") or [] if "=" in e)
-    return self.image_ref(), {k: env.get(k) for k in L.IMAGE_ENV}
+    digests = self.image.attrs.get("RepoDigests") or [None]
+    return self.image_ref(), {**{k: env.get(k) for k in L.IMAGE_ENV}, L.IMAGE_ID: self.image.id, L.IMAGE_DIGEST: digests[0]}
 
   def set_label(self) -> str: return f"{self.work_root}"
 
@@ -362,7 +363,7 @@ class ContainerBackend:
            "--seed", str(seed), "--data", "/data", "--work", "/work", "--cache", "/cache"]
     spec = self._spec(self._name(f"{index}-{seed}"), cmd,
                       [(str(self.data), "/data", True), (str(work), "/work", False), (str(cache), "/cache", False)],
-                      {"TINYPERF_CACHE_DROPPED": cache_drop}, "run", {f"{C.LABEL}.index": str(index), f"{C.LABEL}.seed": str(seed)})
+                      {"TINYPERF_CACHE_DROPPED": cache_drop, "TINYPERF_IMAGE": self.image_ref()}, "run", {f"{C.LABEL}.index": str(index), f"{C.LABEL}.seed": str(seed)})
     def sink(chunk: bytes):
       out_file.write(chunk); out_file.flush()
       console(chunk)

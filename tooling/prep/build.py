@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser):
                  help="build a closed-division image from a base without a digest (recorded in the image)")
   p.add_argument("--extra-ca", type=Path, default=os.environ.get("TINYPERF_EXTRA_CA") or None,
                  help="PEM CA certificate for pip inside the build (TLS-intercepting proxies; env TINYPERF_EXTRA_CA); "
-                 "used by the build's pip only, not trusted by the image (a lower layer keeps the file: public certificates only)")
+                 "used by the build stage's pip only; the image neither trusts nor holds it")
   p.add_argument("--no-cache", action="store_true", help="rebuild every layer")
   p.add_argument("--record", type=Path, default=Path("out/images"), help="folder for the build record (default out/images)")
 
@@ -45,6 +45,31 @@ def git_revision() -> str:
   except (OSError, subprocess.SubprocessError):
     return "unknown"
   return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
+
+
+def context_files(dockerfile: str) -> list[str] | None:
+  """The image's build context: git's view of the checkout (its tracked files as they are now, never an untracked or
+  ignored one: a key, a token, a local note), less what .dockerignore excludes, plus docker/certs/*.crt (the extra CA,
+  which only the Dockerfile's build stage reads). None where ROOT is no git checkout (a packaged implementation, whose
+  setup.sh builds its image): the folder is sent as it is, less .dockerignore."""
+  from docker.utils.build import PatternMatcher
+  def git(*args):
+    try: return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError): return None
+  top, p = git("rev-parse", "--show-toplevel"), git("ls-files", "-z")
+  if top is None or p is None or top.returncode or p.returncode or \
+     Path(top.stdout.decode(errors="replace").strip()).resolve() != ROOT.resolve():
+    print(f"NOTE: {ROOT} is not a git checkout: the build context is the whole folder (less .dockerignore), not git's "
+          f"tracked files.", flush=True)
+    return None
+  ignore = ROOT / ".dockerignore"
+  patterns = [l.strip() for l in ignore.read_text().splitlines() if l.strip() and not l.startswith("#")] \
+    if ignore.is_file() else []
+  skip = PatternMatcher(patterns)
+  tracked = [n for n in p.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
+  files = {n for n in tracked if not skip.matches(n) and (ROOT / n).is_file() and not (ROOT / n).is_symlink()}
+  files |= {c.relative_to(ROOT).as_posix() for c in (ROOT / "docker" / "certs").glob("*.crt") if c.is_file()}
+  return sorted(files | {dockerfile})
 
 
 def project_version() -> str:
@@ -120,7 +145,7 @@ def main(args) -> int:
                         *(["--allow-unpinned"] if args.allow_unpinned else []), *([f"--tag {args.tag}"] if args.tag else []),
                         *([f"--extra-ca {args.extra_ca}"] if args.extra_ca else [])])
     res = container.build(client, ROOT, dockerfile.name, tag, buildargs, nocache=args.no_cache, command=command,
-                          echo=lambda line: print(line, flush=True))
+                          echo=lambda line: print(line, flush=True), files=context_files(dockerfile.name))
   record = {"tag": tag, "image_id": res.image_id, "vendor": vendor, "dockerfile": dockerfile.name, "base_image": ref,
             "base_digest": digest, "base_pinned": pinned_ref, "gpu_libs_checked": gpu_libs_checked,
             "git_sha": git_sha, "tinyperf_version": buildargs["TINYPERF_VERSION"],
@@ -149,7 +174,7 @@ def extra_ca_in_context(extra_ca: str | None):
       fcntl.flock(fd, fcntl.LOCK_SH)   # while any build holds it shared, none removes the copy
       if ca.is_file() and ca.read_bytes() == want: break
       fcntl.flock(fd, fcntl.LOCK_EX)   # alone: no build is packing its context while the copy is written
-      # 0644 as a plain copy: it lands in the image's source tree, which the image's non-root user reads
+      # 0644 as a plain copy: the build stage reads it (the image never holds it: Dockerfile.* build stage)
       if not (ca.is_file() and ca.read_bytes() == want): write_atomic(ca, want, overwrite=True, mode=0o644)
     try: yield True
     finally:

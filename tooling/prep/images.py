@@ -86,13 +86,19 @@ def render_dockerfile(vendor: str, lock: dict | None = None) -> str:
 # Classic-builder syntax only (the docker SDK cannot use BuildKit). The steps are identical in every vendor's Dockerfile
 # up to ENV, so a second vendor built on the same base reuses the first one's layers. Few steps above the installed
 # environment: each one copies the whole root filesystem on a vfs engine (CI), so the vendor's part is 3 steps.
+# `tinyperf build` sends git's view of the checkout (its tracked files, less .dockerignore) plus docker/certs/*.crt.
 ARG BASE_IMAGE={base_ref(entry)}
-FROM ${{BASE_IMAGE}}
-# one layer for the system packages and the locked Python environment (few layers: the CI engine stores each in full)
+# build stage: the locked Python environment (its pip may use an extra CA from docker/certs) and the project; the image
+# copies /opt/tinyperf from it, so nothing of docker/certs leaves this stage (a lower layer of the image would keep it)
+FROM ${{BASE_IMAGE}} AS build
 COPY docker/ requirements.lock /opt/tinyperf/build/
 RUN sh /opt/tinyperf/build/install.sh system python
 COPY . /opt/tinyperf/src/
 RUN sh /opt/tinyperf/build/install.sh project
+FROM ${{BASE_IMAGE}}
+COPY docker/install.sh /opt/tinyperf/build/
+RUN sh /opt/tinyperf/build/install.sh system clean
+COPY --from=build /opt/tinyperf /opt/tinyperf
 USER tinyperf
 # provenance (tinyperf build fills these): printed by every run into its log (benchmarks/common/runtime.py)
 ARG BASE_IMAGE BASE_DIGEST=unknown BASE_PINNED=false TINYPERF_VERSION=unknown TINYPERF_GIT_SHA=unknown TINYGRAD_VERSION=unknown SELFCHECK_GPU_LIBS=require GPU_LIBS_CHECKED=false

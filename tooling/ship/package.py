@@ -14,7 +14,10 @@ Packing, per results/<system>/<benchmark> the run ledgers under R/runs know abou
      system).
   3. benchmarks/<benchmark>/implementations/<platform>/: a self-contained copy of the code (benchmarks/common, the
      benchmark's package, tooling, pyproject.toml, lock files, Dockerfiles, the repository's systems/<system>.json),
-     the platform's config.yaml, and the scripts and README rendered from it; no tests, no dotfiles.
+     the platform's config.yaml, and the scripts and README rendered from it; no tests, no dotfiles. The code is git's
+     view of the commit the runs recorded (tracked files only, never untracked or ignored ones); runs of several
+     commits or of uncommitted code, or a checkout (an image) whose packaged files differ from that commit, are
+     refused unless --allow-dirty, which ships the tracked files as they are now and names the package DIRTY.
   4. the full `tinyperf check` on the assembled tree, the repository rules (no dotfiles, no whitespace in names, no
      symlinks or special files, nothing over 50 MiB) and the real repo_checker. Any failure: nothing is written.
   5. DIR/ORG/, DIR/mlperf_submission_<ORG>.tar.gz (gzip tar of ORG/; with --encrypt piped through
@@ -31,6 +34,7 @@ import argparse
 import fcntl
 import getpass
 import gzip
+import io
 import os
 import re
 import shlex
@@ -44,6 +48,7 @@ import unicodedata
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
@@ -185,19 +190,13 @@ def select_runs(results: Path, system: str, benchmark: str, ledger_path: Path, c
 # ---------------------------------------------------------------------------------------------------------------------
 # assembling the tree
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, text: bool = True):
   try:
-    p = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10)
+    p = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=text, timeout=60)
   except (OSError, subprocess.SubprocessError):
     return None
-  return p.stdout.strip() if p.returncode == 0 else None
-
-
-def code_provenance() -> str:
-  sha = os.environ.get("TINYPERF_GIT_SHA") or _git("rev-parse", "HEAD")
-  if not sha: return "unknown commit (not a git checkout)"
-  dirty = _git("status", "--porcelain", "--untracked-files=no")
-  return f"commit {sha}" + (" with uncommitted changes" if dirty else "")
+  if p.returncode != 0: return None
+  return p.stdout.strip() if text else p.stdout
 
 
 def run_provenance(a: L.Attempt) -> list[str]:
@@ -210,29 +209,166 @@ def run_provenance(a: L.Attempt) -> list[str]:
   return lines
 
 
+def run_commit(a: L.Attempt) -> str | None:
+  """The commit whose code made the run (`<sha>-dirty`: with uncommitted changes), from its image or its provenance
+  line; None when it recorded none."""
+  sha = (a.provenance or {}).get("TINYPERF_GIT_SHA") if isinstance(a.provenance, dict) else None
+  if not sha:
+    sha = next((m.group(1) for p in run_provenance(a) for m in [re.search(r"git_sha=([^,\s]+)", p)] if m), None)
+  return sha if isinstance(sha, str) and sha and sha != "unknown" else None
+
+
+def run_image(a: L.Attempt) -> str | None:
+  """The ID of the image that ran the attempt, where the launcher saw it (the container backend records it)."""
+  prov = a.provenance if isinstance(a.provenance, dict) else {}
+  found = prov.get(L.IMAGE_ID) or next((m.group(0) for m in [re.search(r"sha256:[0-9a-f]{64}", str(a.image or ""))] if m),
+                                       None)
+  return found if isinstance(found, str) else None
+
+
 def _wanted(rel: PurePosixPath) -> bool:
   if any(p.startswith(".") or p in SKIP_DIRS for p in rel.parts): return False
   name = rel.name
   return not (name.endswith(SKIP_SUFFIXES) or (name.startswith("test_") and name.endswith(".py")) or name == "conftest.py")
 
 
-def code_files(benchmark: str) -> list[Path]:
-  """Repository files a packaged implementation of `benchmark` carries (relative to ROOT), sorted."""
-  out = set()
-  for d in (*CODE_DIRS, f"benchmarks/{benchmark}"):
-    base = ROOT / d
-    if not base.is_dir(): continue
-    for dirpath, dirnames, filenames in os.walk(base):
-      dirnames[:] = sorted(x for x in dirnames if _wanted(PurePosixPath(x)))
-      for name in filenames:
-        p = Path(dirpath) / name
-        rel = PurePosixPath(p.relative_to(ROOT).as_posix())
-        if _wanted(rel) and p.is_file() and not p.is_symlink(): out.add(Path(rel))
-  for f in CODE_FILES:
-    if (ROOT / f).is_file(): out.add(Path(f))
-  for g in TOP_GLOBS:
-    out.update(p.relative_to(ROOT) for p in ROOT.glob(g) if p.is_file() and not p.name.startswith("."))
-  return sorted(out)
+def selected(rel: str, benchmark: str) -> bool:
+  """Whether the repository file `rel` (POSIX, relative to the root) belongs to a packaged implementation of benchmark."""
+  p = PurePosixPath(rel)
+  if rel in CODE_FILES: return True
+  if len(p.parts) == 1: return not p.name.startswith(".") and any(fnmatchcase(p.name, g) for g in TOP_GLOBS)
+  return any(rel.startswith(d + "/") for d in (*CODE_DIRS, f"benchmarks/{benchmark}")) and _wanted(p)
+
+
+@dataclass
+class Code:
+  """The code a package ships: git's view of the commit that made the runs (its tracked files only, never the
+  checkout's untracked or ignored files), or inside an image the tree `tinyperf build` gave it from that commit."""
+  label: str                                 # what the README and the output call it
+  files: dict[str, tuple[bytes, bool]]       # repository path -> (content, executable)
+  dirty: list[str] = field(default_factory=list)
+
+  def for_benchmark(self, benchmark: str) -> list[str]:
+    return sorted(f for f in self.files if selected(f, benchmark))
+
+
+def _git_commit_files(commit: str, benchmarks: set[str]) -> dict[str, tuple[bytes, bool]]:
+  """The selected files of `commit`, as `git archive` writes them (its modes say which are executable)."""
+  names = _git("ls-tree", "-r", "-z", "--name-only", "--full-tree", commit, text=False)
+  wanted = [n for n in (names or b"").decode("utf-8", "surrogateescape").split("\0")
+            if n and any(selected(n, b) for b in benchmarks)]
+  data = _git("archive", "--format=tar", commit, "--", *wanted, text=False) if wanted else None
+  if not data: raise UserError(f"`git archive {commit}` in {ROOT} failed; check `git -C {ROOT} status`.")
+  files = {}
+  with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+    for m in tar:
+      if m.isreg(): files[m.name] = (tar.extractfile(m).read(), bool(m.mode & 0o111))
+  return files
+
+
+def _tracked_files_now(benchmarks: set[str]) -> dict[str, tuple[bytes, bool]]:
+  """The checkout's tracked files as they are now (--allow-dirty): never an untracked or ignored one."""
+  names = (_git("ls-files", "-z", text=False) or b"").decode("utf-8", "surrogateescape").split("\0")
+  files = {}
+  for n in names:
+    p = ROOT / n
+    if n and any(selected(n, b) for b in benchmarks) and p.is_file() and not p.is_symlink():
+      files[n] = (p.read_bytes(), bool(p.stat().st_mode & 0o111))
+  return files
+
+
+def _image_files(benchmarks: set[str]) -> dict[str, tuple[bytes, bool]]:
+  """The image's tree (no git in it): `tinyperf build` sent only git's view of the checkout, so this is that."""
+  files = {}
+  for dirpath, dirnames, filenames in os.walk(ROOT):
+    dirnames[:] = sorted(x for x in dirnames if not x.startswith(".") and x not in SKIP_DIRS and not x.endswith(SKIP_SUFFIXES))
+    for name in filenames:
+      p = Path(dirpath) / name
+      rel = p.relative_to(ROOT).as_posix()
+      if any(selected(rel, b) for b in benchmarks) and p.is_file() and not p.is_symlink():
+        files[rel] = (p.read_bytes(), bool(p.stat().st_mode & 0o111))
+  return files
+
+
+def _listed(names: list[str], k: int = 8) -> str:
+  return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
+
+
+def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
+  """Which code the package ships, refusing (UserError) when it cannot be the code that made the runs: runs of
+  different commits, runs of uncommitted code or of no recorded commit, a commit this checkout lacks, a checkout (or
+  image) whose packaged files differ from it. --allow-dirty ships the checkout's tracked files as they are now, named
+  DIRTY in the README."""
+  benchmarks = {sel.benchmark for sel in sels}
+  by_commit: dict[str, list[str]] = {}
+  for sel in sels:
+    for r in sel.runs:
+      by_commit.setdefault(run_commit(r.attempt) or "none recorded", []).append(
+        f"{sel.system}/{sel.benchmark} run {r.attempt.index}")
+  if len(by_commit) > 1:
+    raise UserError("the runs were made by different code (" + "; ".join(f"commit {c}: {_listed(w, 3)}" for c, w in
+                    by_commit.items()) + "); a package holds one implementation. Package each set on its own "
+                    "(--system/--benchmark), or redo the runs of one commit.")
+  (recorded, runs), = by_commit.items()
+  images: dict[str, list[str]] = {}
+  for sel in sels:
+    for r in sel.runs:
+      if (i := run_image(r.attempt)): images.setdefault(i, []).append(f"{sel.system}/{sel.benchmark} run {r.attempt.index}")
+  if len(images) > 1:
+    print("WARNING: the runs ran in different images (" + "; ".join(f"{i[:19]}: {_listed(w, 3)}" for i, w in
+          images.items()) + f"), each built from commit {recorded}: the same code, but the base and the installed "
+          f"packages may differ between them; a reviewer may ask why.", file=sys.stderr, flush=True)
+  fix = "or pass --allow-dirty to ship the code as it is now, named DIRTY in the package README"
+  if recorded == "none recorded" or recorded.endswith("-dirty"):
+    why = ("record no code commit (their output logs have no provenance line)" if recorded == "none recorded" else
+           f"ran commit {recorded}: uncommitted changes that no commit holds")
+    if not allow_dirty:
+      raise UserError(f"the runs ({_listed(runs, 3)}) {why}, so the code they ran cannot be packaged from git. Commit "
+                      f"the code and redo the runs, {fix}.")
+  commit = recorded.removesuffix("-dirty") if recorded != "none recorded" else None
+  top = _git("rev-parse", "--show-toplevel")
+  # a checkout of this repository, not a folder inside another one (an unpacked package in a submitter's repository)
+  head = _git("rev-parse", "HEAD") if top and Path(top).resolve() == Path(ROOT).resolve() else None
+  if head is None:
+    image = os.environ.get("TINYPERF_GIT_SHA") if os.environ.get("TINYPERF_IMAGE_VENDOR") else None
+    if not image or image == "unknown":
+      raise UserError(f"{ROOT} is not a git checkout (nor a tinyperf image built by `tinyperf build`), so the code that "
+                      f"made the runs cannot be told from other files; package from a `git clone` of the repository.")
+    mine = next((m.group(0) for m in [re.search(r"sha256:[0-9a-f]{64}", os.environ.get("TINYPERF_IMAGE", ""))] if m),
+                None)
+    if mine and images and mine not in images and not allow_dirty:
+      raise UserError(f"this image ({mine[:19]}) is not the image the runs ran in ({', '.join(i[:19] for i in images)}); "
+                      f"package with the image that made the runs, {fix}.")
+    if image != recorded and not allow_dirty:
+      raise UserError(f"this image holds the code of commit {image} but the runs were made by commit {recorded}: it is "
+                      f"not the code that made them. Package with the image that made the runs (rebuild it from "
+                      f"that commit: `git checkout {commit}` then `tinyperf build`), {fix}.")
+    if image.endswith("-dirty") and not allow_dirty:
+      raise UserError(f"this image was built from commit {image}, uncommitted changes that no commit holds; rebuild it "
+                      f"from a clean checkout with `tinyperf build`, {fix}.")
+    dirty = image.endswith("-dirty") or image != recorded
+    return Code(f"the image built from commit {image}" + (" (DIRTY: not verifiably the runs' code)" if dirty else ""),
+                _image_files(benchmarks), dirty=["the image"] if dirty else [])
+  if commit is None: commit = head
+  known = _git("cat-file", "-e", f"{commit}^{{commit}}") is not None
+  if not known and not allow_dirty:
+    raise UserError(f"commit {commit}, which made the runs, is not in {ROOT}'s git history; fetch it (`git fetch`) or "
+                    f"package from the clone that made the runs, {fix}.")
+  changed = (_git("diff", "--name-only", "-z", commit, "--", text=False) or b"") if known else b""   # worktree vs commit
+  # what assemble reads from the checkout beside the code: each config.yaml and the repository's systems JSON
+  cfgs = {sel.cfg.path.relative_to(ROOT).as_posix() for sel in sels if sel.cfg.path.is_relative_to(ROOT)} | \
+         {f"systems/{sel.system}.json" for sel in sels}
+  dirty = sorted(n for n in changed.decode("utf-8", "surrogateescape").split("\0")
+                 if n and (n in cfgs or any(selected(n, b) for b in benchmarks)))
+  if recorded.endswith("-dirty") and not dirty: dirty = ["(the runs' own uncommitted changes)"]
+  if not known: dirty.append(f"(commit {commit} is not in this checkout)")
+  if dirty and not allow_dirty:
+    raise UserError(f"this checkout's code differs from commit {commit}, which made the runs: {_listed(dirty)}. "
+                    f"Package that commit's code: commit or stash the changes, or `git checkout {commit}`, {fix}.")
+  if dirty or recorded == "none recorded":
+    return Code(f"commit {head} with uncommitted changes (DIRTY: {_listed(dirty) or 'the runs recorded no commit'})",
+                _tracked_files_now(benchmarks), dirty=dirty or ["no commit recorded"])
+  return Code(f"commit {commit}", _git_commit_files(commit, benchmarks))
 
 
 def _write(path: Path, data: bytes | str, executable: bool = False) -> None:
@@ -241,20 +377,19 @@ def _write(path: Path, data: bytes | str, executable: bool = False) -> None:
   path.chmod(0o755 if executable else 0o644)
 
 
-def package_readme(sel: BenchSelection, org: str) -> str:
+def package_readme(sel: BenchSelection, org: str, code: Code) -> str:
   """The config's README plus what reviewers need about this package: the code commit, the runs and their order."""
   cfg = sel.cfg
   rows = []
   for r in sel.runs:
-    prov = run_provenance(r.attempt)
-    sha = next((m.group(1) for p in prov for m in [re.search(r"git_sha=(\S+?),", p)] if m), "not recorded")
+    sha = run_commit(r.attempt) or "not recorded"
     rows.append(f"| `{r.packaged}` | {r.attempt.index} | {r.attempt.seed} | {'yes' if r.attempt.converged else 'no'} "
-                f"| {sha} |")
+                f"| {sha} | {run_image(r.attempt) or 'none recorded'} |")
   left = ", ".join(f"{a.index} (seed {a.seed})" for a in sel.left_out) or "none"
   n = len(sel.runs)
   return render.render_readme(cfg) + f"""
 ## This package
-Packaged by `tinyperf package --org {org}` from the tinyperf repository at {code_provenance()}.
+Packaged by `tinyperf package --org {org}` from the tinyperf repository at {code.label}.
 This directory is a self-contained copy of the code (its root is a repository root): `benchmarks/` (the entrypoint and its modules, no
 tests), `tooling/` (the `tinyperf` CLI), `pyproject.toml`, the lock files, and the scripts above rendered from
 `benchmarks/{cfg.benchmark}/implementations/{cfg.platform}/config.yaml`.
@@ -263,8 +398,8 @@ Results `results/{sel.system}/{cfg.benchmark}/result_0..{n - 1}.txt` are the fir
 they started, as recorded in the run ledger; runs are never chosen by score or convergence. Runs that crashed or were
 interrupted are not finished runs (they were redone with fresh seeds); finished runs after the first {n}: {left}.
 
-| file | run index | seed | converged | code commit of the run |
-|---|---|---|---|---|
+| file | run index | seed | converged | code commit of the run | image ID of the run |
+|---|---|---|---|---|---|
 """ + "\n".join(rows) + "\n"
 
 
@@ -295,7 +430,7 @@ def report_system_variants(system: str, results: Path, src: Path) -> None:
         file=sys.stderr, flush=True)
 
 
-def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path], org: str) -> None:
+def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path], org: str, code: Code) -> None:
   for sel in sels:
     src = sources[sel.system]
     read_systems_json(src)   # parses, or a UserError naming the line
@@ -305,9 +440,9 @@ def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path]
     for r in sel.runs: _write(bench / r.packaged, read_bytes(r.source, MAX_LOG_BYTES, "result log"))
     cfg = sel.cfg
     impl = org_dir / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
-    for rel in code_files(cfg.benchmark):
-      p = ROOT / rel
-      _write(impl / rel, p.read_bytes(), executable=bool(p.stat().st_mode & 0o111))
+    for rel in code.for_benchmark(cfg.benchmark):
+      data, executable = code.files[rel]
+      _write(impl / rel, data, executable=executable)
     # the packaged tree holds one platform, so its compose.yaml has that platform's service (and `render --check` there
     # compares against exactly this)
     _write(impl / "compose.yaml", render_compose([cfg]))
@@ -321,7 +456,7 @@ def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path]
       _write(nested / name, fn(cfg), executable=name.endswith(".sh"))
     for name, fn in render.SCRIPTS.items():
       _write(impl / name, fn(cfg, root="."), executable=True)
-    _write(impl / "README.md", package_readme(sel, org))
+    _write(impl / "README.md", package_readme(sel, org, code))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -537,6 +672,9 @@ def pack(args: argparse.Namespace) -> int:
       print("  attempts that did not finish (crashed, interrupted or running; not runs of the package): "
             + ", ".join(f"run {a.index} seed {a.seed} {a.status}" for a in sel.not_finished))
   refuse_other_org(sels, org, args)
+  code = resolve_code(sels, args.allow_dirty)
+  print(f"code: {code.label}" + (" -- shipped because of --allow-dirty" if code.dirty else ""),
+        file=sys.stderr if code.dirty else sys.stdout, flush=True)
   sources = {}
   for system in dict.fromkeys(sel.system for sel in sels):
     sources[system] = systems_source(system, args.results, systems_dir)
@@ -550,7 +688,7 @@ def pack(args: argparse.Namespace) -> int:
     raise UserError(f"--out {out}: cannot create a directory there ({e.strerror or e}); choose a writable --out.") from None
   try:
     org_dir = staging / org
-    assemble(org_dir, sels, sources, org)
+    assemble(org_dir, sels, sources, org, code)
     print(f"checking the assembled tree ({org}/ in {staging}):", flush=True)
     ok, text = check_tree(org_dir)
     print(text)
@@ -815,6 +953,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
   p.add_argument("--system", action="append", help="package only this system (repeatable; default: all with ledgers)")
   p.add_argument("--benchmark", action="append", choices=BENCHMARKS, help="package only this benchmark (repeatable)")
   p.add_argument("--platform", help="implementation to package when several configs name the same system")
+  p.add_argument("--allow-dirty", action="store_true",
+                 help="ship the checkout's tracked files as they are now when they are not the clean commit the runs "
+                      "recorded (the README names the package DIRTY); default: refused")
   p.add_argument("--encrypt", action="store_true", help="encrypt like pack_submission.sh: openssl enc -e -aes256")
   p.add_argument("--passphrase-file", type=Path, help="read the passphrase from this file's first line instead of "
                                                       "prompting")
