@@ -2,7 +2,8 @@
 # The steps every tinyperf image runs on top of its base image (Dockerfile.nv, Dockerfile.amd, Dockerfile.cpu share them,
 # so the three images differ only in their base and their last lines). POSIX sh: the bases have no bash guarantee.
 #   install.sh system   apt: Python 3.11 + venv, clang (tinygrad's CPU backend), CA certificates; the non-root user
-#   install.sh python   /opt/tinyperf/venv with requirements.lock installed by hash (plus hash-pinned build tools)
+#   install.sh python   /opt/tinyperf/venv with requirements.lock installed by hash (plus hash-pinned build tools; nv:
+#                       requirements-kernels.lock, Triton)
 #   install.sh project  the tinyperf project itself, editable from /opt/tinyperf/src (no dependency resolution)
 #   install.sh clean    remove the build files (the image's stage, which copies /opt/tinyperf from the build stage)
 # Works on Debian bookworm (python3.11 is the default there) and Ubuntu 22.04 (python3.11 from universe), the bases of
@@ -57,6 +58,8 @@ python)
   # shellcheck disable=SC2086  (word splitting of $opts is intended; no value has spaces)
   "$VENV/bin/pip" install $opts -r "$BUILD/build-requirements.lock"
   "$VENV/bin/pip" install $opts -r "$BUILD/requirements.image.lock"
+  # nv: Triton for KERNELS=triton (the Dockerfile copies its lock only there)
+  if [ -f "$BUILD/requirements-kernels.lock" ]; then "$VENV/bin/pip" install $opts -r "$BUILD/requirements-kernels.lock"; fi
   rm -rf "$BUILD/certs" "$BUILD/ca-bundle.pem"
   ;;
 project)

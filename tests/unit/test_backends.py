@@ -175,7 +175,7 @@ def test_a_compose_service_names_the_host_directories_and_its_own_rerun_command(
   next(broken.rglob("*.JPEG")).unlink()
   monkeypatch.setenv(TRAIN_MODULE_ENV, "tests.stand_in_train")
   for k in ("TINYPERF_IMAGE_VENDOR", "TINYPERF_CACHE_DIR"): monkeypatch.delenv(k, raising=False)
-  monkeypatch.setattr(backends, "drop_host_page_cache", lambda d: "posix_fadvise (this test drops nothing)")
+  monkeypatch.setattr(backends, "drop_host_page_cache", lambda *a: "posix_fadvise (this test drops nothing)")
   monkeypatch.setenv(MOUNTS_ENV, f"{data}=SYNTHETIC_DIR {broken}=IMAGENET_DIR {out}=RESULTS_DIR")
   for var, host in (("SYNTHETIC_DIR", "/home/me/data/synthetic"), ("IMAGENET_DIR", "/home/me/data/imagenet"),
                     ("RESULTS_DIR", "/home/me/out")):

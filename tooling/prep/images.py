@@ -28,6 +28,7 @@ VENDOR_TAIL = {
   "nv": {
     "title": "NV backend (tinybox green, H200): CUDA 12.4 userspace (NVRTC + nvJitLink compile the kernels)",
     "env": {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility", "TINYPERF_MIN_DRIVER": "550.54.15"},
+    "locks": "requirements-kernels.lock ",   # Triton for KERNELS=triton (benchmarks/kernels), installed by hash
     "runtime": "GPUs through the NVIDIA container toolkit (compose deploy.resources.reservations.devices / --gpus); the "
                "NV backend opens /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidiaN, which the toolkit maps in",
   },
@@ -84,14 +85,14 @@ def render_dockerfile(vendor: str, lock: dict | None = None) -> str:
 # Build with `tinyperf build --vendor {vendor}` (streams progress, records provenance and the base digest it used), or:
 #   docker build -f Dockerfile.{vendor} --network host --build-arg BASE_IMAGE=<image> -t tinyperf:{vendor} .
 # Classic-builder syntax only (the docker SDK cannot use BuildKit). The steps are identical in every vendor's Dockerfile
-# up to ENV, so a second vendor built on the same base reuses the first one's layers. Few steps above the installed
+# up to ENV but for the locks copied (nv adds Triton's, for KERNELS=triton), so vendors built on one base share layers. Few steps above the installed
 # environment: each one copies the whole root filesystem on a vfs engine (CI), so the vendor's part is 3 steps.
 # `tinyperf build` sends git's view of the checkout (its tracked files, less .dockerignore) plus docker/certs/*.crt.
 ARG BASE_IMAGE={base_ref(entry)}
 # build stage: the locked Python environment (its pip may use an extra CA from docker/certs) and the project; the image
 # copies /opt/tinyperf from it, so nothing of docker/certs leaves this stage (a lower layer of the image would keep it)
 FROM ${{BASE_IMAGE}} AS build
-COPY docker/ requirements.lock /opt/tinyperf/build/
+COPY docker/ requirements.lock {tail.get('locks', '')}/opt/tinyperf/build/
 RUN sh /opt/tinyperf/build/install.sh system python
 COPY . /opt/tinyperf/src/
 RUN sh /opt/tinyperf/build/install.sh project
