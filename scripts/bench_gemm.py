@@ -42,11 +42,15 @@ def time_gemm(a, b, ta, tb) -> float:
   return statistics.median(times)
 
 
-def main():
+def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--bs", type=int, default=96)
+  p.add_argument("--bs", type=int, default=96, help="sequences of 512 tokens per step (the GEMMs' M or K)")
   p.add_argument("--tiles", choices=("all", "rule"), default="all", help="every tile of matmul.TILES, or tile()'s choice")
-  args = p.parse_args()
+  return p
+
+
+def main():
+  args = build_parser().parse_args()
   best = {}
   for name, M, N, K, ta, tb in gemms(args.bs * 512):
     a, b = operands(M, N, K, ta, tb)

@@ -34,6 +34,8 @@ def main() -> int:
   cfg = load_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform)
   def say(phase): print(f"stand-in {phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with "
                         f"{os.environ.get('TINYPERF_CACHE_DROPPED')}", flush=True)
+  from benchmarks.common.runtime import provenance   # the entrypoint's own line: package reads the commit from it
+  print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance(cfg.knobs).items()), flush=True)
   if args.phase in ("init", "all"):
     say("init")
     if os.environ.get("CACHEDB"):
