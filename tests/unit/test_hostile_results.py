@@ -289,7 +289,15 @@ def test_a_results_tree_nested_1500_deep_is_bad_input_not_a_recursion_error(caps
     for _ in range(1500): os.mkdir("a"); os.chdir("a")   # os.makedirs recurses: one level at a time
   finally:
     os.chdir(cwd)
-  bad_input(capsys, verb, org, "nested more than")
+  try:
+    bad_input(capsys, verb, org, "nested more than")
+  finally:   # shutil.rmtree, and so pytest's cleanup of old temp folders, recurses: take the chain apart bottom up
+    try:
+      os.chdir(d)
+      for _ in range(1500): os.chdir("a")
+      for _ in range(1500): os.chdir(".."); os.rmdir("a")
+    finally:
+      os.chdir(cwd)
 
 
 def test_the_second_of_two_packages_into_one_out_writes_nothing_and_says_why(capsys, tmp_path, monkeypatch):
