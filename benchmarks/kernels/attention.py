@@ -33,7 +33,8 @@ try:
 except ImportError:   # CPU-only installs: the Triton path is never taken there
   triton = None
 
-LOG2E = 1.4426950408889634   # exp(x) = exp2(x * LOG2E): the GPU's exp is ex2
+# exp(x) = exp2(x * LOG2E): the GPU's exp is ex2 (a constexpr: Triton kernels read no other globals)
+LOG2E = tl.constexpr(1.4426950408889634) if triton is not None else 1.4426950408889634
 
 
 def attn_fwd_kernel(q, k, v, mask, seed, o, lse, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
