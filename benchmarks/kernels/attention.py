@@ -10,7 +10,8 @@ logsumexp (B, H, L) fp32 so the backward recomputes the probabilities instead of
 from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT step gets a new mask each step.
 
 Backward (FlashAttention-2's): with P the softmax, Z the kept mask over (1 - p), dO the output's gradient,
-  dV = (P*Z)^T dO     dP = (dO V^T) * Z     dS = P * (dP - rowsum(dO * O))     dQ = dS K / sqrt(D)     dK = dS^T Q / sqrt(D)
+  dV = (P*Z)^T dO     dP = (dO V^T) * Z     dS = P * (dP - rowsum(dO * O))
+  dQ = dS K / sqrt(D)     dK = dS^T Q / sqrt(D)
 one kernel per key block for dK and dV, one per query block for dQ, so no gradient is written by two programs.
 
 On a device without Triton (CPU, in tests) the same calls run a tinygrad kernel (forward) and tinygrad ops (backward)
@@ -149,7 +150,7 @@ TILES = {"fwd": (128, 64, 4, 3), "dkdv": (64, 128, 8, 2), "dq": (128, 64, 8, 2)}
 
 def _shape(q: Tensor) -> tuple[int, int, int, int]:
   B, H, L, D = q.shape
-  if B * H * L * L >= 2 ** 31: raise ValueError(f"attention: B*H*L*L = {B * H * L * L} overflows the int32 dropout index")
+  if B * H * L * L >= 2 ** 31: raise ValueError(f"attention: B*H*L*L = {B * H * L * L} overflows the dropout index")
   return B, H, L, D
 
 
@@ -166,6 +167,8 @@ def compile_attention(which: str, H: int, L: int, D: int, p_drop: float, arch: i
   """The cubin of one of the three kernels for sm_<arch>, with its (BM, BN)."""
   BM, BN, warps, stages = TILES[which]
   BM, BN = min(BM, L), min(BN, L)
+  if L % BM or L % BN or D & (D - 1):   # the kernels have no bounds masks: whole tiles, power-of-two head dim
+    raise ValueError(f"attention: L {L} must be a multiple of the tile ({BM}, {BN}) and D {D} a power of two")
   fn = {"fwd": compiled_fwd, "dkdv": compiled_dkdv, "dq": compiled_dq}[which]
   consts = (("H", H), ("L", L), ("D", D), ("SM_SCALE", 1.0 / math.sqrt(D)), ("P_DROP", float(p_drop)), ("BM", BM),
             ("BN", BN))
@@ -179,7 +182,7 @@ def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, devic
   grid = B * H * L // (BN if which == "dkdv" else BM)
   # fwd: QK^T and PV; backward: QK^T, dO V^T, dV, dK (dkdv) or QK^T, dO V^T, dQ (dq)
   flops = {"fwd": 4, "dkdv": 8, "dq": 6}[which] * B * H * L * L * D
-  nbytes = (n - 2) * B * H * L * D * 2
+  nbytes = {"fwd": 4, "dkdv": 6, "dq": 5}[which] * B * H * L * D * 2   # the (B, H, L, D) fp16 tensors read and written
   return lambda *params: prg.program(k, list(params), grid, outs=tuple(range(n_in, n)), ins=tuple(range(n_in)),
                                      device=device, flops=flops, nbytes=nbytes)
 
@@ -208,7 +211,8 @@ def _tinygrad_fwd(B: int, H: int, L: int, D: int, p_drop: float):
     bh = b * H + h
     def score(j: UOp, slot: int) -> UOp:   # scores[b, h, i, j] in fp32
       c = UOp.range(D, slot, AxisType.REDUCE)
-      qk = (q[(bh * L + i) * D + c].cast(dtypes.float32) * k[(bh * L + j) * D + c].cast(dtypes.float32)).reduce(c, arg=Ops.ADD)
+      qk = q[(bh * L + i) * D + c].cast(dtypes.float32) * k[(bh * L + j) * D + c].cast(dtypes.float32)
+      qk = qk.reduce(c, arg=Ops.ADD)
       return qk * scale + mask[b * L + j].cast(dtypes.float32)
     j1, j2, j3 = (UOp.range(L, s, AxisType.REDUCE) for s in (4, 6, 8))
     m = score(j1, 5).reduce(j1, arg=Ops.MAX)
@@ -256,17 +260,19 @@ def _grad(grad_o: UOp, call: UOp, p_drop: float) -> tuple:
   delta = (do.float() * o.float()).sum(-1).contiguous()   # (B, H, L) rowsum(dO * O) = rowsum(P * dP)
   if _is_triton(q):
     args = (q, k, v, mask, seed, do, lse, delta)
-    dk, dv = Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device), Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device)
-    dq = Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device)
-    dk, dv = args[0].custom_kernel(*args[1:], dk, dv, *prg.scratch(q.device),
-                                   fxn=_triton_fxn("dkdv", B, H, L, D, p_drop, q.device))[8:10]
-    dq = args[0].custom_kernel(*args[1:], dq, *prg.scratch(q.device), fxn=_triton_fxn("dq", B, H, L, D, p_drop, q.device))[8]
+    dq, dk, dv = (Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device) for _ in range(3))
+    # two kernels, so each gradient block has one writer (no atomics): dK, dV per key block, dQ per query block
+    dk, dv = q.custom_kernel(*args[1:], dk, dv, *prg.scratch(q.device),
+                             fxn=_triton_fxn("dkdv", B, H, L, D, p_drop, q.device))[8:10]
+    dq = q.custom_kernel(*args[1:], dq, *prg.scratch(q.device),
+                         fxn=_triton_fxn("dq", B, H, L, D, p_drop, q.device))[8]
   else:
     dq, dk, dv = _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop)
   return (dq.uop, dk.uop, dv.uop) + (None,) * (len(call.src) - 4)
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: float, seed: Tensor | None = None) -> Tensor:
+def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: float,
+              seed: Tensor | None = None) -> Tensor:
   """dropout(softmax(q @ k^T / sqrt(D) + mask_add), dropout_p) @ v for q, k, v (B, H, L, D) and mask_add (B, 1, 1, L)
   fp32; dropout only under TRAINING, as Tensor.dropout. seed: a (1,) uint32 tensor; None draws one from tinygrad's
   RNG (a new one per step inside a TinyJit)."""
@@ -276,7 +282,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
   if not 0 <= p_drop < 1: raise ValueError(f"attention: dropout_p {dropout_p} is outside [0, 1)")
   mask = mask_add.float().reshape(B, L).contiguous()
   if seed is None:
-    seed = Tensor.randint(1, low=0, high=2 ** 31 - 1, device=q.device) if p_drop > 0 else Tensor.zeros(1, device=q.device)
+    seed = Tensor.randint(1, high=2 ** 31 - 1, device=q.device) if p_drop > 0 else Tensor.zeros(1, device=q.device)
   seed = seed.cast(dtypes.uint32).reshape(1).contiguous()
   o = Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device)
   lse = Tensor.empty(B, H, L, dtype=dtypes.float32, device=q.device)

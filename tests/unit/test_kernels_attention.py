@@ -26,7 +26,7 @@ BLOCK = 32   # interpreter tiles: L 64/128 gives 2-4 blocks per row, so the onli
 
 
 def inputs(L: int, D: int, seed: int = 0):
-  """fp16 q, k, v, dO (B, H, L, D) and BERT's additive mask (B, L) fp32 with the second sequence padded after 5/8 of L."""
+  """fp16 q, k, v, dO (B, H, L, D) and BERT's additive mask (B, L) fp32, the second sequence padded after 5/8 of L."""
   rng = np.random.default_rng(seed)
   q, k, v, do = (rng.standard_normal((B, H, L, D)).astype(np.float16) for _ in range(4))
   mask = np.zeros((B, L), np.float32)
@@ -59,7 +59,8 @@ def reference(q, k, v, mask, do, keep=None, p_drop=0.0):
   dropout given as the kept mask; returns out, logsumexp and dq, dk, dv (fp32)."""
   D = q.shape[-1]
   qt, kt, vt = (Tensor(x) for x in (q, k, v))
-  scores = qt.matmul(kt.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(D)) + Tensor(mask).reshape(B, 1, 1, -1)
+  mask_add = Tensor(mask).reshape(B, 1, 1, -1)
+  scores = qt.matmul(kt.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(D)) + mask_add
   probs = scores.softmax(-1).cast(dtypes.half)
   if keep is not None: probs = Tensor(keep).where(probs, 0) / (1.0 - p_drop)
   out = probs.matmul(vt, dtype=dtypes.float32)
@@ -87,12 +88,12 @@ def test_forward_and_backward_interpreted_equal_the_models_math(L, D):
   o, lse = run_forward(q, k, v, mask)
   dq, dk, dv = run_backward(q, k, v, mask, o, lse, do)
   ref_o, ref_lse, ref_dq, ref_dk, ref_dv = reference(q, k, v, mask, do)
-  # fp32 scores, fp16 probabilities into an fp32 accumulator, one rounding to fp16: |out| <= ~3 here
-  assert max_err(o, ref_o) < 4e-3
+  # fp32 scores, fp16 probabilities into an fp32 accumulator, one rounding to fp16: |out| <= ~2 here, seen <= 5e-4
+  assert max_err(o, ref_o) < 2e-3
   assert max_err(lse, ref_lse) < 1e-4
-  # gradients (|ref| up to ~5-10): fp16 dS and P into fp32 accumulators, rounded once to fp16
+  # gradients (|ref| ~1-2.5): fp16 dS and P into fp32 accumulators, rounded once to fp16; seen <= 8e-4
   for got, ref in ((dq, ref_dq), (dk, ref_dk), (dv, ref_dv)):
-    assert max_err(got, ref) < 1e-2 * max(1.0, np.abs(ref).max())
+    assert max_err(got, ref) < 4e-3 * max(1.0, np.abs(ref).max())
   # the padded keys of sequence 1 get no gradient (their probabilities are exp(-10000) = 0)
   assert not dk[1, :, 5 * L // 8:].any() and not dv[1, :, 5 * L // 8:].any()
 
@@ -113,12 +114,12 @@ def test_backward_uses_the_forwards_dropout_mask():
   o, lse = run_forward(q, k, v, mask, p, seed)
   dq, dk, dv = run_backward(q, k, v, mask, o, lse, do, p, seed)
   ref_o, ref_lse, ref_dq, ref_dk, ref_dv = reference(q, k, v, mask, do, keep, p)
-  assert max_err(o, ref_o) < 4e-3 * max(1.0, np.abs(ref_o).max())
+  assert max_err(o, ref_o) < 2e-3 * max(1.0, np.abs(ref_o).max())   # seen 8e-4 of 1.4
   assert max_err(lse, ref_lse) < 1e-4   # the softmax's denominator counts dropped elements too
-  for got, ref in ((dq, ref_dq), (dk, ref_dk), (dv, ref_dv)):
-    assert max_err(got, ref) < 1e-2 * max(1.0, np.abs(ref).max())
+  for got, ref in ((dq, ref_dq), (dk, ref_dk), (dv, ref_dv)):   # seen <= 1.2e-3 of ~2.4
+    assert max_err(got, ref) < 4e-3 * max(1.0, np.abs(ref).max())
   # a backward with another seed's mask is measurably wrong: the check above can tell masks apart
-  dq8, _, dv8 = run_backward(q, k, v, mask, o, lse, do, p, seed + 1)
+  _, _, dv8 = run_backward(q, k, v, mask, o, lse, do, p, seed + 1)
   assert max_err(dv8, ref_dv) > 0.1 * np.abs(ref_dv).max()
 
 
