@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from tinygrad import Context, Tensor, dtypes
+from tinygrad import Context, Tensor, TinyJit, dtypes
 
 triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
@@ -161,6 +161,15 @@ def test_dropout_only_in_training_and_a_new_seed_per_call():
   ref = ((q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask).softmax(-1) @ v).numpy()
   np.testing.assert_allclose(plain, ref, rtol=1e-5, atol=1e-5)
   assert not np.allclose(a, b)   # seed=None: tinygrad's RNG draws a new seed each call
+
+
+def test_a_captured_jit_step_draws_a_new_dropout_mask_each_step():
+  q, k, v, _, mask, _, _ = _wiring_case(0.3)
+  mask = mask.contiguous().realize()
+  step = TinyJit(lambda q, k, v, m: at.attention(q, k, v, m, 0.3).realize())
+  with Context(TRAINING=1):
+    outs = [step(q, k, v, mask).numpy() for _ in range(4)]   # captured at the second call, replayed after
+  assert all(not np.allclose(outs[i], outs[i + 1]) for i in range(3))
 
 
 def test_h200_cubins_compile_here_with_the_launch_facts():
