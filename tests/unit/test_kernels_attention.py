@@ -174,8 +174,9 @@ def test_a_captured_jit_step_draws_a_new_dropout_mask_each_step():
 
 def test_h200_cubins_compile_here_with_the_launch_facts():
   """The three kernels compiled ahead for sm_90 at BERT-large's shapes (16 heads, L 512, head dim 64, dropout 0.1) by
-  Triton's own ptxas, without a GPU: Hopper's wgmma in the forward, Philox in all three, shared memory within the
-  227 KB a block may have, the block size of the tile, and the kernel's pointers + Triton's two scratch parameters."""
+  Triton's own ptxas, without a GPU: Hopper's wgmma in the forward, Philox in all three (and in none at dropout 0),
+  shared memory within the 227 KB a block may have, the block size of the tile, and the kernel's pointers + Triton's
+  two scratch parameters."""
   code = """
 import json
 from benchmarks.kernels import attention as at
@@ -185,6 +186,7 @@ for which in ("fwd", "dkdv", "dq"):
   params = [l for l in k.ptx.splitlines() if ".param .u64" in l]
   out[which] = {"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
                 "wgmma": "wgmma.mma_async" in k.ptx, "philox": "mul.hi.u32" in k.ptx, "warps": at.TILES[which][2]}
+  out[which]["philox_at_p0"] = "mul.hi.u32" in at.compile_attention(which, 16, 512, 64, 0.0, 90)[0].ptx
 print(json.dumps(out))
 """
   env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -193,7 +195,7 @@ print(json.dumps(out))
   got = json.loads(r.stdout.strip().splitlines()[-1])
   for which, name in (("fwd", "attn_fwd_kernel"), ("dkdv", "attn_bwd_dkdv_kernel"), ("dq", "attn_bwd_dq_kernel")):
     g = got[which]
-    assert g["name"] == name and g["cubin"] > 1000 and g["philox"], g
+    assert g["name"] == name and g["cubin"] > 1000 and g["philox"] and not g["philox_at_p0"], g   # p 0: compiled out
     assert 0 < g["smem"] <= 227 * 1024 and g["threads"] == 32 * g["warps"], g
     assert g["params"] == len(at.POINTERS[which]) + 2, g
   assert got["fwd"]["wgmma"], got["fwd"]
