@@ -1,0 +1,297 @@
+"""Fused attention for KERNELS=triton: BERT's self-attention in one forward kernel and two backward kernels.
+
+  scores = q @ k^T / sqrt(D) + mask_add          (B, H, L, L) fp32, never written to memory
+  probs  = dropout(softmax(scores), p)            softmax in fp32, dropout applied to the probabilities
+  out    = probs @ v                              (B, H, L, D) fp16
+
+q, k, v (B, H, L, D) fp16; mask_add (B, 1, 1, L) fp32 (BERT's (1 - input_mask) * -10000). The forward stores each row's
+logsumexp (B, H, L) fp32 so the backward recomputes the probabilities instead of storing them. Dropout keeps element
+(b, h, i, j) when Philox(seed, ((b*H + h)*L + i)*L + j) >= p: the forward and both backward kernels draw the same mask
+from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT step gets a new mask each step.
+
+Backward (FlashAttention-2's): with P the softmax, Z the kept mask over (1 - p), dO the output's gradient,
+  dV = (P*Z)^T dO     dP = (dO V^T) * Z     dS = P * (dP - rowsum(dO * O))
+  dQ = dS K / sqrt(D)     dK = dS^T Q / sqrt(D)
+one kernel per key block for dK and dV, one per query block for dQ, so no gradient is written by two programs.
+
+On a device without Triton (CPU, in tests) the same calls run a tinygrad kernel (forward) and tinygrad ops (backward)
+with a hash in place of Philox, so the custom_kernel and grad wiring is tested everywhere; the Triton kernels themselves
+are tested by Triton's interpreter (tests/unit/test_kernels_attention.py).
+"""
+from __future__ import annotations
+import functools
+import math
+
+from tinygrad import Tensor, dtypes
+from tinygrad.helpers import TRAINING
+from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
+
+from benchmarks.kernels import program as prg
+
+try:
+  import triton
+  import triton.language as tl
+except ImportError:   # CPU-only installs: the Triton path is never taken there
+  triton = None
+
+# exp(x) = exp2(x * LOG2E): the GPU's exp is ex2 (a constexpr: Triton kernels read no other globals)
+LOG2E = tl.constexpr(1.4426950408889634) if triton is not None else 1.4426950408889634
+
+
+def attn_fwd_kernel(q, k, v, mask, seed, o, lse, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
+                    SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+  """One (BM, D) block of out per program, for one (batch, head): walks the keys in blocks of BN with an online softmax
+  (running max m_i, running sum l_i), so the (BM, L) scores never leave registers. Programs are ordered head-major:
+  neighbours read the same K and V from L2."""
+  pid = tl.program_id(0)
+  bh, pm = pid // (L // BM), pid % (L // BM)
+  b = bh // H
+  rm = pm * BM + tl.arange(0, BM)
+  rn = tl.arange(0, BN)
+  rd = tl.arange(0, D)
+  base = bh * L * D
+  qb = tl.load(q + base + rm[:, None] * D + rd[None, :])                       # (BM, D)
+  m_i = tl.full((BM,), float("-inf"), tl.float32)
+  l_i = tl.zeros((BM,), tl.float32)
+  acc = tl.zeros((BM, D), tl.float32)
+  if P_DROP > 0: s0 = tl.load(seed)
+  for start in range(0, L, BN):
+    kb = tl.load(k + base + (start + rn)[:, None] * D + rd[None, :])           # (BN, D)
+    vb = tl.load(v + base + (start + rn)[:, None] * D + rd[None, :])           # (BN, D)
+    mb = tl.load(mask + b * L + start + rn)                                      # (BN,) fp32
+    s = tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + (mb * LOG2E)[None, :]   # (BM, BN) scores in log2 units
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.math.exp2(m_i - m_new)
+    p = tl.math.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)   # the softmax's denominator counts dropped elements too
+    if P_DROP > 0:
+      keep = tl.rand(s0, (bh * L + rm)[:, None] * L + start + rn[None, :]) >= P_DROP
+      p = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), 0.0)
+    acc = acc * alpha[:, None] + tl.dot(p.to(vb.dtype), vb)
+    m_i = m_new
+  tl.store(o + base + rm[:, None] * D + rd[None, :], (acc / l_i[:, None]).to(o.dtype.element_ty))
+  tl.store(lse + bh * L + rm, (m_i + tl.math.log2(l_i)) / LOG2E)             # natural log, as the tests compare it
+
+
+def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, H: tl.constexpr, L: tl.constexpr,
+                         D: tl.constexpr, SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr,
+                         BN: tl.constexpr):
+  """dK and dV of one (BN, D) key block per program: walks the queries in blocks of BM, recomputing P from lse."""
+  pid = tl.program_id(0)
+  bh, pn = pid // (L // BN), pid % (L // BN)
+  b = bh // H
+  rm = tl.arange(0, BM)
+  rn = pn * BN + tl.arange(0, BN)
+  rd = tl.arange(0, D)
+  base = bh * L * D
+  kb = tl.load(k + base + rn[:, None] * D + rd[None, :])                       # (BN, D)
+  vb = tl.load(v + base + rn[:, None] * D + rd[None, :])                       # (BN, D)
+  mb = tl.load(mask + b * L + rn) * LOG2E                                      # (BN,)
+  dk_acc = tl.zeros((BN, D), tl.float32)
+  dv_acc = tl.zeros((BN, D), tl.float32)
+  if P_DROP > 0: s0 = tl.load(seed)
+  for start in range(0, L, BM):
+    qb = tl.load(q + base + (start + rm)[:, None] * D + rd[None, :])           # (BM, D)
+    dob = tl.load(do + base + (start + rm)[:, None] * D + rd[None, :])         # (BM, D)
+    lse_i = tl.load(lse + bh * L + start + rm) * LOG2E                         # (BM,)
+    d_i = tl.load(delta + bh * L + start + rm)                                 # (BM,)
+    p = tl.math.exp2(tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + mb[None, :] - lse_i[:, None])   # (BM, BN)
+    dp = tl.dot(dob, tl.trans(vb))                                              # (BM, BN) d(dropped probs)
+    if P_DROP > 0:
+      keep = tl.rand(s0, (bh * L + start + rm)[:, None] * L + rn[None, :]) >= P_DROP
+      pd = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), 0.0)
+      dp = tl.where(keep, dp * (1.0 / (1.0 - P_DROP)), 0.0)
+    else:
+      pd = p
+    dv_acc += tl.dot(tl.trans(pd.to(dob.dtype)), dob)
+    ds = p * (dp - d_i[:, None])                                                # (BM, BN) d(scores)
+    dk_acc += tl.dot(tl.trans(ds.to(qb.dtype)), qb)
+  tl.store(dk + base + rn[:, None] * D + rd[None, :], (dk_acc * SM_SCALE).to(dk.dtype.element_ty))
+  tl.store(dv + base + rn[:, None] * D + rd[None, :], dv_acc.to(dv.dtype.element_ty))
+
+
+def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
+                       SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+  """dQ of one (BM, D) query block per program: walks the keys in blocks of BN, recomputing P from lse."""
+  pid = tl.program_id(0)
+  bh, pm = pid // (L // BM), pid % (L // BM)
+  b = bh // H
+  rm = pm * BM + tl.arange(0, BM)
+  rn = tl.arange(0, BN)
+  rd = tl.arange(0, D)
+  base = bh * L * D
+  qb = tl.load(q + base + rm[:, None] * D + rd[None, :])                       # (BM, D)
+  dob = tl.load(do + base + rm[:, None] * D + rd[None, :])                     # (BM, D)
+  lse_i = tl.load(lse + bh * L + rm) * LOG2E                                   # (BM,)
+  d_i = tl.load(delta + bh * L + rm)                                           # (BM,)
+  dq_acc = tl.zeros((BM, D), tl.float32)
+  if P_DROP > 0: s0 = tl.load(seed)
+  for start in range(0, L, BN):
+    kb = tl.load(k + base + (start + rn)[:, None] * D + rd[None, :])           # (BN, D)
+    vb = tl.load(v + base + (start + rn)[:, None] * D + rd[None, :])           # (BN, D)
+    mb = tl.load(mask + b * L + start + rn) * LOG2E                            # (BN,)
+    p = tl.math.exp2(tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + mb[None, :] - lse_i[:, None])   # (BM, BN)
+    dp = tl.dot(dob, tl.trans(vb))                                              # (BM, BN)
+    if P_DROP > 0:
+      keep = tl.rand(s0, (bh * L + rm)[:, None] * L + start + rn[None, :]) >= P_DROP
+      dp = tl.where(keep, dp * (1.0 / (1.0 - P_DROP)), 0.0)
+    ds = p * (dp - d_i[:, None])
+    dq_acc += tl.dot(ds.to(kb.dtype), kb)
+  tl.store(dq + base + rm[:, None] * D + rd[None, :], (dq_acc * SM_SCALE).to(dq.dtype.element_ty))
+
+
+if triton is not None:
+  compiled_fwd, compiled_dkdv, compiled_dq = (triton.jit(f) for f in (attn_fwd_kernel, attn_bwd_dkdv_kernel,
+                                                                         attn_bwd_dq_kernel))
+
+# (BM, BN, warps, stages) per kernel for head dim 64: a first guess, to be measured on the H200
+TILES = {"fwd": (128, 64, 4, 3), "dkdv": (64, 128, 8, 2), "dq": (128, 64, 8, 2)}
+
+
+def _shape(q: Tensor) -> tuple[int, int, int, int]:
+  B, H, L, D = q.shape
+  if B * H * L * L >= 2 ** 31: raise ValueError(f"attention: B*H*L*L = {B * H * L * L} overflows the dropout index")
+  return B, H, L, D
+
+
+# ---- the Triton path (CUDA) ----
+
+# each kernel's pointer arguments in order (custom_kernel's sources follow it, then Triton's two scratch buffers)
+_IN = (("q", "*fp16"), ("k", "*fp16"), ("v", "*fp16"), ("mask", "*fp32"), ("seed", "*u32"))
+_BWD_IN = _IN + (("do", "*fp16"), ("lse", "*fp32"), ("delta", "*fp32"))
+POINTERS = {"fwd": _IN + (("o", "*fp16"), ("lse", "*fp32")), "dkdv": _BWD_IN + (("dk", "*fp16"), ("dv", "*fp16")),
+            "dq": _BWD_IN + (("dq", "*fp16"),)}
+
+
+def compile_attention(which: str, H: int, L: int, D: int, p_drop: float, arch: int) -> tuple[prg.Compiled, int, int]:
+  """The cubin of one of the three kernels for sm_<arch>, with its (BM, BN)."""
+  BM, BN, warps, stages = TILES[which]
+  BM, BN = min(BM, L), min(BN, L)
+  if L % BM or L % BN or D & (D - 1):   # the kernels have no bounds masks: whole tiles, power-of-two head dim
+    raise ValueError(f"attention: L {L} must be a multiple of the tile ({BM}, {BN}) and D {D} a power of two")
+  fn = {"fwd": compiled_fwd, "dkdv": compiled_dkdv, "dq": compiled_dq}[which]
+  consts = (("H", H), ("L", L), ("D", D), ("SM_SCALE", 1.0 / math.sqrt(D)), ("P_DROP", float(p_drop)), ("BM", BM),
+            ("BN", BN))
+  return prg.compile_kernel(fn, POINTERS[which], consts, warps, stages, arch), BM, BN
+
+
+def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, device: str):
+  k, BM, BN = compile_attention(which, H, L, D, p_drop, prg.cuda_arch(device))
+  n_in = 5 if which == "fwd" else 8
+  n = len(POINTERS[which])
+  grid = B * H * L // (BN if which == "dkdv" else BM)
+  # fwd: QK^T and PV; backward: QK^T, dO V^T, dV, dK (dkdv) or QK^T, dO V^T, dQ (dq)
+  flops = {"fwd": 4, "dkdv": 8, "dq": 6}[which] * B * H * L * L * D
+  nbytes = {"fwd": 4, "dkdv": 6, "dq": 5}[which] * B * H * L * D * 2   # the (B, H, L, D) fp16 tensors read and written
+  return lambda *params: prg.program(k, list(params), grid, outs=tuple(range(n_in, n)), ins=tuple(range(n_in)),
+                                     device=device, flops=flops, nbytes=nbytes)
+
+
+# ---- the tinygrad path (CPU, tests) ----
+
+def _hash_uniform(idx, seed):
+  """Uniform [0, 1) from uint32 element indices and a uint32 seed (UOps or Tensors): the fallback's stand-in for
+  Philox (a murmur3 finalizer), the same in the forward kernel and the backward ops."""
+  x = idx * 0x9E3779B1 + seed
+  x = x ^ (x >> 16)
+  x = x * 0x85EBCA6B
+  x = x ^ (x >> 13)
+  x = x * 0xC2B2AE35
+  x = x ^ (x >> 16)
+  return (x >> 8).cast(dtypes.float32) * (1.0 / 2 ** 24)
+
+
+def _tinygrad_fwd(B: int, H: int, L: int, D: int, p_drop: float):
+  """The forward as one tinygrad kernel with the Triton kernel's arguments: per (b, h, i, d) the row max, the softmax's
+  sum and the output, each a reduction over keys of a reduction over D (three passes; slow, for tests only)."""
+  scale = 1.0 / math.sqrt(D)
+  def fxn(q: UOp, k: UOp, v: UOp, mask: UOp, seed: UOp, o: UOp, lse: UOp) -> UOp:
+    q, k, v, mask, o, lse = (x.flatten() for x in (q, k, v, mask, o, lse))
+    b, h, i, d = UOp.range(B, 0), UOp.range(H, 1), UOp.range(L, 2), UOp.range(D, 3)
+    bh = b * H + h
+    def score(j: UOp, slot: int) -> UOp:   # scores[b, h, i, j] in fp32
+      c = UOp.range(D, slot, AxisType.REDUCE)
+      qk = q[(bh * L + i) * D + c].cast(dtypes.float32) * k[(bh * L + j) * D + c].cast(dtypes.float32)
+      qk = qk.reduce(c, arg=Ops.ADD)
+      return qk * scale + mask[b * L + j].cast(dtypes.float32)
+    j1, j2, j3 = (UOp.range(L, s, AxisType.REDUCE) for s in (4, 6, 8))
+    m = score(j1, 5).reduce(j1, arg=Ops.MAX)
+    l = (score(j2, 7) - m).exp().reduce(j2, arg=Ops.ADD)
+    pj = (score(j3, 9) - m).exp()
+    if p_drop > 0:
+      u = _hash_uniform(((bh * L + i) * L + j3).cast(dtypes.uint32), seed.flatten()[0])
+      pj = (u >= p_drop).where(pj * (1.0 / (1.0 - p_drop)), 0.0)
+    acc = (pj * v[(bh * L + j3) * D + d].cast(dtypes.float32)).reduce(j3, arg=Ops.ADD)
+    # lse is written once per d (the same value): one set of ranges for both stores
+    stores = UOp.group(o[(bh * L + i) * D + d].store((acc / l).cast(o.dtype)), lse[bh * L + i].store(m + l.log()))
+    return stores.end(b, h, i, d).sink(arg=KernelInfo(name=f"attention_{B}_{H}_{L}_{D}", opts_to_apply=()))
+  return fxn
+
+
+def _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop: float) -> tuple[Tensor, Tensor, Tensor]:
+  """dq, dk, dv with tinygrad ops, the probabilities recomputed from lse as the Triton kernels do."""
+  B, H, L, D = q.shape
+  scale = 1.0 / math.sqrt(D)
+  qf, kf, vf, dof = q.float(), k.float(), v.float(), do.float()
+  p = ((qf @ kf.transpose(-2, -1)) * scale + mask.reshape(B, 1, 1, L) - lse.unsqueeze(-1)).exp()   # (B, H, L, L)
+  dp = dof @ vf.transpose(-2, -1)                                                                  # (B, H, L, L)
+  if p_drop > 0:
+    idx = Tensor.arange(B * H * L * L).to(q.device).cast(dtypes.uint32).reshape(B, H, L, L)
+    z = (_hash_uniform(idx, seed.reshape(1, 1, 1, 1)) >= p_drop).where(1.0 / (1.0 - p_drop), 0.0)
+  else:
+    z = 1.0
+  dv = (p * z).transpose(-2, -1) @ dof
+  ds = p * (dp * z - delta.unsqueeze(-1))
+  dq, dk = (ds @ kf) * scale, (ds.transpose(-2, -1) @ qf) * scale
+  return dq.cast(q.dtype), dk.cast(k.dtype), dv.cast(v.dtype)
+
+
+# ---- the differentiable call ----
+
+def _is_triton(t: Tensor) -> bool: return t.device.split(":")[0] == "CUDA" and triton is not None
+
+
+def _grad(grad_o: UOp, call: UOp, p_drop: float) -> tuple:
+  """dq, dk, dv of the forward call (sources q, k, v, mask, seed, o, lse[, scratch]); o and lse are read after it."""
+  q, k, v, mask, seed = (Tensor(call.src[1 + i]) for i in range(5))
+  o, lse = (Tensor(call.src[1 + i].after(call)) for i in (5, 6))
+  B, H, L, D = q.shape
+  do = Tensor(grad_o).cast(q.dtype).contiguous()
+  delta = (do.float() * o.float()).sum(-1).contiguous()   # (B, H, L) rowsum(dO * O) = rowsum(P * dP)
+  if _is_triton(q):
+    args = (q, k, v, mask, seed, do, lse, delta)
+    dq, dk, dv = (Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device) for _ in range(3))
+    # two kernels, so each gradient block has one writer (no atomics): dK, dV per key block, dQ per query block
+    dk, dv = q.custom_kernel(*args[1:], dk, dv, *prg.scratch(q.device),
+                             fxn=_triton_fxn("dkdv", B, H, L, D, p_drop, q.device))[8:10]
+    dq = q.custom_kernel(*args[1:], dq, *prg.scratch(q.device),
+                         fxn=_triton_fxn("dq", B, H, L, D, p_drop, q.device))[8]
+  else:
+    dq, dk, dv = _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop)
+  return (dq.uop, dk.uop, dv.uop) + (None,) * (len(call.src) - 4)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: float,
+              seed: Tensor | None = None) -> Tensor:
+  """dropout(softmax(q @ k^T / sqrt(D) + mask_add), dropout_p) @ v for q, k, v (B, H, L, D) and mask_add (B, 1, 1, L)
+  fp32; dropout only under TRAINING, as Tensor.dropout. seed: a (1,) uint32 tensor; None draws one from tinygrad's
+  RNG (a new one per step inside a TinyJit)."""
+  if isinstance(q.device, tuple): raise NotImplementedError("KERNELS=triton runs on one GPU per process for now")
+  B, H, L, D = _shape(q)
+  p_drop = float(dropout_p) if TRAINING else 0.0
+  if not 0 <= p_drop < 1: raise ValueError(f"attention: dropout_p {dropout_p} is outside [0, 1)")
+  mask = mask_add.float().reshape(B, L).contiguous()
+  if seed is None:
+    seed = Tensor.randint(1, high=2 ** 31 - 1, device=q.device) if p_drop > 0 else Tensor.zeros(1, device=q.device)
+  seed = seed.cast(dtypes.uint32).reshape(1).contiguous()
+  o = Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device)
+  lse = Tensor.empty(B, H, L, dtype=dtypes.float32, device=q.device)
+  grad = functools.partial(_grad, p_drop=p_drop)
+  # custom_kernel's sources are the kernel's arguments in order: q, k, v, mask, seed, o, lse, then Triton's scratch
+  if _is_triton(q):
+    if q.dtype != dtypes.half: raise NotImplementedError(f"attention: the Triton kernels take fp16, not {q.dtype}")
+    fxn = _triton_fxn("fwd", B, H, L, D, p_drop, q.device)
+    return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse, *prg.scratch(q.device),
+                                        fxn=fxn, grad_fxn=grad)[5]
+  return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse,
+                                      fxn=_tinygrad_fwd(B, H, L, D, p_drop), grad_fxn=grad)[5]

@@ -1,0 +1,89 @@
+"""BERT-large's fused attention (benchmarks/kernels/attention.py, KERNELS=triton) inside TinyJit, on one NVIDIA GPU.
+
+At --bs sequences of --seq tokens (16 heads, head dim 64, a quarter of each sequence padded): the largest difference of
+out, dq, dk, dv from tinygrad's ops doing the model's math (BertSelfAttention, no dropout), then for each tile set of
+CANDIDATES the forward alone and forward + backward (dropout 0.1) per replayed JIT call, TFLOP/s and ms, beside
+tinygrad's own attention of the same math. One JSON line per measurement (the fastest tiles go in attention.TILES).
+  DEV=CUDA python scripts/bench_attention.py [--bs 96] [--seq 512]
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np                                             # noqa: E402
+from tinygrad import Context, Device, Tensor, TinyJit, dtypes   # noqa: E402
+
+from benchmarks.kernels import attention as at                   # noqa: E402
+
+HEADS, HEAD_DIM, P_DROP, CALLS = 16, 64, 0.1, 5
+# tile sets to try: {kernel: (BM, BN, warps, stages)}; the first is attention.TILES as committed
+CANDIDATES = [dict(at.TILES),
+              {"fwd": (128, 128, 8, 2), "dkdv": (64, 128, 8, 2), "dq": (128, 64, 8, 2)},
+              {"fwd": (64, 64, 4, 3), "dkdv": (64, 64, 4, 2), "dq": (64, 64, 4, 2)},
+              {"fwd": (128, 64, 8, 3), "dkdv": (128, 128, 8, 2), "dq": (128, 128, 8, 2)}]
+
+
+def model_attention(q, k, v, mask_add, p):
+  """BertSelfAttention's math on (B, H, L, D) fp16 tensors."""
+  scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(q.shape[-1])) + mask_add
+  return scores.softmax(-1).cast(q.dtype).dropout(p) @ v
+
+
+def step_time(fn, *args) -> float:
+  """Median seconds of one replayed TinyJit call of fn (3 warm-up calls: capture and compile)."""
+  jit, times = TinyJit(fn), []
+  for i in range(3 + CALLS):
+    Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
+    jit(*args)
+    Device[Device.DEFAULT].synchronize()
+    if i >= 3: times.append(time.perf_counter() - t)
+  return statistics.median(times)
+
+
+def build_parser() -> argparse.ArgumentParser:
+  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument("--bs", type=int, default=96, help="sequences per step")
+  p.add_argument("--seq", type=int, default=512, help="tokens per sequence")
+  return p
+
+
+def main():
+  args = build_parser().parse_args()
+  B, L = args.bs, args.seq
+  q, k, v, g = (Tensor.randn(B, HEADS, L, HEAD_DIM, dtype=dtypes.half).realize() for _ in range(4))
+  mask = np.zeros((B, 1, 1, L), np.float32)
+  mask[..., L - L // 4:] = -10000.0   # (1 - input_mask) * -10000 with the last quarter padded
+  mask_add = Tensor(mask).realize()   # from the host: a mask computed from constants stays unrealized, and JIT refuses it
+  rel = lambda u, r: ((u.float() - r.float()).abs().max() / r.float().abs().max()).item()
+  out = at.attention(q, k, v, mask_add, 0.0)
+  grads = (out.float() * g.float()).sum().gradient(q, k, v)
+  ref = model_attention(q, k, v, mask_add, 0.0)
+  ref_grads = (ref.float() * g.float()).sum().gradient(q, k, v)
+  print(json.dumps({"check": "no dropout", "bs": B, "seq": L, "out_max_rel_diff": rel(out, ref),
+                    **{f"d{n}_max_rel_diff": rel(a, b) for n, a, b in zip("qkv", grads, ref_grads)}}), flush=True)
+
+  flops_fwd = 4 * B * HEADS * L * L * HEAD_DIM   # QK^T and PV; the backward is 2.5x (recomputes QK^T)
+  def fwd(fn): return lambda q, k, v, m: fn(q, k, v, m, P_DROP).realize()
+  def fwd_bwd(fn):
+    return lambda q, k, v, m: Tensor.realize(*(fn(q, k, v, m, P_DROP).float() * g.float()).sum().gradient(q, k, v))
+  with Context(TRAINING=1):
+    for name, fn, tiles in [("tinygrad", model_attention, None)] + [("triton", at.attention, t) for t in CANDIDATES]:
+      if tiles: at.TILES.update(tiles)
+      try:
+        s_f, s_fb = step_time(fwd(fn), q, k, v, mask_add), step_time(fwd_bwd(fn), q, k, v, mask_add)
+      except Exception as e:   # a tile that does not fit (shared memory, registers) is reported, not fatal
+        print(json.dumps({"impl": name, "tiles": tiles, "error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
+        continue
+      print(json.dumps({"impl": name, "tiles": tiles, "bs": B, "seq": L, "fwd_ms": round(s_f * 1e3, 3),
+                        "fwd_tflops": round(flops_fwd / s_f / 1e12, 1), "fwd_bwd_ms": round(s_fb * 1e3, 3),
+                        "fwd_bwd_tflops": round(3.5 * flops_fwd / s_fb / 1e12, 1)}), flush=True)
+  at.TILES.update(CANDIDATES[0])
+
+
+if __name__ == "__main__":
+  main()

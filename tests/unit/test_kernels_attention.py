@@ -1,0 +1,201 @@
+"""Fused attention (benchmarks/kernels/attention.py) on the CPU: the Triton forward and backward kernels run by Triton's
+interpreter against tinygrad's ops doing the model's math (BertSelfAttention), the dropout mask drawn in-kernel read
+back and checked (seeded, kept fraction, the same in the backward), the custom_kernel + grad wiring through the
+tinygrad fallback, and the three cubins compiled ahead for an H200."""
+from __future__ import annotations
+import os
+os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tinygrad import Context, Tensor, TinyJit, dtypes
+
+triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
+from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
+
+from benchmarks.kernels import attention as at               # noqa: E402
+from tests.conftest import REPO                              # noqa: E402
+from tests.unit.test_kernels import HostArray                # noqa: E402
+
+B, H = 2, 2
+BLOCK = 32   # interpreter tiles: L 64/128 gives 2-4 blocks per row, so the online softmax crosses blocks
+
+
+def inputs(L: int, D: int, seed: int = 0):
+  """fp16 q, k, v, dO (B, H, L, D) and BERT's additive mask (B, L) fp32, the second sequence padded after 5/8 of L."""
+  rng = np.random.default_rng(seed)
+  q, k, v, do = (rng.standard_normal((B, H, L, D)).astype(np.float16) for _ in range(4))
+  mask = np.zeros((B, L), np.float32)
+  mask[1, 5 * L // 8:] = -10000.0
+  return q, k, v, do, mask
+
+
+def run_forward(q, k, v, mask, p_drop=0.0, seed=0):
+  L, D = q.shape[2:]
+  o, lse = np.zeros_like(q), np.zeros(q.shape[:3], np.float32)
+  args = (q, k, v, mask, np.array([seed], np.uint32), o, lse)
+  InterpretedFunction(at.attn_fwd_kernel)[(B * H * L // BLOCK,)](
+    *map(HostArray, args), H, L, D, 1 / math.sqrt(D), p_drop, BLOCK, BLOCK)
+  return o, lse
+
+
+def run_backward(q, k, v, mask, o, lse, do, p_drop=0.0, seed=0):
+  L, D = q.shape[2:]
+  delta = (do.astype(np.float32) * o.astype(np.float32)).sum(-1)   # as attention._grad computes it, in tinygrad
+  dq, dk, dv = np.zeros_like(q), np.zeros_like(q), np.zeros_like(q)
+  ins = (q, k, v, mask, np.array([seed], np.uint32), do, lse, delta)
+  consts = (H, L, D, 1 / math.sqrt(D), p_drop, BLOCK, BLOCK)
+  InterpretedFunction(at.attn_bwd_dkdv_kernel)[(B * H * L // BLOCK,)](*map(HostArray, ins + (dk, dv)), *consts)
+  InterpretedFunction(at.attn_bwd_dq_kernel)[(B * H * L // BLOCK,)](*map(HostArray, ins + (dq,)), *consts)
+  return dq, dk, dv
+
+
+def reference(q, k, v, mask, do, keep=None, p_drop=0.0):
+  """BertSelfAttention's math in tinygrad from the same fp16 inputs (fp32 scores and softmax, fp16 probabilities),
+  dropout given as the kept mask; returns out, logsumexp and dq, dk, dv (fp32)."""
+  D = q.shape[-1]
+  qt, kt, vt = (Tensor(x) for x in (q, k, v))
+  mask_add = Tensor(mask).reshape(B, 1, 1, -1)
+  scores = qt.matmul(kt.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(D)) + mask_add
+  probs = scores.softmax(-1).cast(dtypes.half)
+  if keep is not None: probs = Tensor(keep).where(probs, 0) / (1.0 - p_drop)
+  out = probs.matmul(vt, dtype=dtypes.float32)
+  grads = (out * Tensor(do).float()).sum().gradient(qt, kt, vt)
+  return (out.numpy(), scores.exp().sum(-1).log().numpy(), *(g.float().numpy() for g in grads))
+
+
+def kept_mask(L: int, p_drop: float, seed: int) -> np.ndarray:
+  """The kernel's dropout mask (B, H, L, L) read back: with q = 0 every unmasked probability is 1/L, and with v the
+  identity (D = L) out[i, j] = keep[i, j] / (L (1 - p))."""
+  q = np.zeros((B, H, L, L), np.float16)
+  v = np.broadcast_to(np.eye(L, dtype=np.float16), q.shape).copy()
+  o, _ = run_forward(q, q, v, np.zeros((B, L), np.float32), p_drop, seed)
+  assert set(np.unique(o * L * (1 - p_drop)).round(2)) <= {0.0, 1.0}
+  return o > 0
+
+
+def max_err(got, ref): return float(np.abs(got.astype(np.float32) - ref).max())
+
+
+@pytest.mark.parametrize("L,D", [(64, 16), (128, 32), (64, 64)])
+def test_forward_and_backward_interpreted_equal_the_models_math(L, D):
+  assert triton.knobs.runtime.interpret, "Triton was imported before this module set TRITON_INTERPRET=1"
+  q, k, v, do, mask = inputs(L, D, seed=L + D)
+  o, lse = run_forward(q, k, v, mask)
+  dq, dk, dv = run_backward(q, k, v, mask, o, lse, do)
+  ref_o, ref_lse, ref_dq, ref_dk, ref_dv = reference(q, k, v, mask, do)
+  # fp32 scores, fp16 probabilities into an fp32 accumulator, one rounding to fp16: |out| <= ~2 here, seen <= 5e-4
+  assert max_err(o, ref_o) < 2e-3
+  assert max_err(lse, ref_lse) < 1e-4
+  # gradients (|ref| ~1-2.5): fp16 dS and P into fp32 accumulators, rounded once to fp16; seen <= 8e-4
+  for got, ref in ((dq, ref_dq), (dk, ref_dk), (dv, ref_dv)):
+    assert max_err(got, ref) < 4e-3 * max(1.0, np.abs(ref).max())
+  # the padded keys of sequence 1 get no gradient (their probabilities are exp(-10000) = 0)
+  assert not dk[1, :, 5 * L // 8:].any() and not dv[1, :, 5 * L // 8:].any()
+
+
+def test_dropout_is_seeded_and_keeps_one_minus_p():
+  L, p = 64, 0.1
+  a, b, c = kept_mask(L, p, seed=7), kept_mask(L, p, seed=7), kept_mask(L, p, seed=8)
+  assert (a == b).all() and (a != c).mean() > 0.1
+  assert abs(a.mean() - (1 - p)) < 0.01   # 16384 draws: 0.01 is over 4 standard deviations
+  # different elements of every (batch, head) draw differently: the index covers b, h, i and j
+  assert all((a[0, 0] != a[x, y]).any() for x, y in ((0, 1), (1, 0), (1, 1)))
+
+
+def test_backward_uses_the_forwards_dropout_mask():
+  L, D, p, seed = 64, 64, 0.25, 11
+  keep = kept_mask(L, p, seed)
+  q, k, v, do, mask = inputs(L, D, seed=3)
+  o, lse = run_forward(q, k, v, mask, p, seed)
+  dq, dk, dv = run_backward(q, k, v, mask, o, lse, do, p, seed)
+  ref_o, ref_lse, ref_dq, ref_dk, ref_dv = reference(q, k, v, mask, do, keep, p)
+  assert max_err(o, ref_o) < 2e-3 * max(1.0, np.abs(ref_o).max())   # seen 8e-4 of 1.4
+  assert max_err(lse, ref_lse) < 1e-4   # the softmax's denominator counts dropped elements too
+  for got, ref in ((dq, ref_dq), (dk, ref_dk), (dv, ref_dv)):   # seen <= 1.2e-3 of ~2.4
+    assert max_err(got, ref) < 4e-3 * max(1.0, np.abs(ref).max())
+  # a backward with another seed's mask is measurably wrong: the check above can tell masks apart
+  _, _, dv8 = run_backward(q, k, v, mask, o, lse, do, p, seed + 1)
+  assert max_err(dv8, ref_dv) > 0.1 * np.abs(ref_dv).max()
+
+
+def _wiring_case(p_drop):
+  rng = np.random.default_rng(5)
+  L, D = 16, 8
+  q, k, v, g = (Tensor(rng.standard_normal((B, H, L, D)).astype(np.float32)) for _ in range(4))
+  mask = np.zeros((B, 1, 1, L), np.float32)
+  mask[1, ..., 11:] = -10000.0
+  return q, k, v, g, Tensor(mask), L, D
+
+
+@pytest.mark.parametrize("p_drop", [0.0, 0.3], ids=["no_dropout", "dropout"])
+def test_attention_and_its_gradients_through_custom_kernel(p_drop):
+  """attention()'s custom_kernel call and grad function on the CPU (the tinygrad fallback with a hash for Philox):
+  out, dq, dk, dv equal tinygrad's autograd through the model's math with the fallback's mask."""
+  q, k, v, g, mask, L, D = _wiring_case(p_drop)
+  with Context(TRAINING=1):
+    out = at.attention(q, k, v, mask, p_drop, seed=Tensor([7], dtype=dtypes.uint32))
+    grads = (out * g).sum().gradient(q, k, v)
+  probs = (q @ k.transpose(-2, -1) / math.sqrt(D) + mask).softmax(-1)
+  if p_drop:
+    idx = Tensor.arange(B * H * L * L).cast(dtypes.uint32).reshape(B, H, L, L)
+    keep = at._hash_uniform(idx, Tensor([7], dtype=dtypes.uint32).reshape(1, 1, 1, 1)) >= p_drop
+    assert abs(keep.float().mean().item() - (1 - p_drop)) < 0.05
+    probs = keep.where(probs, 0) / (1 - p_drop)
+  ref = probs @ v
+  ref_grads = (ref * g).sum().gradient(q, k, v)
+  np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
+  for got, want in zip(grads, ref_grads):
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_only_in_training_and_a_new_seed_per_call():
+  q, k, v, _, mask, _, _ = _wiring_case(0.3)
+  plain = at.attention(q, k, v, mask, 0.3).numpy()   # TRAINING unset: no dropout, as Tensor.dropout
+  with Context(TRAINING=1):
+    a, b = at.attention(q, k, v, mask, 0.3).numpy(), at.attention(q, k, v, mask, 0.3).numpy()
+  ref = ((q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask).softmax(-1) @ v).numpy()
+  np.testing.assert_allclose(plain, ref, rtol=1e-5, atol=1e-5)
+  assert not np.allclose(a, b)   # seed=None: tinygrad's RNG draws a new seed each call
+
+
+def test_a_captured_jit_step_draws_a_new_dropout_mask_each_step():
+  q, k, v, _, mask, _, _ = _wiring_case(0.3)
+  mask = mask.contiguous().realize()
+  step = TinyJit(lambda q, k, v, m: at.attention(q, k, v, m, 0.3).realize())
+  with Context(TRAINING=1):
+    outs = [step(q, k, v, mask).numpy() for _ in range(4)]   # captured at the second call, replayed after
+  assert all(not np.allclose(outs[i], outs[i + 1]) for i in range(3))
+
+
+def test_h200_cubins_compile_here_with_the_launch_facts():
+  """The three kernels compiled ahead for sm_90 at BERT-large's shapes (16 heads, L 512, head dim 64, dropout 0.1) by
+  Triton's own ptxas, without a GPU: Hopper's wgmma in the forward, Philox in all three (and in none at dropout 0),
+  shared memory within the 227 KB a block may have, the block size of the tile, and the kernel's pointers + Triton's
+  two scratch parameters."""
+  code = """
+import json
+from benchmarks.kernels import attention as at
+out = {}
+for which in ("fwd", "dkdv", "dq"):
+  k, BM, BN = at.compile_attention(which, 16, 512, 64, 0.1, 90)
+  params = [l for l in k.ptx.splitlines() if ".param .u64" in l]
+  out[which] = {"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
+                "wgmma": "wgmma.mma_async" in k.ptx, "philox": "mul.hi.u32" in k.ptx, "warps": at.TILES[which][2]}
+  out[which]["philox_at_p0"] = "mul.hi.u32" in at.compile_attention(which, 16, 512, 64, 0.0, 90)[0].ptx
+print(json.dumps(out))
+"""
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  got = json.loads(r.stdout.strip().splitlines()[-1])
+  for which, name in (("fwd", "attn_fwd_kernel"), ("dkdv", "attn_bwd_dkdv_kernel"), ("dq", "attn_bwd_dq_kernel")):
+    g = got[which]
+    assert g["name"] == name and g["cubin"] > 1000 and g["philox"] and not g["philox_at_p0"], g   # p 0: compiled out
+    assert 0 < g["smem"] <= 227 * 1024 and g["threads"] == 32 * g["warps"], g
+    assert g["params"] == len(at.POINTERS[which]) + 2, g
+  assert got["fwd"]["wgmma"], got["fwd"]
