@@ -33,7 +33,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # no silence over 10 s: every 10 s, how long it has taken and pip's last line
   ( t0=$SECONDS; trap 'kill "$s" 2>/dev/null; exit 0' TERM
     while :; do sleep 10 & s=$!; wait "$s"
-      echo "  ... installing, $((SECONDS - t0)) s: $(tail -n 1 "$VENV/install.log" 2>/dev/null | cut -c1-100)" >&2; done ) &
+      echo "  ... installing, $((SECONDS - t0)) s: $(tail -n 1 "$VENV/install.log" 2>/dev/null | LC_ALL=C tr -cd '\40-\176' | cut -c1-100)" >&2; done ) &
   ticker=$!
   if ! { "$VENV/bin/python" -m pip install --upgrade pip &&
          "$VENV/bin/python" -m pip install --require-hashes -r "$ROOT_DIR/requirements.lock" -r "$ROOT_DIR/requirements-dev.lock" &&
