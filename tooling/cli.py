@@ -30,7 +30,7 @@ VERBS = {
   "images": ("tooling.prep.images", "show the pinned base images, or pin their digests from the registry"),
   "package": ("tooling.ship.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
               "(optionally encrypted) tarball + sha1; --verify checks and safely unpacks one"),
-  "report": ("tooling.perf.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
+  "report": ("tooling.ship.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
   "sysinfo": ("tooling.launch.sysinfo", "write systems/<system>.json from this machine (+ an overrides file), checked by system_desc_checker"),
 }
 

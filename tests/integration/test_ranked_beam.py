@@ -16,7 +16,7 @@ import pytest
 from benchmarks.common import runtime
 from benchmarks.common.beam import RankedBeam
 from tests.conftest import REPO
-from tooling.perf.report import read_beam_search
+from tooling.ship.report import read_beam_search
 from tooling.perf.upstream import summary
 
 pytestmark = pytest.mark.integration
