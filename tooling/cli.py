@@ -21,7 +21,6 @@ VERBS = {
   "run": ("tooling.launch.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
   "status": ("tooling.launch.status", "each run's state (done, running, pending, failed, missing) from the ledger and Slurm; "
              "--resume resubmits failed Slurm runs"),
-  "bench": ("tooling.perf.bench", "our tinygrad train step and PyTorch's, side by side on this machine's GPU(s)"),
   "render": ("tooling.prep.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
              "the configs and images.lock.json"),
   "build": ("tooling.prep.build", "build a vendor's image (nv, amd, cpu) with live progress, provenance and the base digest used"),
