@@ -21,7 +21,6 @@ VERBS = {
   "run": ("tooling.launch.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
   "status": ("tooling.launch.status", "each run's state (done, running, pending, failed, missing) from the ledger and Slurm; "
              "--resume resubmits failed Slurm runs"),
-  "bench": ("tooling.perf.bench", "our tinygrad train step and PyTorch's, side by side on this machine's GPU(s)"),
   "render": ("tooling.prep.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
              "the configs and images.lock.json"),
   "build": ("tooling.prep.build", "build a vendor's image (nv, amd, cpu) with live progress, provenance and the base digest used"),
@@ -30,7 +29,7 @@ VERBS = {
   "images": ("tooling.prep.images", "show the pinned base images, or pin their digests from the registry"),
   "package": ("tooling.ship.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
               "(optionally encrypted) tarball + sha1; --verify checks and safely unpacks one"),
-  "report": ("tooling.perf.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
+  "report": ("tooling.ship.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
   "sysinfo": ("tooling.launch.sysinfo", "write systems/<system>.json from this machine (+ an overrides file), checked by system_desc_checker"),
 }
 

@@ -7,7 +7,7 @@ each followed by an eval on exactly EVAL_SAMPLES samples, until the masked-LM ac
 aborted when the target is missed or anything fails after run_start). `--phase all` (what run_and_time.sh runs) does
 both in one process with the full model, so RUN replays the kernels INIT captured; `init` alone compiles an
 INIT_BERT_LAYERS-layer model (kernels repeat per layer) and `run` alone builds and compiles its own (development,
-`tinyperf bench`); they share only the kernel cache file CACHEDB. Every knob comes from the platform config
+`python -m lab.bench`); they share only the kernel cache file CACHEDB. Every knob comes from the platform config
 (benchmarks/bert/implementations/<platform>/config.yaml), env vars override single knobs.
 Exit codes: 0 success (RUN: target reached), 1 target not reached or a training failure, 2 bad input.
 
@@ -143,7 +143,7 @@ def init(cfg: PlatformConfig, args, full_depth: bool) -> Trainer:
   mlperf.start(C.INIT_START)
   t0 = runtime.now()
   # the real shapes; without full_depth only INIT_BERT_LAYERS layers: every encoder layer runs the same kernels. A
-  # BENCHMARK run times the whole model (its step time is what the projection and `tinyperf bench` report), and so
+  # BENCHMARK run times the whole model (its step time is what the projection and `python -m lab.bench` report), and so
   # does INIT for a RUN in this process (it replays the captured full-depth step).
   tr = Trainer(cfg, args.seed, layers=None if full_depth else cfg["INIT_BERT_LAYERS"])
   initial = snapshot_state(tr.model, tr.optimizer, tr.state)

@@ -10,7 +10,7 @@ result costs no search, so a spent budget still takes it (and its lookup is not 
 running when the budget runs out is stopped (`search_deadline`) and its kernel keeps the hand-coded optimizations, so
 BEAM_BUDGET_S bounds INIT's search, not only the start of its last kernel. Search results land in that cache as a plain
 search's do. A capture's kernels and their BEAM=0 times can also be written to a file (write_kernels, BEAM_KERNELS_OUT),
-which tooling.perf.beam_kernels searches later without the trainer.
+which lab.beam_kernels searches later without the trainer.
 
 Leans on tinygrad 0.14.0 internals (engine.jit.compile_linear, codegen.to_program, the search's own timer); the
 project pins that version and tests/integration/test_ranked_beam.py runs them.
@@ -56,7 +56,7 @@ class SearchReport:
             (f" (stopped: BEAM_BUDGET_S spent, {self.left} ranked kernels left unsearched)" if self.stopped == "budget" else ""))
 
 
-# the opening of SearchReport.line() as a log reader finds it: searched, kernels, covered % (tooling.perf.upstream reads
+# the opening of SearchReport.line() as a log reader finds it: searched, kernels, covered % (lab.upstream reads
 # it from tinycorp's log, where the ranked search writes no metrics file)
 REPORT_LINE = re.compile(r"ranked BEAM: searched (\d+)/(\d+) kernels holding ([\d.]+)% of the step's BEAM=0 time")
 # and of the line each kernel given a result writes (RankedBeam.mark): its rank, the step covered so far %, search
@@ -308,7 +308,7 @@ def from_knobs(k: dict) -> RankedBeam | None:
 
 def activate_from_environ(environ) -> RankedBeam | None:
   """The ranked search around every JIT compile of this whole process, from BEAM_COVERAGE / BEAM_BUDGET_S in `environ`
-  (already checked by load_config): for a trainer that is not ours, tinycorp's under scripts/upstream_beam.sh, so that
+  (already checked by load_config): for a trainer that is not ours, tinycorp's under lab/scripts/upstream_beam.sh, so that
   its search is ranked and bounded as our INIT's is; BEAM_KERNELS_OUT=FILE also writes each capture's kernels there
   (write_kernels). None (nothing wrapped) where none is set."""
   k = {key: float(environ[key]) for key in ("BEAM_COVERAGE", "BEAM_BUDGET_S") if environ.get(key)}

@@ -155,7 +155,7 @@ RESNET = {
   "SHM_RING_BATCHES": Knob(int, "batches held in the shared-memory ring per loader", range="[2,)"),
   "FEED_IMG_S_PER_GPU": Knob(float, "train img/s one GPU consumes at the speed expected on this platform (the "
                                     "loader must feed GPUS times this; source in the config's comment)", range="(0,)"),
-  "LOADER_IMG_S_PER_CORE": Knob(float, "train img/s one CPU core of the loader delivers (benchmarks.resnet."
+  "LOADER_IMG_S_PER_CORE": Knob(float, "train img/s one CPU core of the loader delivers (lab.resnet."
                                        "bench_decode); sets the cores the platform needs (benchmarks/common/feeding.py)",
                                  range="(0,)"),
 }
@@ -195,7 +195,7 @@ BERT = {
                                  "code: the backward keeps its (B, heads, L, L) buffers in half, which holds less GPU "
                                  "memory: docs/bert_train.md)", required=False, choices=("FLOAT", "HALF")),
   "DROPOUT": Knob(float, "hidden and attention dropout probability (default BERT_DROPOUT, BERT-large's and the closed "
-                         "reference's; a closed RUN refuses any other value; `tinyperf bench --dropout 0` measures its cost)",
+                         "reference's; a closed RUN refuses any other value; `python -m lab.bench --dropout 0` measures its cost)",
                   required=False, range="[0,1)"),
 }
 
@@ -270,7 +270,7 @@ def _in_range(v: float, rng: str) -> bool:
 def load_config(benchmark: str, platform: str, environ: dict | None = None, path: Path | None = None,
                 given_as: dict[str, str] | None = None) -> PlatformConfig:
   """Load and validate one config; environment variables named like a knob override it. given_as: for knobs a command
-  set in environ from its own flags, the flag as the user typed it (`tinyperf bench`: {"BS": "--bs 0"}), which an
+  set in environ from its own flags, the flag as the user typed it (`python -m lab.bench`: {"BS": "--bs 0"}), which an
   error names instead of the environment variable the user never set."""
   if benchmark not in BENCHMARKS:
     raise ConfigError(f"unknown benchmark {benchmark!r}; valid: {', '.join(BENCHMARKS)}.")
@@ -417,12 +417,12 @@ def _closed_model(benchmark: str) -> str:
 def require_closed_model(cfg: PlatformConfig):
   """A closed run (one that writes a result log) trains the closed model. The config file is checked when loaded; this
   catches environment overrides (NUM_CLASSES=10, BERT_LAYERS=2), which stay allowed for measurements without a result
-  (`tinyperf bench`, --phase init)."""
+  (`python -m lab.bench`, --phase init)."""
   if cfg["division"] != "closed" or not (changed := closed_model_changes(cfg.benchmark, cfg.knobs)): return
   raise ConfigError(f"{cfg.path}: division closed requires {_closed_model(cfg.benchmark)}; the environment sets "
                     f"{', '.join(f'{k}={v}' for k, v in changed.items())}, which would make this closed log an open-"
                     f"division run. Unset {' '.join(changed)}; a smaller model can be timed without a result with "
-                    f"`tinyperf bench {cfg.benchmark} --against none`.")
+                    f"`python -m lab.bench {cfg.benchmark} --against none`.")
 
 
 def available_platforms(benchmark: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 Each ResNet config states FEED_IMG_S_PER_GPU (the train images per second one GPU consumes at the speed we expect on
 that platform; the config's comments say where the figure comes from) and LOADER_IMG_S_PER_CORE (train images per
-second one core of our loader decodes and augments, measured by `python -m benchmarks.resnet.bench_decode`). Then
+second one core of our loader decodes and augments, measured by `python -m lab.resnet.bench_decode`). Then
 
   loader cores = ceil(GPUS x FEED_IMG_S_PER_GPU / LOADER_IMG_S_PER_CORE), plus one core for the training process
 

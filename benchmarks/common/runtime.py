@@ -74,7 +74,7 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
     if args.phase in ("run", "all"): require_closed_model(cfg)
     apply_tinygrad_env(cfg, args.phase)
     # INIT starts its cache empty; a BENCHMARK run given an explicit CACHEDB keeps it (a BEAM search carried over
-    # from an earlier measurement: `tinyperf bench --beam-cache`), which no submission run does
+    # from an earlier measurement: `python -m lab.bench --beam-cache`), which no submission run does
     keep = bool(args.benchmark_steps and os.environ.get("CACHEDB"))
     prepare_cache_db(args.results, args.seed, fresh=args.phase in ("init", "all") and not keep)
     log = args.log or args.results / f"result_{benchmark}_{args.seed}.txt"
@@ -241,7 +241,7 @@ def epoch_summary(epoch: int, timer: StepTimer, first: int, items_per_step: int,
 
 def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: int, steps_to_train: int, unit: str,
                        init_s: float, ranked_beam: list[dict] | None = None):
-  """One machine-readable line for `tinyperf bench` (which runs this entrypoint as a process and parses it).
+  """One machine-readable line for `python -m lab.bench` (which runs this entrypoint as a process and parses it).
   ranked_beam: a ranked search's summary per captured step (beam.SearchReport.summary), None without one."""
   import json
   from tinygrad import Device, GlobalCounters

@@ -67,7 +67,7 @@ compiled_kernel = triton.jit(gemm_kernel) if triton is not None else None
 TILES = ((128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4))
 SMS = 132   # H200 streaming multiprocessors
 # (M, N, K, trans_a, trans_b) -> the tile measured fastest on an H200 for BERT-large at BS 96, every tile of TILES tried
-# (scripts/bench_gemm.py; docs/perf/2026-12-04_gemm_triton_1xH200.jsonl); other shapes: tile()'s rule
+# (lab/scripts/bench_gemm.py; docs/perf/2026-12-04_gemm_triton_1xH200.jsonl); other shapes: tile()'s rule
 TUNED: dict[tuple[int, int, int, bool, bool], tuple[int, int, int, int, int]] = {
   (49152, 1024, 1024, False, True): (128, 256, 64, 8, 3),   # qkv/out fwd: 553.6 TFLOP/s
   (49152, 1024, 1024, False, False): (128, 256, 64, 8, 3),   # qkv/out dgrad: 565.4 TFLOP/s

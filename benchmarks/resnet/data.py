@@ -47,7 +47,7 @@ MEAN_PIXEL = (123, 116, 103)
 EVAL_RESIZE_RATIO = 256 / 224
 WORKER_NAME = "tinyperf-imagenet-worker"
 
-# JPEG decoding, chosen by measurement (benchmarks/resnet/bench_decode.py; table in docs/data.md): stock Pillow, with
+# JPEG decoding, chosen by measurement (lab/resnet/bench_decode.py; table in docs/data.md): stock Pillow, with
 # draft() letting libjpeg decode at 1/2, 1/4 or 1/8 scale in the DCT when the crop keeps at least image_size pixels
 # after the reduction (+4-5 % per core; pixels differ from a full decode by 0.06 levels on average). simplejpeg and
 # PyTurboJPEG measured within 1-3 % of Pillow 13, whose wheels bundle the same libjpeg-turbo: not worth a second

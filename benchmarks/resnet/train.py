@@ -5,7 +5,7 @@ the seed, JIT capture + BEAM search on fake data of the real shapes, the initial
 run_start, seed, hyperparameters, epochs with evals on real data, run_stop (status aborted when the target is missed or
 anything fails after run_start: mlperf.abort_on_failure). `--phase all` (what run_and_time.sh runs) does both in one
 process, so RUN replays the kernels INIT captured from its first step; `init` and `run` alone are separate processes
-sharing only the kernel cache file CACHEDB (`tinyperf bench`, development), and RUN then compiles again on the clock.
+sharing only the kernel cache file CACHEDB (`python -m lab.bench`, development), and RUN then compiles again on the clock.
 Every knob comes from the platform config (benchmarks/resnet/implementations/<platform>/config.yaml), env vars override
 single knobs. Exit codes: 0 success (RUN: target reached), 1 target not reached or a training failure, 2 bad input.
 """

@@ -1,4 +1,4 @@
-"""`tinyperf bench` end to end on the CPU (cpu_smoke's small ResNet, no PyTorch side): BENCHMARK=N times N replayed
+"""`python -m lab.bench` end to end on the CPU (cpu_smoke's small ResNet, no PyTorch side): BENCHMARK=N times N replayed
 steps after the JIT's two compiling ones, the record says which steps the median came from, --vary runs the
 tinygrad side again with one knob changed, and SIGTERM stops it leaving nothing behind."""
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_bench_times_replayed_steps_and_records_the_warmup(tmp_path):
   record = tmp_path / "bench.jsonl"
   # one stage of the toy's two (a knob from the environment, as a user overrides one): both tinygrad processes compile
   # faster, and what is tested is how bench times and records, not the model (90 -> 58 CPU-s)
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
                       "--steps", "3", "--record", str(record), "--vary", "BS=32"], cwd=REPO, capture_output=True, text=True,
                      timeout=900, env={**os.environ, "RESNET_LAYERS": "1"})
   assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
@@ -48,7 +48,7 @@ def test_bench_records_what_the_ranked_search_covered(tmp_path):
   """A ranked search's figures go into the bench record and the printed summary: a step figure says how much of the
   step was searched. BEAM_BUDGET_S=0 with an empty cache of the test's own: every kernel ranked, none searched."""
   record = tmp_path / "bench.jsonl"
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
                       "--steps", "1", "--beam", "1", "--record", str(record)], cwd=REPO, capture_output=True, text=True,
                      timeout=900, env={**os.environ, "RESNET_LAYERS": "1", "BEAM_BUDGET_S": "0", "IGNORE_JIT_FIRST_BEAM": "1",
                                        "CACHEDB": str(tmp_path / "cache.db")})
@@ -62,7 +62,7 @@ def test_bench_records_what_the_ranked_search_covered(tmp_path):
 
 def _searched(tmp: Path) -> int:
   """BEAM results in the kernel cache of the tinygrad side bench started (in its temp folder under tmp), 0 until then."""
-  from tooling.perf.bench import beam_rows
+  from lab.bench import beam_rows
   for db in tmp.glob("*/cache.db"):
     try: return beam_rows(db)
     except sqlite3.Error: pass   # the search holds the write lock just now
@@ -88,7 +88,7 @@ def test_sigterm_saves_the_search_stops_the_tinygrad_side_and_leaves_no_temp_fol
   tmp, marker = tmp_path / "tmp", f"TEST_BENCH_SIGTERM={uuid.uuid4().hex}"
   tmp.mkdir()
   key, value = marker.split("=")
-  p = subprocess.Popen([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against",
+  p = subprocess.Popen([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--against",
                         "none", "--steps", "1", "--beam", "1", "--beam-cache", "beam.db"], cwd=tmp_path,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                        env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp), "RESNET_LAYERS": "1", key: value})
@@ -102,9 +102,9 @@ def test_sigterm_saves_the_search_stops_the_tinygrad_side_and_leaves_no_temp_fol
     out, err = p.communicate(timeout=90)
   finally:
     if p.poll() is None: os.killpg(p.pid, signal.SIGKILL)
-  assert p.returncode == 130 and err.splitlines() == ["tinyperf bench: stopped by SIGTERM (scancel, a Slurm time limit, "
+  assert p.returncode == 130 and err.splitlines() == ["python -m lab.bench: stopped by SIGTERM (scancel, a Slurm time limit, "
                                                       "or kill)"], err
-  from tooling.perf.bench import beam_rows
+  from lab.bench import beam_rows
   assert beam_rows(tmp_path / "beam.db") >= searched and "BEAM-searched kernels saved in" in out   # the last save
   assert not (tmp_path / "beam.db.tmp").exists()
   assert list(tmp.iterdir()) == []                     # bench's temp folder is gone

@@ -1,4 +1,4 @@
-"""benchmarks.bert.step_cost counts a real BERT train step on the NULL device (no GPU) with the platform config's
+"""lab.bert.step_cost counts a real BERT train step on the NULL device (no GPU) with the platform config's
 tinygrad knobs: the DROPOUT knob really takes dropout out of the step (fewer kernels, fewer bytes), USE_ATOMICS=0 puts
 the one-hot embedding gradient back (vocab x tokens x hidden more FLOP), and each variant runs in its own process with
 its own knobs."""
@@ -19,7 +19,7 @@ def test_dropout_variant_costs_kernels_and_bytes_on_the_null_device():
   # NOOPT=1: what is counted (kernels, bytes, FLOP) comes from the schedule, not from the optimizations inside each
   # kernel, which only make compiling slower
   env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1", "NOOPT": "1"}
-  r = subprocess.run([sys.executable, "-m", "benchmarks.bert.step_cost", "--platform", "cpu_smoke", "--layers", "1",
+  r = subprocess.run([sys.executable, "-m", "lab.bert.step_cost", "--platform", "cpu_smoke", "--layers", "1",
                       "--variants", "DROPOUT=0.1", "DROPOUT=0", "USE_ATOMICS=0"], cwd=REPO, env=env, capture_output=True,
                      text=True, timeout=900)
   assert r.returncode == 0, r.stderr[-2000:]
@@ -39,7 +39,7 @@ def test_half_attention_softmax_holds_less_memory_on_the_null_device():
   # shapes (BS 16, 2 heads, L 64) in fp16 compute that is 16*2*64*64 elements x 2 bytes less per saved buffer (at 2
   # layers the peak fell by two such buffers; at BERT-large's shapes by 3.26 GiB, docs/bert_train.md)
   env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1", "NOOPT": "1", "DEFAULT_FLOAT": "HALF"}
-  r = subprocess.run([sys.executable, "-m", "benchmarks.bert.step_cost", "--platform", "cpu_smoke", "--layers", "2",
+  r = subprocess.run([sys.executable, "-m", "lab.bert.step_cost", "--platform", "cpu_smoke", "--layers", "2",
                       "--variants", "ATTENTION_SOFTMAX=FLOAT", "ATTENTION_SOFTMAX=HALF", "--gpu-gib", "0.001"],
                      cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
   assert r.returncode == 0, r.stderr[-2000:]

@@ -1,5 +1,5 @@
 """`prep wiki corpus --text synthetic` is there so that an end-to-end run from random init reaches BERT's real 0.72
-masked-LM target in a few dozen steps and ends with run_stop success (scripts/e2e_h200.sh TEXT=synthetic on the H200).
+masked-LM target in a few dozen steps and ends with run_stop success (lab/scripts/e2e_h200.sh TEXT=synthetic on the H200).
 Here the user's path on the CPU: the four prep commands with relative paths from the caller's directory, then the
 cpu_smoke run_and_time.sh with its target raised to 0.72, and `tinyperf check` on the log it wrote."""
 from __future__ import annotations

@@ -16,8 +16,8 @@ import pytest
 from benchmarks.common import runtime
 from benchmarks.common.beam import RankedBeam
 from tests.conftest import REPO
-from tooling.perf.report import read_beam_search
-from tooling.perf.upstream import summary
+from tooling.ship.report import read_beam_search
+from lab.upstream import summary
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ def test_ranked_beam_searches_only_the_kernel_holding_most_of_the_step(tmp_path,
   assert rep.searched[0].startswith("r_"), rep.searched   # the reduce: the matmul, not an elementwise kernel
   assert rep.search_s > 0 and rb.spent_s == rep.search_s
   assert any(line.startswith("ranked BEAM: searched 1/3 kernels") for line in lines), lines
-  # a log read while the search goes on (tooling.perf.upstream, on tinycorp's trainer): its per-kernel lines say how far
+  # a log read while the search goes on (lab.upstream, on tinycorp's trainer): its per-kernel lines say how far
   so_far = summary("\n".join(line for line in lines if not line.startswith("ranked BEAM: searched")))["ranked_so_far"]
   assert so_far["given"] == 1 and abs(so_far["covered"] - rep.covered) <= 0.0005 + 1e-9, (so_far, lines)
   assert abs(so_far["spent_s"] - rb.spent_s) <= 0.5, (so_far, rb.spent_s)
@@ -117,11 +117,11 @@ def test_a_search_running_when_the_budget_runs_out_is_stopped_there(parallel, mo
 
 
 def test_a_kernels_search_stopped_by_sigterm_to_its_group_saves_and_leaves(tmp_path):
-  """tooling.perf.beam_kernels stopped as Slurm or `kill -- -PGID` stops it: SIGTERM reaches BEAM's compile workers too
+  """lab.beam_kernels stopped as Slurm or `kill -- -PGID` stops it: SIGTERM reaches BEAM's compile workers too
   (multiprocessing's Pool.terminate then hung on a lock a killed worker held): it saves, says so, exits 130, and nothing
   of it is left running."""
   captured_step(64, RankedBeam(budget_s=0, kernels_out=tmp_path / "k.pkl", log=lambda s: None), beam=1)
-  p = subprocess.Popen([sys.executable, "-m", "tooling.perf.beam_kernels", "k.pkl", "--cache", "c.db"], cwd=tmp_path,
+  p = subprocess.Popen([sys.executable, "-m", "lab.beam_kernels", "k.pkl", "--cache", "c.db"], cwd=tmp_path,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                        env={**os.environ, "PYTHONPATH": str(REPO), "PARALLEL": "2"})
   try:
@@ -141,9 +141,9 @@ def test_a_kernels_search_stopped_by_sigterm_to_its_group_saves_and_leaves(tmp_p
 
 
 def test_the_device_check_of_a_kernels_file_passes_on_the_cpu(tmp_path):
-  """scripts/check_beam_kernels.py, as PERFORMANCE.md has it run on a GPU before a lease relies on a kernels file: on
+  """lab/scripts/check_beam_kernels.py, as PERFORMANCE.md has it run on a GPU before a lease relies on a kernels file: on
   the CPU, typed from another directory, the second capture takes every kernel from the cache beam_kernels filled."""
-  r = subprocess.run([sys.executable, str(REPO / "scripts" / "check_beam_kernels.py"), "--n", "32"], cwd=tmp_path,
+  r = subprocess.run([sys.executable, str(REPO / "lab" / "scripts" / "check_beam_kernels.py"), "--n", "32"], cwd=tmp_path,
                      capture_output=True, text=True, timeout=600, env={**os.environ, "DEV": "CPU"})
   assert r.returncode == 0, r.stdout + r.stderr
   assert r.stdout.strip() == "check_beam_kernels: all 2 kernels of the capture came from the cache beam_kernels filled " \

@@ -19,7 +19,7 @@ import pytest
 from benchmarks.common.rules import required_runs
 from tests.conftest import REPO, sh, user_env
 from tooling.common import mlperf_tools
-from tooling.perf import report
+from tooling.ship import report
 from tooling.cli import main as cli
 from tooling.common.mllog_reader import read_log
 

@@ -17,12 +17,17 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> Path:
+def wheel(tmp_path_factory) -> Path:
   tmp = tmp_path_factory.mktemp("wheel")
   subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
                   str(REPO)], check=True, capture_output=True, timeout=300)
-  (wheel,) = (tmp / "dist").glob("tinyperf-*.whl")
-  v = tmp / "venv"
+  (whl,) = (tmp / "dist").glob("tinyperf-*.whl")
+  return whl
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory) -> Path:
+  v = tmp_path_factory.mktemp("venv") / "venv"
   subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(v)], check=True, timeout=120)
   subprocess.run([sys.executable, "-m", "pip", "--python", str(v / "bin/python"), "install", "-q", "--no-deps", str(wheel)],
                  check=True, capture_output=True, timeout=300)
@@ -31,6 +36,12 @@ def venv(tmp_path_factory) -> Path:
   (sp,) = (v / "lib").glob("python3*/site-packages")
   (sp / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
   return v
+
+
+def test_the_wheel_holds_no_lab_file(wheel):
+  import zipfile
+  names = zipfile.ZipFile(wheel).namelist()
+  assert "tooling/ship/report.py" in names and not [n for n in names if n.startswith("lab/")], names
 
 
 def _tinyperf(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:

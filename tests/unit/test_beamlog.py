@@ -1,9 +1,9 @@
-"""tooling.perf.beamlog reads a DEBUG=2 BEAM log as tinygrad 0.14 writes it (lines shaped like those of the 2026-11-30 H200
+"""lab.beamlog reads a DEBUG=2 BEAM log as tinygrad 0.14 writes it (lines shaped like those of the 2026-11-30 H200
 run): the BEAM=0 first step, the search trace with its colored loop shapes, tqdm's progress, and a search cut short."""
 import io
 import math
 
-from tooling.perf import beamlog
+from lab import beamlog
 
 B, R, Y, C, E = "\x1b[34m", "\x1b[31m", "\x1b[33m", "\x1b[96m", "\x1b[0m"
 
@@ -33,7 +33,7 @@ LOG = "\n".join([
   f"\r   1.00s:        20.00us from   5 ->   5 actions {NORM}",
   f"compiling r_64_576 :   1%| | 2/369 [01:05<2:30:00,  0.04it/s]   0.00s:                from   1 ->   1 actions {CONV1}",
   f"\r   3.00s:       900.00us from  30 ->  30 actions {CONV1}",
-  "tinyperf bench: error: the tinygrad side did not finish within --time-limit 660 s and was stopped",
+  "python -m lab.bench: error: the tinygrad side did not finish within --time-limit 660 s and was stopped",
 ])
 
 

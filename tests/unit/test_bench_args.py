@@ -1,4 +1,4 @@
-"""`tinyperf bench` refuses arguments that do not fit the benchmark before starting anything, names the environment
+"""`python -m lab.bench` refuses arguments that do not fit the benchmark before starting anything, names the environment
 values its flags replace, and stops the PyTorch side's process group on SIGTERM (both sides stand-ins, no training)."""
 import os
 import signal
@@ -14,9 +14,24 @@ from benchmarks.common.config import load_config
 from tests.conftest import REPO
 
 
+def test_without_the_gpus_is_one_line_and_starts_nothing(tmp_path):
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--gpus", "64", "--platform", "tinybox_green"],
+                     cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+  assert r.returncode == 2 and r.stdout == "", r.stdout + r.stderr   # no machine shows 64
+  (line,) = r.stderr.strip().splitlines()
+  assert "--platform cpu_smoke --against none" in line and "page cache" not in r.stderr
+
+
+def test_an_abbreviated_flag_is_refused():
+  # a flag cut short in the docs must not parse in their test
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--beam-cach", "x"], cwd=REPO, capture_output=True,
+                     text=True, timeout=120)
+  assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("argv", [["resnet", "--dropout", "0"], ["bert", "--dropout", "1.5"], ["bert", "--dropout", "-0.1"]])
 def test_dropout_only_for_bert_and_only_a_probability(argv):
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", *argv], cwd=REPO, capture_output=True, text=True,
+  r = subprocess.run([sys.executable, "-m", "lab.bench", *argv], cwd=REPO, capture_output=True, text=True,
                      timeout=120)
   assert r.returncode == 2 and "--dropout" in r.stderr and "Traceback" not in r.stderr
 
@@ -30,7 +45,7 @@ def test_dropout_only_for_bert_and_only_a_probability(argv):
 def test_steps_time_limit_and_record_are_refused_before_init(argv, says):
   # each once ran INIT on the CPU first (about 20 s) and only then failed; --record with a traceback after the bench
   # (also onto a directory); --time-limit inf with an OverflowError traceback from the limit's timer thread
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
                       *argv], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr
   assert "init took" not in r.stdout + r.stderr
@@ -39,7 +54,7 @@ def test_steps_time_limit_and_record_are_refused_before_init(argv, says):
 @pytest.mark.parametrize("vary, names", [("USE_ATOMICS", "KNOB=VALUE"), ("NOT_A_KNOB=1", "NOT_A_KNOB"),
                                           ("USE_ATOMICS=2", "allowed: 0, 1"), ("BS=many", "must be int")])
 def test_vary_takes_one_knob_of_the_config_with_a_valid_value(vary, names):
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "bert", "--against", "none", "--vary", vary],
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "bert", "--against", "none", "--vary", vary],
                      cwd=REPO, capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and f"--vary {vary}" in r.stderr and names in r.stderr, r.stderr
   assert "Traceback" not in r.stderr
@@ -47,16 +62,16 @@ def test_vary_takes_one_knob_of_the_config_with_a_valid_value(vary, names):
 
 def _bench_args(*argv):
   import argparse
-  from tooling.perf.bench import add_arguments
+  from lab.bench import add_arguments
   p = argparse.ArgumentParser(); add_arguments(p)
   return p.parse_args(list(argv))
 
 
 def test_the_pytorch_side_trains_the_depth_the_tinygrad_side_trains(monkeypatch):
-  from tooling.perf.bench import torch_command
+  from lab.bench import torch_command
   args = _bench_args("bert", "--gpus", "1", "--bs", "32")
   assert torch_command(args)[torch_command(args).index("--layers") + 1] == "24"
-  monkeypatch.setenv("BERT_LAYERS", "2")   # as in `BERT_LAYERS=2 tinyperf bench bert ...`: both sides 2 layers
+  monkeypatch.setenv("BERT_LAYERS", "2")   # as in `BERT_LAYERS=2 python -m lab.bench bert ...`: both sides 2 layers
   cmd = torch_command(args)
   assert cmd[cmd.index("--layers") + 1] == "2" and cmd[cmd.index("--seq") + 1] == "512"
 
@@ -65,7 +80,7 @@ def test_the_pytorch_side_trains_the_depth_the_tinygrad_side_trains(monkeypatch)
     (["bert"], {"BERT_HIDDEN": "512", "BERT_HEADS": "8"}, "BERT_HIDDEN=512"),
     (["resnet", "--platform", "cpu_smoke"], {}, "RESNET_LAYERS=1,1")])
 def test_a_model_the_pytorch_side_cannot_build_is_refused_before_anything_runs(argv, env, named):
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", *argv], cwd=REPO, capture_output=True, text=True,
+  r = subprocess.run([sys.executable, "-m", "lab.bench", *argv], cwd=REPO, capture_output=True, text=True,
                      timeout=120, env={**os.environ, **env})
   assert r.returncode == 2 and "--against torch" in r.stderr and named in r.stderr and "--against none" in r.stderr, r.stderr
   assert "Traceback" not in r.stderr and "tinyperf-bench" not in r.stdout
@@ -103,11 +118,11 @@ def test_a_value_the_tinygrad_sides_config_refuses_is_refused_before_any_process
   hook, log = tmp_path / "hook", tmp_path / "processes.log"
   hook.mkdir(); (hook / "sitecustomize.py").write_text(WATCH_PROCESSES)
   (tmp_path / "out").mkdir()
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--against", "none", "--steps", "1",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--against", "none", "--steps", "1",
                       "--record", "out/bench.jsonl", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                      env={**os.environ, **env, "PYTHONPATH": f"{hook}{os.pathsep}{REPO}", "TEST_PROCESS_LOG": str(log)})
   assert r.returncode == 2 and r.stderr.count(says) == 1, r.stderr
-  assert r.stderr.startswith("tinyperf bench: error: ") and r.stderr.count("\n") == 1, r.stderr   # one paragraph
+  assert r.stderr.startswith("python -m lab.bench: error: ") and r.stderr.count("\n") == 1, r.stderr   # one paragraph
   assert not log.exists(), log.read_text()             # no tinygrad side, no watchdog: no process at all
   assert r.stdout == "" and not (tmp_path / "out" / "bench.jsonl").exists()
 
@@ -118,12 +133,12 @@ def test_a_failing_tinygrad_side_is_reported_once(tmp_path):
   (tmp_path / "sitecustomize.py").write_text(
     "import os, sys\nif '--phase' in sys.argv:   # the tinygrad side only, not bench itself\n"
     "  print('stand-in failure: the tinygrad side stops here', flush=True); os._exit(3)\n")
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
                       "--against", "none"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                      env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
   both = r.stdout + r.stderr
   assert r.returncode == 2 and both.count("stand-in failure: the tinygrad side stops here") == 2, both   # streamed + named
-  assert r.stderr == ("tinyperf bench: error: the tinygrad side failed (exit 3); its output is above, ending with: "
+  assert r.stderr == ("python -m lab.bench: error: the tinygrad side failed (exit 3); its output is above, ending with: "
                       "stand-in failure: the tinygrad side stops here\n"), r.stderr
 
 
@@ -142,7 +157,7 @@ def test_the_environment_values_bench_flags_replace_are_named_once_before_the_ru
   # BS=128 exported and --bs 8 trained 8 without a word; a value the flag sets again (EVAL_BS=8, GPUS=01) is not named
   (tmp_path / "sitecustomize.py").write_text(STAND_IN_TINYGRAD)
   env = {"BS": "128", "EVAL_BS": "8", "GPUS": "01", "NOOPT": "1", "CACHEDB": str(tmp_path / "mine.db")}
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--bs", "8",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--bs", "8",
                       "--steps", "1", "--against", "none", "--vary", "NOOPT=0", "--beam-cache", "beam.db"], cwd=tmp_path,
                      capture_output=True, text=True, timeout=120,
                      env={**os.environ, **env, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
@@ -156,7 +171,7 @@ def test_the_environment_values_bench_flags_replace_are_named_once_before_the_ru
   assert [line for line in r.stdout.splitlines() if line.startswith("stand-in")] == [
     "stand-in tinygrad side: BS=8 EVAL_BS=8 GPUS=1 NOOPT=1", "stand-in tinygrad side: BS=8 EVAL_BS=8 GPUS=1 NOOPT=0"]
   # without --bs, bench's default (the config's) replaces BS, and is said to be one: no flag was typed
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
                       "--against", "none"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                      env={**os.environ, "BS": "128", "GPUS": "2", "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"})
   assert r.returncode == 0, r.stdout + r.stderr
@@ -199,7 +214,7 @@ def test_sigterm_during_the_pytorch_side_stops_its_process_group_and_writes_no_r
   (hook / "sitecustomize.py").write_text(STAND_IN_TINYGRAD + STAND_IN_TORCH)
   # cpu_smoke with the closed ResNet-50's shapes: the model the PyTorch side builds (both sides are stand-ins)
   shapes = {"RESNET_LAYERS": "3,4,6,3", "RESNET_WIDTH": "64", "NUM_CLASSES": "1000"}
-  p = subprocess.Popen([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
+  p = subprocess.Popen([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--steps", "1",
                         "--record", "bench.jsonl"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        start_new_session=True, env={**os.environ, **shapes, "PYTHONPATH": f"{hook}{os.pathsep}{REPO}",
                                                     "TMPDIR": str(tmp), "TEST_TORCH_PIDS": str(pids)})
@@ -218,7 +233,7 @@ def test_sigterm_during_the_pytorch_side_stops_its_process_group_and_writes_no_r
     for group in {p.pid, torch_pgid} - {None}:   # whatever is left, so that a failure leaves no process behind
       try: os.killpg(group, signal.SIGKILL)
       except ProcessLookupError: pass
-  assert p.returncode == 130 and err.splitlines() == ["tinyperf bench: stopped by SIGTERM (scancel, a Slurm time limit, "
+  assert p.returncode == 130 and err.splitlines() == ["python -m lab.bench: stopped by SIGTERM (scancel, a Slurm time limit, "
                                                       "or kill)"], err
   assert not left, f"the PyTorch side's processes {left} outlived bench"
   assert "stand-in tinygrad side" in out and not (tmp_path / "bench.jsonl").exists()
@@ -229,7 +244,7 @@ def test_a_stop_while_the_record_is_appended_leaves_the_file_as_it_was(tmp_path,
   # the lines were written one by one: a SIGTERM (a KeyboardInterrupt, stop_on_signals) between two of them appended the
   # config's line without the --vary one. Here it arrives while the second line is made.
   import json
-  from tooling.perf import bench
+  from lab import bench
   record = tmp_path / "bench.jsonl"
   record.write_text('{"earlier": 1}\n')
   stand_in = {"img_per_s": 100.0, "gpus": 1, "bs": 64, "median_step_ms": 80.0, "beam": {"TRAIN_BEAM": 0},

@@ -1,11 +1,11 @@
-"""`tinyperf bench --beam-cache`: only tinygrad's BEAM results travel between machines, and tinygrad reads them back."""
+"""`python -m lab.bench --beam-cache`: only tinygrad's BEAM results travel between machines, and tinygrad reads them back."""
 import os
 import re
 import subprocess
 import sys
 
 from tests.conftest import REPO
-from tooling.perf.bench import copy_beam_tables, require_saving_folder, save_beam_cache
+from lab.bench import copy_beam_tables, require_saving_folder, save_beam_cache
 
 
 def tinygrad_cache(db, code: str) -> str:
@@ -43,7 +43,7 @@ def test_a_running_search_is_saved_with_each_result(tmp_path):
   import threading
   import time
   from tinygrad.helpers import VERSION
-  from tooling.perf.bench import follow_beam_cache
+  from lab.bench import follow_beam_cache
   run, carried, stop = tmp_path / "run.db", tmp_path / "beam.db", threading.Event()
   # one tinygrad process for the whole run, as the trainer is: each line of stdin is run, then "ok" printed
   live = subprocess.Popen([sys.executable, "-c", "import sys\nfrom tinygrad.helpers import diskcache_put\n"
@@ -87,15 +87,15 @@ def test_a_running_search_is_saved_with_each_result(tmp_path):
 
 
 def test_two_runs_saving_into_one_cache_keep_both_searches(tmp_path):
-  """Two benches given the same --beam-cache (or a bench and scripts/upstream_beam.sh): each save merged the old file
+  """Two benches given the same --beam-cache (or a bench and lab/scripts/upstream_beam.sh): each save merged the old file
   and replaced it, so the later replace dropped what the other had just added (and one's .tmp was the other's)."""
-  from tooling.perf.bench import beam_rows
+  from lab.bench import beam_rows
   runs = []
   for i in range(4):
     run = tmp_path / f"run{i}.db"
     tinygrad_cache(run, "\n".join(f"diskcache_put('beam_search', {key(f'r{i}k{j}'.encode())}, ['opt'])" for j in range(20)))
     runs.append(run)
-  save = ("import sys\nfrom pathlib import Path\nfrom tooling.perf.bench import save_beam_cache\n"
+  save = ("import sys\nfrom pathlib import Path\nfrom lab.bench import save_beam_cache\n"
           "for _ in range(10): save_beam_cache(Path(sys.argv[1]), Path(sys.argv[2]), quiet=True)")
   procs = [subprocess.Popen([sys.executable, "-c", save, str(run), str(tmp_path / "beam.db")], cwd=REPO,
                             stderr=subprocess.PIPE, text=True) for run in runs]
@@ -108,7 +108,7 @@ def test_results_of_another_tinygrad_version_are_kept_but_not_counted_as_carried
   """tinygrad reads only beam_search_<its VERSION>: a cache from another version's search once said "5 BEAM-searched
   kernels carried in" and then searched all of them again."""
   import sqlite3
-  from tooling.perf.bench import beam_rows, seed_beam_cache
+  from lab.bench import beam_rows, seed_beam_cache
   cache = tmp_path / "beam.db"
   tinygrad_cache(cache, f"diskcache_put('beam_search', {key(b'k1')}, ['opt'])")
   con = sqlite3.connect(cache)
@@ -128,7 +128,7 @@ def test_missing_cache_db_saves_nothing(tmp_path):
 def test_corrupt_beam_cache_is_a_clear_error_and_is_kept(tmp_path):
   bad = tmp_path / "beam.db"
   bad.write_bytes(b"this is not sqlite" * 100)
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
                       "--beam-cache", str(bad)], cwd=REPO, capture_output=True, text=True, timeout=120)
   assert r.returncode == 2 and "Traceback" not in r.stderr
   assert f"{bad}: not a BEAM cache" in r.stderr and "was not changed" in r.stderr
@@ -136,7 +136,7 @@ def test_corrupt_beam_cache_is_a_clear_error_and_is_kept(tmp_path):
 
 
 def test_a_beam_cache_in_a_missing_folder_is_refused_before_the_search(tmp_path):
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
+  r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--against", "none",
                       "--beam-cache", "no-such-dir/beam.db"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                      env={**os.environ, "PYTHONPATH": str(REPO)})
   assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
@@ -153,7 +153,7 @@ def test_a_beam_cache_that_cannot_be_replaced_is_refused_before_the_search(tmp_p
   ro.chmod(0o444)
   before = ro.read_bytes()
   for name, says in (("adir", "adir: a directory, not a file"), ("r o.db", "r o.db: the file is read-only")):
-    r = subprocess.run([sys.executable, "-m", "tooling.cli", "bench", "resnet", "--platform", "cpu_smoke", "--against",
+    r = subprocess.run([sys.executable, "-m", "lab.bench", "resnet", "--platform", "cpu_smoke", "--against",
                         "none", "--beam-cache", name], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -280,7 +280,7 @@ def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
                                             ("bert", {"BERT_LAYERS": "2"}), ("bert", {"BERT_HIDDEN": "512", "BERT_HEADS": "8"})])
 def test_an_override_of_the_closed_model_loads_for_a_bench_and_is_refused_for_a_run(tmp_path, benchmark, env):
   from benchmarks.common.config import require_closed_model
-  cfg = load_config(benchmark, "1xH200", environ=env)          # `tinyperf bench` and --phase init may time it
+  cfg = load_config(benchmark, "1xH200", environ=env)          # `python -m lab.bench` and --phase init may time it
   with pytest.raises(ConfigError, match="division closed requires") as e: require_closed_model(cfg)
   assert all(f"{k}={v}" in str(e.value) for k, v in env.items()) and str(cfg.path) in str(e.value)
   require_closed_model(load_config(benchmark, "1xH200", environ={}))           # the closed model itself
@@ -315,7 +315,7 @@ def test_a_ranked_search_needs_the_first_uncaptured_step_without_beam(env):
 
 
 def test_a_value_a_command_set_from_its_flag_is_named_by_that_flag():
-  # `tinyperf bench --bs 0` sets BS in its tinygrad side's environment: the refusal names the flag the user typed, not an
+  # `python -m lab.bench --bs 0` sets BS in its tinygrad side's environment: the refusal names the flag the user typed, not an
   # environment variable the user never set; what the environment itself set is still named as such
   with pytest.raises(ConfigError, match=r"^--bs 0: BS=0 is out of range") as e:
     load_config("resnet", "cpu_smoke", environ={"BS": "0"}, given_as={"BS": "--bs 0"})

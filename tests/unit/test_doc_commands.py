@@ -7,8 +7,8 @@ arguments out, so for those only required-ness is relaxed: unknown verbs, flags,
 `tinyperf prep DATASET OPTIONS` passes OPTIONS to the dataset's own parser, which checks them too.
 
 The same files' commands that run this repository's other entry points are checked too (the second half of this file):
-`python3 -m benchmarks.bert.bench_torch --bs 32`, `DEV=CUDA python3 scripts/bench_d2d_copy.py`, `E2E=bert
-scripts/e2e_h200.sh`. The module or script exists; a Python one's arguments parse with its own build_parser(); a shell
+`python3 -m lab.bert.bench_torch --bs 32`, `DEV=CUDA python3 lab/scripts/bench_d2d_copy.py`, `E2E=bert
+lab/scripts/e2e_h200.sh`. The module or script exists; a Python one's arguments parse with its own build_parser(); a shell
 script is executable and reads each VAR= set before it, and names each literal argument (poll, --upgrade)."""
 from __future__ import annotations
 import argparse
@@ -227,9 +227,9 @@ def doc_files() -> list[tuple[Path, str]]:
   for p in sorted((ROOT / "benchmarks").glob("*/implementations/*/*")):
     if p.suffix in (".md", ".sh", ".yaml"): files.append((p, {".md": "md", ".sh": "sh", ".yaml": "yaml"}[p.suffix]))
   files += [(ROOT / "compose.yaml", "yaml"), (ROOT / "smoke.sh", "sh"), (ROOT / "test.sh", "sh")]
-  files += [(p, "sh") for p in sorted(ROOT.glob("scripts/*.sh"))]
+  files += [(p, "sh") for p in sorted([*ROOT.glob("scripts/*.sh"), *ROOT.glob("lab/scripts/*.sh")])]
   # hints in error messages and help texts: `tinyperf ...` in the code's strings
-  files += [(p, "py") for p in sorted([*ROOT.glob("tooling/**/*.py"), *ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("scripts/*.py")])]
+  files += [(p, "py") for p in sorted([*ROOT.glob("tooling/**/*.py"), *ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("lab/**/*.py")])]
   return [(p, k) for p, k in files if p.is_file()]
 
 
@@ -238,18 +238,18 @@ def all_commands(command: re.Pattern = COMMAND, inline: re.Pattern = INLINE) -> 
 
 
 # ---------------------------------------------------------------------------- this repository's modules and scripts
-# `python -m tooling.perf.beamlog LOG`, `DEV=NULL python -m benchmarks.bert.step_cost --layers 2`, `python3
-# scripts/loader_rate.py DATA`, `E2E=bert VOCAB=FILE setsid nohup scripts/e2e_h200.sh`, `bash scripts/env.sh`, and a
-# script named alone in prose (`scripts/upstream_beam.sh`, which must exist). tooling.cli is tinyperf's, checked above.
+# `python -m lab.beamlog LOG`, `DEV=NULL python -m lab.bert.step_cost --layers 2`, `python3
+# lab/scripts/loader_rate.py DATA`, `E2E=bert VOCAB=FILE setsid nohup lab/scripts/e2e_h200.sh`, `bash scripts/env.sh`, and a
+# script named alone in prose (`lab/scripts/upstream_beam.sh`, which must exist). tooling.cli is tinyperf's, checked above.
 # VAR= before a Python command is not checked: tinygrad reads most of them (DEV, DEBUG, NULL_ALLOW_COPYOUT).
 WRAPPERS = ("setsid", "nohup", "env", "time", "/usr/bin/time")
 SHELLS = ("bash", "sh", "source", ".")            # they run a script without its executable bit
 TOOL = re.compile(r"(?:(?:[A-Za-z_]\w*=\S*|setsid|nohup|env|time|/usr/bin/time(?:\s+-v)?)\s+)*"   # VAR=1 setsid ...
-                  r"(?:python3?\s+-m\s+(?!tooling\.cli\b)(?:benchmarks|tooling)\.\w"               # python -m MODULE
-                  r"|(?:(?:python3?|bash|sh|source|\.)\s+)?(?:\./)?scripts/[\w-]+\.(?:py|sh)\s)")  # [bash] scripts/X.sh
+                  r"(?:python3?\s+-m\s+(?!tooling\.cli\b)(?:benchmarks|tooling|lab)\.\w"           # python -m MODULE
+                  r"|(?:(?:python3?|bash|sh|source|\.)\s+)?(?:\./)?(?:lab/)?scripts/[\w-]+\.(?:py|sh)\s)")  # [bash] scripts/X.sh
 TOOL_INLINE = re.compile(r"`([^`]+)`")          # any span: TOOL picks the commands
 # a script that starts runs passes the knobs set before it on to them (benchmarks/common/config.py reads the environment)
-STARTS_RUNS = re.compile(r"run_and_time\.sh|\btinyperf (?:run|bench)\b")
+STARTS_RUNS = re.compile(r"run_and_time\.sh|\btinyperf run\b|\blab\.bench\b")
 # modules run with arguments that no argparse parser reads: what their arguments must look like, and why
 NO_PARSER = {"tooling.prep.compose": (r"--enter( \S+)*", "compose.yaml's entrypoint: --enter TARGET=VAR... -- CMD")}
 
@@ -258,7 +258,7 @@ NO_PARSER = {"tooling.prep.compose": (r"--enter( \S+)*", "compose.yaml's entrypo
 class Tool:
   env: list[str]      # VAR=value names before the command
   runner: str         # python, bash, ..., or "" (the script runs itself)
-  target: str         # a module (benchmarks.bert.bench_torch) or a script's path from the root (scripts/e2e_h200.sh)
+  target: str         # a module (lab.bert.bench_torch) or a script's path from the root (lab/scripts/e2e_h200.sh)
   argv: list[str]     # placeholders filled in
   words: list[str]    # the arguments as written
   elided: bool        # `...` stands for some arguments
@@ -337,8 +337,8 @@ def test_every_verb_is_documented():
   ("```\ntinyperf check PATH \\\n  --jsonn\n```", "md"),                                     # ... after a continuation
   ("Then `tinyperf chek PATH` says why.", "md"),                                             # unknown verb in prose
   ("Use `tinyperf run ... --only-index I --frobnicate`.", "md"),                            # elided, still unknown
-  ("Row 3: `cp a.db b.db && PARALLEL=15 tinyperf bench resnet --beam-cahce b.db`", "md"),  # after another command
-  ("`BERT_LAYERS=2 tinyperf bench bert --steps eight`", "md"),                               # after VAR=value
+  ("Row 3: `cp a.db b.db && PARALLEL=15 tinyperf check out --jsonn`", "md"),                # after another command
+  ("`BERT_LAYERS=2 tinyperf run bert --nexp eight`", "md"),                                   # after VAR=value
   ("tinyperf run resnet --platform cpu_smoke --data d --nexp two", "sh"),                    # bad int
   ("```\ntinyperf run resnet --platform cpu_smoke\n```", "md"),                              # --data is required
   ("python3 -m tooling.cli prep bert-checkpoint --out x", "sh"),                             # no such dataset
@@ -356,13 +356,13 @@ def test_a_wrong_command_fails(doc, kind):
 
 @pytest.mark.parametrize("doc, kind", [
   ("```\ntinyperf check out/results/<system>/resnet --json\n```", "md"),
-  ("`tinyperf bench resnet|bert --gpus N --beam-cache FILE`", "md"),
+  ("`tinyperf run resnet|bert --platform P --data D`", "md"),
   ('python3 -m tooling.cli prep wiki pretrain --data "$DATA_DIR" --workers "${WORKERS:-$(nproc)}"', "sh"),
   ("`tinyperf run ... --only-index I`", "md"),
   ('tinyperf check --json "$RES" > "$OUT/check.json" 2>&1', "sh"),
   ('tinyperf prep wiki eval --data "$DATA" --platform 1xH200 &&', "sh"),
   ('  tinyperf prep wiki verify --data "$DATA" --quiet; } 2>&1 | stamp "$JOB/prep.log"', "sh"),
-  ('tinyperf bench bert --gpus 2 --time-limit $(( DEADLINE - $(date +%s) - 60 )) 2>&1', "sh"),
+  ('tinyperf run bert --platform 1xH200 --data d --nexp $(( DEADLINE - $(date +%s) - 60 )) 2>&1', "sh"),
 ])
 def test_a_right_command_passes(doc, kind):
   cmds = extract("doc", doc, kind)
@@ -399,23 +399,24 @@ def test_every_documented_module_and_script_runs_as_written():
 
 
 @pytest.mark.parametrize("doc, kind", [
-  ("`python -m tooling.perf.beamlog LOG --pairs`", "md"),                                   # unknown flag
-  ("```\npython3 -m benchmarks.bert.bench_torch --bs 32 --modez eager\n```", "md"),        # ... in a code block
-  ("`python -m benchmarks.bert.bench_torchh --bs 32`", "md"),                               # no such module
-  ("`python -m benchmarks.bert.bench_torch --mode eager`", "md"),                           # --modes, abbreviated
-  ("| 7 | ... | `python3 -m benchmarks.bert.bench_torch --bs thirty-two` |", "md"),         # bad int, in a table
-  ("`DEV=CUDA python3 scripts/bench_d2d_copy.py --size-mb 4`", "md"),                       # a script's parser
-  ("```\npython3 scripts/e2e_summary.py\n```", "md"),                                       # RESULT_LOG is required
+  ("`cp a.db b.db && PARALLEL=15 python -m lab.bench resnet --beam-cahce b.db`", "md"),   # after another command
+  ("`python -m lab.beamlog LOG --pairs`", "md"),                                   # unknown flag
+  ("```\npython3 -m lab.bert.bench_torch --bs 32 --modez eager\n```", "md"),        # ... in a code block
+  ("`python -m lab.bert.bench_torchh --bs 32`", "md"),                               # no such module
+  ("`python -m lab.bert.bench_torch --mode eager`", "md"),                           # --modes, abbreviated
+  ("| 7 | ... | `python3 -m lab.bert.bench_torch --bs thirty-two` |", "md"),         # bad int, in a table
+  ("`DEV=CUDA python3 lab/scripts/bench_d2d_copy.py --size-mb 4`", "md"),                       # a script's parser
+  ("```\npython3 lab/scripts/e2e_summary.py\n```", "md"),                                       # RESULT_LOG is required
   ("`python3 scripts/loader_ratee.py DATA`", "md"),                                         # no such script
   ("`scripts/e2e_h300.sh`", "md"),                                                          # ... named alone
-  ("`E2E=bert VOCABB=FILE scripts/e2e_h200.sh`", "md"),                                     # a variable it never reads
-  ("`scripts/e2e_h200.sh pol`", "md"),                                                      # an argument it never reads
-  ("`cp a b; UPSTREAM=u CACHE=c setsid nohup scripts/upstream_beam.sh resnet 256 --fast &`", "md"),  # after `;`
+  ("`E2E=bert VOCABB=FILE lab/scripts/e2e_h200.sh`", "md"),                                     # a variable it never reads
+  ("`lab/scripts/e2e_h200.sh pol`", "md"),                                                      # an argument it never reads
+  ("`cp a b; UPSTREAM=u CACHE=c setsid nohup lab/scripts/upstream_beam.sh resnet 256 --fast &`", "md"),  # after `;`
   ("`/usr/bin/time -v python -m benchmarks.bert.prep pretrain --data D --quit`", "md"),     # a step's parser
   ("python3 -m benchmarks.common.rules sed resnet cpu_smoke", "sh"),                        # a generated script's line
   ("`python -m tooling.prep.compose --entre`", "md"),                                       # a NO_PARSER module
   ("On the smoke config `python -m benchmarks.resnet.train --platform cpu_smoke\n--phase sometimes` ran", "md"),
-  ('raise SystemExit("time it with `python3 scripts/loader_rate.py DATA --batchez 4`")', "py"),  # a hint in the code
+  ('raise SystemExit("time it with `python3 lab/scripts/loader_rate.py DATA --batchez 4`")', "py"),  # a hint in the code
 ])
 def test_a_wrong_tool_command_fails(doc, kind):
   cmds = extract("doc", doc, kind, TOOL, TOOL_INLINE)
@@ -423,13 +424,15 @@ def test_a_wrong_tool_command_fails(doc, kind):
 
 
 @pytest.mark.parametrize("doc, kind", [
-  ("`python -m tooling.perf.beamlog LOG[.gz]` reads it", "md"),
+  ("`python -m lab.beamlog LOG[.gz]` reads it", "md"),
+  ("`python -m lab.bench resnet|bert --gpus N --beam-cache FILE`", "md"),
+  ('python3 -m lab.bench bert --gpus 2 --time-limit $(( DEADLINE - $(date +%s) - 60 )) 2>&1', "sh"),
   ("```\npython -m benchmarks.bert.prep pretrain --data data/wiki-smoke --platform cpu_smoke --workers 2\n```", "md"),
-  ("`E2E=bert TRAIN_BEAM=2 VOCAB=.whl/vocab.txt scripts/e2e_h200.sh`", "md"),              # TRAIN_BEAM: its runs' knob
-  ("`UPSTREAM=.upstream CACHE=/tmp/u.db setsid nohup scripts/upstream_beam.sh resnet 256 >/tmp/u.out 2>&1 &`", "md"),
+  ("`E2E=bert TRAIN_BEAM=2 VOCAB=.whl/vocab.txt lab/scripts/e2e_h200.sh`", "md"),              # TRAIN_BEAM: its runs' knob
+  ("`UPSTREAM=.upstream CACHE=/tmp/u.db setsid nohup lab/scripts/upstream_beam.sh resnet 256 >/tmp/u.out 2>&1 &`", "md"),
   ("`source scripts/ci_docker.sh` (root; `scripts/ci_docker.sh stop` stops it)", "md"),
   ("```\nbash scripts/env.sh && source .venv/bin/activate\n```", "md"),
-  ("`scripts/e2e_h200.sh collect DIR` packs the logs", "md"),
+  ("`lab/scripts/e2e_h200.sh collect DIR` packs the logs", "md"),
   ("`python -m tooling.prep.compose --enter` checks the mounts", "md"),
   ("python3 -m benchmarks.common.rules seed resnet cpu_smoke", "sh"),
 ])
@@ -441,5 +444,5 @@ def test_a_right_tool_command_passes(doc, kind):
 def test_a_shell_script_run_by_its_path_must_be_executable(monkeypatch):
   """`scripts/X.sh` needs its executable bit; `bash scripts/X.sh` and `source scripts/X.sh` do not."""
   monkeypatch.setattr(os, "access", lambda path, mode: False)
-  run, sourced = extract("doc", "```\nscripts/e2e_h200.sh poll\nsource scripts/ci_docker.sh\n```", "md", TOOL, TOOL_INLINE)
+  run, sourced = extract("doc", "```\nlab/scripts/e2e_h200.sh poll\nsource scripts/ci_docker.sh\n```", "md", TOOL, TOOL_INLINE)
   assert "not executable" in tool_error(run) and tool_error(sourced) is None

@@ -1,4 +1,4 @@
-"""scripts/e2e_h200.sh's poll and collect, as typed on the leased machine from another directory with relative paths
+"""lab/scripts/e2e_h200.sh's poll and collect, as typed on the leased machine from another directory with relative paths
 (the run itself needs an H200: PERFORMANCE.md rows 15-17)."""
 import os
 import subprocess
@@ -9,7 +9,7 @@ from tests.conftest import REPO
 
 
 def e2e(*args, cwd, **env):
-  return subprocess.run([str(REPO / "scripts" / "e2e_h200.sh"), *args], cwd=cwd, capture_output=True, text=True,
+  return subprocess.run([str(REPO / "lab" / "scripts" / "e2e_h200.sh"), *args], cwd=cwd, capture_output=True, text=True,
                         timeout=60, env={**os.environ, "TMPDIR": str(cwd), **env})   # the run lock: the test's own
 
 
@@ -45,8 +45,8 @@ def test_a_python_without_the_packages_is_refused_before_anything_runs(tmp_path)
   assert r.returncode == 2 and "cannot import: tinygrad mlperf_logging" in r.stderr and "Traceback" not in r.stderr, r
   assert "refused: e2e_h200.sh: python3" in events and events.rstrip().endswith("done")
   assert not (tmp_path / "j" / "data").exists() and not (tmp_path / "j" / "run.log").exists()
-  typed = (tmp_path / "j" / "command").read_text()   # the command as typed, for scripts/e2e_record.py
-  assert typed.startswith("E2E=resnet ") and typed.endswith(" JOB=j scripts/e2e_h200.sh\n"), typed
+  typed = (tmp_path / "j" / "command").read_text()   # the command as typed, for lab/scripts/e2e_record.py
+  assert typed.startswith("E2E=resnet ") and typed.endswith(" JOB=j lab/scripts/e2e_h200.sh\n"), typed
 
 
 def venv_path(*first):

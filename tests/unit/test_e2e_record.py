@@ -1,4 +1,4 @@
-"""scripts/e2e_record.py: a docs/perf record from what `scripts/e2e_h200.sh collect` brought back from the H200, typed
+"""lab/scripts/e2e_record.py: a docs/perf record from what `lab/scripts/e2e_h200.sh collect` brought back from the H200, typed
 from another directory with relative paths. The job is rebuilt from a real one (PERFORMANCE.md's ResNet end-to-end
 row, logged open): its committed result log and what its record holds (the archive itself is on the perf-data
 branch)."""
@@ -13,11 +13,11 @@ import pytest
 from tests.conftest import REPO
 
 PERF = REPO / "docs" / "perf"
-COMMAND = "E2E=resnet LOADER_RATE=0 TRAIN_BEAM=1 EPOCHS=5 EVAL_START_EPOCH=3 BUDGET_S=0 scripts/e2e_h200.sh"
+COMMAND = "E2E=resnet LOADER_RATE=0 TRAIN_BEAM=1 EPOCHS=5 EVAL_START_EPOCH=3 BUDGET_S=0 scripts/e2e_h200.sh"   # as typed then
 
 
 def job_of(rec: dict, result_log: bytes) -> bytes:
-  """The e2e.tgz `scripts/e2e_h200.sh collect` writes, from a record: host facts, events, run.log's INIT step 0, the
+  """The e2e.tgz `lab/scripts/e2e_h200.sh collect` writes, from a record: host facts, events, run.log's INIT step 0, the
   result log, and a metrics file whose steps, waits and ranked-BEAM line give the record's figures."""
   steady = rec["steady_step_s"]
   steps = [rec["step0_s"], rec["step1_s"], rec["step2_s"]] + [steady] * (rec["steps"] - 3)
@@ -49,7 +49,7 @@ def job(tmp_path):
 
 
 def record(*args, cwd):
-  return subprocess.run([sys.executable, str(REPO / "scripts" / "e2e_record.py"), *args], cwd=cwd, capture_output=True,
+  return subprocess.run([sys.executable, str(REPO / "lab" / "scripts" / "e2e_record.py"), *args], cwd=cwd, capture_output=True,
                         text=True, timeout=120)
 
 
@@ -85,7 +85,7 @@ def test_bad_input_is_refused_with_exit_2_naming_it(tmp_path, job):
   r = record("no_result.tgz", "--record", "perf/x.jsonl", "--what", "w", "--command", COMMAND, cwd=tmp_path)
   assert r.returncode == 2 and "no_result.tgz holds no results/result_*.txt" in r.stderr, r
   r = record(".", "--record", "perf/x.jsonl", "--what", "w", "--command", COMMAND, cwd=tmp_path)   # a folder
-  assert r.returncode == 2 and "is not the e2e.tgz that `scripts/e2e_h200.sh collect DIR` writes" in r.stderr, r
+  assert r.returncode == 2 and "is not the e2e.tgz that `lab/scripts/e2e_h200.sh collect DIR` writes" in r.stderr, r
   r = record("job.tgz", "--record", "perf/x.json", "--what", "w", "--command", COMMAND, cwd=tmp_path)
   assert r.returncode == 2 and "a record is a .jsonl file" in r.stderr and "Traceback" not in r.stderr, r
   assert not (tmp_path / "perf").exists()

@@ -1,4 +1,4 @@
-"""scripts/e2e_summary.py: the end-to-end figures (INIT, RUN step 0 vs steady, evals) read from a result log and the
+"""lab/scripts/e2e_summary.py: the end-to-end figures (INIT, RUN step 0 vs steady, evals) read from a result log and the
 metrics file beside it."""
 import importlib.util
 import json
@@ -6,7 +6,7 @@ import json
 from benchmarks.common.runtime import metrics_path
 from mllog_builder import REPO, write_log
 
-spec = importlib.util.spec_from_file_location("e2e_summary", REPO / "scripts" / "e2e_summary.py")
+spec = importlib.util.spec_from_file_location("e2e_summary", REPO / "lab" / "scripts" / "e2e_summary.py")
 e2e_summary = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(e2e_summary)
 

@@ -121,7 +121,7 @@ def test_bad_budget_values(tmp_path):
 
 
 def test_bench_decode_prints_every_platform():
-  from benchmarks.resnet.bench_decode import feeding_lines
+  from lab.resnet.bench_decode import feeding_lines
   lines = feeding_lines(630.0, 224, host=8)
   assert len(lines) == len(available_platforms("resnet"))
   green = next(l for l in lines if l.startswith("tinybox_green"))

@@ -19,7 +19,7 @@ from run_builder import make_runs
 from tooling.verdict.check import DirReport, _hparam_check, _oversized, check_path
 from tooling.cli import main as cli
 from tooling.common.mllog_reader import read_log
-from tooling.perf.report import throughput_series
+from tooling.ship.report import throughput_series
 from tooling.common.safe_read import MAX_LOG_BYTES
 from tooling.common.submission_tree import discover
 

@@ -1,4 +1,4 @@
-"""The import layers of tooling/ and benchmarks/ (docs/ARCHITECTURE.md, "Layout of tooling/"): every import, also one
+"""The import layers of tooling/, benchmarks/ and lab/ (docs/ARCHITECTURE.md, "Layout of tooling/"): every import, also one
 inside a function, points down or stays inside its folder, and no modules import each other in a circle."""
 from __future__ import annotations
 import ast
@@ -8,13 +8,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # bottom first; the folders of one tuple are peers and import none of each other. "tooling" is tooling/cli.py.
 LAYERS = [("benchmarks/common", "benchmarks/kernels"), ("benchmarks/resnet", "benchmarks/bert"), ("benchmarks",),
-          *((f"tooling/{stage}",) for stage in ("common", "prep", "verdict", "launch", "ship", "perf")), ("tooling",)]
+          *((f"tooling/{stage}",) for stage in ("common", "prep", "verdict", "launch", "ship")), ("tooling",),
+          ("lab/resnet", "lab/bert"), ("lab",), ("lab/scripts",)]   # the perf lab: above the product, imported by none of it
 RANK = {folder: i for i, layer in enumerate(LAYERS) for folder in layer}
 
 
 def modules() -> dict[str, Path]:
   out = {}
-  for p in sorted([*ROOT.glob("tooling/**/*.py"), *ROOT.glob("benchmarks/**/*.py")]):
+  for p in sorted([*ROOT.glob("tooling/**/*.py"), *ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("lab/**/*.py")]):
     rel = p.relative_to(ROOT)
     if "implementations" in rel.parts: continue
     parts = rel.with_suffix("").parts

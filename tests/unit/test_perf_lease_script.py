@@ -1,4 +1,4 @@
-"""scripts/perf_lease_h200x2.sh, the 2-GPU lease plan: a mistyped argument is refused before any job starts (it used to
+"""lab/scripts/perf_lease_h200x2.sh, the 2-GPU lease plan: a mistyped argument is refused before any job starts (it used to
 be ignored, and the whole lease started on whatever machine it was typed on); `poll` only reads."""
 from __future__ import annotations
 import os
@@ -6,7 +6,7 @@ import subprocess
 
 from tests.conftest import REPO
 
-SCRIPT = REPO / "scripts" / "perf_lease_h200x2.sh"
+SCRIPT = REPO / "lab" / "scripts" / "perf_lease_h200x2.sh"
 
 
 def test_an_unknown_argument_starts_nothing(tmp_path):

@@ -29,7 +29,7 @@ def _known(name: str) -> bool: return (PERF / name).exists() or name in perf_dat
 
 def _readers_texts() -> list[Path]:
   docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-  return docs + sorted((ROOT / "scripts").iterdir()) + sorted((ROOT / "benchmarks").rglob("config.yaml"))
+  return docs + sorted((ROOT / "lab" / "scripts").iterdir()) + sorted((ROOT / "benchmarks").rglob("config.yaml"))
 
 
 def test_docs_perf_holds_no_binary_artifact():

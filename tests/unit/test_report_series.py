@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mllog_builder import write_log
 from run_builder import GIT_SHA, console_output, metrics_output
-from tooling.perf import report
+from tooling.ship import report
 from tooling.common.mllog_reader import read_log
 
 

@@ -1,4 +1,4 @@
-"""scripts/upstream_beam.sh, the carried BEAM search of tinycorp's code, with a stand-in for run_upstream.sh: it gets
+"""lab/scripts/upstream_beam.sh, the carried BEAM search of tinycorp's code, with a stand-in for run_upstream.sh: it gets
 the platform config's BEAM knobs and a kernel cache seeded from CACHE, the time limit stops it and everything it
 started, and what it searched is saved to CACHE for the next call."""
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
   cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a", "kernel-b"])
   t0 = time.time()
   # as typed from another directory, with paths relative to it (the script itself works from the repository root)
-  r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet", "256"], cwd=tmp_path, capture_output=True,
+  r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet", "256"], cwd=tmp_path, capture_output=True,
                      text=True, timeout=120, env={**os.environ, "UPSTREAM": "up", "CACHE": "cache.db", "TIME_LIMIT": "3"})
   out = r.stdout + r.stderr
   assert r.returncode == 143 and time.time() - t0 < 60, out
@@ -80,7 +80,7 @@ def test_the_search_reaches_cache_while_it_runs(tmp_path):
   by default within seconds of a result (a save once a minute lost the last minute's kernels of a call)."""
   up = _stand_in(tmp_path, FAKE.replace("TABLE", TABLE))
   cache = tmp_path / "cache.db"; _cache(cache, ["kernel-a"])
-  p = subprocess.Popen([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+  p = subprocess.Popen([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache),
                                                         "TIME_LIMIT": "61.7"})
   try:
@@ -104,7 +104,7 @@ def test_the_search_reaches_cache_while_it_runs(tmp_path):
 
 
 def test_a_missing_upstream_copy_is_bad_input(tmp_path):
-  r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
+  r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
                      timeout=60, env={**os.environ, "UPSTREAM": str(tmp_path / "none"), "CACHE": str(tmp_path / "c.db")})
   assert r.returncode == 2 and "run_upstream.sh not found" in r.stderr and "Traceback" not in r.stderr
   assert "Set UPSTREAM to a copy of ../shared/upstream-mlperf" in r.stderr   # the fix, not only the failure
@@ -116,7 +116,7 @@ def test_a_missing_argument_or_setting_is_bad_input(tmp_path):
   for args, extra, why in ((["resnet"], {"CACHE": "c.db"}, "UPSTREAM is not set"),
                            (["bert", "96"], {"UPSTREAM": "up"}, "CACHE is not set"),
                            ([], {"UPSTREAM": "up", "CACHE": "c.db"}, "no benchmark given")):
-    r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), *args], cwd=tmp_path, capture_output=True, text=True,
+    r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), *args], cwd=tmp_path, capture_output=True, text=True,
                        timeout=60, env={**env, **extra})
     assert r.returncode == 2 and why in r.stderr and "Usage: UPSTREAM=DIR CACHE=FILE" in r.stderr, r.stderr
     assert "line " not in r.stderr    # bash's own "line N:" wording was what the user saw before
@@ -127,13 +127,13 @@ def test_a_cache_it_could_not_save_into_is_refused_before_the_search(tmp_path):
   up = _stand_in(tmp_path, FAKE.replace("TABLE", TABLE))
   bad = tmp_path / "bad.db"; bad.write_bytes(b"not sqlite" * 100)
   for cache, why in ((tmp_path / "no-such-dir" / "c.db", "does not exist or is not writable"), (bad, "not a BEAM cache")):
-    r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True,
+    r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache)})
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (up / "child.pid").exists()       # nothing started
   assert bad.read_bytes() == b"not sqlite" * 100
   # the kernels file too: written after step 0 and the capture's timings, its folder is checked before them
-  r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
+  r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
                      timeout=60, env={**os.environ, "UPSTREAM": str(up), "CACHE": "c.db", "BEAM_KERNELS_OUT": "no/k.pkl"})
   assert r.returncode == 2 and f"BEAM_KERNELS_OUT={tmp_path}/no/k.pkl" in r.stderr, r.stderr
   assert "does not exist or is not writable" in r.stderr and not (up / "child.pid").exists()
@@ -161,7 +161,7 @@ def test_tinycorps_trainer_gets_our_ranked_search(tmp_path):
                            'DEV=CPU python3 "$here/examples/mlperf/model_train.py" >"$LOG" 2>&1\n')
   (up / "examples" / "mlperf").mkdir(parents=True)
   (up / "examples" / "mlperf" / "model_train.py").write_text(TRAINER)
-  r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet", "8"], cwd=tmp_path, capture_output=True,
+  r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet", "8"], cwd=tmp_path, capture_output=True,
                      text=True, timeout=300, env={**os.environ, "UPSTREAM": "up", "CACHE": "c.db", "BEAM_BUDGET_S": "60"})
   out = r.stdout + r.stderr
   assert r.returncode == 0, out
@@ -177,7 +177,7 @@ def test_tinycorps_trainer_gets_our_ranked_search(tmp_path):
 
 def test_kernels_a_run_wrote_are_searched_without_it_and_the_next_run_takes_the_results(tmp_path):
   """BEAM_KERNELS_OUT: the capture's kernels, written by a run that searched none of them (BEAM_BUDGET_S 0), are
-  searched by tooling.perf.beam_kernels alone, with the config's BEAM knobs; the next run finds every result in the
+  searched by lab.beam_kernels alone, with the config's BEAM knobs; the next run finds every result in the
   cache (the keys match: same AST, amount and device), so its search costs nothing."""
   up = _stand_in(tmp_path, '#!/usr/bin/env bash\nhere=$(cd "$(dirname "$0")" && pwd)\n'
                            'DEV=CPU python3 "$here/examples/mlperf/model_train.py" >"$LOG" 2>&1\n')
@@ -185,7 +185,7 @@ def test_kernels_a_run_wrote_are_searched_without_it_and_the_next_run_takes_the_
   (up / "examples" / "mlperf" / "model_train.py").write_text(TRAINER)
   env = {**os.environ, "UPSTREAM": "up", "CACHE": "c.db", "BEAM_BUDGET_S": "0", "BEAM_KERNELS_OUT": "k.pkl"}
   def upstream_run() -> str:
-    r = subprocess.run([str(REPO / "scripts" / "upstream_beam.sh"), "resnet", "8"], cwd=tmp_path, capture_output=True,
+    r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet", "8"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     return (tmp_path / "c.log").read_text()
@@ -197,7 +197,7 @@ def test_kernels_a_run_wrote_are_searched_without_it_and_the_next_run_takes_the_
   assert "ranked BEAM: searched 0/1 kernels" in log and f"written to {tmp_path}/k.pkl" in log, log
   before = rows()    # kernels run outside the JIT capture get tinygrad's own search (the trainer sets BEAM globally)
   # as typed from another directory, with relative paths; the repository on PYTHONPATH, as the device command has it
-  r = subprocess.run([sys.executable, "-m", "tooling.perf.beam_kernels", "k.pkl", "--cache", "c.db"], cwd=tmp_path,
+  r = subprocess.run([sys.executable, "-m", "lab.beam_kernels", "k.pkl", "--cache", "c.db"], cwd=tmp_path,
                      capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
   assert r.returncode == 0, r.stdout + r.stderr
   assert "BEAM_UOPS_MAX=2000" in r.stdout                 # the knobs the trainer ran with (the 1xH200 ResNet config's)
@@ -212,7 +212,7 @@ def test_a_file_that_is_not_kernels_is_bad_input_and_the_cache_is_left_alone(tmp
   before = cache.read_bytes()
   (tmp_path / "k.pkl").write_bytes(b"SQLite format 3\x00" + bytes(100))
   for kernels, why in (("k.pkl", "k.pkl: not a kernels file"), ("none.pkl", "cannot read none.pkl")):
-    r = subprocess.run([sys.executable, "-m", "tooling.perf.beam_kernels", kernels, "--cache", "c.db"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "lab.beam_kernels", kernels, "--cache", "c.db"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and why in r.stderr and "BEAM_KERNELS_OUT=FILE" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
@@ -222,14 +222,14 @@ def test_a_file_that_is_not_kernels_is_bad_input_and_the_cache_is_left_alone(tmp
                                                    "env": {}}) + b"\x80\x04")
   for args, why in ((["cut.pkl"], "cut.pkl: its kernels cannot be read"),
                     (["k.pkl", "--coverage", "0"], "--coverage 0.0 is not a share")):
-    r = subprocess.run([sys.executable, "-m", "tooling.perf.beam_kernels", *args, "--cache", "c.db"], cwd=tmp_path,
+    r = subprocess.run([sys.executable, "-m", "lab.beam_kernels", *args, "--cache", "c.db"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
   assert cache.read_bytes() == before
 
 
 def test_a_python_without_tinygrad_is_told_where_to_run_it(tmp_path, monkeypatch, capsys):
-  from tooling.perf import beam_kernels
+  from lab import beam_kernels
   (tmp_path / "k.pkl").write_bytes(pickle.dumps({"format": KERNELS_FORMAT, "tinygrad": "0.14.0", "env": {}}))
   def no_package(name): raise metadata.PackageNotFoundError(name)
   monkeypatch.setattr(metadata, "version", no_package)

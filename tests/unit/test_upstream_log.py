@@ -1,4 +1,4 @@
-"""tooling.perf.upstream reads tinycorp's own train log: logs rebuilt from what the records behind PERFORMANCE.md's
+"""lab.upstream reads tinycorp's own train log: logs rebuilt from what the records behind PERFORMANCE.md's
 tinycorp figures hold (the raw logs are on the perf-data branch), a run stopped before its first replayed step, a lease
 cut short in the search, BERT's wording, and a log that is not there."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from benchmarks.common.config import ROOT
-from tooling.perf import upstream
+from lab import upstream
 
 RECORDS = ["2026-12-02_upstream_resnet_beam1.jsonl", "2026-12-03_upstream_bert_ranked.jsonl",
            "2026-12-04_upstream_bert_ranked95.jsonl", "2026-12-04_upstream_bert_ranked999.jsonl"]

@@ -1,4 +1,4 @@
-"""PyTorch BERT-large pretraining step: the baseline `tinyperf bench bert --against torch` compares tinygrad with.
+"""PyTorch BERT-large pretraining step: the baseline `python -m lab.bench bert --against torch` compares tinygrad with.
 
 Not part of the product (PyTorch is no dependency): it runs where PyTorch is installed, e.g. the GPU machines.
 The same model as benchmarks/bert/model.py (post-LN BERT-large, GELU, MLM head tied to the word embeddings and
@@ -10,7 +10,7 @@ autocast bf16 or fp16, fused AdamW standing in for LAMB (torch has no LAMB; LAMB
 small cost), synthetic data already on the GPU.
 Prints one JSON line per mode.
 
-  python -m benchmarks.bert.bench_torch --bs 96 --steps 20 --modes eager,compile
+  python -m lab.bert.bench_torch --bs 96 --steps 20 --modes eager,compile
 """
 from __future__ import annotations
 import argparse
@@ -110,7 +110,7 @@ def bench(mode: str, bs: int, steps: int, warmup: int, seq: int, preds: int, lay
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.bert.bench_torch` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python -m lab.bert.bench_torch` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--bs", type=int, default=96)
   p.add_argument("--steps", type=int, default=20)

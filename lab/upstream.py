@@ -1,11 +1,11 @@
-"""`python -m tooling.perf.upstream LOG[.gz] [--json]`: the step figures of one tinycorp examples/mlperf train log, as
-`scripts/upstream_beam.sh` writes it (PERFORMANCE.md row 18), also from a run its time limit stopped.
+"""`python -m lab.upstream LOG[.gz] [--json]`: the step figures of one tinycorp examples/mlperf train log, as
+`lab/scripts/upstream_beam.sh` writes it (PERFORMANCE.md row 18), also from a run its time limit stopped.
 
 tinycorp's trainer prints one line per step: `i  RUN ms run, PY ms python, FETCH ms fetch data, WAIT ms CUDA, ...`, where
 run = python dispatch + making the batch + waiting for the device. With IGNORE_JIT_FIRST_BEAM=1, step 0 runs uncaptured
 at BEAM=0 and step 1 captures the JIT and runs the whole BEAM search; steps 2 on replay the searched kernels. So steps
 0 + 1 are its INIT and the median of the rest is the searched step (run_upstream.sh's "median of the rest"). Under our
-ranked search (scripts/upstream_beam.sh) its report line says how much of the step was searched, and a log that ends
+ranked search (lab/scripts/upstream_beam.sh) its report line says how much of the step was searched, and a log that ends
 inside the search says how far it got. Exit 0 with a replayed step, 1 without one yet (the search is still going or
 was stopped), 2 on a file it cannot read."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.common.beam import KERNEL_LINE, REPORT_LINE
-from tooling.perf.beamlog import read_text
+from lab.beamlog import read_text
 
 STEP = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,\s+([\d.]+) ms python,\s+([\d.]+) ms fetch data,\s+([\d.]+) ms (\w+)", re.M)
 BATCH = re.compile(r"training with (?:global )?batch size (\d+)")
@@ -32,7 +32,7 @@ def summary(text: str) -> dict:
   if len(steps) >= CAPTURED:
     out.update(step0_s=round(steps[0][1] / 1e3, 1), capture_step_s=round(steps[1][1] / 1e3, 1),
                init_s=round((steps[0][1] + steps[1][1]) / 1e3, 1))
-  # our ranked search's report on the captured train step (scripts/upstream_beam.sh applies it)
+  # our ranked search's report on the captured train step (lab/scripts/upstream_beam.sh applies it)
   if m := REPORT_LINE.search(text): out.update(searched=int(m[1]), kernels=int(m[2]), covered=round(float(m[3]) / 100, 4))
   # while it searches (or when it was stopped), its last kernel line says how far it got
   elif kernel := KERNEL_LINE.findall(text):
@@ -64,9 +64,9 @@ def line(s: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m tooling.perf.upstream` (test_doc_commands checks the docs' commands with it)."""
-  p = argparse.ArgumentParser(prog="python -m tooling.perf.upstream", description=__doc__.split("\n\n")[0])
-  p.add_argument("log", type=Path, help="tinycorp's train log (scripts/upstream_beam.sh's LOG), plain or gzipped")
+  """The parser of `python -m lab.upstream` (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog="python -m lab.upstream", description=__doc__.split("\n\n")[0])
+  p.add_argument("log", type=Path, help="tinycorp's train log (lab/scripts/upstream_beam.sh's LOG), plain or gzipped")
   p.add_argument("--json", action="store_true", help="print the figures as one JSON object")
   return p
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
   try: text = read_text(args.log)
   except (OSError, EOFError) as e:
     print(f"upstream: cannot read {args.log} ({getattr(e, 'strerror', None) or e}). Give the "
-          f"log scripts/upstream_beam.sh wrote (LOG, by default beside CACHE with .log).", file=sys.stderr)
+          f"log lab/scripts/upstream_beam.sh wrote (LOG, by default beside CACHE with .log).", file=sys.stderr)
     return 2
   s = summary(text)
   print(json.dumps(s) if args.json else line(s))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The ResNet train loader alone, as train_epoch drives it (IMAGE_SIZE 224 crops, 256 a batch), with 1, 2, 4 and all
-cores: `python3 scripts/loader_rate.py DATA_DIR [--batches 16]`. Timed after the first batch (the workers' start-up
+cores: `python3 lab/scripts/loader_rate.py DATA_DIR [--batches 16]`. Timed after the first batch (the workers' start-up
 apart); one JSON line per worker count (img/s), to set against the train step's img/s: does the loader keep up, and
 with how many cores. `--bert BS` times BERT's loader instead (train_batches over DATA_DIR/train, in-process as RUN
 drives it; seq/s at BS sequences a batch, MAX_SEQ_LEN/MAX_PREDICTIONS read from the shards)."""
@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python3 scripts/loader_rate.py` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python3 lab/scripts/loader_rate.py` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("data", type=Path, help="prepared ImageNet or synthetic-imagenet folder")
   p.add_argument("--batches", type=int, default=16, help="batches timed per worker count (default 16)")

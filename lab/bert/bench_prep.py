@@ -1,8 +1,8 @@
 """Whole-preprocessing throughput, reference vs fast path, on a generated corpus or a given text; output must be
 byte-identical.
 
-  python -m benchmarks.bert.bench_prep [--parts 4] [--mb-per-part 2] [--max-seq-len 512] [--workers 1] [--keep DIR]
-  python -m benchmarks.bert.bench_prep --text corpus.txt --vocab vocab.txt [--parts 4]   # that text as every part
+  python -m lab.bert.bench_prep [--parts 4] [--mb-per-part 2] [--max-seq-len 512] [--workers 1] [--keep DIR]
+  python -m lab.bert.bench_prep --text corpus.txt --vocab vocab.txt [--parts 4]   # that text as every part
 
 The generated corpus is real English sentences (Python docstrings) re-dealt into documents and parts with a fixed
 seed, so part size can be scaled independently of how much text is installed. Reports tokens/s and shards/hour for the
@@ -47,7 +47,7 @@ def generate(d: Path, parts: int, mb_per_part: float, seed: int = 0, text: Path 
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.bert.bench_prep` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python -m lab.bert.bench_prep` (test_doc_commands checks the docs' commands with it)."""
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--parts", type=int, default=4)
   ap.add_argument("--mb-per-part", type=float, default=2.0)

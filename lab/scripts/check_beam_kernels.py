@@ -1,10 +1,10 @@
-"""A captured step's kernels through BEAM_KERNELS_OUT and `python -m tooling.perf.beam_kernels` on this machine's device,
+"""A captured step's kernels through BEAM_KERNELS_OUT and `python -m lab.beam_kernels` on this machine's device,
 end to end: a jitted fp16 step (an NxN matmul with its ReLU, and an elementwise kernel) is captured at BEAM=1 with
 nothing searched and its kernels written; beam_kernels searches them into a cache; a second capture from that cache
 must take every kernel's result from it. So the kernels read back from the file are the capture's own (tinygrad's
 cache key: AST, BEAM amount, device) on this device, before a lease's search relies on it (docs/PERFORMANCE.md).
 
-  DEV=CUDA python3 scripts/check_beam_kernels.py [--n 1024]
+  DEV=CUDA python3 lab/scripts/check_beam_kernels.py [--n 1024]
 
 Prints one verdict line; exit 0 when the second capture took every kernel from the cache, 1 when it did not."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # one capture of the step at BEAM=1 under the ranked search, its cache CACHEDB, BEAM_BUDGET_S 0: only cached results
 CAPTURE = """
 import json, sys
@@ -45,7 +45,7 @@ def run(argv: list[str], env: dict) -> subprocess.CompletedProcess:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="scripts/check_beam_kernels.py", description=__doc__.split("\n\n")[0])
+  p = argparse.ArgumentParser(prog="lab/scripts/check_beam_kernels.py", description=__doc__.split("\n\n")[0])
   p.add_argument("--n", type=int, default=1024, help="the matmul's size (default 1024)")
   return p
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     kernels, cache = work / "k.pkl", work / "beam.db"
     first = json.loads(run([sys.executable, "-c", CAPTURE, str(args.n), str(kernels)],
                            {"CACHEDB": str(work / "first.db")}).stdout.splitlines()[-1])
-    search = run([sys.executable, "-m", "tooling.perf.beam_kernels", str(kernels), "--cache", str(cache)], {})
+    search = run([sys.executable, "-m", "lab.beam_kernels", str(kernels), "--cache", str(cache)], {})
     print(search.stdout, end="", file=sys.stderr)
     shutil.copy(cache, work / "second.db")
     second = json.loads(run([sys.executable, "-c", CAPTURE, str(args.n), ""],

@@ -1,7 +1,7 @@
 """GPU0 -> GPU1 copy bandwidth, tinygrad against PyTorch, side by side in one command: the transport under tinygrad's
 2-GPU gradient all-reduce (docs/PERFORMANCE.md, BERT 2x). Needs 2 CUDA GPUs, DEV=CUDA and PyTorch.
 
-  DEV=CUDA python3 scripts/bench_d2d_copy.py [--sizes-mb 4,64,256] [--reps 20]
+  DEV=CUDA python3 lab/scripts/bench_d2d_copy.py [--sizes-mb 4,64,256] [--reps 20]
 
 Prints one JSON line per (framework, size) and whether each framework has peer access between the two GPUs."""
 from __future__ import annotations
@@ -41,7 +41,7 @@ def torch_copy(nbytes: int, reps: int) -> tuple[list[float], bool]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python3 scripts/bench_d2d_copy.py` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python3 lab/scripts/bench_d2d_copy.py` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--sizes-mb", default="4,64,256")
   p.add_argument("--reps", type=int, default=20)

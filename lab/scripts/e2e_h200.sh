@@ -10,7 +10,7 @@
 #      with the loader). TRAIN_BEAM=1 BEAM_COVERAGE=C BEAM_BUDGET_S=S: INIT searches with the ranked BEAM instead
 #      (benchmarks/common/beam.py: the slowest kernels first, from an empty cache, within S seconds).
 #   4. while the lease lasts (BEAM_SEED_DB=FILE, e.g. perf-data's complete 2026-12-01_resnet_beam_343.db): the BEAM=1
-#      train step on fake data seeded with that search (`tinyperf bench --beam-cache`), which searches what is
+#      train step on fake data seeded with that search (`python3 -m lab.bench --beam-cache`), which searches what is
 #      missing and times the searched step; the grown cache comes back as $JOB/resnet_beam.db.
 #   The ImageNet figures the schedule overrides stand for: 37 epochs of 5005 steps; here EPOCHS epochs of
 #   TRAIN_PER_CLASS*CLASSES/256 steps, evals from EVAL_START_EPOCH on, the closed target on CLASSES classes (the model
@@ -25,7 +25,7 @@
 #      ../shared/fixtures/bert_reference/vocab.txt, 30522 tokens, md5 64800d5d..., into the carried .whl/).
 #      TEXT=synthetic instead: `prep wiki corpus --text synthetic`, a made-up text whose masked words a BERT from
 #      random init learns to the 0.72 target in tens of steps (benchmarks/bert/corpus.py synthetic_documents).
-#   2. the loader alone (`scripts/loader_rate.py --bert 96`: seq/s in-process, as RUN drives it)
+#   2. the loader alone (`lab/scripts/loader_rate.py --bert 96`: seq/s in-process, as RUN drives it)
 #   3. run_and_time.sh with TRAIN_BEAM=0 EVAL_BEAM=0 (TRAIN_BEAM=2 EVAL_BEAM=2: the config's ranked search), random
 #      init (INIT_CHECKPOINT=0: no phase-1 checkpoint here), TRAIN_STEPS steps with an eval every EVAL_STEP_FREQ steps
 #      on EVAL_SAMPLES samples; INIT captures the whole 24-layer step that RUN replays. TARGET stays 0.72, which
@@ -33,35 +33,35 @@
 #      check` rejects the log for that; the log is a timing record. TARGET=0.0 stops at the first eval with success.
 #      TEXT=synthetic is made for the run to reach 0.72 and end with run_stop success, so that check judges the whole
 #      log (tests/integration/test_bert_synthetic_text.py on the CPU; on the H200: docs/PERFORMANCE.md rows 20 and 23).
-# LOADER_RATE=0 skips step 2. Both end with scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
+# LOADER_RATE=0 skips step 2. Both end with lab/scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
 # data wait, each eval's s) and, while BUDGET_S lasts, PyTorch eager on the same batch ($JOB/torch.log).
 # Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from
 # carried wheels with `pip install --target DIR` and put DIR on PYTHONPATH), run from a checkout (git sha: git, or
-# TINYPERF_GIT_SHA). Start it detached (`setsid nohup scripts/e2e_h200.sh >/dev/null 2>&1 &`): a device command may
+# TINYPERF_GIT_SHA). Start it detached (`setsid nohup lab/scripts/e2e_h200.sh >/dev/null 2>&1 &`): a device command may
 # run 10 min.
-# Poll back to back (`sleep 300; scripts/e2e_h200.sh poll`): a leased machine goes back 30 s after a call returns, and
+# Poll back to back (`sleep 300; lab/scripts/e2e_h200.sh poll`): a leased machine goes back 30 s after a call returns, and
 # $JOB with it. Collect before the lease's 30 minutes are up.
 # At the configs' BEAM, ResNet takes about 13 min (row 21) and BERT about 15 (row 23), and a lease's
 # start has taken up to 6 of its 30 minutes: one benchmark per lease. One run at a time: BERT-large at BS 96 holds
 # more than 117 GB of the H200's 141, so beside ResNet's run (22 GB) it died of GPU memory in its step 0, and a search beside another is no clean figure. The script refuses to start while another e2e_h200.sh
 # runs (a lock in TMPDIR) or another process holds the GPU (nvidia-smi).
-# Everything lands in $JOB (default /tmp/e2ejob, /tmp/e2ejob-bert for BERT); `scripts/e2e_h200.sh poll`
-# prints where it stands and `scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into
-# DIR/e2e.tgz (poll and collect need the same E2E or JOB as the run), which `python3 scripts/e2e_record.py
+# Everything lands in $JOB (default /tmp/e2ejob, /tmp/e2ejob-bert for BERT); `lab/scripts/e2e_h200.sh poll`
+# prints where it stands and `lab/scripts/e2e_h200.sh collect DIR` packs the logs (not the data or kernel caches) into
+# DIR/e2e.tgz (poll and collect need the same E2E or JOB as the run), which `python3 lab/scripts/e2e_record.py
 # DIR/e2e.tgz --record R.jsonl --what "..."` turns into a docs/perf record. A rerun in the same lease reuses the data
 # and checks the newest log.
 set -u -o pipefail
-# the command as typed (the knobs set in the environment), for the record (scripts/e2e_record.py)
+# the command as typed (the knobs set in the environment), for the record (lab/scripts/e2e_record.py)
 TYPED=""
 for v in E2E TEXT TRAIN_BEAM EVAL_BEAM BEAM_BUDGET_S BEAM_COVERAGE LOADER_RATE CORPUS_PARTS CORPUS_BYTES VOCAB TRAIN_STEPS \
   EVAL_STEP_FREQ EVAL_SAMPLES TARGET BS EPOCHS WARMUP_EPOCHS EVAL_START_EPOCH CLASSES TRAIN_PER_CLASS VAL_PER_CLASS SIZE \
   NUM_CLASSES BEAM_SEED_DB PARALLEL PARALLEL_SEARCH BUDGET_S DATA JOB; do
   [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done
-TYPED+="scripts/e2e_h200.sh"
+TYPED+="lab/scripts/e2e_h200.sh"
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in JOB DATA VOCAB BEAM_SEED_DB; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 [ "${1:-}" = collect ] && [ -n "${2:-}" ] && [ "${2#/}" = "$2" ] && set -- collect "$PWD/$2"
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # not BENCHMARK: the entrypoints read that as a BENCHMARK run's step count
 E2E=${E2E:-resnet}
 case "$E2E" in resnet) JOB=${JOB:-/tmp/e2ejob} ;; bert) JOB=${JOB:-/tmp/e2ejob-bert} ;;
@@ -90,7 +90,7 @@ exec 9>>"$LOCK"
 if ! flock -n 9; then
   holder=$(cat "$LOCK")
   msg="e2e_h200.sh: another e2e_h200.sh runs on this machine (JOB=$holder; it holds $LOCK). Run one benchmark at a"
-  msg+=" time: $ALONE. Poll the running one (JOB=$holder scripts/e2e_h200.sh poll) and rerun when it is done."
+  msg+=" time: $ALONE. Poll the running one (JOB=$holder lab/scripts/e2e_h200.sh poll) and rerun when it is done."
   # the same JOB's events are the running one's
   [ "$holder" = "$JOB" ] && { echo "$msg" >&2; exit 2; }
   mkdir -p "$JOB"; refuse "$msg"
@@ -129,14 +129,14 @@ check_and_summarize() {
   [ -n "$log" ] || { event "no result log"; return; }
   tinyperf check "$log" 2>&1 | stamp "$JOB/check.log"
   event "check exit $?"
-  python3 scripts/e2e_summary.py "$log" >"$JOB/summary.json" 2>>"$JOB/events"
+  python3 lab/scripts/e2e_summary.py "$log" >"$JOB/summary.json" 2>>"$JOB/events"
   event "summary: $(cat "$JOB/summary.json")"
 }
 
 # PyTorch eager on the same GPU, batch and shapes, in the same lease: the baseline the step time is read against
 torch_baseline() {
   [ "$(( DEADLINE - $(date +%s) ))" -gt 150 ] || { event "no time left for the PyTorch baseline"; return; }
-  python3 -m "benchmarks.$E2E.bench_torch" --bs "$1" --steps 10 --warmup 3 --modes eager >"$JOB/torch.log" 2>&1
+  python3 -m "lab.$E2E.bench_torch" --bs "$1" --steps 10 --warmup 3 --modes eager >"$JOB/torch.log" 2>&1
   event "torch eager exit $?: $(tail -1 "$JOB/torch.log" | cut -c1-200)"
 }
 
@@ -162,7 +162,7 @@ if [ "$E2E" = bert ]; then
     tinyperf prep wiki eval --data "$DATA" --platform 1xH200 &&
     tinyperf prep wiki verify --data "$DATA" --quiet; } 2>&1 | stamp "$JOB/prep_shards.log"
   event "prep exit $? ($(du -sh "$DATA" | cut -f1), $(ls "$DATA"/train | wc -l) train shards)"
-  [ "${LOADER_RATE:-1}" = 0 ] || { python3 scripts/loader_rate.py "$DATA" --bert "${BS:-96}" --batches 50 >"$JOB/loader.log" 2>&1
+  [ "${LOADER_RATE:-1}" = 0 ] || { python3 lab/scripts/loader_rate.py "$DATA" --bert "${BS:-96}" --batches 50 >"$JOB/loader.log" 2>&1
     event "loader alone exit $?"; }
   ( export DATA_DIR="$DATA" RESULTS_DIR="$JOB/results" ORG="${ORG:-e2e}"   # a measurement, not a submission
     benchmarks/bert/implementations/1xH200/run_and_time.sh ) 2>&1 | stamp "$JOB/run.log"
@@ -183,7 +183,7 @@ tinyperf prep synthetic-imagenet --out "$DATA" --classes "$CLASSES" --train-per-
   --val-per-class "$VAL_PER_CLASS" --size "${SIZE:-400}" 2>&1 | stamp "$JOB/prep.log"
 event "prep exit $? ($(du -sh "$DATA" | cut -f1))"
 
-[ "${LOADER_RATE:-1}" = 0 ] || { python3 scripts/loader_rate.py "$DATA" >"$JOB/loader.log" 2>&1; event "loader alone exit $?"; }
+[ "${LOADER_RATE:-1}" = 0 ] || { python3 lab/scripts/loader_rate.py "$DATA" >"$JOB/loader.log" 2>&1; event "loader alone exit $?"; }
 
 # shortened schedule; the real model, batch, precision and loader. TARGET stays the closed 0.759, which the
 # checker wants the last eval_accuracy to reach; evals only from EVAL_START_EPOCH on
@@ -200,7 +200,7 @@ torch_baseline 256
 LEFT=$(( DEADLINE - $(date +%s) - 30 ))
 if [ -n "${BEAM_SEED_DB:-}" ] && [ "$LEFT" -gt 180 ]; then
   cp "$BEAM_SEED_DB" "$JOB/resnet_beam.db"
-  PARALLEL=${PARALLEL_SEARCH:-15} DEBUG=2 tinyperf bench resnet --gpus 1 --beam 1 --steps 20 --against none \
+  PARALLEL=${PARALLEL_SEARCH:-15} DEBUG=2 python3 -m lab.bench resnet --gpus 1 --beam 1 --steps 20 --against none \
     --beam-cache "$JOB/resnet_beam.db" --time-limit "$LEFT" --record "$JOB/resnet_beam1.jsonl" 2>&1 \
     | stamp "$JOB/beam1.log"
   event "bench beam=1 exit $?"

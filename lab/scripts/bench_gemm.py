@@ -5,12 +5,12 @@ and attention-output, FFN-up and FFN-down layers) and each tile of matmul.TILES:
 call, median of the calls) and the largest difference from tinygrad's own matmul of the same fp16 operands; then one
 layer's backward through gemm's grad function against tinygrad's. One JSON line per measurement, the fastest tile per
 GEMM last (the table to put in matmul.TUNED).
-  DEV=CUDA python scripts/bench_gemm.py [--bs 96] [--tiles all|rule]
+  DEV=CUDA python lab/scripts/bench_gemm.py [--bs 96] [--tiles all|rule]
 """
 import argparse, json, statistics, sys, time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinygrad import Device, Tensor, TinyJit, dtypes   # noqa: E402
 from benchmarks.kernels import matmul as mm          # noqa: E402
 

@@ -4,7 +4,7 @@ At --bs sequences of --seq tokens (16 heads, head dim 64, a quarter of each sequ
 out, dq, dk, dv from tinygrad's ops doing the model's math (BertSelfAttention, no dropout), then for each tile set of
 CANDIDATES the forward alone and forward + backward (dropout 0.1) per replayed JIT call, TFLOP/s and ms, beside
 tinygrad's own attention of the same math. One JSON line per measurement (the fastest tiles go in attention.TILES).
-  DEV=CUDA python scripts/bench_attention.py [--bs 96] [--seq 512]
+  DEV=CUDA python lab/scripts/bench_attention.py [--bs 96] [--seq 512]
 """
 import argparse
 import json
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np                                             # noqa: E402
 from tinygrad import Context, Device, Tensor, TinyJit, dtypes   # noqa: E402
 

@@ -1,4 +1,4 @@
-"""`python -m tooling.perf.beam_kernels KERNELS --cache FILE [--coverage SHARE] [--budget-s S]`: the ranked BEAM
+"""`python -m lab.beam_kernels KERNELS --cache FILE [--coverage SHARE] [--budget-s S]`: the ranked BEAM
 search of kernels a run wrote with BEAM_KERNELS_OUT=KERNELS (benchmarks/common/beam.py), without running its trainer.
 
 A trainer's search happens inside its JIT capture, after its step 0 at BEAM=0: tinycorp's BERT-large spends 210-320 s
@@ -6,7 +6,7 @@ there on a fresh H200 before the first kernel is searched (PERFORMANCE.md), and 
 and their BEAM=0 times, written once, let every later call search from its first second: slowest first, until the
 searched kernels hold SHARE of the step or S seconds are spent, results in tinygrad's cache. A kernel whose result FILE
 already holds costs nothing. FILE is seeded into a fresh tinygrad cache and written back about a second after each
-result and at the end (as `tinyperf bench --beam-cache` and scripts/upstream_beam.sh's CACHE), so a run stopped by a
+result and at the end (as `python -m lab.bench --beam-cache` and lab/scripts/upstream_beam.sh's CACHE), so a run stopped by a
 signal or a lost machine keeps what it searched. The trainer run next with the same cache takes the results from it:
 the key is the kernel's AST, the BEAM amount and the device. The BEAM knobs the search reads (BEAM_UOPS_MAX, ...) are
 those the trainer ran with, from KERNELS; PARALLEL (compile workers) is tinygrad's, from the environment. Exit 0 when
@@ -25,11 +25,11 @@ from pathlib import Path
 
 from benchmarks.common.beam import RankedBeam, kernels_header, read_kernels
 from tooling.common.errors import UserError
-from tooling.perf.bench import follow_beam_cache, require_saving_folder, save_beam_cache, seed_beam_cache
+from lab.bench import follow_beam_cache, require_saving_folder, save_beam_cache, seed_beam_cache
 
 
 def build_parser() -> argparse.ArgumentParser:
-  p = argparse.ArgumentParser(prog="python -m tooling.perf.beam_kernels", description=__doc__.split("\n\n")[0])
+  p = argparse.ArgumentParser(prog="python -m lab.beam_kernels", description=__doc__.split("\n\n")[0])
   p.add_argument("kernels", type=Path, help="the file a run wrote with BEAM_KERNELS_OUT (a pickle: give only a file "
                  "your own run wrote)")
   p.add_argument("--cache", type=Path, required=True,
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     try: header = kernels_header(args.kernels)
     except OSError as e:
       raise UserError(f"beam_kernels: cannot read {args.kernels} ({e.strerror or e}). Give the file a run wrote with "
-                      "BEAM_KERNELS_OUT=FILE (scripts/upstream_beam.sh passes it to tinycorp's trainer).") from None
+                      "BEAM_KERNELS_OUT=FILE (lab/scripts/upstream_beam.sh passes it to tinycorp's trainer).") from None
     except ValueError as e:
       raise UserError(f"beam_kernels: {args.kernels}: {e}. Give the file a run wrote with BEAM_KERNELS_OUT=FILE under "
                       "this tinygrad (write it again with the run, `docs/PERFORMANCE.md` says how).") from None

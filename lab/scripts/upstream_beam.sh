@@ -4,10 +4,10 @@
 # A full search takes longer than one device command (ResNet-50: 23 min on 16 cores seeded with our cache, row 18), so
 # each call searches for at most TIME_LIMIT seconds, keeps what was searched (tinygrad's beam_search tables, a few
 # hundred kB) in CACHE, and the next call goes on from there. Its whole search runs in step 1 (the JIT capture); steps
-# 2 on replay it, and the script ends with their median and INIT read from LOG (`python -m tooling.perf.upstream`).
-#   UPSTREAM=.upstream CACHE=.whl/upstream_resnet_beam.db TIME_LIMIT=540 scripts/upstream_beam.sh resnet 256
+# 2 on replay it, and the script ends with their median and INIT read from LOG (`python -m lab.upstream`).
+#   UPSTREAM=.upstream CACHE=.whl/upstream_resnet_beam.db TIME_LIMIT=540 lab/scripts/upstream_beam.sh resnet 256
 # Each start first rebuilds step 0 unsearched (about 50 s at BEAM=0 for ResNet-50), so one long search beats many short ones:
-# start it detached with TIME_LIMIT up to the lease's end (`setsid nohup env ... scripts/upstream_beam.sh ... &`) and
+# start it detached with TIME_LIMIT up to the lease's end (`setsid nohup env ... lab/scripts/upstream_beam.sh ... &`) and
 # copy CACHE and LOG to $OUT in each polling call; CACHE follows the search within a second of each result (SAVE_CHECK_S
 # sets how often it looks).
 # UPSTREAM: a copy of ../shared/upstream-mlperf in a folder that .git/info/exclude ignores, carried to the GPU machine
@@ -18,7 +18,7 @@
 # search too: its kernels searched slowest first until BEAM_COVERAGE of the step or BEAM_BUDGET_S of search (the log
 # says how far: "ranked BEAM: searched N/M kernels holding P% ..."); a large BEAM_BUDGET_S searches every kernel.
 # BEAM_KERNELS_OUT=FILE writes the captured step's kernels and their BEAM=0 times there, once the capture has timed
-# them: `python -m tooling.perf.beam_kernels FILE --cache CACHE` then searches them on a later call without the trainer,
+# them: `python -m lab.beam_kernels FILE --cache CACHE` then searches them on a later call without the trainer,
 # whose step 0 no longer stands before the search (docs/PERFORMANCE.md).
 # Its output names what a record of the run needs ("upstream_beam: provenance {...}": date, GPU and driver, cores,
 # versions, git sha) and ends with the figures read from LOG.
@@ -27,8 +27,8 @@ set -u -o pipefail
 for v in UPSTREAM CACHE LOG BEAM_KERNELS_OUT; do
   if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi
 done
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-usage() { echo "upstream_beam.sh: $1. Usage: UPSTREAM=DIR CACHE=FILE scripts/upstream_beam.sh resnet|bert [BS]" \
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+usage() { echo "upstream_beam.sh: $1. Usage: UPSTREAM=DIR CACHE=FILE lab/scripts/upstream_beam.sh resnet|bert [BS]" \
   "(this script's header and docs/PERFORMANCE.md say more)." >&2; exit 2; }
 [ -n "${1:-}" ] || usage "no benchmark given"
 bm=$1; bs=${2:-}
@@ -47,7 +47,7 @@ from pathlib import Path
 from benchmarks.common.config import ConfigError, load_config
 from benchmarks.common.runtime import TINYGRAD_BEAM_ENV
 from tooling.common.errors import UserError
-from tooling.perf.bench import require_saving_folder, seed_beam_cache
+from lab.bench import require_saving_folder, seed_beam_cache
 bm, platform, cache, db = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 try: env = load_config(bm, platform).env()
 except ConfigError as e: sys.exit(f"upstream_beam.sh: {e}")
@@ -90,9 +90,9 @@ pid=$!
 setsid bash -c 'sleep "$1"; echo "upstream_beam: time limit reached, stopping" >&2; kill -TERM -- "-$2" 2>/dev/null' \
   _ "${TIME_LIMIT:-540}" "$pid" &
 killer=$!
-# CACHE follows each search result (tooling.perf.bench.follow_beam_cache): a run left going across device calls keeps
+# CACHE follows each search result (lab.bench.follow_beam_cache): a run left going across device calls keeps
 # its search when the machine is taken back
-python3 -c 'import sys; from pathlib import Path; from tooling.perf.bench import BEAM_SAVE_CHECK_S, follow_beam_cache
+python3 -c 'import sys; from pathlib import Path; from lab.bench import BEAM_SAVE_CHECK_S, follow_beam_cache
 follow_beam_cache(Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3] or BEAM_SAVE_CHECK_S))' \
   "$work/cache.db" "$CACHE" "${SAVE_CHECK_S:-}" &
 saver=$!
@@ -102,10 +102,10 @@ wait "$pid"; rc=$?
 wait "$pid" 2>/dev/null   # a signal ends the first wait early: let the group finish dying before the last save
 trap - INT TERM
 kill -- "-$killer" 2>/dev/null; kill "$saver" 2>/dev/null; wait "$saver" 2>/dev/null
-python3 -c 'import sys; from pathlib import Path; from tooling.perf.bench import save_beam_cache
+python3 -c 'import sys; from pathlib import Path; from lab.bench import save_beam_cache
 save_beam_cache(Path(sys.argv[1]), Path(sys.argv[2]))' "$work/cache.db" "$CACHE"
 if [ "$rc" = 143 ]; then echo "upstream_beam: run_upstream.sh stopped at the time limit or by a signal (exit 143); rerun to go on"
 else echo "upstream_beam: run_upstream.sh exit $rc"; fi
 # the figures from the log itself: run_upstream.sh's own summary is lost when the time limit stops it after the steps
-python3 -m tooling.perf.upstream "$LOG"
+python3 -m lab.upstream "$LOG"
 exit "$rc"

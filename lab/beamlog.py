@@ -1,5 +1,5 @@
-"""`python -m tooling.perf.beamlog LOG[.gz]`: what a BEAM search bought, read from a `DEBUG=2` train log (e.g. `DEBUG=2 tinyperf
-bench resnet --beam 1 ...`), also from a search that was stopped before it finished.
+"""`python -m lab.beamlog LOG[.gz]`: what a BEAM search bought, read from a `DEBUG=2` train log (e.g. `DEBUG=2 python -m
+lab.bench resnet --beam 1 ...`), also from a search that was stopped before it finished.
 
 Such a log holds (1) every kernel of the first train step, run at BEAM=0 (IGNORE_JIT_FIRST_BEAM), with its time and
 GFLOP/s, and (2) tinygrad's search trace for each kernel of the JIT capture step: the kernel's unoptimized loop shape
@@ -194,12 +194,12 @@ def read(path: Path) -> str:
   try: return read_text(path)
   except (OSError, EOFError) as e:   # missing, unreadable, or a .gz that is not gzip / is cut short
     raise LogError(f"error: cannot read {path}: {getattr(e, 'strerror', None) or e}. Pass the log (plain or .gz) that "
-                   f"a `DEBUG=2 tinyperf bench` run wrote.") from None
+                   f"a `DEBUG=2 python -m lab.bench` run wrote.") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m tooling.perf.beamlog` (test_doc_commands checks the docs' commands with it)."""
-  p = argparse.ArgumentParser(prog="python -m tooling.perf.beamlog", description=__doc__.split("\n\n")[0])
+  """The parser of `python -m lab.beamlog` (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog="python -m lab.beamlog", description=__doc__.split("\n\n")[0])
   p.add_argument("logs", nargs="+", type=Path)
   p.add_argument("--pair", action="store_true", help="two logs of searches started from the same cache (e.g. two BEAM_* "
                  "settings side by side): compare search time and kernel time per kernel")
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
     return 2
   for path, log in zip(args.logs, logs):
     if not (log.step0 or log.searches or log.progress):   # a report of zeros would read as a measurement
-      print(f"error: {path} holds no kernel launch and no BEAM search line: not the log of a `DEBUG=2 tinyperf bench` "
+      print(f"error: {path} holds no kernel launch and no BEAM search line: not the log of a `DEBUG=2 python -m lab.bench` "
             "run (without DEBUG=2 tinygrad prints neither). Rerun the bench with DEBUG=2 and pass its log.", file=sys.stderr)
       return 2
   if args.pair:

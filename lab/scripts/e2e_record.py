@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""One docs/perf record of a scripts/e2e_h200.sh run, from what `scripts/e2e_h200.sh collect DIR` brought back:
-`python3 scripts/e2e_record.py DIR/e2e.tgz --record R.jsonl --what "one sentence"` writes (R: docs/perf/<date>_<what>)
+"""One docs/perf record of a lab/scripts/e2e_h200.sh run, from what `lab/scripts/e2e_h200.sh collect DIR` brought back:
+`python3 lab/scripts/e2e_record.py DIR/e2e.tgz --record R.jsonl --what "one sentence"` writes (R: docs/perf/<date>_<what>)
   R.jsonl            one JSON line: date, machine, GPU, driver, cores, versions, git sha and the command (the run's
-                     host.txt and command files), the figures of scripts/e2e_summary.py (INIT, ranked BEAM, RUN step 0
+                     host.txt and command files), the figures of lab/scripts/e2e_summary.py (INIT, ranked BEAM, RUN step 0
                      vs steady, items/s, data wait, evals), INIT's step 0 at BEAM=0 (run.log), PyTorch's line (torch.log,
                      when the run had time for it) and `tinyperf check`'s verdict on the log as of this checkout
   R_result.txt       the MLPerf result log itself
@@ -19,7 +19,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def _host(text: str) -> dict:
@@ -88,7 +88,7 @@ def write_record(src: Path, record: Path, what: str, command: str | None = None)
   with tempfile.TemporaryDirectory() as tmp:
     job = Path(tmp)
     if not src.is_file() or not tarfile.is_tarfile(src):
-      raise ValueError(f"{src} is not the e2e.tgz that `scripts/e2e_h200.sh collect DIR` writes")
+      raise ValueError(f"{src} is not the e2e.tgz that `lab/scripts/e2e_h200.sh collect DIR` writes")
     packed = src.read_bytes()
     (job / "x").mkdir()
     with tarfile.open(src) as t: t.extractall(job / "x", filter="data")
@@ -101,9 +101,9 @@ def write_record(src: Path, record: Path, what: str, command: str | None = None)
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python3 scripts/e2e_record.py` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python3 lab/scripts/e2e_record.py` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("job", type=Path, metavar="E2E_TGZ", help="the e2e.tgz that `scripts/e2e_h200.sh collect DIR` wrote")
+  p.add_argument("job", type=Path, metavar="E2E_TGZ", help="the e2e.tgz that `lab/scripts/e2e_h200.sh collect DIR` wrote")
   p.add_argument("--record", type=Path, required=True, metavar="R.jsonl", help="the record to write (the result log "
                  "and the job go beside it as R_result.txt and R_job.tgz); docs/perf/<date>_<what>.jsonl")
   p.add_argument("--what", required=True, help="what ran, in one sentence (the performance table's first column)")

@@ -6,7 +6,7 @@ any device; DEV=NULL compiles every kernel and runs none, so it works on a lapto
 (set by environment knobs, e.g. DROPOUT=0) and the difference to the first, so a change's predicted effect on a GPU
 (bytes / bandwidth, FLOP / rate) is known before a device lease is spent on measuring it:
 
-  DEV=NULL NULL_ALLOW_COPYOUT=1 python -m benchmarks.bert.step_cost --layers 2 --variants "DROPOUT=0.1" "DROPOUT=0"
+  DEV=NULL NULL_ALLOW_COPYOUT=1 python -m lab.bert.step_cost --layers 2 --variants "DROPOUT=0.1" "DROPOUT=0"
 
 tinygrad counts FLOP as ALU ops (index arithmetic included) and bytes as each kernel's buffer traffic, so the figures
 are upper bounds on work a perfect kernel would do, and comparable between variants.
@@ -18,7 +18,7 @@ driver's context and what tinygrad's allocator caches. On one H200 it matched wh
 123.6 GiB, which ran alone and died of GPU memory beside a process holding 22 GiB (docs/PERFORMANCE.md row 22).
 `--gpu-gib 24` names the variants whose peak exceeds a 24 GiB card:
 
-  DEV=NULL NULL_ALLOW_COPYOUT=1 python -m benchmarks.bert.step_cost --platform tinybox_green --layers 24 \
+  DEV=NULL NULL_ALLOW_COPYOUT=1 python -m lab.bert.step_cost --platform tinybox_green --layers 24 \
     --variants ATTENTION_SOFTMAX=FLOAT ATTENTION_SOFTMAX=HALF --gpu-gib 24"""
 from __future__ import annotations
 import argparse
@@ -62,7 +62,7 @@ def one_step(platform: str, layers: int) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.bert.step_cost` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python -m lab.bert.step_cost` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--platform", default="1xH200")
   p.add_argument("--layers", type=int, default=2, help="encoder layers (every layer runs the same kernels)")
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
   rows = []
   for v in a.variants:
     env = dict(os.environ, **({"BS": str(a.bs)} if a.bs else {}), **dict(kv.split("=", 1) for kv in v.split(",") if kv))
-    cmd = [sys.executable, "-m", "benchmarks.bert.step_cost", "--platform", a.platform, "--layers", str(a.layers), "--one", v]
+    cmd = [sys.executable, "-m", "lab.bert.step_cost", "--platform", a.platform, "--layers", str(a.layers), "--one", v]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:

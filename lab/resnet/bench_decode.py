@@ -1,6 +1,6 @@
 """Which JPEG decoder should the ResNet loader use? Measures img/s on one core for the train and eval pipelines.
 
-  python -m benchmarks.resnet.bench_decode [--images 200] [--rounds 3] [--out bench.json]
+  python -m lab.resnet.bench_decode [--images 200] [--rounds 3] [--out bench.json]
 
 Corpus: JPEGs made from the real photos that ship in scikit-image's wheel (a bench-only dependency:
 `pip install scikit-image`), cropped and resized to ImageNet-like sizes (short side 333-500, the usual 4:3 / 3:2 /
@@ -151,8 +151,8 @@ def bench(corpus: list[bytes], size: int, rounds: int, seed: int = 0) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.resnet.bench_decode` (test_doc_commands checks the docs' commands with it)."""
-  p = argparse.ArgumentParser(prog="python -m benchmarks.resnet.bench_decode", description=__doc__.splitlines()[0])
+  """The parser of `python -m lab.resnet.bench_decode` (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog="python -m lab.resnet.bench_decode", description=__doc__.splitlines()[0])
   p.add_argument("--images", type=int, default=200, help="corpus size (default 200)")
   p.add_argument("--rounds", type=int, default=5, help="runs per image and method; the fastest counts (default 5)")
   p.add_argument("--size", type=int, default=224, help="crop size (default 224)")

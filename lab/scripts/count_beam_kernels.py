@@ -2,7 +2,7 @@
 counted on tinygrad's NULL device (no GPU needed: the scheduler splits the step into the same kernels as on the
 config's GPU; BEAM "times" candidates at zero, so only the count is meaningful, not the choice).
 
-  python3 scripts/count_beam_kernels.py [--platform 1xH200] [--steps 3]
+  python3 lab/scripts/count_beam_kernels.py [--platform 1xH200] [--steps 3]
 
 A TinyJit's first call runs uncaptured; with IGNORE_JIT_FIRST_BEAM=0 it is searched too and the capture step then finds
 its kernels in the cache, so the difference between the two counts is the first step's one-off kernels (state set-up)
@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tooling.perf.bench import beam_rows  # noqa: E402  (the count `tinyperf bench --beam-cache` prints)
+from lab.bench import beam_rows  # noqa: E402  (the count `python -m lab.bench --beam-cache` prints)
 CHILD = """
 import sys
 from benchmarks.common.config import load_config
@@ -32,7 +32,7 @@ run_fake_steps(Trainer(cfg, seed=0, spe=100), int(sys.argv[2]), with_eval=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python3 scripts/count_beam_kernels.py` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python3 lab/scripts/count_beam_kernels.py` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   p.add_argument("--platform", default="1xH200")
   p.add_argument("--steps", type=int, default=3, help="train steps (the JIT captures the second)")

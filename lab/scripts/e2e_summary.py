@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The figures of one run_and_time.sh log, as docs/PERFORMANCE.md's end-to-end tables quote them:
-`python3 scripts/e2e_summary.py RESULT_LOG` prints one JSON line.
+`python3 lab/scripts/e2e_summary.py RESULT_LOG` prints one JSON line.
 
 From the MLPerf log: init_s (init_start -> init_stop) and whether it is under the closed 30-minute limit (an open log's
 own limit is 240), run_s (run_start -> run_stop) and run_stop's status, each eval's
@@ -16,7 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def summarize(log_path: Path) -> dict:
@@ -65,7 +65,7 @@ def summarize(log_path: Path) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python3 scripts/e2e_summary.py` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python3 lab/scripts/e2e_summary.py` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument("log", type=Path, metavar="RESULT_LOG", help="a run_and_time.sh result log")
   return p

@@ -1,10 +1,10 @@
-"""PyTorch ResNet-50 train step: the baseline `tinyperf bench resnet --against torch` compares tinygrad with.
+"""PyTorch ResNet-50 train step: the baseline `python -m lab.bench resnet --against torch` compares tinygrad with.
 
 Not part of the product (PyTorch is no dependency): it runs where PyTorch is installed, e.g. the GPU machines.
 Same model (torchvision ResNet-50, 1000 classes), batch, image size and label smoothing as ours; bf16 autocast,
 channels_last, SGD with momentum; synthetic data already on the GPU. Prints one JSON line per mode.
 
-  python -m benchmarks.resnet.bench_torch --bs 256 --steps 30 --modes eager,compile
+  python -m lab.resnet.bench_torch --bs 256 --steps 30 --modes eager,compile
 """
 from __future__ import annotations
 import argparse
@@ -53,7 +53,7 @@ def bench(mode: str, bs: int, steps: int, warmup: int, image_size: int, dtype: s
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.resnet.bench_torch` (test_doc_commands checks the docs' commands with it)."""
+  """The parser of `python -m lab.resnet.bench_torch` (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--bs", type=int, default=256)
   p.add_argument("--steps", type=int, default=30)
