@@ -25,27 +25,24 @@ def modules() -> dict[str, Path]:
 def folder(rel: Path) -> str: return "/".join(rel.parent.parts[:2])
 
 
-def imports(mod: str, rel: Path, known: set[str]) -> dict[str, bool]:
-  """The repository modules a file imports (anywhere in it), each resolved to the deepest module that exists, and
-  whether only its `if __name__ == "__main__":` block does (the module's command line, not part of importing it)."""
-  pkg, out = mod if rel.name == "__init__.py" else mod.rpartition(".")[0], {}
-  tree = ast.parse((ROOT / rel).read_text(), str(rel))
-  main = {id(n) for top in tree.body if isinstance(top, ast.If) and "__main__" in ast.unparse(top.test)
-          for n in ast.walk(top)}
-  def add(name: str, in_main: bool):
+def imports(mod: str, rel: Path, known: set[str]) -> set[str]:
+  """The repository modules a file imports (anywhere in it, its `__main__` block too), each resolved to the deepest
+  module that exists."""
+  pkg, out = mod if rel.name == "__init__.py" else mod.rpartition(".")[0], set()
+  def add(name: str):
     while name and name not in known: name = name.rpartition(".")[0]
-    if name and name != mod: out[name] = out.get(name, True) and in_main
-  for n in ast.walk(tree):
-    if isinstance(n, ast.Import): [add(a.name, id(n) in main) for a in n.names]
+    if name and name != mod: out.add(name)
+  for n in ast.walk(ast.parse((ROOT / rel).read_text(), str(rel))):
+    if isinstance(n, ast.Import): [add(a.name) for a in n.names]
     elif isinstance(n, ast.ImportFrom):
       base = ".".join([*pkg.split(".")[:len(pkg.split(".")) - n.level + 1], *([n.module] if n.module else [])]) \
         if n.level else n.module or ""
-      for a in n.names: add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base, id(n) in main)
+      for a in n.names: add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
   return out
 
 
 @cache   # parsed once for the tests below
-def graph() -> tuple[dict[str, Path], dict[str, dict[str, bool]]]:
+def graph() -> tuple[dict[str, Path], dict[str, set[str]]]:
   mods = modules()
   return mods, {m: imports(m, rel, set(mods)) for m, rel in mods.items()}
 
@@ -68,7 +65,7 @@ def test_imports_point_down():
 
 
 def test_no_import_circles():
-  deps = {m: {d for d, in_main in ds.items() if not in_main} for m, ds in graph()[1].items()}
+  deps = graph()[1]
   state: dict[str, int] = {}   # 1: on the current path, 2: done
   def visit(m: str, path: list[str]) -> list[str] | None:
     state[m] = 1

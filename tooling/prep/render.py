@@ -63,7 +63,7 @@ for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}"
 cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint is a module of this tree
 {_require(var, desc)}RESULTS_DIR="${{RESULTS_DIR:-$PWD/results/{cfg['system']}/{cfg.benchmark}}}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
-SEED="${{SEED:-$(python3 -m benchmarks.common.rules seed {cfg.benchmark} {cfg.platform})}}"
+SEED="${{SEED:-$(python3 -m benchmarks.common.config seed {cfg.benchmark} {cfg.platform})}}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${{CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}}"
 """
