@@ -186,7 +186,7 @@ def test_missing_result_file_blocks_packing(capsys, tmp_path):
 def test_changed_result_file_blocks_packing(capsys, tmp_path):
   # `status` calls a result file edited after its run wrote it CHANGED (broken); package packed the edited file
   from benchmarks.common.io import file_digest
-  from tooling.launch import ledger as L
+  from tooling.common import ledger as L
   R = make_runs(tmp_path, "resnet")
   res = R / "results" / "tinybox_green" / "resnet"
   with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
@@ -330,7 +330,7 @@ def test_runs_of_other_or_uncommitted_code_are_refused(capsys, tmp_path, clone, 
 
 def record_images(R: Path, sha: str, ids: dict[int, str]):
   """What the container backend records per attempt: the image's commit and the ID of the image that ran it."""
-  from tooling.launch import ledger as L
+  from tooling.common import ledger as L
   with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
     for a in led.attempts:
       a.backend, a.image = "container", f"tinyperf:nv {ids[a.index]}"

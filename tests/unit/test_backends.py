@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.common.config import load_config
 from tooling import cli
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.launch.backends import HostBackend, TRAIN_MODULE_ENV
 from tooling.launch.run import launch_mode
 

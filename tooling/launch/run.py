@@ -11,7 +11,7 @@ Two choices say where the runs run:
 The run loop knows one interface, tooling/launch/backends.py's Backend (preflight, system detection, page-cache drop, INIT +
 RUN); it never imports tinygrad or training code: the training entrypoint is started as a process.
 
-Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/launch/ledger.py), skips
+Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/common/ledger.py), skips
 runs another live launcher has claimed, and settles the attempts of launchers that died (docs/ledger.md)."""
 from __future__ import annotations
 import argparse
@@ -28,7 +28,7 @@ from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
 from tooling.common.container import host_path
 from tooling.common.errors import UserError, stop_on_signals, write_atomic
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import safe_read
 from tooling.prep.prep import check_prepared

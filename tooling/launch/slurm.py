@@ -35,7 +35,7 @@ from pathlib import Path
 
 from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
 from tooling.common.container import SERVICE_ENV, compose_run
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import safe_read
 from tooling.prep.prep import check_prepared
@@ -623,7 +623,7 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
 
 def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
   """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
-  from tooling.prep.build import git_revision
+  from tooling.common.provenance import git_revision
   results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
   slurm_dir = T.slurm_dir(work_root)
   try:

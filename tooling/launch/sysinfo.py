@@ -482,7 +482,7 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   (a reboot into a new kernel is enough to differ), while this keeps both descriptions for the reviewer."""
   # Slurm array tasks on several nodes start together: compare-then-write happens under a lock across nodes, or the
   # second writer would find the first one's file appearing under it
-  from tooling.launch.ledger import file_lock
+  from tooling.common.ledger import file_lock
   try:
     with file_lock(T.systems_lock(Path(results))):
       return _record_run_system(Path(results), system, data)
