@@ -31,7 +31,7 @@ from tooling.common.errors import UserError, stop_on_signals, write_atomic
 from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import safe_read
-from tooling.prep.prep import check_prepared
+from tooling.common.dataset import check_prepared, stand_in_data
 from tooling.launch import slurm
 if TYPE_CHECKING: from tooling.launch.backends import Backend
 
@@ -276,7 +276,6 @@ def submitter(cfg: PlatformConfig, args) -> str:
                     f"them, or give {given}'s runs a --results directory of their own. Nothing was run.")
   if given: return given
   if recorded: return recorded[0]
-  from tooling.prep.render import stand_in_data
   if stand_in_data(cfg):   # smoke.sh's default: the results directory's name, if it can name a submitter
     return name if ORG_NAME.fullmatch(name := Path(os.path.abspath(args.results)).name) else "smoke"
   raise UserError(f"who submits these runs? Their logs record the submitter's name (submission_org), and it cannot "

@@ -38,7 +38,7 @@ from tooling.common.container import SERVICE_ENV, compose_run
 from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import safe_read
-from tooling.prep.prep import check_prepared
+from tooling.common.dataset import check_prepared
 from tooling.common.errors import UserError, stop_on_signals, write_atomic
 
 RUNTIMES = ("docker", "pyxis", "host")   # what runs each task (`tinyperf run --runtime`; a local run has no pyxis)
