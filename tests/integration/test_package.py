@@ -17,6 +17,7 @@ from run_builder import default_seed, make_runs
 from tests.conftest import REPO
 from tooling.ship import package
 from tooling.launch import sysinfo
+from tooling.launch.run import LOCAL
 from tooling.verdict.check import check_path
 from tooling.cli import main as cli
 
@@ -263,8 +264,8 @@ def test_systems_json_from_the_run_directory_first(capsys, tmp_path, clone):
   assert f"systems/tinybox_green.json from {repo}" in o and "WARNING" not in e
   assert (tmp_path / "a" / ORG / "systems" / "tinybox_green.json").read_bytes() == repo.read_bytes()
   recorded = {**json.loads(repo.read_text()), "cooling": "liquid", "hw_notes": "recorded by tinyperf run"}
-  first = sysinfo.record_run_system(R, "tinybox_green", recorded)
-  variant = sysinfo.record_run_system(R, "tinybox_green", {**recorded, "cooling": "water"})
+  first = sysinfo.record_run_system(R, "tinybox_green", recorded, LOCAL)
+  variant = sysinfo.record_run_system(R, "tinybox_green", {**recorded, "cooling": "water"}, LOCAL)
   capsys.readouterr()
   code = cli(["package", "--org", ORG, "--out", str(tmp_path / "b"), "--results", str(R)])
   o, e = capsys.readouterr()

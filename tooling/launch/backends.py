@@ -37,8 +37,8 @@ from tooling.common import container as C
 from tooling.common.errors import UserError
 from tooling.common.process import raw_stdout, stream_process
 from tooling.common import ledger as L
-from tooling.launch import slurm
 from tooling.common import results_tree as T
+from tooling.launch.scheduler import Scheduler
 
 class Backend(Protocol):
   """What the run loop of `tinyperf run` (tooling/launch/run.py) needs of a place to run, and all it knows of one."""
@@ -59,12 +59,15 @@ class Backend(Protocol):
     Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
 
 
+RUNTIMES = ("docker", "pyxis", "host")   # `tinyperf run --runtime`: what runs each run (pyxis: a Slurm task's only)
+
+
 def open_backend(runtime: str, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path,
-                 verbose: bool = False) -> Backend:
+                 scheduler: Scheduler, verbose: bool = False) -> Backend:
   """The backend of `--runtime` docker or host (pyxis is a Slurm task's, which runs host inside its image): UserError
-  when it cannot run here (no daemon, no image, no GPU runtime)."""
-  if runtime == "host": return HostBackend(cfg, data, work_root, verbose)
-  return ContainerBackend(cfg, image, data, work_root)
+  when it cannot run here (no daemon, no image, no GPU runtime). scheduler: the one whose hints its refusals give."""
+  if runtime == "host": return HostBackend(cfg, data, work_root, scheduler, verbose)
+  return ContainerBackend(cfg, image, data, work_root, scheduler)
 
 
 # ------------------------------------------------------------------------------------------------- the host backend
@@ -112,7 +115,7 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   return {"run": code}, log
 
 
-def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool):
+def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool, scheduler: Scheduler):
   cmd = [sys.executable, "-m", "benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
          "--data", str(data), "--work", str(work_root)]
   r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -122,7 +125,7 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
     failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
     # C.host_paths_in: in a compose service, the paths the user can open on the host
     raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + C.host_paths_in("\n  ".join(failed)) +
-                    f"\nNothing was run or timed; fix the above and {slurm.redo_hint(L.root_of(work_root / T.LEDGER))}.")
+                    f"\nNothing was run or timed; fix the above and {scheduler.redo_hint(L.root_of(work_root / T.LEDGER))}.")
 
 
 def drop_host_page_cache(cfg: PlatformConfig, data: Path) -> str:
@@ -135,8 +138,9 @@ def drop_host_page_cache(cfg: PlatformConfig, data: Path) -> str:
 class HostBackend:
   """This Python on this machine. Inside a tinyperf image (a compose service, a pyxis task: every image sets
   TINYPERF_IMAGE_VENDOR) the ledger records the run as a container run, with the image's name and provenance."""
-  def __init__(self, cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool = False):
+  def __init__(self, cfg: PlatformConfig, data: Path, work_root: Path, scheduler: Scheduler, verbose: bool = False):
     self.cfg, self.data, self.work_root, self.verbose = cfg, Path(data), Path(work_root), verbose
+    self.scheduler = scheduler
     self.in_image = os.environ.get("TINYPERF_IMAGE_VENDOR")
     self.kind = "container" if self.in_image else "host"
 
@@ -147,7 +151,7 @@ class HostBackend:
     return (os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{self.in_image} (image ID not visible inside the container)",
             {k: os.environ.get(k) for k in L.IMAGE_ENV})
 
-  def preflight(self): _host_preflight(self.cfg, self.data, self.work_root, self.verbose)
+  def preflight(self): _host_preflight(self.cfg, self.data, self.work_root, self.verbose, self.scheduler)
 
   def detect_system(self) -> tuple[dict, list[str]]:
     from tooling.launch import sysinfo
@@ -178,8 +182,9 @@ class ContainerBackend:
   run in a container like the runs'. Constructing it checks the daemon, the image and the GPU runtime (UserError)."""
   kind = "container"
 
-  def __init__(self, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path, client=None):
-    self.cfg, self.data, self.work_root = cfg, Path(data).resolve(), Path(work_root).resolve()
+  def __init__(self, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path, scheduler: Scheduler,
+               client=None):
+    self.cfg, self.data, self.work_root, self.scheduler = cfg, Path(data).resolve(), Path(work_root).resolve(), scheduler
     self.vendor = cfg["vendor"]
     self.tag = image or f"tinyperf:{self.vendor}"
     self.client = client or C.connect(timeout=600, instead="run on this host with --runtime host")
@@ -256,7 +261,7 @@ class ContainerBackend:
                out.decode(errors="replace").splitlines()[-5:]
       raise UserError(f"preflight failed in {self.tag} for {self.cfg.benchmark} on {self.cfg.platform} (exit {rc}):\n  " +
                       "\n  ".join(failed) + f"\nNothing was run or timed; fix the above and "
-                      f"{slurm.redo_hint(L.root_of(self.work_root / T.LEDGER))}.")
+                      f"{self.scheduler.redo_hint(L.root_of(self.work_root / T.LEDGER))}.")
 
   # ------------------------------------------------------------------------------------------------------ sysinfo
   def detect_system(self) -> tuple[dict, list[str]]:
