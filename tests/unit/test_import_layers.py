@@ -78,6 +78,23 @@ def test_no_import_circles():
     if m not in state and (c := visit(m, [m])): raise AssertionError("import circle: " + " -> ".join(c))
 
 
+STAGES = ("tooling/prep", "tooling/verdict", "tooling/launch", "tooling/ship")   # tooling/perf is leaving for lab/
+# the stage-to-stage imports still to cut (issue 44 step 4): the judge and the renderers, which more than one stage uses
+NOT_YET_PEERS = {"tooling/launch/run.py imports tooling.verdict.check", "tooling/ship/package.py imports tooling.prep.compose",
+                 "tooling/ship/package.py imports tooling.prep.render", "tooling/ship/package.py imports tooling.verdict.check"}
+
+
+def test_stages_are_peers():
+  """A stage package imports no other package of tooling/ but tooling/common: what two stages share lives there; only
+  tooling/cli.py, above all, imports every stage (what a stage may take from benchmarks/: the test below)."""
+  mods, deps = graph()
+  across = {f"{mods[a]} imports {b}" for a in deps if folder(mods[a]) in STAGES for b in deps[a]
+            if folder(mods[b]).startswith("tooling/") and folder(mods[b]) not in (folder(mods[a]), "tooling/common")}
+  assert not across - NOT_YET_PEERS, "a stage imports another stage (move what they share to tooling/common):\n  " + \
+    "\n  ".join(sorted(across - NOT_YET_PEERS))
+  assert not NOT_YET_PEERS - across, f"cut, so drop them from NOT_YET_PEERS: {sorted(NOT_YET_PEERS - across)}"
+
+
 def test_tooling_meets_the_benchmarks_at_their_interfaces():
   """tooling/ reads configs, rules and helpers from benchmarks/common and runs the checks above both benchmarks; a
   benchmark's internals (model, loader, training) it starts as a process by module name, never imports."""
