@@ -152,7 +152,7 @@ def run_tinygrad(args, varied: dict) -> dict:
                                kwargs={"stop": stop}, daemon=True)
       saver.start()
     try:
-      from tooling.launch.backends import stream_process
+      from tooling.common.process import stream_process
       rc, stopped = stream_process(cmd, env, out, ROOT, time_limit=args.time_limit)
     finally:
       if saver:   # the last save after the saver's (both write dest's .tmp)
@@ -320,7 +320,7 @@ def torch_command(args) -> list[str]:
 def run_torch(args, cmd: list[str]) -> list[dict]:
   # a process group of its own, as the tinygrad side's: SIGTERM (a KeyboardInterrupt, stop_on_signals) or Ctrl-C stops
   # what it started too (torch.compile's workers), not only the child as subprocess.run's kill did
-  from tooling.launch.backends import stop_process_group
+  from tooling.common.process import stop_process_group
   proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
   try: stdout, stderr = proc.communicate()
   except BaseException:

@@ -1,5 +1,5 @@
 """Build what `tinyperf run --results R` leaves behind, without training: R/results/<system>/<bm>/result_<i>.txt (real
-mllog logs from mllog_builder), R/runs/<system>/<bm>/ledger.json (through tooling.launch.ledger) and each attempt's raw console
+mllog logs from mllog_builder), R/runs/<system>/<bm>/ledger.json (through tooling.common.ledger) and each attempt's raw console
 output (provenance lines and tqdm progress with img_s, the way benchmarks/resnet/train.py prints them).
 
   root = make_runs(tmp, "resnet")                       # 5 finished runs, distinct seeds
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from benchmarks.common.runtime import metrics_path
 from mllog_builder import T0_MS, systems_json, write_log
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
 
 GIT_SHA = "0123456789abcdef0123456789abcdef01234567"

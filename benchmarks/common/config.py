@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common.io import InputError
-from benchmarks.common.rules import CLOSED_MODEL, RULESETS, SEED_BITS, closed_model_changes
+from benchmarks.common.rules import CLOSED_MODEL, RULESETS, SEED_BITS, closed_model_changes, draw_seed
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ("resnet", "bert")
@@ -428,3 +428,22 @@ def require_closed_model(cfg: PlatformConfig):
 def available_platforms(benchmark: str) -> list[str]:
   impl = ROOT / "benchmarks" / benchmark / "implementations"
   return sorted(p.name for p in impl.iterdir() if (p / "config.yaml").is_file()) if impl.is_dir() else []
+
+
+def build_parser():
+  """The parser of `python3 -m benchmarks.common.config seed BENCHMARK PLATFORM`: one seed of the platform's SEED_BITS
+  (environment override included), for the generated run scripts (test_doc_commands checks their commands with it)."""
+  import argparse
+  p = argparse.ArgumentParser(prog="python3 -m benchmarks.common.config")
+  sub = p.add_subparsers(dest="cmd", required=True)
+  seed = sub.add_parser("seed", help="print one seed of the platform's SEED_BITS")
+  seed.add_argument("benchmark")
+  seed.add_argument("platform")
+  return p
+
+
+if __name__ == "__main__":
+  args = build_parser().parse_args()
+  try:
+    print(draw_seed(load_config(args.benchmark, args.platform).get("SEED_BITS", SEED_BITS)))
+  except InputError as e: print(f"error: {e}", file=sys.stderr); sys.exit(2)

@@ -53,7 +53,7 @@ def end(key, value=None, metadata=None): mlog().end(key=key, value=value, metada
 
 
 # run_stop metadata of a RUN stopped by a crash (a dead loader worker, a corrupt JPEG found late, /dev/shm full, Ctrl-C):
-# no training outcome, so the launcher records a failed attempt and redoes the run (tooling/launch/ledger.log_outcome)
+# no training outcome, so the launcher records a failed attempt and redoes the run (tooling/common/ledger.log_outcome)
 CRASHED = "tinyperf_crashed"
 
 

@@ -98,24 +98,3 @@ def draw_seed(bits: int = SEED_BITS, taken: set[int] = frozenset(), where: str =
   while True:
     seed = int.from_bytes(os.urandom(8), "little") % space
     if seed not in taken: return seed
-
-
-def build_parser():
-  """The parser of `python3 -m benchmarks.common.rules seed BENCHMARK PLATFORM`: one seed of the platform's SEED_BITS
-  (environment override included), for the generated run scripts (test_doc_commands checks their commands with it)."""
-  import argparse
-  p = argparse.ArgumentParser(prog="python3 -m benchmarks.common.rules")
-  sub = p.add_subparsers(dest="cmd", required=True)
-  seed = sub.add_parser("seed", help="print one seed of the platform's SEED_BITS")
-  seed.add_argument("benchmark")
-  seed.add_argument("platform")
-  return p
-
-
-if __name__ == "__main__":
-  import sys
-  from benchmarks.common.config import load_config
-  args = build_parser().parse_args()
-  try:
-    print(draw_seed(load_config(args.benchmark, args.platform).get("SEED_BITS", SEED_BITS)))
-  except InputError as e: print(f"error: {e}", file=sys.stderr); sys.exit(2)

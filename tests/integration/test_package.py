@@ -17,6 +17,7 @@ from run_builder import default_seed, make_runs
 from tests.conftest import REPO
 from tooling.ship import package
 from tooling.launch import sysinfo
+from tooling.launch.run import LOCAL
 from tooling.verdict.check import check_path
 from tooling.cli import main as cli
 
@@ -186,7 +187,7 @@ def test_missing_result_file_blocks_packing(capsys, tmp_path):
 def test_changed_result_file_blocks_packing(capsys, tmp_path):
   # `status` calls a result file edited after its run wrote it CHANGED (broken); package packed the edited file
   from benchmarks.common.io import file_digest
-  from tooling.launch import ledger as L
+  from tooling.common import ledger as L
   R = make_runs(tmp_path, "resnet")
   res = R / "results" / "tinybox_green" / "resnet"
   with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
@@ -263,8 +264,8 @@ def test_systems_json_from_the_run_directory_first(capsys, tmp_path, clone):
   assert f"systems/tinybox_green.json from {repo}" in o and "WARNING" not in e
   assert (tmp_path / "a" / ORG / "systems" / "tinybox_green.json").read_bytes() == repo.read_bytes()
   recorded = {**json.loads(repo.read_text()), "cooling": "liquid", "hw_notes": "recorded by tinyperf run"}
-  first = sysinfo.record_run_system(R, "tinybox_green", recorded)
-  variant = sysinfo.record_run_system(R, "tinybox_green", {**recorded, "cooling": "water"})
+  first = sysinfo.record_run_system(R, "tinybox_green", recorded, LOCAL)
+  variant = sysinfo.record_run_system(R, "tinybox_green", {**recorded, "cooling": "water"}, LOCAL)
   capsys.readouterr()
   code = cli(["package", "--org", ORG, "--out", str(tmp_path / "b"), "--results", str(R)])
   o, e = capsys.readouterr()
@@ -330,7 +331,7 @@ def test_runs_of_other_or_uncommitted_code_are_refused(capsys, tmp_path, clone, 
 
 def record_images(R: Path, sha: str, ids: dict[int, str]):
   """What the container backend records per attempt: the image's commit and the ID of the image that ran it."""
-  from tooling.launch import ledger as L
+  from tooling.common import ledger as L
   with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
     for a in led.attempts:
       a.backend, a.image = "container", f"tinyperf:nv {ids[a.index]}"

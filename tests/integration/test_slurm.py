@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tooling.launch import ledger as L, slurm as S, status as ST
+from tooling.common import ledger as L
+from tooling.launch import slurm as S, status as ST
 from tooling.launch.backends import TRAIN_MODULE_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("engines")]   # one worker: the Slurm docker-runtime test uses the CPU image the container tests build

@@ -324,7 +324,7 @@ def test_package_names_a_result_file_it_cannot_read():
   try:
     base.chmod(0o755)
     R = make_runs(base, "resnet")
-    from tooling.launch import ledger as L
+    from tooling.common import ledger as L
     from benchmarks.common.io import file_digest
     with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:   # as `run` records them
       for a in led.attempts: a.sha256 = file_digest(a.result, "sha256")

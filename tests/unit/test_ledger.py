@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import REPO
 
 from mllog_builder import write_log
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common.errors import UserError
 from tooling.common.results_tree import refuse_unknown_results
 from tooling.common import results_tree as T
@@ -53,7 +53,7 @@ def test_dead_launchers_running_attempt_is_interrupted_with_one_line(tmp_path):
 def test_a_live_claim_is_respected_and_taken_over_once_its_owner_dies(tmp_path):
   path = _ledger(tmp_path, [L.Attempt(index=0, seed=5, owner={"id": "other", "host": "h", "pid": 1})])
   work = path.parent / "run_0_5"; work.mkdir()
-  holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from tooling.launch.ledger import Claim; "
+  holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from tooling.common.ledger import Claim; "
                              f"c = Claim({str(work)!r}); print('held', flush=True); sys.stdin.read()"],
                             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:

@@ -5,7 +5,7 @@ from benchmarks import preflight as PF
 from benchmarks.common.config import load_config
 from benchmarks.resnet.prep import synthetic_imagenet
 from tooling.common.errors import UserError
-from tooling.prep.prep import check_prepared
+from tooling.common.dataset import check_prepared
 
 
 def test_a_data_set_without_val_images_fails_the_preflight(tmp_path, capsys):

@@ -64,10 +64,11 @@ def test_an_exhausted_seed_space_is_a_clear_error_not_a_hang():
 
 
 def test_the_generated_scripts_draw_their_seed_here():
-  """run_and_time.sh asks this module for its seed, with the platform's SEED_BITS (the environment overrides it)."""
+  """run_and_time.sh asks benchmarks/common/config.py for its seed (drawn here), with the platform's SEED_BITS (the
+  environment overrides it)."""
   script = (REPO / "benchmarks/resnet/implementations/cpu_smoke/run_and_time.sh").read_text()
-  assert "python3 -m benchmarks.common.rules seed resnet cpu_smoke" in script and "urandom" not in script
-  cmd = [sys.executable, "-m", "benchmarks.common.rules", "seed", "resnet", "cpu_smoke"]
+  assert "python3 -m benchmarks.common.config seed resnet cpu_smoke" in script and "urandom" not in script
+  cmd = [sys.executable, "-m", "benchmarks.common.config", "seed", "resnet", "cpu_smoke"]
   seeds = {int(subprocess.run(cmd, cwd=REPO, env={**os.environ, "SEED_BITS": "16"}, capture_output=True, text=True,
                               check=True).stdout) for _ in range(3)}
   assert all(0 <= s < 2 ** 16 for s in seeds)

@@ -16,7 +16,8 @@ from benchmarks.common.config import SCHEMA, load_config
 from tests.conftest import REPO
 from benchmarks.common.io import file_digest
 from tooling.common import results_tree as T
-from tooling.launch import ledger as L, slurm as S, status as ST
+from tooling.common import ledger as L
+from tooling.launch import slurm as S, status as ST
 from tooling.common.errors import InputError, UserError
 
 
@@ -320,7 +321,7 @@ def test_ledger_lock_is_a_posix_lock_that_excludes_other_processes(tmp_path):
   ledger = tmp_path / "ledger.json"
   holder = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 with L.Ledger.locked({str(ledger)!r}):
   print("locked", flush=True); time.sleep(30)
 """], cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -338,7 +339,7 @@ def test_concurrent_writers_lose_no_attempt(tmp_path):
   ledger = tmp_path / "ledger.json"
   code = f"""
 import sys
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 w = int(sys.argv[1])
 for k in range(25): L.add_attempt({str(ledger)!r}, L.Attempt(index=w, seed=w * 1000 + k))
 """

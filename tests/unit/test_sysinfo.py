@@ -9,6 +9,7 @@ import pytest
 from conftest import REPO
 from tooling.common import mlperf_tools
 from tooling.launch import sysinfo
+from tooling.launch.run import this_scheduler
 from tooling.common import results_tree as T
 from tooling.common.errors import UserError
 from tooling.cli import main as cli
@@ -289,7 +290,8 @@ def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
   cfg = load_config("resnet", "cpu_smoke", environ={})
   base = json.loads((REPO / "systems" / "cpu_smoke.json").read_text())
   f, notes = sysinfo.detect(cpu_probe())
-  data = sysinfo.run_description(cfg, f, notes, {"host_storage_type": "scratch SSD"}, tmp_path / "o.yaml", tmp_path / "R")
+  data = sysinfo.run_description(cfg, f, notes, {"host_storage_type": "scratch SSD"}, tmp_path / "o.yaml", tmp_path / "R",
+                                 this_scheduler())
   assert (data["submitter"], data["status"], data["division"]) == (base["submitter"], base["status"], cfg["division"])
   assert data["host_processor_model_name"] == "Test CPU 9000" and data["host_processor_vcpu_count"] == "8"
   assert data["host_storage_type"] == "scratch SSD" and data["accelerators_per_node"] == "0"
@@ -303,7 +305,7 @@ def test_run_description_names_the_overrides_file_and_the_allowed_values(tmp_pat
   f, notes = sysinfo.detect(cpu_probe())
   with pytest.raises(UserError) as e:
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), f, notes, {"status": "onprem"},
-                            tmp_path / "mine.yaml", tmp_path / "R")
+                            tmp_path / "mine.yaml", tmp_path / "R", this_scheduler())
   msg = str(e.value)
   assert msg.startswith(f"{tmp_path / 'mine.yaml'}: ") and "status is 'onprem'" in msg and STATUS_REPRS[0] in msg
   assert "--system-overrides" in msg and "Nothing was run" in msg
@@ -348,7 +350,7 @@ def test_a_slurm_task_without_an_overrides_file_names_the_resubmission(monkeypat
   broken = {**f, "operating_system": ""}      # what the systems JSON cannot lack, missing
   with pytest.raises(UserError) as e:
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), broken, notes, {"status": ""}, None,
-                            tmp_path / "out")
+                            tmp_path / "out", this_scheduler())   # the task's environment picks the Slurm hints
   msg = str(e.value)
   assert "rerun the same command" not in msg and "run `tinyperf status" not in msg   # --resume would not carry the file
   assert ("submit the runs again with it: your `tinyperf run ... --scheduler slurm` command with `--system-overrides "
@@ -359,16 +361,16 @@ def test_record_run_system_never_replaces_a_different_description(tmp_path, caps
   f, notes = sysinfo.detect(cpu_probe())
   data = sysinfo.merge(f, {}, "cpu_smoke", notes, json.loads((REPO / "systems" / "cpu_smoke.json").read_text()))
   R = tmp_path / "R"
-  first = sysinfo.record_run_system(R, "cpu_smoke", data)
+  first = sysinfo.record_run_system(R, "cpu_smoke", data, this_scheduler())
   assert first == R / "systems" / "cpu_smoke.json" and json.loads(first.read_text()) == data
   assert first.stat().st_mode & 0o777 == 0o644
   before = first.read_bytes()
-  assert sysinfo.record_run_system(R, "cpu_smoke", json.loads(json.dumps(data))) == first   # the same machine again
+  assert sysinfo.record_run_system(R, "cpu_smoke", json.loads(json.dumps(data)), this_scheduler()) == first   # the same machine
   assert "unchanged" in capsys.readouterr().out and not T.variants_dir(R).exists()
   f2, notes2 = sysinfo.detect(cpu_probe(TINYPERF_KERNEL="6.9.1"))                           # a reboot into a new kernel
   newer = sysinfo.merge(f2, {}, "cpu_smoke", notes2, json.loads((REPO / "systems" / "cpu_smoke.json").read_text()))
-  v1 = sysinfo.record_run_system(R, "cpu_smoke", newer)
-  v2 = sysinfo.record_run_system(R, "cpu_smoke", {**newer, "cooling": "water"})
+  v1 = sysinfo.record_run_system(R, "cpu_smoke", newer, this_scheduler())
+  v2 = sysinfo.record_run_system(R, "cpu_smoke", {**newer, "cooling": "water"}, this_scheduler())
   err = capsys.readouterr().err
   assert first.read_bytes() == before                                                        # the old one is kept
   assert v1.parent == v2.parent == T.variants_dir(R) and v1 != v2 and v1.name.startswith("cpu_smoke-")
@@ -407,13 +409,13 @@ def test_record_run_system_unwritable_is_a_clear_error(tmp_path):
   from tooling.common.errors import UserError
   (tmp_path / "R").write_text("a file, not a directory")
   with pytest.raises(UserError, match="cannot write the system description .*R/systems/x.json.*Nothing was run"):
-    sysinfo.record_run_system(tmp_path / "R", "x", {"submitter": "a"})
+    sysinfo.record_run_system(tmp_path / "R", "x", {"submitter": "a"}, this_scheduler())
 
 
 def _record_at(args):
   R, data, start = args
   time.sleep(max(0.0, start - time.time()))   # every process writes at the same moment, as array tasks start together
-  return str(sysinfo.record_run_system(R, "cpu_smoke", data))
+  return str(sysinfo.record_run_system(R, "cpu_smoke", data, this_scheduler()))
 
 
 def test_record_run_system_from_simultaneous_tasks_writes_one_file(tmp_path):
@@ -432,7 +434,7 @@ def test_a_description_that_cannot_be_written_is_bad_input_with_the_fix(tmp_path
   monkeypatch.setattr(sysinfo, "write_atomic", full_disk)
   with pytest.raises(UserError, match=r"\(No space left on device\); make .* writable and rerun the same command\. "
                                       r"Nothing was run\."):
-    sysinfo.record_run_system(tmp_path / "r", "cpu_smoke", {"system_name": "a"})
+    sysinfo.record_run_system(tmp_path / "r", "cpu_smoke", {"system_name": "a"}, this_scheduler())
 
 
 def test_packages_missing_systems_json_hint_pastes_as_printed(tmp_path):

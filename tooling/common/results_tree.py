@@ -2,7 +2,7 @@
 
   R/results/<system>/<bm>/result_<i>.txt   finished runs: the submitter tree's results/ (never overwritten)
   R/systems/<system>.json                  the machine the runs ran on (variants/ keeps earlier, different ones)
-  R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/launch/ledger.py)
+  R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/common/ledger.py)
   R/runs/<system>/<bm>/run_<i>_<seed>/     one attempt: output.log, the MLPerf log RUN_LOG while it is written, cache/
   R/runs/<system>/<bm>/slurm.json          every Slurm submission of the set (tooling/launch/slurm.py)
   R/runs/<system>/<bm>/slurm/submission_<k>/   one Slurm submission's script, and each of its tasks' output and exit

@@ -23,11 +23,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Protocol
@@ -37,8 +35,10 @@ from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN
 from benchmarks.preflight import shm_size_for
 from tooling.common import container as C
 from tooling.common.errors import UserError
-from tooling.launch import ledger as L, slurm
+from tooling.common.process import raw_stdout, stream_process
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
+from tooling.launch.scheduler import Scheduler
 
 class Backend(Protocol):
   """What the run loop of `tinyperf run` (tooling/launch/run.py) needs of a place to run, and all it knows of one."""
@@ -59,83 +59,19 @@ class Backend(Protocol):
     Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
 
 
+RUNTIMES = ("docker", "pyxis", "host")   # `tinyperf run --runtime`: what runs each run (pyxis: a Slurm task's only)
+
+
 def open_backend(runtime: str, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path,
-                 verbose: bool = False) -> Backend:
+                 scheduler: Scheduler, verbose: bool = False) -> Backend:
   """The backend of `--runtime` docker or host (pyxis is a Slurm task's, which runs host inside its image): UserError
-  when it cannot run here (no daemon, no image, no GPU runtime)."""
-  if runtime == "host": return HostBackend(cfg, data, work_root, verbose)
-  return ContainerBackend(cfg, image, data, work_root)
+  when it cannot run here (no daemon, no image, no GPU runtime). scheduler: the one whose hints its refusals give."""
+  if runtime == "host": return HostBackend(cfg, data, work_root, scheduler, verbose)
+  return ContainerBackend(cfg, image, data, work_root, scheduler)
 
 
 # ------------------------------------------------------------------------------------------------- the host backend
 TRAIN_MODULE_ENV = "TINYPERF_TEST_TRAIN_MODULE"   # test-only, read in train_module() alone
-
-
-_WATCHDOG = ("import os, signal, sys\n"
-             "if sys.stdin.buffer.read() != b'done':\n"
-             "  try: os.killpg(int(sys.argv[1]), signal.SIGKILL)\n"
-             "  except ProcessLookupError: pass\n")
-
-
-def _watchdog(pgid: int) -> subprocess.Popen:
-  """A process that kills the phase's process group when this launcher dies without saying "done" (kill -9, the OOM
-  killer): it reads a pipe only the launcher holds, so EOF without "done" means the launcher is gone, and an INIT left
-  running would hold the GPUs when the rerun starts. Its own session keeps Ctrl-C and SIGHUP of the terminal off it."""
-  return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL, start_new_session=True)   # holds no pipe of a reader of ours open
-
-
-def _release(dog: subprocess.Popen):
-  try: dog.stdin.write(b"done"); dog.stdin.close()
-  except OSError: pass
-  dog.wait()
-
-
-def raw_stdout(chunk: bytes): sys.stdout.buffer.write(chunk); sys.stdout.buffer.flush()
-
-
-def stop_process_group(proc: subprocess.Popen, grace_s: float = 30) -> None:
-  """SIGTERM to the process group of proc (started with start_new_session: what it started, e.g. BEAM's workers, too),
-  SIGKILL if proc has not ended after grace_s seconds."""
-  try: os.killpg(proc.pid, signal.SIGTERM); proc.wait(timeout=grace_s)
-  except (ProcessLookupError, subprocess.TimeoutExpired):
-    try: os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError: pass
-
-
-def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None,
-                   console=raw_stdout, limit_until: bytes | None = None) -> tuple[int, bool]:
-  """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tooling.launch.console
-  Console shows milestones) as it arrives (a crash keeps what was printed). With time_limit, its whole process group
-  (BEAM's workers too) is killed after that many seconds, unless limit_until appeared in its output before (the limit
-  then no longer applies: INIT's limit ends at init_stop).
-  Returns (exit code, whether the time limit stopped it): -SIGKILL alone could also be the OOM killer."""
-  proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-  dog = _watchdog(proc.pid)
-  stopped = threading.Event()
-  def stop():
-    if proc.poll() is not None: return     # it finished just as the limit came
-    stopped.set()
-    try: os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError: pass
-  timer = threading.Timer(time_limit, stop) if time_limit else None
-  if timer: timer.start()
-  seen = b""   # the end of the previous chunk: the marker may straddle two reads
-  try:
-    for chunk in iter(lambda: proc.stdout.read1(65536), b""):
-      if out_file is not None: out_file.write(chunk); out_file.flush()
-      console(chunk)
-      if timer and limit_until:
-        if limit_until in seen + chunk: timer.cancel()
-        seen = chunk[-len(limit_until):]
-    return proc.wait(), stopped.is_set()
-  except BaseException:
-    # Ctrl-C or launcher failure: stop the whole process group of the phase, then re-raise
-    stop_process_group(proc)
-    raise
-  finally:
-    if timer: timer.cancel()
-    _release(dog)
 
 
 def train_module(benchmark: str) -> str:
@@ -179,7 +115,7 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   return {"run": code}, log
 
 
-def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool):
+def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool, scheduler: Scheduler):
   cmd = [sys.executable, "-m", "benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
          "--data", str(data), "--work", str(work_root)]
   r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -189,7 +125,7 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
     failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
     # C.host_paths_in: in a compose service, the paths the user can open on the host
     raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + C.host_paths_in("\n  ".join(failed)) +
-                    f"\nNothing was run or timed; fix the above and {slurm.redo_hint(L.root_of(work_root / T.LEDGER))}.")
+                    f"\nNothing was run or timed; fix the above and {scheduler.redo_hint(L.root_of(work_root / T.LEDGER))}.")
 
 
 def drop_host_page_cache(cfg: PlatformConfig, data: Path) -> str:
@@ -202,8 +138,9 @@ def drop_host_page_cache(cfg: PlatformConfig, data: Path) -> str:
 class HostBackend:
   """This Python on this machine. Inside a tinyperf image (a compose service, a pyxis task: every image sets
   TINYPERF_IMAGE_VENDOR) the ledger records the run as a container run, with the image's name and provenance."""
-  def __init__(self, cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool = False):
+  def __init__(self, cfg: PlatformConfig, data: Path, work_root: Path, scheduler: Scheduler, verbose: bool = False):
     self.cfg, self.data, self.work_root, self.verbose = cfg, Path(data), Path(work_root), verbose
+    self.scheduler = scheduler
     self.in_image = os.environ.get("TINYPERF_IMAGE_VENDOR")
     self.kind = "container" if self.in_image else "host"
 
@@ -214,7 +151,7 @@ class HostBackend:
     return (os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{self.in_image} (image ID not visible inside the container)",
             {k: os.environ.get(k) for k in L.IMAGE_ENV})
 
-  def preflight(self): _host_preflight(self.cfg, self.data, self.work_root, self.verbose)
+  def preflight(self): _host_preflight(self.cfg, self.data, self.work_root, self.verbose, self.scheduler)
 
   def detect_system(self) -> tuple[dict, list[str]]:
     from tooling.launch import sysinfo
@@ -245,8 +182,9 @@ class ContainerBackend:
   run in a container like the runs'. Constructing it checks the daemon, the image and the GPU runtime (UserError)."""
   kind = "container"
 
-  def __init__(self, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path, client=None):
-    self.cfg, self.data, self.work_root = cfg, Path(data).resolve(), Path(work_root).resolve()
+  def __init__(self, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path, scheduler: Scheduler,
+               client=None):
+    self.cfg, self.data, self.work_root, self.scheduler = cfg, Path(data).resolve(), Path(work_root).resolve(), scheduler
     self.vendor = cfg["vendor"]
     self.tag = image or f"tinyperf:{self.vendor}"
     self.client = client or C.connect(timeout=600, instead="run on this host with --runtime host")
@@ -323,7 +261,7 @@ class ContainerBackend:
                out.decode(errors="replace").splitlines()[-5:]
       raise UserError(f"preflight failed in {self.tag} for {self.cfg.benchmark} on {self.cfg.platform} (exit {rc}):\n  " +
                       "\n  ".join(failed) + f"\nNothing was run or timed; fix the above and "
-                      f"{slurm.redo_hint(L.root_of(self.work_root / T.LEDGER))}.")
+                      f"{self.scheduler.redo_hint(L.root_of(self.work_root / T.LEDGER))}.")
 
   # ------------------------------------------------------------------------------------------------------ sysinfo
   def detect_system(self) -> tuple[dict, list[str]]:

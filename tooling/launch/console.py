@@ -15,7 +15,7 @@ QUIET_S = 9.0   # no silence over 10 s: a run that prints only what is not a mil
 
 
 class Console:
-  """Callable sink for a phase's output bytes (tooling/launch/backends.py stream_process, the container backend's stream)."""
+  """Callable sink for a phase's output bytes (tooling/common/process.py stream_process, the container backend's stream)."""
   def __init__(self, verbose: bool = False, out=None):
     import threading
     self.verbose, self.out = verbose, out or sys.stdout

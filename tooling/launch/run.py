@@ -11,7 +11,7 @@ Two choices say where the runs run:
 The run loop knows one interface, tooling/launch/backends.py's Backend (preflight, system detection, page-cache drop, INIT +
 RUN); it never imports tinygrad or training code: the training entrypoint is started as a process.
 
-Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/launch/ledger.py), skips
+Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/common/ledger.py), skips
 runs another live launcher has claimed, and settles the attempts of launchers that died (docs/ledger.md)."""
 from __future__ import annotations
 import argparse
@@ -26,13 +26,15 @@ from typing import TYPE_CHECKING
 from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig, require_closed_model
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
-from tooling.common.container import host_path
+from tooling.common.container import SERVICE_ENV, compose_run, host_path
 from tooling.common.errors import UserError, stop_on_signals, write_atomic
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import safe_read
-from tooling.prep.prep import check_prepared
+from tooling.common.dataset import check_prepared, stand_in_data
 from tooling.launch import slurm
+from tooling.launch.backends import RUNTIMES
+from tooling.launch.scheduler import OVERRIDES_FILE, Scheduler
 if TYPE_CHECKING: from tooling.launch.backends import Backend
 
 
@@ -50,16 +52,16 @@ def add_arguments(p: argparse.ArgumentParser):
   p.add_argument("-v", "--verbose", action="store_true",
                  help="show each run's whole output (MLLOG lines, progress bars) instead of one line per phase and "
                       "milestone; it always goes to R/runs/<system>/<bm>/run_<i>_<seed>/output.log")
-  p.add_argument("--scheduler", choices=SCHEDULERS,
+  p.add_argument("--scheduler", choices=tuple(SCHEDULERS),
                  help="local: run here, one run after the other (default); slurm: submit an sbatch array job, one task "
                       "(node) per run, and return (tinyperf status follows it)")
-  p.add_argument("--runtime", choices=slurm.RUNTIMES,
+  p.add_argument("--runtime", choices=RUNTIMES,
                  help="what runs each run: docker: the platform's image, one container per run (default); host: this "
                       "Python on this machine (on each node with --scheduler slurm: the same checkout and venv path); "
                       "pyxis (--scheduler slurm only): srun --container-image=IMAGE, needs --image (a registry "
                       "reference or a .sqsh file)")
   # the spellings before --scheduler/--runtime, kept for one release: launch_mode() maps them and says the new one
-  p.add_argument("--backend", choices=SCHEDULERS, dest="old_backend", help=argparse.SUPPRESS)
+  p.add_argument("--backend", choices=tuple(SCHEDULERS), dest="old_backend", help=argparse.SUPPRESS)
   p.add_argument("--no-container", action="store_true", help=argparse.SUPPRESS)
   p.add_argument("--container-runtime", choices=("docker", "pyxis", "none"), help=argparse.SUPPRESS)
   p.add_argument("--only-index", type=int, metavar="I",
@@ -74,7 +76,32 @@ def add_arguments(p: argparse.ArgumentParser):
                       "container, over the repository's systems/<system>.json; this file wins)")
 
 
-SCHEDULERS = ("local", "slurm")
+class Local:
+  """--scheduler local: the runs one after the other in this process (run_here); unfinished ones are redone by running
+  the same command again, which skips the finished ones."""
+  name = "local"
+
+  def submit(self, cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict) -> int:
+    return run_here(cfg, args, nexp, runtime, overrides)
+
+  def redo_hint(self, results: Path) -> str:
+    if os.environ.get(SERVICE_ENV): return f"rerun {compose_run(os.environ[SERVICE_ENV])}"
+    return "rerun the same command"
+
+  def overrides_hint(self, results: Path, overrides: Path | None) -> str:
+    if overrides is not None:
+      return f"fix them in {overrides} (the --system-overrides file: {OVERRIDES_FILE}) and {self.redo_hint(results)}"
+    return f"give them in a file ({OVERRIDES_FILE}) and rerun the same command with --system-overrides FILE added"
+
+
+LOCAL = Local()
+SCHEDULERS: dict[str, Scheduler] = {"local": LOCAL, "slurm": slurm.SLURM}
+
+
+def this_scheduler() -> Scheduler:
+  """The scheduler whose command redoes this process's runs: an array task's own `tinyperf run ... --only-index` is
+  typed by no one, so its runs are resubmitted the Slurm way; any other process's are rerun here."""
+  return slurm.SLURM if slurm.in_array_task() else LOCAL
 
 
 def launch_mode(args) -> tuple[str, str]:
@@ -178,7 +205,7 @@ def _io(ledger_path: Path, what: str, then: str):
     try: yield
     except OSError as e:
       raise UserError(f"{what}: {e.strerror or e}{f' ({e.filename})' if e.filename else ''}. Free space (or fix the "
-                      f"file system) and {slurm.redo_hint(L.root_of(ledger_path))}: {then}") from None
+                      f"file system) and {this_scheduler().redo_hint(L.root_of(ledger_path))}: {then}") from None
   return guard()
 
 
@@ -251,8 +278,7 @@ def main(args) -> int:
   overrides["submitter"] = org
   if args.only_index is not None and not 0 <= args.only_index < nexp:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
-  if scheduler == "slurm": return slurm.submit(cfg, args, nexp, runtime)   # each array task comes back here, local
-  return run_here(cfg, args, nexp, runtime, overrides)
+  return SCHEDULERS[scheduler].submit(cfg, args, nexp, runtime, overrides)   # each Slurm array task comes back here, local
 
 
 def submitter(cfg: PlatformConfig, args) -> str:
@@ -276,7 +302,6 @@ def submitter(cfg: PlatformConfig, args) -> str:
                     f"them, or give {given}'s runs a --results directory of their own. Nothing was run.")
   if given: return given
   if recorded: return recorded[0]
-  from tooling.prep.render import stand_in_data
   if stand_in_data(cfg):   # smoke.sh's default: the results directory's name, if it can name a submitter
     return name if ORG_NAME.fullmatch(name := Path(os.path.abspath(args.results)).name) else "smoke"
   raise UserError(f"who submits these runs? Their logs record the submitter's name (submission_org), and it cannot "
@@ -292,7 +317,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
   check_prepared(cfg, args.data)
   T.ensure_writable(args.results)
   results_dir, work_root = T.set_dirs(Path(os.path.abspath(args.results)), cfg)   # the ledger stores paths under it
-  backend = open_backend(runtime, cfg, args.image, args.data, work_root, args.verbose)  # docker: UserError if unusable
+  backend = open_backend(runtime, cfg, args.image, args.data, work_root, this_scheduler(), args.verbose)  # docker: UserError if unusable
   try:
     results_dir.mkdir(parents=True, exist_ok=True); work_root.mkdir(parents=True, exist_ok=True)
   except OSError as e:
@@ -312,8 +337,8 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
   if mine:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
     backend.preflight()
     fields, notes = backend.detect_system()   # the machine as the runs see it
-    system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides, args.results)
-    sysinfo.record_run_system(args.results, cfg["system"], system)
+    system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides, args.results, this_scheduler())
+    sysinfo.record_run_system(args.results, cfg["system"], system, this_scheduler())
   done = nexp - len(led.pending(nexp))
   where = backend.describe()
   others = "".join(f"; run {i} is being run by {L.who(a)}" for i, a in busy.items() if i in pending)
@@ -352,7 +377,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
           f"until they are restored", file=sys.stderr)
     return 1
   if redo:
-    print(f"{len(redo)} run(s) not finished: {redo}; {slurm.redo_hint(args.results)} to redo them", file=sys.stderr)
+    print(f"{len(redo)} run(s) not finished: {redo}; {this_scheduler().redo_hint(args.results)} to redo them", file=sys.stderr)
     return 1
   if others: return 1   # finished here, but the set is not complete yet
   print(f"all {nexp} runs finished: {host_path(results_dir)}; check them with: tinyperf check "
@@ -393,14 +418,14 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
   except KeyboardInterrupt as e:
     att.status, att.finished, att.note = L.INTERRUPTED, time.time(), str(e) or "interrupted by the user (Ctrl-C)"
     L.update_attempt(ledger_path, att)
-    print(f"\nrun {i} interrupted; {slurm.redo_hint(args.results)} to redo it (finished runs are kept)", file=sys.stderr)
+    print(f"\nrun {i} interrupted; {this_scheduler().redo_hint(args.results)} to redo it (finished runs are kept)", file=sys.stderr)
     return 130
   except OSError as e:   # a full disk mid-INIT or mid-RUN (the output log, the ledger): the next start settles it
     att.status, att.finished, att.note = L.FAILED, time.time(), f"stopped by an I/O error: {e}"
     try: L.update_attempt(ledger_path, att)
     except OSError: pass
     raise UserError(f"run {i} (seed {seed}) stopped: {e.strerror or e}{f' ({e.filename})' if e.filename else ''}. "
-                    f"Free space (or fix the file system) and {slurm.redo_hint(args.results)}: finished runs are kept, and this "
+                    f"Free space (or fix the file system) and {this_scheduler().redo_hint(args.results)}: finished runs are kept, and this "
                     f"one is redone unless its MLPerf log finished.") from None
   att.finished = time.time()
   converged = L.log_outcome(log) if log.is_file() else None   # the run's own log decides, not its exit codes

@@ -34,14 +34,13 @@ import time
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
-from tooling.common.container import SERVICE_ENV, compose_run
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import safe_read
-from tooling.prep.prep import check_prepared
+from tooling.common.dataset import check_prepared
+from tooling.launch.scheduler import OVERRIDES_FILE
 from tooling.common.errors import UserError, stop_on_signals, write_atomic
 
-RUNTIMES = ("docker", "pyxis", "host")   # what runs each task (`tinyperf run --runtime`; a local run has no pyxis)
 IMAGE_PYTHON = "/opt/tinyperf/venv/bin/python"  # docker/install.sh installs the project into this venv in every image
 TIME_MARGIN_MIN = 10  # on top of the platform's INIT+RUN limit: preflight, page-cache drop, image start, tinyperf check
 # Where Slurm states (squeue %T) put a task. Anything else has ended: COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL,...
@@ -271,28 +270,6 @@ def in_array_task() -> bool:
   return bool(os.environ.get(TASK_RUNTIME_ENV)) and "SLURM_ARRAY_TASK_ID" in os.environ
 
 
-def redo_hint(results: Path) -> str:
-  """How a message tells the user to redo unfinished runs of the set under results. An array task's own command
-  (`tinyperf run ... --only-index`) is typed by no one: its runs are resubmitted with `status --resume`."""
-  if in_array_task(): return f"run `{resume_command(results)}`"
-  if os.environ.get(SERVICE_ENV): return f"rerun {compose_run(os.environ[SERVICE_ENV])}"
-  return "rerun the same command"
-
-
-def overrides_hint(results: Path, overrides: Path | None) -> str:
-  """How a message tells the user to give systems-JSON fields that are missing or wrong, and then redo the runs.
-  `status --resume` resubmits the last submission's arguments: with a --system-overrides file there, editing it is
-  enough (every task reads it); without one, only a new submission with the file added carries it to the tasks."""
-  what = "YAML or JSON of systems-JSON fields"
-  if overrides is not None:
-    return f"fix them in {overrides} (the --system-overrides file: {what}) and {redo_hint(results)}"
-  if not in_array_task():
-    return f"give them in a file ({what}) and rerun the same command with --system-overrides FILE added"
-  return (f"give them in a file ({what}) on a path every node sees and submit the runs again with it: your `tinyperf run "
-          f"... --scheduler slurm` command with `--system-overrides FILE` added (`{resume_command(results)}` "
-          f"resubmits the last submission's arguments, which have no such file)")
-
-
 def queued_indices(rec: dict, tasks: dict) -> dict[int, str]:
   """Run index -> '<job>_<index>' for the runs of this record that Slurm has queued or running."""
   ours = {str(j["job_id"]) for j in rec["jobs"]}
@@ -435,7 +412,7 @@ def _check_path_chars(path: str, runtime: str):
 
 def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
   """`tinyperf run --scheduler slurm` (its flags already checked together by tooling/launch/run.py launch_mode): check what can
-  be checked here, then submit the runs not yet done or queued. runtime: one of RUNTIMES."""
+  be checked here, then submit the runs not yet done or queued. runtime: one of backends.RUNTIMES."""
   stop_on_signals()   # SIGTERM/SIGHUP as Ctrl-C: cleanup before sbatch, the "may be queued" message after it
   spec = {"benchmark": cfg.benchmark, "platform": cfg.platform, "nexp": nexp, "data": str(args.data.resolve()),
           "results": str(args.results.resolve()), "runtime": runtime, "image": args.image, "partition": args.partition,
@@ -623,7 +600,7 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
 
 def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
   """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
-  from tooling.prep.build import git_revision
+  from tooling.common.provenance import git_revision
   results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
   slurm_dir = T.slurm_dir(work_root)
   try:
@@ -729,3 +706,26 @@ def resubmit(work_root: Path) -> int:
   spec = dict(rec["jobs"][-1]["spec"])
   cfg = load_config(spec["benchmark"], spec["platform"], environ=spec["knobs"])  # the recorded knobs, not this shell's
   return _check_and_submit(cfg, spec)
+
+
+class Slurm:
+  """--scheduler slurm: an array job, one task per run; a task's unfinished runs are redone by resubmitting them."""
+  name = "slurm"
+
+  def submit(self, cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict) -> int:
+    return submit(cfg, args, nexp, runtime)   # each task reads the overrides file itself
+
+  def redo_hint(self, results: Path) -> str:
+    return f"run `{resume_command(results)}`"   # a task's own command (`tinyperf run ... --only-index`) is typed by no one
+
+  def overrides_hint(self, results: Path, overrides: Path | None) -> str:
+    """`status --resume` resubmits the last submission's arguments: with a --system-overrides file there, editing it is
+    enough (every task reads it); without one, only a new submission with the file added carries it to the tasks."""
+    if overrides is not None:
+      return f"fix them in {overrides} (the --system-overrides file: {OVERRIDES_FILE}) and {self.redo_hint(results)}"
+    return (f"give them in a file ({OVERRIDES_FILE}) on a path every node sees and submit the runs again with it: your "
+            f"`tinyperf run ... --scheduler slurm` command with `--system-overrides FILE` added "
+            f"(`{resume_command(results)}` resubmits the last submission's arguments, which have no such file)")
+
+
+SLURM = Slurm()

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from tooling.common.container import compose_run
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.launch import slurm
 from benchmarks.common.io import require_dir_possible

@@ -37,7 +37,7 @@ from tooling.common import mlperf_tools
 from tooling.common.container import host_path
 from tooling.common.errors import UserError, write_atomic
 from tooling.common import results_tree as T
-from tooling.launch.slurm import overrides_hint, redo_hint
+from tooling.launch.scheduler import Scheduler
 
 # The fields system_desc_checker requires (presence only), in its order.
 FIELDS = (
@@ -442,11 +442,12 @@ def validate(data: dict, rulesets: list[str], where: str) -> None:
 # the description `tinyperf run` records for its runs
 
 def run_description(cfg, detected: dict, notes: list[str], overrides: dict, overrides_path: Path | None,
-                    results: Path) -> dict:
+                    results: Path, scheduler: Scheduler) -> dict:
   """The systems JSON of the machine the runs of `cfg` run on: the repository's systems/<system>.json (for what no
   machine can tell about itself: submitter, status, storage, cooling, marketing names) under what detection found, under
   the overrides; the division is the config's. Validated like `tinyperf sysinfo`; UserError naming the field and the
-  fix that applies where it runs (results: the runs' --results, for a Slurm task's `status --resume`)."""
+  fix that applies where it runs (results: the runs' --results, for a Slurm task's `status --resume`; scheduler: the
+  one whose hints it gives)."""
   from tooling.common.submission_tree import read_systems_json
   system = cfg["system"]
   base_path = T.systems_json(ROOT, system)
@@ -458,7 +459,7 @@ def run_description(cfg, detected: dict, notes: list[str], overrides: dict, over
     validate(data, rulesets, str(where))
   except UserError as e:
     raise UserError(f"{e} `tinyperf run` records this description with the runs: "
-                    f"{overrides_hint(results, overrides_path)}. Nothing was run.") from None
+                    f"{scheduler.overrides_hint(results, overrides_path)}. Nothing was run.") from None
   return data
 
 
@@ -474,7 +475,7 @@ def _differences(old: dict, new: dict) -> list[str]:
   return out
 
 
-def record_run_system(results: Path, system: str, data: dict) -> Path:
+def record_run_system(results: Path, system: str, data: dict, scheduler: Scheduler) -> Path:
   """Write RESULTS/systems/<system>.json (where `tinyperf package` looks first). An existing file is never replaced:
   the same description leaves it as it is; a different one (another machine, driver, image or commit than the earlier
   runs of this results directory) is kept, and the new one goes to RESULTS/systems/variants/<system>-<UTC time>.json
@@ -482,16 +483,16 @@ def record_run_system(results: Path, system: str, data: dict) -> Path:
   (a reboot into a new kernel is enough to differ), while this keeps both descriptions for the reviewer."""
   # Slurm array tasks on several nodes start together: compare-then-write happens under a lock across nodes, or the
   # second writer would find the first one's file appearing under it
-  from tooling.launch.ledger import file_lock
+  from tooling.common.ledger import file_lock
   try:
     with file_lock(T.systems_lock(Path(results))):
-      return _record_run_system(Path(results), system, data)
+      return _record_run_system(Path(results), system, data, scheduler)
   except OSError as e:   # the lock's directory: the same cause and fix as an unwritable systems/ (writes raise UserError)
     raise UserError(f"cannot write the system description {T.systems_json(Path(results), system)} "
-                    f"({e.strerror or e}); make {results} writable and {redo_hint(results)}. Nothing was run.") from None
+                    f"({e.strerror or e}); make {results} writable and {scheduler.redo_hint(results)}. Nothing was run.") from None
 
 
-def _record_run_system(results: Path, system: str, data: dict) -> Path:
+def _record_run_system(results: Path, system: str, data: dict, scheduler: Scheduler) -> Path:
   target = T.systems_json(results, system)
   text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
@@ -500,7 +501,7 @@ def _record_run_system(results: Path, system: str, data: dict) -> Path:
       write_atomic(path, text, mode=0o644)
     except OSError as e:
       raise UserError(f"cannot write the system description {path} ({e.strerror or e}); make {path.parent} writable "
-                      f"and {redo_hint(results)}. Nothing was run.") from None
+                      f"and {scheduler.redo_hint(results)}. Nothing was run.") from None
   if not target.exists():
     write(target)
     print(f"system description: wrote {host_path(target)} (system_desc_checker passed)", flush=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from benchmarks.common.config import ROOT, load_config
 from tooling.common.errors import UserError, write_atomic
+from tooling.common.provenance import git_revision
 from tooling.prep import images as I
 
 
@@ -34,17 +35,6 @@ def add_arguments(p: argparse.ArgumentParser):
                  "used by the build stage's pip only; the image neither trusts nor holds it")
   p.add_argument("--no-cache", action="store_true", help="rebuild every layer")
   p.add_argument("--record", type=Path, default=Path("out/images"), help="folder for the build record (default out/images)")
-
-
-def git_revision() -> str:
-  """HEAD's sha, with -dirty when the tree has uncommitted changes (the image then holds code no commit has)."""
-  try:
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True, timeout=30).stdout.strip()
-  except (OSError, subprocess.SubprocessError):
-    return "unknown"
-  return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
 
 
 def context_files(dockerfile: str) -> list[str] | None:

@@ -6,14 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shlex
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
-from tooling.common.container import MOUNTS_ENV, host_path, host_paths_in
-from tooling.common.errors import UserError
+from tooling.common.container import MOUNTS_ENV, host_paths_in
 
 ROOT = Path(__file__).resolve().parents[1]
 # dataset -> (module that prepares it, one-line help). A dataset whose module has several steps takes the step as its
@@ -68,22 +66,3 @@ def _relay(src, dst):
     *pieces, buf = re.split(rb"(?<=[\r\n])", buf)
     if pieces: dst.write(host_paths_in(b"".join(pieces).decode("utf-8", "replace"))); dst.flush()
   if buf: dst.write(host_paths_in(buf.decode("utf-8", "replace"))); dst.flush()
-
-
-def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
-  """Cheap host-side check that `data` is a prepared data set for cfg's benchmark (run and Slurm, before anything is
-  started); the preflight where the run runs verifies it in full."""
-  if not data.is_dir():
-    what = "is a file, not a directory" if data.exists() else "does not exist"
-    raise UserError(f"data directory {host_path(data)} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
-                    f"as --data. {nothing}")
-  marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
-  if not marker.is_file():
-    q = shlex.quote(host_path(data))   # inside a compose service: the host directory behind /data
-    how = (f"tinyperf prep imagenet --out {q}` (or `tinyperf prep synthetic-imagenet --out {q}` for smoke runs)"
-           if cfg.benchmark == "resnet" else
-           # --platform: the shard shapes (and eval size) are the platform's; without it prep makes 512/76 shards
-           f"tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data {q} "
-           f"--platform {cfg.platform}`")
-    raise UserError(f"{host_path(data)} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
-                    f"verifying). Run `{how}. {nothing}")

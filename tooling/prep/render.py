@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from benchmarks.common.config import BENCHMARKS, SCHEMA, ROOT, available_platforms, load_config, PlatformConfig
+from tooling.common.dataset import stand_in_data
 
 HEADER = "# Generated from config.yaml by `tinyperf render`: edit the config, not this file."
 # where the repository root is, seen from a script: benchmarks/<bm>/implementations/<platform>/ in the repository; "."
@@ -25,12 +26,6 @@ DATA = {
 
 # The stand-in data set of the CPU platform's ResNet: what smoke.sh and the tests make (its NUM_CLASSES classes).
 SMOKE_IMAGENET = "--train-per-class 160 --val-per-class 40 --size 48 --seed 0"
-
-
-def stand_in_data(cfg: PlatformConfig) -> bool:
-  """The CPU platform trains toy models on stand-in data (synthetic JPEGs; a small real-text corpus), never on the real
-  ImageNet or Wikipedia."""
-  return cfg["vendor"] == "cpu"
 
 
 def _require(var: str, desc: str, indent: str = "") -> str:
@@ -63,7 +58,7 @@ for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}"
 cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint is a module of this tree
 {_require(var, desc)}RESULTS_DIR="${{RESULTS_DIR:-$PWD/results/{cfg['system']}/{cfg.benchmark}}}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
-SEED="${{SEED:-$(python3 -m benchmarks.common.rules seed {cfg.benchmark} {cfg.platform})}}"
+SEED="${{SEED:-$(python3 -m benchmarks.common.config seed {cfg.benchmark} {cfg.platform})}}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${{CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}}"
 """

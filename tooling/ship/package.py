@@ -54,7 +54,7 @@ from pathlib import Path, PurePosixPath
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from benchmarks.common.io import file_digest, require_dir_possible
 from benchmarks.common.rules import required_runs, result_name
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import mlperf_tools
 from tooling.prep import render

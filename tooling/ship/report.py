@@ -30,7 +30,7 @@ from pathlib import Path
 
 from benchmarks.common.config import available_platforms, load_config
 from benchmarks.common.runtime import metrics_path
-from tooling.launch import ledger as L
+from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from benchmarks.common.io import require_dir_possible
 from tooling.common.errors import UserError, write_atomic

@@ -1,0 +1,34 @@
+"""What the launcher asks of a data set before it starts anything (both schedulers) and which platforms train on
+stand-ins (the launcher's default submitter and the rendered files' instructions)."""
+from __future__ import annotations
+import shlex
+from pathlib import Path
+
+from benchmarks.common.config import PlatformConfig
+from tooling.common.container import host_path
+from tooling.common.errors import UserError
+
+
+def stand_in_data(cfg: PlatformConfig) -> bool:
+  """The CPU platform trains toy models on stand-in data (synthetic JPEGs; a small real-text corpus), never on the real
+  ImageNet or Wikipedia."""
+  return cfg["vendor"] == "cpu"
+
+
+def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
+  """Cheap host-side check that `data` is a prepared data set for cfg's benchmark (run and Slurm, before anything is
+  started); the preflight where the run runs verifies it in full."""
+  if not data.is_dir():
+    what = "is a file, not a directory" if data.exists() else "does not exist"
+    raise UserError(f"data directory {host_path(data)} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
+                    f"as --data. {nothing}")
+  marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
+  if not marker.is_file():
+    q = shlex.quote(host_path(data))   # inside a compose service: the host directory behind /data
+    how = (f"tinyperf prep imagenet --out {q}` (or `tinyperf prep synthetic-imagenet --out {q}` for smoke runs)"
+           if cfg.benchmark == "resnet" else
+           # --platform: the shard shapes (and eval size) are the platform's; without it prep makes 512/76 shards
+           f"tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data {q} "
+           f"--platform {cfg.platform}`")
+    raise UserError(f"{host_path(data)} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
+                    f"verifying). Run `{how}. {nothing}")
