@@ -65,3 +65,17 @@ def test_busy_output_that_shows_nothing_still_gets_a_line_every_few_seconds(monk
   assert out.getvalue().splitlines() == [
     "run 0 of 5 (seed 7): still working (10 s since the last line): init train step 1: 400.1 ms, loss 1.386",
     "run 0 of 5 (seed 7): still working: INIT (compiling) (8 s since the last line, 30 s since the start)"]
+
+
+def test_still_working_never_shows_a_raw_mlperf_log_line(monkeypatch):
+  # the Quickstart's console showed `still working (9 s ...): :::MLLOG {"namespace": ...`: it names the event instead
+  from tooling.launch import console as K
+  now = [100.0]
+  monkeypatch.setattr(K.time, "monotonic", lambda: now[0])
+  out = io.StringIO()
+  c = Console(out=out)
+  now[0] += K.QUIET_S - 1
+  c(b':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "INTERVAL_START", "key": "init_start", "value": null}\n')
+  now[0] += 2
+  c.tick()
+  assert ":::MLLOG" not in out.getvalue() and "logged init_start" in out.getvalue(), out.getvalue()

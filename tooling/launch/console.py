@@ -41,7 +41,11 @@ class Console:
     itself then says it is still working, a milestone)."""
     now = time.monotonic()
     if self.verbose or not self.tail or now - self.said < QUIET_S or now - self.fed >= QUIET_S: return
-    self.say(f"still working ({now - self.said:.0f} s since the last line): {self.tail[-1][:100]}")
+    last = self.tail[-1]
+    if ":::MLLOG" in last:   # the console never shows raw MLPerf log lines: name the event instead
+      key = re.search(r'"key": "([^"]+)"', last)
+      last = f"logged {key.group(1) if key else 'an MLPerf event'}"
+    self.say(f"still working ({now - self.said:.0f} s since the last line): {last[:100]}")
 
   def __call__(self, chunk: bytes):
     if self.verbose:
