@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -111,12 +112,30 @@ def drop_page_cache(paths: list[Path], whole_host: bool = True) -> str:
   return f"posix_fadvise(DONTNEED) over {evict_files(paths)} dataset files (no root, no passwordless sudo)"
 
 
+EVICT_MAX_DEPTH = 64   # a data set is a few levels deep; the bound also ends a loop of linked folders
+
+
+def files_below(root: Path) -> Iterator[Path]:
+  """Every file below root, walked with a stack (Path.rglob recursed: a folder nested 1,000 deep raised RecursionError)."""
+  stack = [(root, 0)]
+  while stack:
+    top, depth = stack.pop()
+    try: entries = list(os.scandir(top))
+    except OSError: continue
+    for e in entries:
+      try:
+        if e.is_dir():
+          if depth < EVICT_MAX_DEPTH: stack.append((e.path, depth + 1))
+        elif e.is_file(): yield Path(e.path)
+      except OSError: continue
+
+
 def evict_files(paths: list[Path]) -> int:
   """posix_fadvise(DONTNEED) over every file under paths (no privilege needed); returns how many were evicted."""
   n = 0
   for root in paths:
     root = Path(root)
-    files = [root] if root.is_file() else (p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+    files = [root] if root.is_file() else files_below(root) if root.is_dir() else []
     for p in files:
       try:
         fd = os.open(p, os.O_RDONLY)

@@ -339,3 +339,27 @@ def test_package_names_a_result_file_it_cannot_read():
     assert "permission denied" in r.stderr and str(locked) in r.stderr and not (base / "out").exists()
   finally:
     shutil.rmtree(base)
+
+
+def test_evicting_a_data_folder_nested_1200_deep_is_no_recursion_error(tmp_path):
+  # the page-cache eviction walked the data folder with Path.rglob, which recursed: RecursionError past ~1,000 levels
+  from benchmarks.common.mlperf import EVICT_MAX_DEPTH, evict_files
+  (tmp_path / "top.bin").write_bytes(b"x")
+  cwd = os.getcwd()
+  try:
+    os.chdir(tmp_path)
+    for i in range(1200):
+      os.mkdir("a"); os.chdir("a")
+      if i == 10: open("shallow.bin", "wb").close()
+    open("deep.bin", "wb").close()
+    assert evict_files([tmp_path]) == 2          # top.bin and shallow.bin; deep.bin is past EVICT_MAX_DEPTH
+    assert EVICT_MAX_DEPTH < 1200
+  finally:   # taken apart bottom up: shutil.rmtree recurses too
+    os.chdir(tmp_path)
+    for _ in range(1200): os.chdir("a")
+    os.remove("deep.bin")
+    for i in reversed(range(1200)):
+      os.chdir("..")
+      if i == 10: os.remove("a/shallow.bin")
+      os.rmdir("a")
+    os.chdir(cwd)
