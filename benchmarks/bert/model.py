@@ -61,7 +61,7 @@ class BertConfig:
   hidden_dropout: float = BERT_DROPOUT
   attention_dropout: float = BERT_DROPOUT
   half_softmax: bool = False      # ATTENTION_SOFTMAX=HALF: the softmax reads the scores in the compute dtype
-  kernels: str = "tinygrad"       # KERNELS=triton: the dense layers' GEMMs are benchmarks/kernels' Triton kernels
+  kernels: str = "tinygrad"       # KERNELS=triton: dense layers and attention are benchmarks/kernels' Triton kernels
 
   @staticmethod
   def from_knobs(knobs: Mapping, layers: int | None = None, vocab: int = 30522) -> "BertConfig":
@@ -228,12 +228,15 @@ class BertSelfAttention:
     assert c.hidden % c.heads == 0, f"hidden {c.hidden} not divisible by {c.heads} heads"
     self.heads = c.heads
     self.query, self.key, self.value = (Linear(c.hidden, c.hidden, rng, c.kernels) for _ in range(3))
-    self.dropout, self.half_softmax = c.attention_dropout, c.half_softmax
+    self.dropout, self.half_softmax, self.kernels = c.attention_dropout, c.half_softmax, c.kernels
 
   def __call__(self, x: Tensor, mask_add: Tensor) -> Tensor:  # x (B, L, H), mask_add (B, 1, 1, L) f32 -> (B, L, H)
     B, L, H = x.shape
     nh, d = self.heads, H // self.heads
     q, k, v = (lin(x).reshape(B, L, nh, d).transpose(1, 2) for lin in (self.query, self.key, self.value))  # (B, nh, L, d)
+    if self.kernels == "triton":   # one fused kernel each way: the (B, nh, L, L) scores never reach memory
+      from benchmarks.kernels.attention import attention
+      return attention(q, k, v, mask_add, self.dropout).transpose(1, 2).reshape(B, L, H)
     scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(d)) + mask_add         # (B, nh, L, L) f32
     # HALF: as tinygrad's scaled_dot_product_attention, so the backward keeps (B, nh, L, L) buffers in half, not float
     if self.half_softmax: scores = scores.cast(x.dtype)

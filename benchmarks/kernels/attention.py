@@ -271,6 +271,10 @@ def _grad(grad_o: UOp, call: UOp, p_drop: float) -> tuple:
   return (dq.uop, dk.uop, dv.uop) + (None,) * (len(call.src) - 4)
 
 
+@functools.cache   # one per dropout rate: tinygrad's schedule cache keys on id(grad_fxn) (matmul._grad_fxn says why)
+def _grad_fxn(p_drop: float): return functools.partial(_grad, p_drop=p_drop)
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: float,
               seed: Tensor | None = None) -> Tensor:
   """dropout(softmax(q @ k^T / sqrt(D) + mask_add), dropout_p) @ v for q, k, v (B, H, L, D) and mask_add (B, 1, 1, L)
@@ -286,7 +290,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
   seed = seed.cast(dtypes.uint32).reshape(1).contiguous()
   o = Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device)
   lse = Tensor.empty(B, H, L, dtype=dtypes.float32, device=q.device)
-  grad = functools.partial(_grad, p_drop=p_drop)
+  grad = _grad_fxn(p_drop)
   # custom_kernel's sources are the kernel's arguments in order: q, k, v, mask, seed, o, lse, then Triton's scratch
   if _is_triton(q):
     if q.dtype != dtypes.half: raise NotImplementedError(f"attention: the Triton kernels take fp16, not {q.dtype}")

@@ -134,6 +134,13 @@ def _grad(grad_c: UOp, call: UOp, trans_a: bool, trans_b: bool, has_bias: bool) 
   return (da.uop, db.uop, None, dbias) + (None,) * (len(call.src) - 5)
 
 
+# One grad function per layout: tinygrad keys its schedule cache on the call's grad function by id(), so a new one per
+# call would make every step of a TinyJit schedule the whole graph again (the capture step took 187 s instead of 13 s)
+@functools.cache
+def _grad_fxn(trans_a: bool, trans_b: bool, has_bias: bool):
+  return functools.partial(_grad, trans_a=trans_a, trans_b=trans_b, has_bias=has_bias)
+
+
 def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bias: Tensor | None = None) -> Tensor:
   """op(A) @ op(B) (+ bias (N,)) for 2-D a, b on one device, in a's dtype (fp32 accumulation)."""
   if isinstance(a.device, tuple): raise NotImplementedError("KERNELS=triton runs on one GPU per process for now")
@@ -143,7 +150,7 @@ def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bia
   c = Tensor.empty(M, N, dtype=a.dtype, device=a.device)
   has_bias = bias is not None
   bias = bias.cast(a.dtype).contiguous() if has_bias else Tensor.empty(1, dtype=a.dtype, device=a.device)
-  grad = functools.partial(_grad, trans_a=trans_a, trans_b=trans_b, has_bias=has_bias)
+  grad = _grad_fxn(trans_a, trans_b, has_bias)
   if a.device.split(":")[0] == "CUDA" and triton is not None:
     fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, a.device)
     return a.contiguous().custom_kernel(b.contiguous(), c, bias, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad)[2]
