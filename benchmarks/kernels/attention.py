@@ -144,8 +144,9 @@ if triton is not None:
   compiled_fwd, compiled_dkdv, compiled_dq = (triton.jit(f) for f in (attn_fwd_kernel, attn_bwd_dkdv_kernel,
                                                                          attn_bwd_dq_kernel))
 
-# (BM, BN, warps, stages) per kernel for head dim 64: a first guess, to be measured on the H200
-TILES = {"fwd": (128, 64, 4, 3), "dkdv": (64, 128, 8, 2), "dq": (128, 64, 8, 2)}
+# (BM, BN, warps, stages) per kernel for head dim 64: the fastest of lab/scripts/bench_attention.py's four sets on an
+# H200 at BS 96 (fwd + bwd 6.29 ms vs 6.58-8.54; docs/perf/2026-12-04_attention_triton_1xH200.jsonl)
+TILES = {"fwd": (64, 64, 4, 3), "dkdv": (64, 64, 4, 2), "dq": (64, 64, 4, 2)}
 
 
 def _shape(q: Tensor) -> tuple[int, int, int, int]:

@@ -24,7 +24,7 @@ HEADS, HEAD_DIM, P_DROP, CALLS = 16, 64, 0.1, 5
 # tile sets to try: {kernel: (BM, BN, warps, stages)}; the first is attention.TILES as committed
 CANDIDATES = [dict(at.TILES),
               {"fwd": (128, 128, 8, 2), "dkdv": (64, 128, 8, 2), "dq": (128, 64, 8, 2)},
-              {"fwd": (64, 64, 4, 3), "dkdv": (64, 64, 4, 2), "dq": (64, 64, 4, 2)},
+              {"fwd": (128, 64, 4, 3), "dkdv": (64, 128, 8, 2), "dq": (128, 64, 8, 2)},
               {"fwd": (128, 64, 8, 3), "dkdv": (128, 128, 8, 2), "dq": (128, 128, 8, 2)}]
 
 
