@@ -99,17 +99,17 @@ def strides(shape_a, shape_b, trans_a: bool, trans_b: bool) -> tuple[int, int, i
   return M, N, K, sam, sak, sbk, sbn
 
 
-def _triton_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, dtype, device):
+def _triton_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, dtype, out_dtype, device):
   BM, BN, BK, warps, stages = tile(M, N, K, trans_a=sam == 1, trans_b=sbk == 1)
-  ty = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16"}[dtype]
-  k = prg.compile_kernel(compiled_kernel, (("a", ty), ("b", ty), ("c", ty), ("bias", ty)),
+  ty = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}
+  k = prg.compile_kernel(compiled_kernel, (("a", ty[dtype]), ("b", ty[dtype]), ("c", ty[out_dtype]), ("bias", ty[dtype])),
                          (("M", M), ("N", N), ("K", K), ("SAM", sam), ("SAK", sak), ("SBK", sbk), ("SBN", sbn), ("BM", BM),
                           ("BN", BN), ("BK", BK), ("GROUP", 8), ("EVEN_M", M % BM == 0), ("EVEN_N", N % BN == 0),
                           ("EVEN_K", K % BK == 0), ("HAS_BIAS", has_bias)), warps, stages, prg.cuda_arch(device))
   grid = -(-M // BM) * -(-N // BN)
   return lambda a, b, c, bias, s0, s1: prg.program(k, [a, b, c, bias, s0, s1], grid, outs=(2,),
                                                    ins=(0, 1, 3) if has_bias else (0, 1), device=device,
-                                                   flops=2 * M * N * K, nbytes=(M * K + K * N + M * N) * dtype.itemsize)
+                                                   flops=2 * M * N * K, nbytes=(M * K + K * N) * dtype.itemsize + M * N * out_dtype.itemsize)
 
 
 def _tinygrad_fxn(M, N, K, sam, sak, sbk, sbn, has_bias):
@@ -141,18 +141,19 @@ def _grad_fxn(trans_a: bool, trans_b: bool, has_bias: bool):
   return functools.partial(_grad, trans_a=trans_a, trans_b=trans_b, has_bias=has_bias)
 
 
-def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bias: Tensor | None = None) -> Tensor:
-  """op(A) @ op(B) (+ bias (N,)) for 2-D a, b on one device, in a's dtype (fp32 accumulation)."""
+def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bias: Tensor | None = None,
+         out_dtype=None) -> Tensor:
+  """op(A) @ op(B) (+ bias (N,)) for 2-D a, b on one device, in out_dtype (default a's; fp32 accumulation)."""
   if isinstance(a.device, tuple): raise NotImplementedError("KERNELS=triton runs on one GPU per process for now")
   M, N, K, *st = strides(a.shape, b.shape, trans_a, trans_b)
   # custom_kernel's sources are the kernel's arguments in order (tinygrad's CUDA graph passes them so): a, b, c, bias
   # (an unread one-element buffer without one), then Triton's scratch
-  c = Tensor.empty(M, N, dtype=a.dtype, device=a.device)
+  c = Tensor.empty(M, N, dtype=out_dtype or a.dtype, device=a.device)
   has_bias = bias is not None
   bias = bias.cast(a.dtype).contiguous() if has_bias else Tensor.empty(1, dtype=a.dtype, device=a.device)
   grad = _grad_fxn(trans_a, trans_b, has_bias)
   if a.device.split(":")[0] == "CUDA" and triton is not None:
-    fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, a.device)
+    fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device)
     return a.contiguous().custom_kernel(b.contiguous(), c, bias, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad)[2]
   return a.contiguous().custom_kernel(b.contiguous(), c, bias, fxn=_tinygrad_fxn(M, N, K, *st, has_bias), grad_fxn=grad)[2]
 

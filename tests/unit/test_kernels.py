@@ -95,8 +95,15 @@ k = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c"
     tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS"),
               (M, N, K, K, 1, 1, K, *t[:3], 8, True, True, True, True))), t[3], t[4], 90)
 params = [l for l in k.ptx.splitlines() if ".param .u64" in l]
+# the MLM decoder: fp32 logits over the uneven vocabulary (masked stores)
+M, N, K = 7296, 30522, 1024
+t = mm.tile(M, N, K, False, True)
+d = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp32"), ("bias", "*fp16")),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS"),
+              (M, N, K, K, 1, 1, K, *t[:3], 8, M % t[0] == 0, N % t[1] == 0, True, False))), t[3], t[4], 90)
 print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
-                  "wgmma": "wgmma.mma_async" in k.ptx, "warps": t[3]}))
+                  "wgmma": "wgmma.mma_async" in k.ptx, "warps": t[3], "fp32_out_rounds_to_fp16": "cvt.rn.f16" in d.ptx,
+                  "fp16_out_rounds_to_fp16": "cvt.rn.f16" in k.ptx}))
 """
   env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
   r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -105,6 +112,7 @@ print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params"
   assert got["name"] == "gemm_kernel" and got["wgmma"] and got["cubin"] > 1000
   assert got["smem"] > 48 * 1024 and got["threads"] == 32 * got["warps"]
   assert got["params"] == 4 + 2   # a, b, c, bias + Triton's global and profile scratch
+  assert got["fp16_out_rounds_to_fp16"] and not got["fp32_out_rounds_to_fp16"]   # fp32 logits stay fp32
 
 
 def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
@@ -134,7 +142,8 @@ def test_bert_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
       mlm, nsp = model(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
       loss = pretraining_loss(mlm, nsp, t)[0]
       w, q = model.bert.encoder.layer[0].intermediate.dense, model.bert.encoder.layer[0].attention.self.query
-      grads = loss.gradient(w.weight, w.bias, q.weight)   # the query's gradient comes through the fused attention
+      # the query's gradient comes through the fused attention, the word embeddings' through the MLM decoder's GEMM too
+      grads = loss.gradient(w.weight, w.bias, q.weight, model.bert.embeddings.word_embeddings.weight)
     out[kernels] = (loss.item(), *(g.numpy() for g in grads))
   assert out["triton"][0] == pytest.approx(out["tinygrad"][0], rel=1e-5)
   for got, want in zip(out["triton"][1:], out["tinygrad"][1:]): np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
