@@ -252,6 +252,12 @@ def _ranges(*sizes: int, start: int = 0, reduce: bool = False) -> list[UOp]:
 def _inside(ih: UOp, iw: UOp, H: int, W: int) -> UOp: return (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
 
 
+def _load(buf: UOp, idx: UOp, ok: UOp) -> UOp:
+  """buf[idx] in fp32 where ok, else 0. The where is needed: tinygrad drops a load's gate when idx stays inside the
+  buffer, and a pixel outside the image (p = P, a column -1) often maps inside it."""
+  return ok.where(buf.flatten()[idx.valid(ok)].cast(dtypes.float32), 0.0)
+
+
 def _tinygrad_fxn(kind: str, s: Shape, phase: tuple[int, int]):
   N, C, H, W, K, P, Q, R, S, ST, PAD = (getattr(s, k) for k in ("N", "C", "H", "W", "K", "P", "Q", "R", "S", "ST", "PAD"))
   f32 = dtypes.float32
@@ -259,26 +265,27 @@ def _tinygrad_fxn(kind: str, s: Shape, phase: tuple[int, int]):
     n, k, p, q = _ranges(N, K, P, Q)
     c, r, t = _ranges(C, R, S, start=4, reduce=True)
     ih, iw = p * ST - PAD + r, q * ST - PAD + t
-    xv = x.flatten()[(((n * C + c) * H + ih) * W + iw).valid(_inside(ih, iw, H, W))].cast(f32)
+    xv = _load(x, ((n * C + c) * H + ih) * W + iw, _inside(ih, iw, H, W))
     acc = (xv * w.flatten()[((k * C + c) * R + r) * S + t].cast(f32)).reduce(c, r, t, arg=Ops.ADD)
     return y.flatten()[((n * K + k) * P + p) * Q + q].store(acc.cast(y.dtype)).end(n, k, p, q)
-  def dgrad(dy: UOp, w: UOp, dx: UOp) -> UOp:   # the phase's pixels only, as the Triton kernel
-    M, _, _ = s.gemm("dgrad", phase)
-    n, c, hh, ww = _ranges(N, C, M // N // -(-(W - phase[1]) // ST), -(-(W - phase[1]) // ST))
-    h, xw = hh * ST + phase[0], ww * ST + phase[1]
-    k, r, t = _ranges(K, R, S, start=4, reduce=True)
-    # dy[p] reaches dx[h] through tap r when p ST = h + PAD - r; the offset R ST keeps // and % on non-negatives
-    hp, wq = h + PAD - r + R * ST, xw + PAD - t + S * ST
-    p, q = hp // ST - R, wq // ST - S
-    ok = _inside(p, q, P, Q) & (hp % ST).eq(0) & (wq % ST).eq(0)
-    dyv = dy.flatten()[(((n * K + k) * P + p) * Q + q).valid(ok)].cast(f32)
-    acc = (dyv * w.flatten()[((k * C + c) * R + r) * S + t].cast(f32)).reduce(k, r, t, arg=Ops.ADD)
-    return dx.flatten()[((n * C + c) * H + h) * W + xw].store(acc.cast(dx.dtype)).end(n, c, hh, ww)
+  def dgrad(dy: UOp, w: UOp, dx: UOp) -> UOp:   # the phase's pixels and taps only, as the Triton kernel
+    (ph, pw), HP, WP = phase, -(-(H - phase[0]) // ST), -(-(W - phase[1]) // ST)
+    R0, S0 = (ph + PAD) % ST, (pw + PAD) % ST
+    RV, SV = -(-(R - R0) // ST), -(-(S - S0) // ST)
+    n, c, hh, ww = _ranges(N, C, HP, WP)
+    if RV * SV == 0: acc = UOp.const(0.0, f32)
+    else:
+      k, i, j = _ranges(K, RV, SV, start=4, reduce=True)
+      p, q = hh + (ph + PAD - R0) // ST - i, ww + (pw + PAD - S0) // ST - j
+      dyv = _load(dy, ((n * K + k) * P + p) * Q + q, _inside(p, q, P, Q))
+      wv = w.flatten()[((k * C + c) * R + R0 + i * ST) * S + S0 + j * ST].cast(f32)
+      acc = (dyv * wv).reduce(k, i, j, arg=Ops.ADD)
+    return dx.flatten()[((n * C + c) * H + hh * ST + ph) * W + ww * ST + pw].store(acc.cast(dx.dtype)).end(n, c, hh, ww)
   def wgrad(dy: UOp, x: UOp, dw: UOp) -> UOp:   # SPLIT 1: dw is (1, K, C*R*S)
     k, c, r, t = _ranges(K, C, R, S)
     n, p, q = _ranges(N, P, Q, start=4, reduce=True)
     ih, iw = p * ST - PAD + r, q * ST - PAD + t
-    xv = x.flatten()[(((n * C + c) * H + ih) * W + iw).valid(_inside(ih, iw, H, W))].cast(f32)
+    xv = _load(x, ((n * C + c) * H + ih) * W + iw, _inside(ih, iw, H, W))
     acc = (dy.flatten()[((n * K + k) * P + p) * Q + q].cast(f32) * xv).reduce(n, p, q, arg=Ops.ADD)
     return dw.flatten()[((k * C + c) * R + r) * S + t].store(acc).end(k, c, r, t)
   body = {"fwd": fwd, "dgrad": dgrad, "wgrad": wgrad}[kind]
