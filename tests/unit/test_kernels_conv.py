@@ -154,3 +154,19 @@ def test_resnet_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
   for got, want in zip(out["triton"][1:], out["tinygrad"][1:]):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
 
+
+def test_bench_conv_dry_run_lists_resnet50s_convs_without_a_gpu():
+  """lab/scripts/bench_conv.py's plan at BS 256 on the CPU: ResNet-50's 53 convs (23 distinct), 8.17 GFLOP per image
+  forward (4.09 G multiply-adds, as published), every kind of each but the stem's data gradient; bad flags exit 2."""
+  script = [sys.executable, "lab/scripts/bench_conv.py"]
+  r = subprocess.run([*script, "--dry-run", "--tiles", "rule"], cwd=REPO, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  rows = [json.loads(line) for line in r.stdout.splitlines()]
+  fwd = [row for row in rows if row["kind"] == "fwd"]
+  assert len(fwd) == 23 and sum(row["count"] for row in fwd) == 53 and {row["N"] for row in rows} == {256}
+  assert sum(row["gflop"] * row["count"] for row in fwd) / 256 == pytest.approx(8.17, rel=1e-3)
+  assert len(rows) == 3 * 23 - 1 and not any(row["conv"] == "conv1" and row["kind"] == "dgrad" for row in rows)
+  assert all(row["launches"] == 4 for row in rows if row["kind"] == "dgrad" and row["ST"] == 2)
+  for bad in (["--bs", "0"], ["--only", "layer9.conv1"], ["--platform", "nowhere"]):
+    r = subprocess.run([*script, "--dry-run", *bad], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and bad[0] in r.stderr.strip().splitlines()[-1], bad
