@@ -3,8 +3,8 @@
 x (N, C, H, W), w (K, C, R, S), y (N, K, P, Q) with P = (H + 2 PAD - R) // ST + 1 (Q likewise):
 
   forward  y  = conv(x, w)     GEMM (N*P*Q pixels) x (K channels), reducing over (c, r, s)
-  dgrad    dx = conv^T(dy, w)  GEMM (N*H*W pixels) x (C channels), reducing over (k, r, s); for ST > 1 each program takes
-                               one of the ST*ST phases (h % ST, w % ST), whose taps are known, so no zero is multiplied
+  dgrad    dx = conv^T(dy, w)  GEMM (N*H*W pixels) x (C channels), reducing over (k, r, s); one launch per phase
+                               (h % ST, w % ST) of the ST*ST, whose taps are known, so no zero is multiplied
   wgrad    dw = dy (x) x       GEMM (K) x (C*R*S), reducing over N*P*Q, split SPLIT ways (fp32 partials summed after)
 
 Layout: NCHW, the model's own, read and written in place, so no transpose enters the step (every tile is a gather
@@ -25,6 +25,7 @@ from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
 from benchmarks.kernels import program as prg
+from benchmarks.kernels.matmul import SMS   # the H200's multiprocessors, which the tile rules fill
 
 try:
   import triton
@@ -182,7 +183,6 @@ class Shape:
 # (BM, BN, BK, warps, stages), largest first; tile() takes the first that fills the GPU. First guesses: the loads are
 # gathers (no TMA), so the tiles are smaller than the GEMM's; lab/scripts/bench_conv.py measures them all
 TILES = ((128, 128, 64, 8, 3), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4))
-SMS = 132   # H200 streaming multiprocessors
 # (kind, Shape) -> the tile measured fastest on an H200 (lab/scripts/bench_conv.py); other shapes: tile()'s rule
 TUNED: dict[tuple[str, Shape], tuple[int, int, int, int, int]] = {}
 
