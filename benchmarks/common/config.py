@@ -122,8 +122,9 @@ COMMON = {
   "HCQDEV_WAIT_TIMEOUT_MS": Knob(int, "HCQ signal wait timeout", required=False, range="[1,)"),
   "NOOPT": Knob(int, "1 = tinygrad skips its hand-coded kernel optimizations: faster compiles, slower kernels (for "
                 "toy runs whose INIT is mostly compile time)", required=False, range="[0,1]"),
-  "KERNELS": Knob(str, "who writes the dense layers' GEMMs: tinygrad (its own kernels, BEAM-searched; when unset) or "
-                 "triton (benchmarks/kernels, compiled for the GPU at INIT; DEV=CUDA only, BERT only so far)",
+  "KERNELS": Knob(str, "who writes the GEMMs (BERT's dense layers, ResNet's convs): tinygrad (its own "
+                 "kernels, BEAM-searched; when unset) or triton (benchmarks/kernels, compiled for the GPU at INIT; "
+                 "DEV=CUDA and one GPU only so far)",
                  required=False, choices=("tinygrad", "triton")),
   "NUM_WORKERS": Knob(int, "data-loader worker processes (0 = one per available core)", range="[0,)"),
   # 16..32: narrower seeds collide ($RANDOM is 15 bits), and tinygrad keeps its seed as a uint32
@@ -374,10 +375,10 @@ def _check_consistency(path: Path, benchmark: str, k: dict, sources: dict[str, s
          f"{' and '.join(ranked)} {'bounds' if len(ranked) == 1 else 'bound'} the BEAM search only with "
          f"IGNORE_JIT_FIRST_BEAM=1: without it the first, uncaptured step searches every kernel first. Set "
          f"IGNORE_JIT_FIRST_BEAM: 1 (as the H200 configs do).")
-  if k.get("KERNELS") == "triton" and (k["DEV"] != "CUDA" or benchmark != "bert" or k["GPUS"] != 1):
-    fail(("KERNELS", "DEV", "GPUS"), f"KERNELS=triton needs DEV=CUDA, GPUS=1 and BERT (its kernels are Triton's, compiled "
-                                     f"for NVIDIA GPUs, and cover one GPU's BERT dense layers so far); got DEV={k['DEV']}, "
-                                     f"GPUS={k['GPUS']} for {benchmark}. Set KERNELS: tinygrad.")
+  if k.get("KERNELS") == "triton" and (k["DEV"] != "CUDA" or k["GPUS"] != 1):
+    fail(("KERNELS", "DEV", "GPUS"), f"KERNELS=triton needs DEV=CUDA and GPUS=1 (its kernels are Triton's, compiled "
+                                     f"for NVIDIA GPUs, and run on one GPU so far); got DEV={k['DEV']}, "
+                                     f"GPUS={k['GPUS']}. Set KERNELS: tinygrad.")
   if benchmark == "resnet":
     try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
     except ValueError: layers = []

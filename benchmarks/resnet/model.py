@@ -52,14 +52,18 @@ def he_std(fan_in: int) -> float: return math.sqrt(2.0) / math.sqrt(fan_in) / TR
 
 class Conv2d:
   """Bias-free conv. Weight (cout, cin, k, k): float32 He-normal (a=0, fan_in = cin*k*k) truncated at +-2 std.
-  Computes in dtypes.default_float."""
+  Computes in dtypes.default_float, with tinygrad's conv2d or (kernels="triton") benchmarks/kernels' implicit GEMM."""
   def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1, padding: int = 0,
-               rng: np.random.Generator | None = None):
-    self.stride, self.padding = stride, padding
+               rng: np.random.Generator | None = None, kernels: str = "tinygrad"):
+    self.stride, self.padding, self.kernels = stride, padding, kernels
     self.weight = _param((cout, cin, kernel, kernel), rng, lambda r, s: trunc_normal(r, s) * he_std(cin * kernel * kernel))
 
   def __call__(self, x: Tensor) -> Tensor:
-    return x.conv2d(self.weight.cast(dtypes.default_float), stride=self.stride, padding=self.padding)
+    w = self.weight.cast(dtypes.default_float)
+    if self.kernels == "triton":
+      from benchmarks.kernels.conv import conv2d   # imports Triton: only where the knob asks for it
+      return conv2d(x, w, self.stride, self.padding)
+    return x.conv2d(w, stride=self.stride, padding=self.padding)
 
 
 class Linear:
@@ -114,14 +118,16 @@ class BatchNorm2d:
 class Bottleneck:
   expansion = 4
 
-  def __init__(self, cin: int, width: int, stride: int, bn_groups: int | None, rng: np.random.Generator | None = None):
+  def __init__(self, cin: int, width: int, stride: int, bn_groups: int | None, rng: np.random.Generator | None = None,
+               kernels: str = "tinygrad"):
     cout = width * self.expansion
-    self.conv1, self.bn1 = Conv2d(cin, width, 1, rng=rng), BatchNorm2d(width, bn_groups, rng=rng)
-    self.conv2 = Conv2d(width, width, 3, stride=stride, padding=1, rng=rng)     # v1.5: the stride sits on the 3x3
+    self.conv1, self.bn1 = Conv2d(cin, width, 1, rng=rng, kernels=kernels), BatchNorm2d(width, bn_groups, rng=rng)
+    # v1.5: the stride sits on the 3x3
+    self.conv2 = Conv2d(width, width, 3, stride=stride, padding=1, rng=rng, kernels=kernels)
     self.bn2 = BatchNorm2d(width, bn_groups, rng=rng)
-    self.conv3, self.bn3 = Conv2d(width, cout, 1, rng=rng), BatchNorm2d(cout, bn_groups, rng=rng)
-    self.downsample = [Conv2d(cin, cout, 1, stride=stride, rng=rng), BatchNorm2d(cout, bn_groups, rng=rng)] \
-      if stride != 1 or cin != cout else []
+    self.conv3, self.bn3 = Conv2d(width, cout, 1, rng=rng, kernels=kernels), BatchNorm2d(cout, bn_groups, rng=rng)
+    self.downsample = [Conv2d(cin, cout, 1, stride=stride, rng=rng, kernels=kernels),
+                       BatchNorm2d(cout, bn_groups, rng=rng)] if stride != 1 or cin != cout else []
 
   def __call__(self, x: Tensor) -> Tensor:  # (B, cin, H, W) -> (B, 4*width, H/stride, W/stride)
     out = self.bn1(self.conv1(x)).relu()
@@ -133,16 +139,17 @@ class Bottleneck:
 class ResNet:
   """layers: bottleneck blocks per stage (3,4,6,3 = ResNet-50; any number of stages, stage i has width * 2^i);
   width: stem / first-stage width (64); bn_groups: None = synced BN, D = per-device BN over D devices;
-  rng: numpy generator for the initial weights, None = unallocated placeholders (shape-only model)."""
+  rng: numpy generator for the initial weights, None = unallocated placeholders (shape-only model); kernels: who
+  computes the convs (KERNELS). The FC stays tinygrad's: it is float32 and the Triton GEMM takes fp16/bf16."""
   def __init__(self, layers: Sequence[int] = (3, 4, 6, 3), width: int = 64, num_classes: int = 1000,
-               bn_groups: int | None = None, rng: np.random.Generator | None = None):
-    self.conv1 = Conv2d(3, width, 7, stride=2, padding=3, rng=rng)
+               bn_groups: int | None = None, rng: np.random.Generator | None = None, kernels: str = "tinygrad"):
+    self.conv1 = Conv2d(3, width, 7, stride=2, padding=3, rng=rng, kernels=kernels)
     self.bn1 = BatchNorm2d(width, bn_groups, rng=rng)
     cin = width
     for i, n in enumerate(layers):
       w, blocks = width * 2**i, []
       for j in range(n):
-        blocks.append(Bottleneck(cin, w, 2 if i > 0 and j == 0 else 1, bn_groups, rng=rng))
+        blocks.append(Bottleneck(cin, w, 2 if i > 0 and j == 0 else 1, bn_groups, rng=rng, kernels=kernels))
         cin = w * Bottleneck.expansion
       setattr(self, f"layer{i+1}", blocks)
     self.num_stages = len(layers)
@@ -168,11 +175,11 @@ def parse_layers(spec: str | Sequence[int]) -> tuple[int, ...]:
 
 
 def build_resnet(knobs: Mapping, num_devices: int = 1, seed: int | None = None) -> ResNet:
-  """Model from the config knobs (RESNET_LAYERS, RESNET_WIDTH, NUM_CLASSES, SYNCBN), initialised on the host from
-  numpy's default_rng(seed) (same weights on every backend), or shape-only placeholders when seed is None."""
+  """Model from the config knobs (RESNET_LAYERS, RESNET_WIDTH, NUM_CLASSES, SYNCBN, KERNELS), initialised on the host
+  from numpy's default_rng(seed) (same weights on every backend), or shape-only placeholders when seed is None."""
   return ResNet(parse_layers(knobs["RESNET_LAYERS"]), int(knobs["RESNET_WIDTH"]), int(knobs["NUM_CLASSES"]),
                 bn_groups=None if int(knobs["SYNCBN"]) else num_devices,
-                rng=None if seed is None else np.random.default_rng(seed))
+                rng=None if seed is None else np.random.default_rng(seed), kernels=knobs.get("KERNELS", "tinygrad"))
 
 
 def place_model(model, devices: Sequence[str]) -> None:
