@@ -54,6 +54,7 @@ from pathlib import Path, PurePosixPath
 from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
 from benchmarks.common.io import file_digest, require_dir_possible
 from benchmarks.common.rules import required_runs, result_name
+from benchmarks.common.runtime import image_code
 from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import mlperf_tools
@@ -226,6 +227,15 @@ def run_image(a: L.Attempt) -> str | None:
   return found if isinstance(found, str) else None
 
 
+def run_code_tree(a: L.Attempt) -> str | None:
+  """The hash of the code in the image that ran the attempt (`tinyperf build`), from the ledger or the run's provenance
+  line; None for a run outside an image or in one that has no hash."""
+  prov = a.provenance if isinstance(a.provenance, dict) else {}
+  tree = prov.get(L.CODE_TREE) or next((m.group(1) for p in run_provenance(a)
+                                        for m in [re.search(r"code_tree=(sha256:[0-9a-f]{64})", p)] if m), None)
+  return tree if isinstance(tree, str) and re.fullmatch(r"sha256:[0-9a-f]{64}", tree) else None
+
+
 def _wanted(rel: PurePosixPath) -> bool:
   if any(p.startswith(".") or p in SKIP_DIRS for p in rel.parts): return False
   name = rel.name
@@ -311,9 +321,16 @@ def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
                     "(--system/--benchmark), or redo the runs of one commit.")
   (recorded, runs), = by_commit.items()
   images: dict[str, list[str]] = {}
+  trees: dict[str, list[str]] = {}
   for sel in sels:
     for r in sel.runs:
-      if (i := run_image(r.attempt)): images.setdefault(i, []).append(f"{sel.system}/{sel.benchmark} run {r.attempt.index}")
+      run = f"{sel.system}/{sel.benchmark} run {r.attempt.index}"
+      if (i := run_image(r.attempt)): images.setdefault(i, []).append(run)
+      if (t := run_code_tree(r.attempt)): trees.setdefault(t, []).append(run)
+  if len(trees) > 1:
+    raise UserError(f"the runs ran in images of different code, all labelled commit {recorded} (" + "; ".join(
+                    f"code {t[:19]}: {_listed(w, 3)}" for t, w in trees.items()) + "): images built from edited "
+                    "checkouts. A package holds one implementation: redo the runs of one image.")
   if len(images) > 1:
     print("WARNING: the runs ran in different images (" + "; ".join(f"{i[:19]}: {_listed(w, 3)}" for i, w in
           images.items()) + f"), each built from commit {recorded}: the same code, but the base and the installed "
@@ -334,11 +351,13 @@ def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
     if not image or image == "unknown":
       raise UserError(f"{ROOT} is not a git checkout (nor a tinyperf image built by `tinyperf build`), so the code that "
                       f"made the runs cannot be told from other files; package from a `git clone` of the repository.")
-    mine = next((m.group(0) for m in [re.search(r"sha256:[0-9a-f]{64}", os.environ.get("TINYPERF_IMAGE", ""))] if m),
-                None)
-    if mine and images and mine not in images and not allow_dirty:
-      raise UserError(f"this image ({mine[:19]}) is not the image the runs ran in ({', '.join(i[:19] for i in images)}); "
-                      f"package with the image that made the runs, {fix}.")
+    mine = image_code().get("code_tree")
+    other = bool(trees) and mine not in trees   # the runs' images hold other code than this one (or this one says none)
+    if other and not allow_dirty:
+      raise UserError(f"this image holds code {mine[:19] if mine else 'of no recorded hash'} but the runs ran code "
+                      f"{', '.join(t[:19] for t in trees)}: it is not the code that made them. Package with an image "
+                      f"built from the same tree as the runs' (`tinyperf build --vendor cpu` in the checkout that built "
+                      f"theirs; out/images/ holds a record of every build), {fix}.")
     if image != recorded and not allow_dirty:
       raise UserError(f"this image holds the code of commit {image} but the runs were made by commit {recorded}: it is "
                       f"not the code that made them. Package with the image that made the runs (rebuild it from "
@@ -346,8 +365,9 @@ def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
     if image.endswith("-dirty") and not allow_dirty:
       raise UserError(f"this image was built from commit {image}, uncommitted changes that no commit holds; rebuild it "
                       f"from a clean checkout with `tinyperf build`, {fix}.")
-    dirty = image.endswith("-dirty") or image != recorded
-    return Code(f"the image built from commit {image}" + (" (DIRTY: not verifiably the runs' code)" if dirty else ""),
+    dirty = image.endswith("-dirty") or image != recorded or other
+    return Code(f"the image built from commit {image}" + (f", code {mine}" if mine else "") +
+                (" (DIRTY: not verifiably the runs' code)" if dirty else ""),
                 _image_files(benchmarks), dirty=["the image"] if dirty else [])
   if commit is None: commit = head
   known = _git("cat-file", "-e", f"{commit}^{{commit}}") is not None
@@ -384,7 +404,7 @@ def package_readme(sel: BenchSelection, org: str, code: Code) -> str:
   for r in sel.runs:
     sha = run_commit(r.attempt) or "not recorded"
     rows.append(f"| `{r.packaged}` | {r.attempt.index} | {r.attempt.seed} | {'yes' if r.attempt.converged else 'no'} "
-                f"| {sha} | {run_image(r.attempt) or 'none recorded'} |")
+                f"| {sha} | {run_image(r.attempt) or 'none recorded'} | {run_code_tree(r.attempt) or 'none recorded'} |")
   left = ", ".join(f"{a.index} (seed {a.seed})" for a in sel.left_out) or "none"
   n = len(sel.runs)
   return render.render_readme(cfg) + f"""
@@ -398,8 +418,8 @@ Results `results/{sel.system}/{cfg.benchmark}/result_0..{n - 1}.txt` are the fir
 they started, as recorded in the run ledger; runs are never chosen by score or convergence. Runs that crashed or were
 interrupted are not finished runs (they were redone with fresh seeds); finished runs after the first {n}: {left}.
 
-| file | run index | seed | converged | code commit of the run | image ID of the run |
-|---|---|---|---|---|---|
+| file | run index | seed | converged | code commit of the run | image ID of the run | code hash of the run's image |
+|---|---|---|---|---|---|---|
 """ + "\n".join(rows) + "\n"
 
 
