@@ -15,7 +15,8 @@ import pytest
 import run_builder
 from run_builder import default_seed, make_runs
 from tests.conftest import REPO
-from tooling.ship import package
+from tooling.ship import archive, package
+from tooling.ship import code as ship_code
 from tooling.launch import sysinfo
 from tooling.launch.run import LOCAL
 from tooling.verdict.check import check_path
@@ -37,6 +38,7 @@ def clone(tmp_path_factory, monkeypatch) -> Path:
   for k, v in (("user.email", "t@example.com"), ("user.name", "t")):
     subprocess.run(["git", "-C", str(dst), "config", k, v], check=True)
   monkeypatch.setattr(package, "ROOT", dst)
+  monkeypatch.setattr(ship_code, "ROOT", dst)
   monkeypatch.setattr(run_builder, "GIT_SHA", head)
   return dst
 
@@ -141,7 +143,7 @@ def test_encrypted_package_decrypts_with_the_openssl_cli(capsys, tmp_path):
   d = tmp_path / "out"
   data = (d / TAR).read_bytes()
   assert data[:8] == b"Salted__"
-  assert (d / SHA).read_text().split()[0] == package.sha1_of(d / TAR)          # sha1 of the encrypted file
+  assert (d / SHA).read_text().split()[0] == archive.sha1_of(d / TAR)          # sha1 of the encrypted file
   # what MLCommons does with it: openssl enc -d -aes256 (default key derivation), then tar
   dec = subprocess.run(["openssl", "enc", "-d", "-aes256", "-in", TAR, "-pass", f"file:{pw}"], cwd=d,
                        capture_output=True, check=True).stdout
@@ -344,7 +346,7 @@ def record_images(R: Path, sha: str, ids: dict[int, str], trees: dict[int, str] 
 def in_an_image(monkeypatch, tmp_path, sha: str, tree: str | None):
   """`tinyperf package` as the compose service runs it: in an image (no .git) built from commit sha holding code tree."""
   from benchmarks.common import runtime
-  monkeypatch.setattr(package, "_git", lambda *a, **k: None)
+  monkeypatch.setattr(ship_code, "_git", lambda *a, **k: None)
   monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu")
   monkeypatch.setenv("TINYPERF_GIT_SHA", sha)
   monkeypatch.setattr(runtime, "ROOT", tmp_path / "image-root")
