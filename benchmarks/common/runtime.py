@@ -160,6 +160,21 @@ def host_scalar(t) -> float:
   return (t.to(dev[0]) if isinstance(dev, tuple) else t).item()
 
 
+# the identity of the code an image holds, which `tinyperf build` adds to its build context (tooling/prep/build.py): a file
+# in the image's tree, which a compose `environment:` cannot override as it can a variable
+IMAGE_CODE_FILE = ".tinyperf-code.json"
+
+
+def image_code() -> dict:
+  """{"code_tree": "sha256:...", "git_sha": ...} of the image this process runs in; {} outside a tinyperf image."""
+  import json
+  if not os.environ.get("TINYPERF_IMAGE_VENDOR"): return {}   # a checkout: a stray file there names no image
+  try:
+    with open(ROOT / IMAGE_CODE_FILE, "rb") as f: d = json.loads(f.read(4096))
+  except (OSError, ValueError, RecursionError): return {}   # 4 KiB of "[" nests too deep for json
+  return {k: d[k] for k in ("code_tree", "git_sha") if isinstance(d.get(k), str)} if isinstance(d, dict) else {}
+
+
 def provenance(knobs: dict | None = None) -> dict:
   """What produced this log: printed at the top of every phase so a result file carries its own provenance; with the
   run's knobs, also who wrote its big kernels (KERNELS)."""
@@ -179,6 +194,9 @@ def provenance(knobs: dict | None = None) -> dict:
           "image_digest": os.environ.get("TINYPERF_BASE_DIGEST", "none (not in a tinyperf image)"),
           # the image itself ("<tag> <image ID>"), where the launcher told it (`tinyperf run`'s container backend)
           **({"image": os.environ["TINYPERF_IMAGE"]} if os.environ.get("TINYPERF_IMAGE") else {}),
+          # the build of that image and the code it holds: what `tinyperf package` compares with the code it ships
+          **({"build": os.environ["TINYPERF_BUILD_ID"]} if os.environ.get("TINYPERF_BUILD_ID") else {}),
+          **({"code_tree": code} if (code := image_code().get("code_tree")) else {}),
           **({"kernels": knobs.get("KERNELS", "tinygrad")} if knobs is not None else {})}
 
 

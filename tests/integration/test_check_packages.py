@@ -8,7 +8,8 @@ import pytest
 
 from mllog_builder import make_package
 from tooling.common import mlperf_tools
-from tooling.verdict.check import FAIL, WARN, check_path
+from tooling.verdict.check import check_path
+from tooling.verdict.findings import FAIL, WARN
 from tooling.cli import main as cli
 from tooling.verdict.score import score_path
 

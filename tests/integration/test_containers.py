@@ -163,8 +163,9 @@ BUILD_CA: dict = {}   # the cpu image's extra CA and build record
 @pytest.fixture(scope="module")
 def cpu_image(engine, tmp_path_factory):
   rec = tmp_path_factory.mktemp("rec")
-  BUILD_CA.update(path=marked_ca(rec), record=rec / "cpu.json")
+  BUILD_CA.update(path=marked_ca(rec))
   build("cpu", rec)
+  (BUILD_CA["record"],) = rec.glob("cpu-*.json")   # <build id>.json
   return TAG.format("cpu")
 
 
@@ -199,11 +200,16 @@ def test_build_nv_and_amd_dockerfiles_on_local_base(engine, tmp_path, cpu_image)
   """Everything above the base layer of both GPU Dockerfiles: packages, locked deps, project, provenance, selfcheck
   (whose GPU-library part is skipped loudly on a Debian base). Built at once, on the CPU image's cached layers (the
   steps up to the vendor's ENV are the same), so each adds its own ENV, LABEL and selfcheck steps."""
+  cpu_labels = engine.images.get(cpu_image).labels
   for vendor, r in build_concurrently(["nv", "amd"], tmp_path).items():
     assert "selfcheck SKIPPED" in r.stdout and "CANNOT run" in r.stdout
     assert "selfcheck ok    clang + tinygrad CPU" in r.stdout and "selfcheck: 3 passed, 0 failed" in r.stdout
-    rec = json.loads((tmp_path / f"{vendor}.json").read_text())
+    (path,) = tmp_path.glob(f"{vendor}-*.json")
+    rec = json.loads(path.read_text())
     img = engine.images.get(TAG.format(vendor))
+    # one tree, three images: the same code hash (what package in the cpu image compares), a build id each
+    assert rec["code_tree"] == img.labels["io.tinyperf.code_tree"] == cpu_labels["io.tinyperf.code_tree"]
+    assert path.stem == rec["build_id"] == img.labels["io.tinyperf.build_id"] != cpu_labels["io.tinyperf.build_id"]
     assert rec["image_id"] in img.id and rec["base_image"] == BASE and rec["base_pinned"] is False
     base_id = engine.images.get(BASE).id
     assert rec["base_digest"] == base_id   # a locally imported base has no registry digest: its image ID is recorded
@@ -230,6 +236,42 @@ def test_the_build_ca_never_leaves_the_build_stage(engine, cpu_image):
     assert line not in buf, "the build's extra CA is in a layer of the image"
     tail = buf[-len(line):]
   assert size > 50 * 2**20      # the whole image was read, not an error page
+
+
+def test_the_image_carries_its_code_identity_and_package_compares_it(engine, cpu_image, tmp_path, monkeypatch):
+  """A compose service sees no image ID: it reads the code hash from a file `tinyperf build` put in the image's tree
+  (the label says the same), and `tinyperf package` in the image refuses runs whose image held other code (an edited
+  rebuild under the same tag, from the same commit)."""
+  import run_builder
+  from tooling.common import ledger as L
+  img = engine.images.get(cpu_image)
+  tree, build_id, sha = img.labels["io.tinyperf.code_tree"], img.labels["io.tinyperf.build_id"], _image_env(engine, cpu_image)["TINYPERF_GIT_SHA"]
+  rec = json.loads(BUILD_CA["record"].read_text())
+  assert (rec["build_id"], rec["code_tree"], rec["image_ids"][-1]) == (build_id, tree, img.id) and tree.startswith("sha256:")
+  # what a run in the image prints in its provenance line
+  prov = engine.containers.run(cpu_image, ["python", "-c", "from benchmarks.common.runtime import provenance as p; "
+                               "import json; print(json.dumps(p()))"], remove=True, network_mode="none")
+  prov = json.loads(prov.decode().strip().splitlines()[-1])
+  assert (prov["code_tree"], prov["build"], prov["git_sha"]) == (tree, build_id, sha)
+  monkeypatch.setattr(run_builder, "GIT_SHA", sha)
+  def package_in_image(runs_tree: str) -> tuple[int, str]:
+    root = tmp_path / runs_tree[7:15]
+    R = run_builder.make_runs(root, "resnet")
+    with L.Ledger.locked(R / "runs/tinybox_green/resnet/ledger.json") as led:   # as a compose run records them
+      for a in led.attempts:
+        a.backend, a.image = "container", "tinyperf:nv (image ID not visible inside the container)"
+        a.provenance = {"TINYPERF_GIT_SHA": sha, L.CODE_TREE: runs_tree}
+      led.save()
+    c = engine.containers.run(cpu_image, ["tinyperf", "package", "--org", "tinycorp", "--results", "/r/R", "--out",
+                              "/r/out", "--systems", "/r/systems"], volumes={str(root): {"bind": "/r", "mode": "rw"}},
+                              user="0:0", network_mode="none", detach=True)
+    try: rc, out = c.wait(timeout=600)["StatusCode"], c.logs().decode(errors="replace")
+    finally: c.remove(force=True)
+    return rc, out
+  rc, out = package_in_image("sha256:" + "0" * 64)
+  assert rc == 2 and f"this image holds code {tree[:19]}" in out and "--allow-dirty" in out, out[-3000:]
+  rc, out = package_in_image(tree)
+  assert rc == 0 and "check: ACCEPTED" in out, out[-3000:]
 
 
 def test_compose_config_is_valid_for_compose_v1(engine, tmp_path):
@@ -350,6 +392,9 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
   # the image that ran it, by ID (a rebuild moves the tag): in the ledger and in the run's provenance line
   image_id = engine.images.get(cpu_image).id
   assert ledger[1]["provenance"]["image_id"] == image_id and f"image={cpu_image} {image_id}" in out1
+  labels = engine.images.get(cpu_image).labels
+  assert ledger[1]["provenance"]["code_tree"] == labels["io.tinyperf.code_tree"]
+  assert f"build={labels['io.tinyperf.build_id']}, code_tree={labels['io.tinyperf.code_tree']}" in out1
   assert list((res / ledger[1]["output"]).parent.glob("cache/tinygrad.db*"))
   chk = tinyperf("check", str(res / "results/cpu_smoke/resnet/result_0.txt"))
   assert chk.returncode == 0 and "result log: ACCEPTED" in chk.stdout, chk.stdout + chk.stderr
@@ -498,6 +543,10 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     assert {a["backend"] for a in ledger} == {"container"} and all(a["cache_drop"] for a in ledger), ledger
     digest = _image_env(engine, cpu_image)["TINYPERF_BASE_DIGEST"]
     assert all(a["provenance"]["TINYPERF_BASE_DIGEST"] == digest for a in ledger), ledger
+    # the service sees no image ID, but the build and the code it holds (what `package` below compares)
+    labels = engine.images.get(cpu_image).labels
+    assert all((a["provenance"]["TINYPERF_BUILD_ID"], a["provenance"]["code_tree"]) ==
+               (labels["io.tinyperf.build_id"], labels["io.tinyperf.code_tree"]) for a in ledger), ledger
     # status on the host: host paths (never the container's /results), the image and its base digest
     st = as_user(*tp, "status", "--results", "out", extra=tp_env)
     assert f"-> {clone}/out/results/cpu_smoke/resnet/result_0.txt" in st.stdout and "/results/results" not in st.stdout

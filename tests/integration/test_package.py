@@ -15,7 +15,8 @@ import pytest
 import run_builder
 from run_builder import default_seed, make_runs
 from tests.conftest import REPO
-from tooling.ship import package
+from tooling.ship import archive, package
+from tooling.ship import code as ship_code
 from tooling.launch import sysinfo
 from tooling.launch.run import LOCAL
 from tooling.verdict.check import check_path
@@ -37,6 +38,7 @@ def clone(tmp_path_factory, monkeypatch) -> Path:
   for k, v in (("user.email", "t@example.com"), ("user.name", "t")):
     subprocess.run(["git", "-C", str(dst), "config", k, v], check=True)
   monkeypatch.setattr(package, "ROOT", dst)
+  monkeypatch.setattr(ship_code, "ROOT", dst)
   monkeypatch.setattr(run_builder, "GIT_SHA", head)
   return dst
 
@@ -141,7 +143,7 @@ def test_encrypted_package_decrypts_with_the_openssl_cli(capsys, tmp_path):
   d = tmp_path / "out"
   data = (d / TAR).read_bytes()
   assert data[:8] == b"Salted__"
-  assert (d / SHA).read_text().split()[0] == package.sha1_of(d / TAR)          # sha1 of the encrypted file
+  assert (d / SHA).read_text().split()[0] == archive.sha1_of(d / TAR)          # sha1 of the encrypted file
   # what MLCommons does with it: openssl enc -d -aes256 (default key derivation), then tar
   dec = subprocess.run(["openssl", "enc", "-d", "-aes256", "-in", TAR, "-pass", f"file:{pw}"], cwd=d,
                        capture_output=True, check=True).stdout
@@ -329,33 +331,58 @@ def test_runs_of_other_or_uncommitted_code_are_refused(capsys, tmp_path, clone, 
   refused(capsys, tmp_path, R, "made by different code", "f" * 40, ran)
 
 
-def record_images(R: Path, sha: str, ids: dict[int, str]):
-  """What the container backend records per attempt: the image's commit and the ID of the image that ran it."""
+def record_images(R: Path, sha: str, ids: dict[int, str], trees: dict[int, str] | None = None):
+  """What the container backend records per attempt: the image's commit, the ID of the image that ran it and the hash
+  of the code it holds (a compose service records no ID: it cannot see it)."""
   from tooling.common import ledger as L
   with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
     for a in led.attempts:
-      a.backend, a.image = "container", f"tinyperf:nv {ids[a.index]}"
-      a.provenance = {"TINYPERF_GIT_SHA": sha, L.IMAGE_ID: ids[a.index], L.IMAGE_DIGEST: None}
+      a.backend, a.image = "container", f"tinyperf:nv {ids.get(a.index, '')}".strip()
+      a.provenance = {"TINYPERF_GIT_SHA": sha, L.IMAGE_ID: ids.get(a.index), L.IMAGE_DIGEST: None,
+                      L.CODE_TREE: (trees or {}).get(a.index)}
     led.save()
+
+
+def in_an_image(monkeypatch, tmp_path, sha: str, tree: str | None):
+  """`tinyperf package` as the compose service runs it: in an image (no .git) built from commit sha holding code tree."""
+  from benchmarks.common import runtime
+  monkeypatch.setattr(ship_code, "_git", lambda *a, **k: None)
+  monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu")
+  monkeypatch.setenv("TINYPERF_GIT_SHA", sha)
+  monkeypatch.setattr(runtime, "ROOT", tmp_path / "image-root")
+  (tmp_path / "image-root").mkdir(exist_ok=True)
+  (tmp_path / "image-root" / runtime.IMAGE_CODE_FILE).unlink(missing_ok=True)
+  if tree: (tmp_path / "image-root" / runtime.IMAGE_CODE_FILE).write_text(json.dumps({"code_tree": tree}))
 
 
 def test_package_in_an_image_refuses_code_other_than_the_runs(capsys, tmp_path, monkeypatch):
   # compose `package` shipped the code of the image as it is now: an edited rebuild beside runs of the clean commit
-  ran, one = run_builder.GIT_SHA, "sha256:" + "a" * 64
+  ran, tree, edited = run_builder.GIT_SHA, "sha256:" + "a" * 64, "sha256:" + "b" * 64
   R = make_runs(tmp_path, "resnet")
-  record_images(R, ran, {i: one for i in range(5)})
-  monkeypatch.setattr(package, "_git", lambda *a, **k: None)     # the image holds no .git
-  monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu")
-  monkeypatch.setenv("TINYPERF_GIT_SHA", ran + "-dirty")
+  record_images(R, ran, {}, {i: tree for i in range(5)})    # compose runs: no image ID, the code tree of their image
+  in_an_image(monkeypatch, tmp_path, ran + "-dirty", tree)
   refused(capsys, tmp_path, R, f"holds the code of commit {ran}-dirty", f"made by commit {ran}", "tinyperf build")
-  monkeypatch.setenv("TINYPERF_GIT_SHA", ran)
-  monkeypatch.setenv("TINYPERF_IMAGE", "tinyperf:cpu sha256:" + "b" * 64)
-  refused(capsys, tmp_path, R, "is not the image the runs ran in", one[:19])
-  monkeypatch.setenv("TINYPERF_IMAGE", f"tinyperf:cpu {one}")
+  # an edited rebuild that says the runs' commit (a build labels its commit, not the edits): told apart by its code
+  in_an_image(monkeypatch, tmp_path, ran, edited)
+  refused(capsys, tmp_path, R, f"this image holds code {edited[:19]}", f"the runs ran code {tree[:19]}", "--allow-dirty")
+  in_an_image(monkeypatch, tmp_path, ran, None)             # an image `tinyperf build` did not make: no code to compare
+  refused(capsys, tmp_path, R, "holds code of no recorded hash", tree[:19])
+  code, out, err = pack(capsys, tmp_path, R, "dirty", "--allow-dirty")
+  assert code == 0 and "DIRTY" in err, out + err
+  in_an_image(monkeypatch, tmp_path, ran, tree)
   code, out, err = pack(capsys, tmp_path, R)
   assert code == 0, out + err
   readme = (tmp_path / "out" / ORG / "benchmarks/resnet/implementations/tinybox_green/README.md").read_text()
-  assert f"at the image built from commit {ran}." in readme and f"| {ran} | {one} |" in readme
+  assert f"at the image built from commit {ran}, code {tree}." in readme and f"| {ran} | none recorded | {tree} |" in readme
+
+
+def test_runs_in_images_of_different_code_are_refused(capsys, tmp_path):
+  a, b = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+  R = make_runs(tmp_path, "resnet")
+  record_images(R, run_builder.GIT_SHA + "-dirty", {}, {i: a if i < 3 else b for i in range(5)})
+  for extra in ([], ["--allow-dirty"]):   # one implementation per package, whatever the flags
+    got, o, e = pack(capsys, tmp_path, R, "out", *extra)
+    assert got == 2 and "images of different code" in e and a[:19] in e and b[:19] in e, o + e
 
 
 def test_runs_in_different_images_of_one_commit_are_named(capsys, tmp_path):

@@ -99,7 +99,12 @@ def test_host_backend_records_the_image_it_runs_in(tmp_path, monkeypatch):
   inside = HostBackend(cfg, tmp_path, tmp_path, LOCAL)
   image, prov = inside.image_record()
   assert inside.kind == "container" and image.startswith("tinyperf:cpu (image ID not visible")
-  assert prov["TINYPERF_GIT_SHA"] == "abc123" and set(prov) == set(L.IMAGE_ENV)
+  assert prov["TINYPERF_GIT_SHA"] == "abc123" and set(prov) == {*L.IMAGE_ENV, L.CODE_TREE}
+  # the image's code, by the hash `tinyperf build` put in its tree: a tag names every rebuild alike
+  from benchmarks.common import runtime
+  monkeypatch.setattr(runtime, "ROOT", tmp_path)
+  (tmp_path / runtime.IMAGE_CODE_FILE).write_text(json.dumps({"code_tree": "sha256:" + "e" * 64}))
+  assert inside.image_record()[1][L.CODE_TREE] == "sha256:" + "e" * 64
 
 
 def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, monkeypatch):
@@ -107,7 +112,8 @@ def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, mon
   from types import SimpleNamespace
   from benchmarks.common import runtime
   from tooling.launch.backends import ContainerBackend
-  image = SimpleNamespace(id="sha256:" + "c" * 64, short_id="sha256:cccccc", labels={"io.tinyperf.vendor": "cpu"},
+  image = SimpleNamespace(id="sha256:" + "c" * 64, short_id="sha256:cccccc",
+                          labels={"io.tinyperf.vendor": "cpu", "io.tinyperf.code_tree": "sha256:" + "e" * 64},
                           attrs={"Config": {"Env": ["TINYPERF_GIT_SHA=abc123"]}, "RepoDigests": ["r/tinyperf@sha256:" + "d" * 64]})
   client = SimpleNamespace(images=SimpleNamespace(get=lambda tag: image), containers=SimpleNamespace(list=lambda **kw: []))
   b = ContainerBackend(load_config("resnet", "cpu_smoke", environ={}), "tinyperf:cpu", tmp_path, tmp_path, LOCAL,
@@ -115,6 +121,7 @@ def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, mon
   ref, prov = b.image_record()
   assert ref == f"tinyperf:cpu {image.id}" and prov["TINYPERF_GIT_SHA"] == "abc123"
   assert prov[L.IMAGE_ID] == image.id and prov[L.IMAGE_DIGEST] == "r/tinyperf@sha256:" + "d" * 64
+  assert prov[L.CODE_TREE] == "sha256:" + "e" * 64
   monkeypatch.setenv("TINYPERF_IMAGE", ref)          # what the backend hands each run's container
   assert runtime.provenance()["image"] == ref
 

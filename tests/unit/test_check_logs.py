@@ -6,7 +6,8 @@ import pytest
 
 from mllog_builder import write_log
 from tooling.common import mlperf_tools
-from tooling.verdict.check import FAIL, INFO, WARN, check_path
+from tooling.verdict.check import check_path
+from tooling.verdict.findings import FAIL, INFO, WARN
 from tooling.cli import main as cli
 from tooling.common.errors import UserError
 

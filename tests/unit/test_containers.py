@@ -3,6 +3,7 @@ arguments handed to the docker SDK, build-error handling, preflight on a fake /d
 fail before anything runs. (tests/integration/test_containers.py does the same things against a real engine.)"""
 from __future__ import annotations
 import argparse
+import json
 import os
 import re
 import socket
@@ -559,7 +560,9 @@ def test_build_context_is_gits_view_plus_the_build_ca(tmp_path, monkeypatch):
                     ".dockerignore": "tests\n", "docker/certs/.gitignore": "*.crt\n"}.items():
     (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True); (tmp_path / rel).write_text(text)
   monkeypatch.setattr(build, "ROOT", tmp_path)
-  assert build.context_files("Dockerfile.cpu") is None    # no checkout (an unpacked package's setup.sh): the folder
+  # no checkout (an unpacked package's setup.sh): the folder less .dockerignore
+  assert set(build.context_files("Dockerfile.cpu")) == {"Dockerfile.cpu", "tooling/cli.py", ".gitignore", ".dockerignore",
+                                                        "docker/certs/.gitignore"}
   git("init", "-q"); git("add", "-A")
   for rel in ("tooling/api_token.txt", "tooling/server.key", "docker/certs/proxy.crt"): (tmp_path / rel).write_text("secret")
   files = build.context_files("Dockerfile.cpu")
@@ -569,10 +572,55 @@ def test_build_context_is_gits_view_plus_the_build_ca(tmp_path, monkeypatch):
   class API:
     def build(self, **kw):
       sent.update(kw); yield {"aux": {"ID": "sha256:" + "ab" * 32}}
-  C.build(type("Client", (), {"api": API()})(), tmp_path, "Dockerfile.cpu", "t", {}, echo=lambda l: None, files=files)
+  C.build(type("Client", (), {"api": API()})(), tmp_path, "Dockerfile.cpu", "t", {}, echo=lambda l: None, files=files,
+          extra_files={".tinyperf-code.json": "{}\n"})
   assert sent["custom_context"] is True and "path" not in sent
   with tarfile.open(fileobj=io.BytesIO(sent["fileobj"].read())) as tar:
-    assert sorted(m.name for m in tar if m.isfile()) == sorted(files)
+    assert sorted(m.name for m in tar if m.isfile()) == sorted([*files, ".tinyperf-code.json"])
+
+
+def test_the_code_tree_names_the_code_an_image_gets(tmp_path, monkeypatch):
+  # compose runs recorded their image by tag only: an image rebuilt from edited code under that tag was the same name
+  from tooling.prep import build
+  monkeypatch.setattr(build, "ROOT", tmp_path)
+  for rel in ("tooling/cli.py", "run.sh", "docker/certs/proxy.crt"): (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+  (tmp_path / "tooling/cli.py").write_text("x = 1\n"); (tmp_path / "run.sh").write_text("echo\n")
+  files = ["run.sh", "tooling/cli.py"]
+  tree = build.code_tree(files)
+  assert tree.startswith("sha256:") and len(tree) == 71
+  (tmp_path / "docker/certs/proxy.crt").write_text("a CA")   # the build's extra CA is no code (and leaves no trace)
+  assert build.code_tree([*files, "docker/certs/proxy.crt"]) == tree
+  (tmp_path / "run.sh").chmod(0o755)
+  assert build.code_tree(files) != tree
+  (tmp_path / "run.sh").chmod(0o644); (tmp_path / "tooling/cli.py").write_text("x = 2\n")
+  assert build.code_tree(files) not in (tree, build.code_tree(["tooling/cli.py"]))
+
+
+def test_a_build_record_per_build_identity(tmp_path):
+  # out/images/<vendor>.json was overwritten by every build: the record of the image that made the runs was gone
+  from tooling.prep import build
+  one, other = {"build_id": "cpu-" + "1" * 16, "image_id": "sha256:a"}, {"build_id": "cpu-" + "2" * 16, "image_id": "sha256:b"}
+  p1, p2 = build.save_record(tmp_path, dict(one)), build.save_record(tmp_path, dict(other))
+  assert p1 != p2 and json.loads(p1.read_text())["image_ids"] == ["sha256:a"]
+  build.save_record(tmp_path, {**one, "image_id": "sha256:c"})   # the same recipe rebuilt (--no-cache): both images named
+  build.save_record(tmp_path, {**one, "image_id": "sha256:c"})
+  assert json.loads(p1.read_text())["image_ids"] == ["sha256:a", "sha256:c"]
+  assert json.loads(p2.read_text())["image_ids"] == ["sha256:b"]
+
+
+def test_runs_in_an_image_record_the_code_it_holds(tmp_path, monkeypatch):
+  # the file, not a variable that a compose `environment:` could set
+  from benchmarks.common import runtime
+  tree = "sha256:" + "e" * 64
+  monkeypatch.setattr(runtime, "ROOT", tmp_path)
+  (tmp_path / runtime.IMAGE_CODE_FILE).write_text(json.dumps({"code_tree": tree, "git_sha": "abc"}))
+  monkeypatch.delenv("TINYPERF_IMAGE_VENDOR", raising=False)
+  assert runtime.image_code() == {} and "code_tree" not in runtime.provenance()   # a checkout: a stray file names no image
+  monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu"); monkeypatch.setenv("TINYPERF_BUILD_ID", "cpu-" + "1" * 16)
+  prov = runtime.provenance()
+  assert prov["code_tree"] == tree and prov["build"] == "cpu-" + "1" * 16
+  (tmp_path / runtime.IMAGE_CODE_FILE).write_text("[" * 10_000)   # damaged: no hash, no crash
+  assert runtime.image_code() == {}
 
 
 @pytest.mark.parametrize("vendor", I.VENDORS)

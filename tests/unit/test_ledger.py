@@ -199,6 +199,30 @@ def test_a_ledger_of_valid_json_with_wrong_types_is_bad_input(tmp_path, raw):
   assert str(path) in r.stderr and "unreadable" in r.stderr, r.stderr
 
 
+def test_an_unreadable_result_file_is_named_by_run_not_a_traceback(tmp_path, capsys, monkeypatch):
+  # a result file with mode 000 was a PermissionError traceback in run too; root ignores modes, so the read fails here
+  from benchmarks.resnet.prep import main as prep_main
+  from tooling.cli import main as cli
+  from tooling.launch.backends import TRAIN_MODULE_ENV
+  data, out = tmp_path / "data", tmp_path / "out"
+  assert prep_main(["synthetic-imagenet", "--out", str(data), "--classes", "4", "--train-per-class", "1",
+                    "--val-per-class", "1", "--size", "8", "--seed", "0"]) in (0, None)
+  monkeypatch.setenv(TRAIN_MODULE_ENV, "tests.stand_in_train")
+  for k in ("TINYPERF_IMAGE_VENDOR", "TINYPERF_CACHE_DIR"): monkeypatch.delenv(k, raising=False)
+  run = ["run", "resnet", "--platform", "cpu_smoke", "--data", str(data), "--results", str(out), "--runtime", "host"]
+  assert cli([*run, "--nexp", "1"]) == 0
+  locked = T.result_dir(out, "cpu_smoke", "resnet") / "result_0.txt"
+  def unreadable(path, *a, **k):
+    if Path(path) == locked: raise PermissionError(13, "Permission denied", str(path))
+    return file_digest(path, *a, **k)
+  monkeypatch.setattr(L, "file_digest", unreadable)
+  capsys.readouterr()
+  assert cli([*run, "--nexp", "2"]) == 1
+  o, e = capsys.readouterr()
+  assert "Traceback" not in e and "permission denied" in (o + e).lower() and str(locked) in o + e, o + e
+  assert [a.index for a in L.Ledger(out / "runs/cpu_smoke/resnet/ledger.json").attempts].count(0) == 1   # never redone
+
+
 @pytest.mark.parametrize("kind", ["directory", "fifo", "dev_zero"])
 def test_a_ledger_that_is_no_regular_file_is_bad_input_without_a_hang(tmp_path, kind):
   path = tmp_path / "runs" / "sys1" / "resnet" / "ledger.json"; path.parent.mkdir(parents=True)

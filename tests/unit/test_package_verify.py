@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tooling.common import mlperf_tools
-from tooling.ship import package
+from tooling.ship import archive, package
 from tooling.cli import main as cli
 from tooling.common.errors import UserError
 
@@ -186,7 +186,7 @@ def test_openssl_round_trip_and_cli_compatibility(capsys, tmp_path):
   pw = tmp_path / "pw"
   pw.write_text("correct horse battery staple\nsecond line is ignored\n")
   enc = tmp_path / NAME
-  package.openssl_enc(False, plain, enc, package.read_passphrase(pw, confirm=False))
+  archive.openssl_enc(False, plain, enc, archive.read_passphrase(pw, confirm=False))
   assert enc.read_bytes()[:8] == b"Salted__"
   p = subprocess.run(["openssl", "enc", "-d", "-aes256", "-in", str(enc), "-pass", f"file:{pw}"], capture_output=True)
   assert p.returncode == 0 and p.stdout == plain.read_bytes(), p.stderr
@@ -208,24 +208,24 @@ def test_openssl_round_trip_and_cli_compatibility(capsys, tmp_path):
 
 def test_passphrase_sources(tmp_path, monkeypatch):
   (tmp_path / "empty").write_text("\nsecret\n")
-  with pytest.raises(UserError, match="first line is empty"): package.read_passphrase(tmp_path / "empty", False)
-  with pytest.raises(UserError, match="cannot read"): package.read_passphrase(tmp_path / "nope", False)
+  with pytest.raises(UserError, match="first line is empty"): archive.read_passphrase(tmp_path / "empty", False)
+  with pytest.raises(UserError, match="cannot read"): archive.read_passphrase(tmp_path / "nope", False)
   monkeypatch.setattr("sys.stdin", io.StringIO(""))
-  with pytest.raises(UserError, match="--passphrase-file"): package.read_passphrase(None, True)
+  with pytest.raises(UserError, match="--passphrase-file"): archive.read_passphrase(None, True)
   answers = iter(["a", "b"])
   monkeypatch.setattr("sys.stdin.isatty", lambda: True, raising=False)
-  monkeypatch.setattr(package.getpass, "getpass", lambda prompt: next(answers))
-  with pytest.raises(UserError, match="differ"): package.read_passphrase(None, True)
+  monkeypatch.setattr(archive.getpass, "getpass", lambda prompt: next(answers))
+  with pytest.raises(UserError, match="differ"): archive.read_passphrase(None, True)
   answers = iter(["same", "same"])
-  assert package.read_passphrase(None, True) == b"same"
+  assert archive.read_passphrase(None, True) == b"same"
 
 
 def test_passphrase_never_reaches_argv(tmp_path, monkeypatch):
   seen = []
   real = subprocess.run
-  monkeypatch.setattr(package.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or real(cmd, **kw))
+  monkeypatch.setattr(archive.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or real(cmd, **kw))
   plain = make_tar(tmp_path / "p.tar.gz", GOOD, sha1=False)
-  package.openssl_enc(False, plain, tmp_path / "e", b"s3cret-pass")
+  archive.openssl_enc(False, plain, tmp_path / "e", b"s3cret-pass")
   assert seen and all("s3cret" not in " ".join(c) for c in seen) and any(a.startswith("fd:") for a in seen[0])
 
 
@@ -260,7 +260,7 @@ def test_repo_rules_and_the_real_repo_checker(tmp_path):
 
 # --- bounds: a tar bomb is refused from its headers, before its data is inflated or anything is written -------------
 
-ZEROS = 16 * package.MiB
+ZEROS = 16 * archive.MiB
 
 
 def bomb(path: Path, members: list[tuple[str, int]], tail: list[tarfile.TarInfo] = ()) -> Path:
@@ -290,22 +290,22 @@ def refused_untouched(capsys, tmp_path, tb, *needles):
 
 def test_one_gib_of_zeros_in_a_one_mib_tarball(capsys, tmp_path):
   tb = bomb(tmp_path / NAME, [("tinycorp/systems/x.json", 2), ("tinycorp/zeros", 1 << 30)])
-  assert tb.stat().st_size < 2 * package.MiB
+  assert tb.stat().st_size < 2 * archive.MiB
   took, _, err = refused_untouched(capsys, tmp_path, tb, "'tinycorp/zeros': 1073741824 bytes, over the 50 MiB")
   assert took < 10
 
 
 def test_many_members_under_the_file_cap_add_up_over_the_total_cap(capsys, tmp_path):
-  n = package.MAX_UNPACKED_BYTES // package.MAX_MEMBER_BYTES + 1
+  n = archive.MAX_UNPACKED_BYTES // archive.MAX_MEMBER_BYTES + 1
   link = info("tinycorp/late-link", tarfile.SYMTYPE, linkname="/etc/passwd")
-  tb = bomb(tmp_path / NAME, [(f"tinycorp/z{i}", package.MAX_MEMBER_BYTES) for i in range(n)], tail=[link])
-  _, _, err = refused_untouched(capsys, tmp_path, tb, f"over {package.MAX_UNPACKED_BYTES >> 20} MiB unpacked by "
+  tb = bomb(tmp_path / NAME, [(f"tinycorp/z{i}", archive.MAX_MEMBER_BYTES) for i in range(n)], tail=[link])
+  _, _, err = refused_untouched(capsys, tmp_path, tb, f"over {archive.MAX_UNPACKED_BYTES >> 20} MiB unpacked by "
                                 f"member 'tinycorp/z{n - 1}'")
   assert "late-link" not in err          # reading stopped at the bound: the rest was never inflated
 
 
 def test_too_many_members_stops_reading(capsys, tmp_path):
-  n = package.MAX_MEMBERS + 2_000         # 300,000 once took 83 s and 235 MB; reading now stops at the bound
+  n = archive.MAX_MEMBERS + 2_000         # 300,000 once took 83 s and 235 MB; reading now stops at the bound
   tb = tmp_path / NAME
   link = info("tinycorp/late-link", tarfile.SYMTYPE, linkname="/etc/passwd")
   # empty files tinycorp/000000 ... : one ustar header, its name digits and checksum patched (tobuf() is too slow)
@@ -319,7 +319,7 @@ def test_too_many_members_stops_reading(capsys, tmp_path):
   with open(tb, "wb") as f:
     f.write(gzip.compress(b"".join(header(i) for i in range(n)) + link.tobuf() + bytes(1024), compresslevel=1))
   (tmp_path / NAME.replace(".tar.gz", ".sha1")).write_text(sha1sum_line(tb))
-  took, _, err = refused_untouched(capsys, tmp_path, tb, f"more than {package.MAX_MEMBERS} members")
+  took, _, err = refused_untouched(capsys, tmp_path, tb, f"more than {archive.MAX_MEMBERS} members")
   assert "late-link" not in err and "tinycorp/" not in err   # stopped at the bound; the members themselves are fine
   assert took < 30
 
@@ -334,8 +334,8 @@ def test_member_names_with_control_characters_are_refused_and_shown_escaped(caps
 
 
 def test_listing_escapes_what_it_prints():
-  assert package.shown("tinycorp/a\rb\x1b") == "tinycorp/a\\rb\\x1b"
-  assert package.shown("tinycorp/ü.txt") == "tinycorp/ü.txt"
+  assert archive.shown("tinycorp/a\rb\x1b") == "tinycorp/a\\rb\\x1b"
+  assert archive.shown("tinycorp/ü.txt") == "tinycorp/ü.txt"
 
 
 @pytest.mark.parametrize("which", ["sha1", "tarball"])
@@ -349,8 +349,8 @@ def test_sha1_or_tarball_that_is_a_device_is_not_read(capsys, tmp_path, which):
 
 def test_passphrase_file_is_read_bounded_and_may_be_a_pipe(tmp_path):
   zero = tmp_path / "pw"; zero.symlink_to("/dev/zero")
-  with pytest.raises(UserError, match="longer than 1024 bytes"): package.read_passphrase(zero, False)
+  with pytest.raises(UserError, match="longer than 1024 bytes"): archive.read_passphrase(zero, False)
   r, w = os.pipe()                                   # what --passphrase-file <(pass show x) hands over
   os.write(w, b"from a pipe\n"); os.close(w)
-  try: assert package.read_passphrase(Path(f"/dev/fd/{r}"), False) == b"from a pipe"
+  try: assert archive.read_passphrase(Path(f"/dev/fd/{r}"), False) == b"from a pipe"
   finally: os.close(r)

@@ -14,7 +14,7 @@ from benchmarks.common import rules
 from benchmarks.common.config import BENCHMARKS, ConfigError, load_config
 from benchmarks.common.io import InputError
 from tests.conftest import REPO
-from tooling.verdict import check
+from tooling.verdict import dir_checks, findings
 from tooling.launch import run
 from tooling.common.submission_tree import choose_ruleset
 
@@ -34,10 +34,10 @@ def test_runs_per_benchmark_are_mlperf_loggings_count_in_every_verb(bm):
   assert f"{bm} {n}" in next(a.help for a in parser._actions if a.dest == "nexp")
   # `tinyperf check`: one result file short of it is a failure that names it
   logs = [SimpleNamespace(path=REPO / rules.result_name(i)) for i in range(n - 1)]
-  dr = check.DirReport("d", "d", "sys", bm, rules.RULESETS[bm], "closed")
-  check._naming_check(SimpleNamespace(benchmark=bm, logs=logs, other_files=[]), dr)
+  dr = findings.DirReport("d", "d", "sys", bm, rules.RULESETS[bm], "closed")
+  dir_checks._naming_check(SimpleNamespace(benchmark=bm, logs=logs, other_files=[]), dr)
   assert [(f.level, f.message.split(" (")[0]) for f in dr.findings] == [
-    (check.FAIL, f"{n - 1} result_*.txt files; a {bm} package needs exactly {n}")]
+    (findings.FAIL, f"{n - 1} result_*.txt files; a {bm} package needs exactly {n}")]
 
 
 def test_the_ruleset_of_a_benchmark_is_read_from_the_rules_module(monkeypatch):

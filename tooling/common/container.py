@@ -122,12 +122,13 @@ TLS_HINT_GIVEN = ("The build's downloads failed TLS verification although it was
 
 
 def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, labels: dict | None = None,
-          nocache: bool = False, echo=print, command: str = "tinyperf build", files: list[str] | None = None) -> BuildResult:
+          nocache: bool = False, echo=print, command: str = "tinyperf build", files: list[str] | None = None,
+          extra_files: dict[str, str] | None = None) -> BuildResult:
   """Classic build through the low-level API with each output line echoed as it arrives (colour codes removed). A
   failing step (which the SDK reports as an `error` event, not an exception) becomes UserError naming the step and its
   last output lines, and `command`'s --extra-ca where the output shows a TLS failure; the untagged image of its
   finished steps is removed. files: the build context is these files of `context` only (paths relative to it), not the
-  whole folder."""
+  whole folder; extra_files: {path: text} added to those files."""
   t0 = time.time()
   step, image_id, tail, partial, tls, layer = "", None, [], "", False, None
   kw = dict(dockerfile=dockerfile, tag=tag, buildargs=buildargs, labels=labels or {}, decode=True, rm=True,
@@ -135,7 +136,8 @@ def build(client, context: Path, dockerfile: str, tag: str, buildargs: dict, lab
   if files is None: stream = client.api.build(path=str(context), **kw)
   else:
     from docker.utils.build import create_archive
-    stream = client.api.build(fileobj=create_archive(str(context), files=files), custom_context=True, **kw)
+    archive = create_archive(str(context), files=files, extra_files=list((extra_files or {}).items()))
+    stream = client.api.build(fileobj=archive, custom_context=True, **kw)
   for ev in stream:
     if "stream" in ev:
       partial += ev["stream"]

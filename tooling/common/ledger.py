@@ -40,10 +40,12 @@ from tooling.common import safe_read
 DONE, FAILED, INTERRUPTED, RUNNING = "done", "failed", "interrupted", "running"
 CLAIM = "claim.lock"      # in the run's work directory; its owner holds a POSIX lock on it
 # the image's environment that identifies it (Dockerfile.* ENV): recorded with every attempt that ran in an image
-IMAGE_ENV = ("TINYPERF_GIT_SHA", "TINYPERF_VERSION", "TINYGRAD_VERSION", "TINYPERF_BASE_IMAGE", "TINYPERF_BASE_DIGEST")
+IMAGE_ENV = ("TINYPERF_GIT_SHA", "TINYPERF_VERSION", "TINYGRAD_VERSION", "TINYPERF_BASE_IMAGE", "TINYPERF_BASE_DIGEST",
+             "TINYPERF_BUILD_ID")
 # and, where the launcher sees the image (the container backend), the image that ran the attempt: a tag is moved by
 # every build, its ID is not (the digest: where the image came from a registry)
 IMAGE_ID, IMAGE_DIGEST = "image_id", "image_digest"
+CODE_TREE = "code_tree"   # the hash of the code the image holds (`tinyperf build`), in or out of the container
 _PATH_FIELDS = ("result", "output")
 STATUSES = (DONE, FAILED, INTERRUPTED, RUNNING)
 MAX_NEXP = 1000                    # runs in one set: MLPerf asks for 5 (ResNet) or 10 (BERT)

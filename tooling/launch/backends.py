@@ -32,6 +32,7 @@ from typing import Protocol
 
 from benchmarks.common.config import ROOT, PlatformConfig
 from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN
+from benchmarks.common.runtime import image_code
 from benchmarks.preflight import shm_size_for
 from tooling.common import container as C
 from tooling.common.errors import UserError
@@ -149,7 +150,7 @@ class HostBackend:
   def image_record(self) -> tuple[str | None, dict]:
     if not self.in_image: return None, {}
     return (os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{self.in_image} (image ID not visible inside the container)",
-            {k: os.environ.get(k) for k in L.IMAGE_ENV})
+            {**{k: os.environ.get(k) for k in L.IMAGE_ENV}, L.CODE_TREE: image_code().get("code_tree")})
 
   def preflight(self): _host_preflight(self.cfg, self.data, self.work_root, self.verbose, self.scheduler)
 
@@ -214,7 +215,8 @@ class ContainerBackend:
   def image_record(self) -> tuple[str, dict]:
     env = dict(e.split("=", 1) for e in (self.image.attrs.get("Config") or {}).get("Env") or [] if "=" in e)
     digests = self.image.attrs.get("RepoDigests") or [None]
-    return self.image_ref(), {**{k: env.get(k) for k in L.IMAGE_ENV}, L.IMAGE_ID: self.image.id, L.IMAGE_DIGEST: digests[0]}
+    return self.image_ref(), {**{k: env.get(k) for k in L.IMAGE_ENV}, L.IMAGE_ID: self.image.id, L.IMAGE_DIGEST: digests[0],
+                              L.CODE_TREE: (self.image.labels or {}).get(f"{C.LABEL}.code_tree")}
 
   def set_label(self) -> str: return f"{self.work_root}"
 

@@ -3,11 +3,14 @@
 The base comes from images.lock.json (tag@digest). A base without a digest, or any --base-image that is not pinned by
 digest, is refused when the image serves a closed submission unless --allow-unpinned is given; the digest actually used
 (the registry digest, or the local image ID of a base that has none) goes into the image's labels and environment and
-into a build record, out/images/<vendor>.json (--record). --base-image replaces the vendor image (CI builds on a local
-Debian base); the vendor's GPU-library selfcheck is then skipped, loudly, because that base cannot have them."""
+into a build record, out/images/<build id>.json (--record), one per build identity: a hash of everything the build is
+made from, of which the hash of the code (a label, and a file in the image's tree: runtime.IMAGE_CODE_FILE) is what
+`tinyperf package` compares. --base-image replaces the vendor image (CI builds on a local Debian base); the vendor's
+GPU-library selfcheck is then skipped, loudly, because that base cannot have them."""
 from __future__ import annotations
 import argparse
 import fcntl
+import hashlib
 import json
 import os
 import subprocess
@@ -16,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, load_config
+from benchmarks.common.runtime import IMAGE_CODE_FILE
 from tooling.common.errors import UserError, write_atomic
 from tooling.common.provenance import git_revision
 from tooling.prep import images as I
@@ -34,32 +38,47 @@ def add_arguments(p: argparse.ArgumentParser):
                  help="PEM CA certificate for pip inside the build (TLS-intercepting proxies; env TINYPERF_EXTRA_CA); "
                  "used by the build stage's pip only; the image neither trusts nor holds it")
   p.add_argument("--no-cache", action="store_true", help="rebuild every layer")
-  p.add_argument("--record", type=Path, default=Path("out/images"), help="folder for the build record (default out/images)")
+  p.add_argument("--record", type=Path, default=Path("out/images"),
+                 help="folder for the build records, <build id>.json each (default out/images)")
 
 
-def context_files(dockerfile: str) -> list[str] | None:
+def context_files(dockerfile: str) -> list[str]:
   """The image's build context: git's view of the checkout (its tracked files as they are now, never an untracked or
   ignored one: a key, a token, a local note), less what .dockerignore excludes, plus docker/certs/*.crt (the extra CA,
-  which only the Dockerfile's build stage reads). None where ROOT is no git checkout (a packaged implementation, whose
-  setup.sh builds its image): the folder is sent as it is, less .dockerignore."""
-  from docker.utils.build import PatternMatcher
+  which only the Dockerfile's build stage reads). Where ROOT is no git checkout (a packaged implementation, whose
+  setup.sh builds its image) the folder's files, less .dockerignore."""
+  from docker.utils.build import PatternMatcher, exclude_paths
   def git(*args):
     try: return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError): return None
+  ignore = ROOT / ".dockerignore"
+  patterns = [l.strip() for l in ignore.read_text().splitlines() if l.strip() and not l.startswith("#")] \
+    if ignore.is_file() else []
   top, p = git("rev-parse", "--show-toplevel"), git("ls-files", "-z")
   if top is None or p is None or top.returncode or p.returncode or \
      Path(top.stdout.decode(errors="replace").strip()).resolve() != ROOT.resolve():
     print(f"NOTE: {ROOT} is not a git checkout: the build context is the whole folder (less .dockerignore), not git's "
           f"tracked files.", flush=True)
-    return None
-  ignore = ROOT / ".dockerignore"
-  patterns = [l.strip() for l in ignore.read_text().splitlines() if l.strip() and not l.startswith("#")] \
-    if ignore.is_file() else []
-  skip = PatternMatcher(patterns)
-  tracked = [n for n in p.stdout.decode("utf-8", "surrogateescape").split("\0") if n]
-  files = {n for n in tracked if not skip.matches(n) and (ROOT / n).is_file() and not (ROOT / n).is_symlink()}
+    names = exclude_paths(str(ROOT), patterns, dockerfile)
+  else:
+    skip = PatternMatcher(patterns)
+    names = [n for n in p.stdout.decode("utf-8", "surrogateescape").split("\0") if n and not skip.matches(n)]
+  files = {n for n in names if (ROOT / n).is_file() and not (ROOT / n).is_symlink()}
   files |= {c.relative_to(ROOT).as_posix() for c in (ROOT / "docker" / "certs").glob("*.crt") if c.is_file()}
-  return sorted(files | {dockerfile})
+  return sorted((files | {dockerfile}) - {IMAGE_CODE_FILE})
+
+
+def code_tree(files: list[str]) -> str:
+  """sha256 over the code an image gets (each context file's path, executable bit and content; the extra CA is no code
+  and leaves no trace in the image): equal for every vendor's image built from one tree, so `tinyperf package` in the
+  cpu image tells whether it holds the code of runs made in the nv one."""
+  h = hashlib.sha256()
+  for n in files:
+    if n.startswith("docker/certs/") and n.endswith(".crt"): continue
+    p = ROOT / n
+    h.update(b"%s\0%d\0%s\n" % (n.encode("utf-8", "surrogateescape"), bool(p.stat().st_mode & 0o111),
+                                  hashlib.sha256(p.read_bytes()).hexdigest().encode()))
+  return "sha256:" + h.hexdigest()
 
 
 def project_version() -> str:
@@ -128,23 +147,43 @@ def main(args) -> int:
                     f"`tinyperf render` (and commit) before building. Nothing was built.")
   if args.extra_ca and not Path(args.extra_ca).is_file():
     raise UserError(f"--extra-ca {args.extra_ca}: no such file. Pass a PEM CA certificate (or unset TINYPERF_EXTRA_CA).")
-  print(f"building {tag} from {dockerfile.name} on {ref} ({digest}), git {git_sha}", flush=True)
   with extra_ca_in_context(args.extra_ca) as ca_copy:
+    files = context_files(dockerfile.name)
+    tree = code_tree(files)
+    # the build's identity: everything it is made from (code, base, Dockerfile, settings), so one id is one recipe and a
+    # rebuild of another recipe never takes over its record; its code tree goes into the image's tree as a file
+    buildargs["TINYPERF_CODE_TREE"] = tree
+    recipe = json.dumps([dockerfile.read_text(), sorted(buildargs.items())]).encode()
+    build_id = buildargs["TINYPERF_BUILD_ID"] = f"{vendor}-{hashlib.sha256(recipe).hexdigest()[:16]}"
+    print(f"building {tag} ({build_id}) from {dockerfile.name} on {ref} ({digest}), git {git_sha}, code {tree}", flush=True)
     command = " ".join(["tinyperf build", f"--platform {args.platform}" if args.platform else f"--vendor {vendor}",
                         *([f"--base-image {args.base_image}"] if args.base_image else []),
                         *(["--allow-unpinned"] if args.allow_unpinned else []), *([f"--tag {args.tag}"] if args.tag else []),
                         *([f"--extra-ca {args.extra_ca}"] if args.extra_ca else [])])
+    identity = json.dumps({"code_tree": tree, "git_sha": git_sha, "files": len(files)}, indent=1) + "\n"
     res = container.build(client, ROOT, dockerfile.name, tag, buildargs, nocache=args.no_cache, command=command,
-                          echo=lambda line: print(line, flush=True), files=context_files(dockerfile.name))
-  record = {"tag": tag, "image_id": res.image_id, "vendor": vendor, "dockerfile": dockerfile.name, "base_image": ref,
-            "base_digest": digest, "base_pinned": pinned_ref, "gpu_libs_checked": gpu_libs_checked,
-            "git_sha": git_sha, "tinyperf_version": buildargs["TINYPERF_VERSION"],
+                          echo=lambda line: print(line, flush=True), files=files, extra_files={IMAGE_CODE_FILE: identity})
+  record = {"build_id": build_id, "code_tree": tree, "tag": tag, "image_id": res.image_id, "vendor": vendor,
+            "dockerfile": dockerfile.name, "base_image": ref, "base_digest": digest, "base_pinned": pinned_ref,
+            "gpu_libs_checked": gpu_libs_checked, "git_sha": git_sha, "tinyperf_version": buildargs["TINYPERF_VERSION"],
             "tinygrad_version": buildargs["TINYGRAD_VERSION"], "extra_ca": bool(ca_copy),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(res.seconds, 1)}
-  path = write_atomic(args.record / f"{vendor}.json", json.dumps(record, indent=1) + "\n", overwrite=True)
+  path = save_record(args.record, record)
   print(f"built {tag} = {res.image_id} in {res.seconds:.0f} s ({res.steps} steps); base {ref} ({digest}); record {path}",
         flush=True)
   return 0
+
+
+def save_record(folder: Path, record: dict) -> Path:
+  """folder/<build id>.json, one per build identity: a build of another recipe never replaces it, and a rebuild of the
+  same recipe (--no-cache) adds its image ID to `image_ids`, every image ever built with this identity."""
+  path = Path(folder) / f"{record['build_id']}.json"
+  try: old = json.loads(path.read_text()) if path.is_file() else {}
+  except (OSError, ValueError): old = {}   # a damaged record of this recipe: this build's replaces it
+  ids = [i for i in (old.get("image_ids") if isinstance(old, dict) and isinstance(old.get("image_ids"), list) else [])
+         if isinstance(i, str)]
+  record["image_ids"] = ids + [record["image_id"]] * (record["image_id"] not in ids)
+  return write_atomic(path, json.dumps(record, indent=1) + "\n", overwrite=True)
 
 
 @contextmanager

@@ -87,7 +87,8 @@ def render_dockerfile(vendor: str, lock: dict | None = None) -> str:
 # Classic-builder syntax only (the docker SDK cannot use BuildKit). The steps are identical in every vendor's Dockerfile
 # up to ENV but for the locks copied (nv adds Triton's, for KERNELS=triton), so vendors built on one base share layers. Few steps above the installed
 # environment: each one copies the whole root filesystem on a vfs engine (CI), so the vendor's part is 3 steps.
-# `tinyperf build` sends git's view of the checkout (its tracked files, less .dockerignore) plus docker/certs/*.crt.
+# `tinyperf build` sends git's view of the checkout (its tracked files, less .dockerignore) plus docker/certs/*.crt
+# and .tinyperf-code.json (the hash of that code, which every run records).
 ARG BASE_IMAGE={base_ref(entry)}
 # build stage: the locked Python environment (its pip may use an extra CA from docker/certs) and the project; the image
 # copies /opt/tinyperf from it, so nothing of docker/certs leaves this stage (a lower layer of the image would keep it)
@@ -102,7 +103,7 @@ RUN sh /opt/tinyperf/build/install.sh system clean
 COPY --from=build /opt/tinyperf /opt/tinyperf
 USER tinyperf
 # provenance (tinyperf build fills these): printed by every run into its log (benchmarks/common/runtime.py)
-ARG BASE_IMAGE BASE_DIGEST=unknown BASE_PINNED=false TINYPERF_VERSION=unknown TINYPERF_GIT_SHA=unknown TINYGRAD_VERSION=unknown SELFCHECK_GPU_LIBS=require GPU_LIBS_CHECKED=false
+ARG BASE_IMAGE BASE_DIGEST=unknown BASE_PINNED=false TINYPERF_VERSION=unknown TINYPERF_GIT_SHA=unknown TINYGRAD_VERSION=unknown SELFCHECK_GPU_LIBS=require GPU_LIBS_CHECKED=false TINYPERF_BUILD_ID=unknown TINYPERF_CODE_TREE=unknown
 ENV PATH="/opt/tinyperf/venv/bin:${{PATH}}" \
     PYTHONUNBUFFERED=1 \
     XDG_CACHE_HOME=/tmp/tinyperf-cache \
@@ -112,6 +113,7 @@ ENV PATH="/opt/tinyperf/venv/bin:${{PATH}}" \
     TINYPERF_VERSION="${{TINYPERF_VERSION}}" \
     TINYPERF_GIT_SHA="${{TINYPERF_GIT_SHA}}" \
     TINYGRAD_VERSION="${{TINYGRAD_VERSION}}" \
+    TINYPERF_BUILD_ID="${{TINYPERF_BUILD_ID}}" \
     {env}
 LABEL org.opencontainers.image.title="tinyperf-{vendor}" \
       org.opencontainers.image.version="${{TINYPERF_VERSION}}" \
@@ -121,7 +123,9 @@ LABEL org.opencontainers.image.title="tinyperf-{vendor}" \
       io.tinyperf.vendor="{vendor}" \
       io.tinyperf.tinygrad="${{TINYGRAD_VERSION}}" \
       io.tinyperf.base.pinned="${{BASE_PINNED}}" \
-      io.tinyperf.gpu_libs_checked="${{GPU_LIBS_CHECKED}}"
+      io.tinyperf.gpu_libs_checked="${{GPU_LIBS_CHECKED}}" \
+      io.tinyperf.build_id="${{TINYPERF_BUILD_ID}}" \
+      io.tinyperf.code_tree="${{TINYPERF_CODE_TREE}}"
 # fails the build when the image cannot do its job, run as the user the image runs as: Python, the locked packages,
 # clang + tinygrad CPU, and the vendor's GPU compiler libraries (skipped, loudly, only when the build was told the base
 # is not the vendor image)
