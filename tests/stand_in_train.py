@@ -2,8 +2,9 @@
 loop (claims, kills, resume, disk full, concurrency): select it with TINYPERF_TEST_TRAIN_MODULE=tests.stand_in_train
 (tooling/launch/backends.py train_module). It takes the entrypoint's arguments (--phase all: both); INIT prints, RUN writes a whole resnet log
 with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config (the org as
-the entrypoint logs it). INIT creates
-the kernel cache file named by CACHEDB (empty), as tinygrad's first compile does, so a test can see where it went.
+the entrypoint logs it). Its files are the entrypoint's: the log and the kernel cache of the --work folder's RunDir
+(--log and CACHEDB move them); INIT creates the cache file (empty), as tinygrad's first compile does, so a test can see
+where it went.
 
 What a test can ask of it (environment):
   STAND_IN_RUN_S=S      sleep S seconds in RUN before writing the log (time to kill the launcher)
@@ -27,10 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def main() -> int:
   p = argparse.ArgumentParser()
-  for a in ("--platform", "--phase", "--data", "--results", "--log", "--config"): p.add_argument(a)
+  for a in ("--platform", "--phase", "--data", "--work", "--log", "--config"): p.add_argument(a)
   p.add_argument("--seed", type=int, required=True)
   args = p.parse_args()
   from benchmarks.common.config import load_config
+  from benchmarks.common.rundir import RunDir
+  run = RunDir(Path(args.work))
+  args.log = args.log or run.log
+  cache_db = Path(os.environ.get("CACHEDB") or run.cache_db)
   cfg = load_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform)
   def say(phase): print(f"stand-in {phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with "
                         f"{os.environ.get('TINYPERF_CACHE_DROPPED')}", flush=True)
@@ -38,10 +43,8 @@ def main() -> int:
   print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance(cfg.knobs).items()), flush=True)
   if args.phase in ("init", "all"):
     say("init")
-    if os.environ.get("CACHEDB"):
-      try:
-        Path(os.environ["CACHEDB"]).parent.mkdir(parents=True, exist_ok=True); Path(os.environ["CACHEDB"]).touch()
-      except OSError: pass   # a full disk: the output below is what fails
+    try: cache_db.parent.mkdir(parents=True, exist_ok=True); cache_db.touch()
+    except OSError: pass   # a full disk: the output below is what fails
     for _ in range(int(os.environ.get("STAND_IN_SPAM", "0")) // 100): print("x" * 99, flush=True)
     if args.phase == "init": return 0
   say("run")

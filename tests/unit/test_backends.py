@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common.config import load_config
+from benchmarks.common.rundir import RunDir
 from tooling import cli
 from tooling.common import ledger as L
+from tooling.common.results_tree import ResultSet
 from tooling.launch.backends import HostBackend, TRAIN_MODULE_ENV
 from tooling.launch.run import LOCAL, launch_mode
 
@@ -93,10 +95,10 @@ def test_host_backend_records_the_image_it_runs_in(tmp_path, monkeypatch):
   with the image and its provenance from the image's environment; on a bare host, no image."""
   cfg = load_config("resnet", "cpu_smoke", environ={})
   for k in ("TINYPERF_IMAGE_VENDOR", "TINYPERF_IMAGE", *L.IMAGE_ENV): monkeypatch.delenv(k, raising=False)
-  bare = HostBackend(cfg, tmp_path, tmp_path, LOCAL)
+  bare = HostBackend(cfg, tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
   assert (bare.kind, bare.image_record(), bare.describe()) == ("host", (None, {}), "on this host (--runtime host)")
   monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu"); monkeypatch.setenv("TINYPERF_GIT_SHA", "abc123")
-  inside = HostBackend(cfg, tmp_path, tmp_path, LOCAL)
+  inside = HostBackend(cfg, tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
   image, prov = inside.image_record()
   assert inside.kind == "container" and image.startswith("tinyperf:cpu (image ID not visible")
   assert prov["TINYPERF_GIT_SHA"] == "abc123" and set(prov) == set(L.IMAGE_ENV)
@@ -110,7 +112,8 @@ def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, mon
   image = SimpleNamespace(id="sha256:" + "c" * 64, short_id="sha256:cccccc", labels={"io.tinyperf.vendor": "cpu"},
                           attrs={"Config": {"Env": ["TINYPERF_GIT_SHA=abc123"]}, "RepoDigests": ["r/tinyperf@sha256:" + "d" * 64]})
   client = SimpleNamespace(images=SimpleNamespace(get=lambda tag: image), containers=SimpleNamespace(list=lambda **kw: []))
-  b = ContainerBackend(load_config("resnet", "cpu_smoke", environ={}), "tinyperf:cpu", tmp_path, tmp_path, LOCAL,
+  b = ContainerBackend(load_config("resnet", "cpu_smoke", environ={}), "tinyperf:cpu", tmp_path,
+                       ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL,
                        client=client)
   ref, prov = b.image_record()
   assert ref == f"tinyperf:cpu {image.id}" and prov["TINYPERF_GIT_SHA"] == "abc123"
@@ -155,7 +158,7 @@ def test_every_backend_has_the_whole_interface(tmp_path):
   from tooling.launch.backends import Backend, ContainerBackend
   members = {n for n in vars(Backend) if not n.startswith("_")} | set(Backend.__annotations__)
   assert {"kind", "describe", "image_record", "preflight", "detect_system", "drop_page_cache", "run_one"} <= members
-  host = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, tmp_path, LOCAL)
+  host = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
   for b in (host, ContainerBackend):
     missing = sorted(m for m in members if not hasattr(b, m))
     assert not missing, f"{b} lacks {missing}"
@@ -217,9 +220,9 @@ def test_a_redone_run_replaces_the_kernel_cache_its_killed_attempt_left(tmp_path
   for p in killed + kept: p.write_bytes(b"x")
   monkeypatch.setenv("TINYPERF_CACHE_DIR", str(cache))
   seen = {}
-  monkeypatch.setattr(backends, "host_run", lambda cfg, seed, data, work, out, cache_db=None, **kw:
-                      (seen.setdefault("db", cache_db), ({"run": 0}, work / "log"))[1])
-  b = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, tmp_path, LOCAL)
-  b.run_one(1, 88, tmp_path, None, "none", None)
+  monkeypatch.setattr(backends, "host_run", lambda cfg, seed, data, run, out, cache_db=None, **kw:
+                      (seen.setdefault("db", cache_db), ({"run": 0}, run.log))[1])
+  b = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
+  b.run_one(1, 88, RunDir(tmp_path), None, "none", None)
   assert seen["db"] == cache / "cpu_smoke_resnet_1_88.db"
   assert not any(p.exists() for p in killed) and all(p.exists() for p in kept)
