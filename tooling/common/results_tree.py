@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common.rules import result_name
-from benchmarks.common.rundir import CACHE, OUTPUT_LOG, RUN_LOG, RunDir
+from benchmarks.common.rundir import OUTPUT_LOG, RUN_LOG, RunDir  # noqa: F401  (the layout's readers name the files here)
 from tooling.common.container import host_path
 from tooling.common.errors import UserError
 
