@@ -3,6 +3,8 @@
   W/mlperf.txt                 the MLPerf log (`--log` puts it elsewhere: the rendered scripts name it per seed)
   W/mlperf.metrics.jsonl       RUN's training metrics, beside the log (`<log stem>.metrics.jsonl`)
   W/cache/tinygrad.db          tinygrad's kernel/BEAM cache (CACHEDB, tinygrad's own variable, puts it elsewhere)
+  W/config.json                the resolved config `tinyperf run` wrote when it claimed the run (knobs after overrides,
+                               platform, submitter, sha256): what preflight and the trainer run with
   W/output.log, W/exit_codes.json   the launcher's: the run's whole console output, the exit codes of its processes
   W/ckpt/                      training-state checkpoints (CKPT=1)
 
@@ -11,6 +13,8 @@ tooling or tinygrad."""
 from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.common.config import ConfigError, PlatformConfig, load_config, load_resolved
 
 RUN_LOG = "mlperf.txt"
 OUTPUT_LOG = "output.log"
@@ -44,3 +48,18 @@ class RunDir:
   def exit_codes(self) -> Path: return self.path / EXIT_CODES
   def checkpoint(self, name: str) -> Path: return self.path / "ckpt" / name
 
+
+
+def load_run_config(benchmark: str, platform: str, config: Path | None = None,
+                    work: Path | None = None) -> tuple[PlatformConfig, str | None]:
+  """(config, submitter) a process of a run works with: a resolved config.json (--config FILE.json, or the one the
+  launcher left in the work folder) as written; else the platform's config.yaml (--config: another YAML file) with the
+  environment's overrides and no submitter (the caller's SUBMISSION_ORG). Resolving happens once, in the launcher."""
+  resolved = config if config is not None and config.suffix == ".json" else None
+  if config is None and work is not None and RunDir(work).config.is_file(): resolved = RunDir(work).config
+  if resolved is None: return load_config(benchmark, platform, path=config), None
+  cfg, submitter, _ = load_resolved(resolved)
+  if (cfg.benchmark, cfg.platform) != (benchmark, platform):
+    raise ConfigError(f"{resolved}: the resolved config of {cfg.benchmark} on {cfg.platform}, not {benchmark} on "
+                      f"{platform}; pass the --platform it was written for, or another work folder.")
+  return cfg, submitter

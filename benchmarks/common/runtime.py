@@ -54,7 +54,8 @@ def add_run_arguments(p, benchmark: str):
   p.add_argument("--work", type=Path, required=True,
                  help="the run's work folder: its MLPerf log, metrics, kernel cache and checkpoints (benchmarks/common/rundir.py)")
   p.add_argument("--log", type=Path, help="MLPerf log file (default: WORK/mlperf.txt)")
-  p.add_argument("--config", type=Path, help="config file to use instead of the platform's (development and tests)")
+  p.add_argument("--config", type=Path, help="a resolved config.json to run with (default: WORK/config.json when "
+                 "`tinyperf run` wrote one), or a config.yaml instead of the platform's (development and tests)")
   p.add_argument("--benchmark-steps", type=int, default=int(os.environ.get("BENCHMARK", "0")),
                  help="run the JIT's warm-up steps and then this many timed train steps, print their median step time and the "
                  "projected time to train, and stop (env BENCHMARK)")
@@ -65,15 +66,18 @@ def add_run_arguments(p, benchmark: str):
 
 
 def run_entrypoint(benchmark: str, args, phases: dict) -> int:
-  """The shared body of every training entrypoint's main(): config (+ env overrides, printed), tinygrad knobs, the
+  """The shared body of every training entrypoint's main(): config (the launcher's resolved one in the work folder, else
+  config.yaml + env overrides; overrides printed), tinygrad knobs, the
   per-run kernel cache, the MLPerf log, provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""
   from benchmarks.common import mlperf
-  from benchmarks.common.config import load_config, require_closed_model
+  from benchmarks.common.config import require_closed_model
+  from benchmarks.common.rundir import load_run_config
   from benchmarks.common.io import InputError
   start_heartbeat("INIT (building the model, compiling the train step's kernels, BEAM search)"
                   if args.phase in ("init", "all") else "RUN")
   try:
-    cfg = load_config(benchmark, args.platform, path=args.config)
+    cfg, submitter = load_run_config(benchmark, args.platform, args.config, args.work)
+    if submitter: mlperf.ORG = submitter   # the launcher's resolved config names it; else SUBMISSION_ORG
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {'not set' if old is None else old})")
     if args.phase in ("run", "all"): require_closed_model(cfg)
     apply_tinygrad_env(cfg, args.phase)

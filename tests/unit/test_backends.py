@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import load_config
+from benchmarks.common.config import load_config, load_resolved
 from benchmarks.common.rundir import RunDir
 from tooling import cli
 from tooling.common import ledger as L
@@ -120,6 +120,11 @@ def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, mon
   assert prov[L.IMAGE_ID] == image.id and prov[L.IMAGE_DIGEST] == "r/tinyperf@sha256:" + "d" * 64
   monkeypatch.setenv("TINYPERF_IMAGE", ref)          # what the backend hands each run's container
   assert runtime.provenance()["image"] == ref
+  # knobs and the submitter reach a run in its config.json, never in the container's environment
+  monkeypatch.setenv("SUBMISSION_ORG", "myorg")
+  b.cfg = load_config("resnet", "cpu_smoke", environ={"BS": "8", "EVAL_BS": "8"})
+  env = b._spec("n", ["true"], [], {}, "run", {}).environment
+  assert not {"BS", "EVAL_BS", "SUBMISSION_ORG"} & set(env), env
 
 
 def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
@@ -134,6 +139,7 @@ def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   out = tmp_path / "out"
   base = ["run", "resnet", "--platform", "cpu_smoke", "--data", str(data), "--results", str(out)]
   capsys.readouterr()
+  monkeypatch.setenv("NUM_WORKERS", "3")   # an override of one knob for the runs
   assert cli.main([*base, "--nexp", "1", "--runtime", "host"]) == 0
   first = capsys.readouterr().out
   assert "resnet on cpu_smoke on this host (--runtime host): 1 runs, 0 already finished, running [0]" in first
@@ -147,6 +153,13 @@ def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   assert [(a["index"], a["status"], a["backend"], a["image"]) for a in attempts] == [(0, "done", "host", None),
                                                                                     (1, "done", "host", None)]
   assert all(a["cache_drop"] for a in attempts)
+  # each run's config was resolved once, at its claim, into its folder: the ledger names the platform and the hash
+  for a in attempts:
+    run = RunDir(out / "runs/cpu_smoke/resnet" / f"run_{a['index']}_{a['seed']}")
+    cfg, submitter, sha = load_resolved(run.config)
+    assert (a["platform"], a["config_sha256"], submitter, cfg["NUM_WORKERS"]) == ("cpu_smoke", sha, "out", 3)
+    assert run.cache_db.is_file() and run.log.is_file()   # the trainer's files, named by the run folder alone
+  assert not list((out / "runs/cpu_smoke/resnet").glob(".preflight-*"))   # the preflight's resolution is removed
   assert sorted(p.name for p in (out / "results/cpu_smoke/resnet").iterdir()) == ["result_0.txt", "result_1.txt"]
   assert (out / "systems/cpu_smoke.json").is_file()
 
@@ -157,7 +170,7 @@ def test_every_backend_has_the_whole_interface(tmp_path):
   daemon."""
   from tooling.launch.backends import Backend, ContainerBackend
   members = {n for n in vars(Backend) if not n.startswith("_")} | set(Backend.__annotations__)
-  assert {"kind", "describe", "image_record", "preflight", "detect_system", "drop_page_cache", "run_one"} <= members
+  assert {"kind", "describe", "image_record", "detect_system", "drop_page_cache", "run_one"} <= members
   host = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
   for b in (host, ContainerBackend):
     missing = sorted(m for m in members if not hasattr(b, m))

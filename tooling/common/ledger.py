@@ -91,6 +91,8 @@ class Attempt:
   owner: dict = field(default_factory=dict)  # the launcher that claimed it: id, host, pid
   sha256: str | None = None         # of the run's MLPerf log, i.e. of result_<i>.txt (checked by run and status)
   overrides: dict = field(default_factory=dict)  # knobs the environment overrode for this run: {knob: [config, env]}
+  platform: str | None = None       # the implementation that ran it, and the sha256 of its resolved config.json
+  config_sha256: str | None = None
 
 
 _ME: dict = {}

@@ -49,15 +49,16 @@ class Backend(Protocol):
     """Where the runs run, for the launcher's first line ("on this host (--runtime host)", "in tinyperf:nv (...)")."""
   def image_record(self) -> tuple[str | None, dict]:
     """The image (tag and ID) and its provenance (L.IMAGE_ENV) the ledger records with each attempt; (None, {}) on a host."""
-  def preflight(self) -> None:
-    """Before anything is timed, where the runs run: UserError if the machine, data or config is unfit."""
   def detect_system(self) -> tuple[dict, list[str]]:
     """The machine as the runs see it: (fields, notes) for sysinfo.run_description."""
   def drop_page_cache(self) -> str:
     """Flush the host's page cache before a run, as the rules require; returns the method (recorded and logged)."""
+  def preflight(self, config: Path) -> None:
+    """Once, before any run is claimed, where the runs run, with config (a resolved config.json in the set's runs
+    folder): UserError if the machine, data or config is unfit."""
   def run_one(self, index: int, seed: int, run: RunDir, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
-    """INIT + RUN of run `index` in its work folder, its output to out_file and console (a tooling.launch.console.Console).
-    Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
+    """INIT + RUN of run `index` with the config.json of its work folder, the output to out_file and console (a
+    tooling.launch.console.Console). Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
 
 
 RUNTIMES = ("docker", "pyxis", "host")   # `tinyperf run --runtime`: what runs each run (pyxis: a Slurm task's only)
@@ -120,9 +121,9 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, run: RunDir, out_file, 
   return {"run": code}, log
 
 
-def _host_preflight(cfg: PlatformConfig, data: Path, rs: T.ResultSet, verbose: bool, scheduler: Scheduler):
+def _host_preflight(cfg: PlatformConfig, data: Path, rs: T.ResultSet, config: Path, verbose: bool, scheduler: Scheduler):
   cmd = [sys.executable, "-m", "benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
-         "--data", str(data), "--work", str(rs.runs_dir)]
+         "--data", str(data), "--work", str(rs.runs_dir), "--config", str(config)]
   r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
   lines = r.stdout.strip().splitlines()
   sys.stdout.write(r.stdout if verbose else (lines[-1] + "\n" if lines else ""))   # quiet: "preflight: N passed"
@@ -151,12 +152,12 @@ class HostBackend:
 
   def describe(self) -> str: return "on this host (--runtime host)"
 
+  def preflight(self, config: Path): _host_preflight(self.cfg, self.data, self.rs, config, self.verbose, self.scheduler)
+
   def image_record(self) -> tuple[str | None, dict]:
     if not self.in_image: return None, {}
     return (os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{self.in_image} (image ID not visible inside the container)",
             {k: os.environ.get(k) for k in L.IMAGE_ENV})
-
-  def preflight(self): _host_preflight(self.cfg, self.data, self.rs, self.verbose, self.scheduler)
 
   def detect_system(self) -> tuple[dict, list[str]]:
     from tooling.launch import sysinfo
@@ -237,12 +238,10 @@ class ContainerBackend:
   def _spec(self, name: str, command: list[str], mounts: list, env: dict, kind: str, extra_labels: dict) -> C.RunSpec:
     labels = {f"{C.LABEL}.set": self.set_label(), f"{C.LABEL}.kind": kind, f"{C.LABEL}.benchmark": self.cfg.benchmark,
               f"{C.LABEL}.platform": self.cfg.platform, **extra_labels}
-    knob_env = {k: str(new) for k, (_, new) in self.cfg.overridden.items()}  # BS=512 tinyperf run ... reaches the run
-    knob_env.update({k: os.environ[k] for k in ("SUBMISSION_ORG",) if k in os.environ})   # tinyperf run --org
     return C.RunSpec(image=self.image.id, command=command, name=name, mounts=mounts, vendor=self.vendor,
                      gpus=self.cfg["GPUS"], shm_size=shm_size_for(self.cfg), user=self.user, labels=labels,
                      render_gid=self.render_gid, memlock=self.memlock,
-                     environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **knob_env, **env})
+                     environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **env})
 
   def _name(self, suffix: str) -> str:
     return f"tinyperf-{self.cfg['system']}-{self.cfg.benchmark}-{suffix}".replace("_", "-").lower()
@@ -252,11 +251,11 @@ class ContainerBackend:
       for p in paths: C.chown_tree(p, IMAGE_UID, IMAGE_UID)
 
   # ----------------------------------------------------------------------------------------------------- preflight
-  def preflight(self):
+  def preflight(self, config: Path):
     """Preflight in a container exactly like the runs' (same image, devices, mounts, user): UserError if unfit."""
     self._own(self.work_root)
     cmd = ["python", "-m", "benchmarks.preflight", "--benchmark", self.cfg.benchmark, "--platform",
-           self.cfg.platform, "--data", "/data", "--work", "/work"]
+           self.cfg.platform, "--data", "/data", "--work", "/work", "--config", f"/work/{config.relative_to(self.work_root)}"]
     spec = self._spec(self._name(f"preflight-{os.getpid()}"), cmd,
                       [(str(self.data), "/data", True), (str(self.work_root), "/work", False)], {}, "preflight", {})
     out = bytearray()
@@ -321,8 +320,7 @@ class ContainerBackend:
     codes["container"] = rc
     note = ""
     if running.timed_out: note = f"killed after the platform's time limit ({self.cfg['time_limit_minutes']} min)"
-    elif "run" not in codes and "preflight" not in codes:
+    elif "run" not in codes and "init" not in codes:
       note = f"container exited {rc} after {time.time() - t0:.0f} s before finishing (killed or crashed)"
-    elif "preflight" in codes: note = "preflight failed inside the run's container"
     if L.log_outcome(run.log) is None: console.failed(f"the container exited {rc}", str(run.output))
     return codes, run.log, note

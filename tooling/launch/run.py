@@ -8,8 +8,11 @@ Two choices say where the runs run:
                (tooling/launch/slurm.py) whose tasks each run this verb with --only-index, on their own node.
   --runtime    docker (default): one container per run in the platform's image; host: this Python on this machine
                (also what a compose service runs inside its image); pyxis (Slurm only): srun --container-image.
-The run loop knows one interface, tooling/launch/backends.py's Backend (preflight, system detection, page-cache drop, INIT +
-RUN); it never imports tinygrad or training code: the training entrypoint is started as a process.
+The run loop knows one interface, tooling/launch/backends.py's Backend (preflight, system detection, page-cache drop,
+INIT + RUN); it never imports tinygrad or training code: the training entrypoint is started as a process.
+Each run's config is resolved here, once, when the run is claimed: config.yaml, the environment's overrides and the
+submitter go into the run folder's config.json, which the run's trainer reads (and nothing else); the one preflight of
+a launcher, before it claims a run, reads the same resolution written for it.
 
 Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/common/ledger.py), skips
 runs another live launcher has claimed, and settles the attempts of launchers that died (docs/ledger.md)."""
@@ -18,12 +21,14 @@ import argparse
 import os
 import re
 import shlex
+import socket
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig, require_closed_model
+from benchmarks.common.config import (BENCHMARKS, available_platforms, load_config, PlatformConfig, require_closed_model,
+                                      write_resolved)
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
 from tooling.common.container import SERVICE_ENV, compose_run, host_path
@@ -83,8 +88,8 @@ class Local:
   the same command again, which skips the finished ones."""
   name = "local"
 
-  def submit(self, cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict) -> int:
-    return run_here(cfg, rs, args, nexp, runtime, overrides)
+  def submit(self, cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict, org: str) -> int:
+    return run_here(cfg, rs, args, nexp, runtime, overrides, org)
 
   def redo_hint(self, results: Path) -> str:
     if os.environ.get(SERVICE_ENV): return f"rerun {compose_run(os.environ[SERVICE_ENV])}"
@@ -229,9 +234,10 @@ def verify_results(rs: T.ResultSet, fix: bool) -> list[str]:
   return problems
 
 
-def _claim_next(cfg: PlatformConfig, rs: T.ResultSet, nexp: int, only: int | None, tried: set, backend: Backend):
+def _claim_next(cfg: PlatformConfig, rs: T.ResultSet, nexp: int, only: int | None, tried: set, backend: Backend, org: str):
   """Under the ledger lock: settle dead launchers' attempts, pick the first unfinished run nobody live has claimed
-  (and this launcher has not tried yet), draw its seed and claim it. None when there is none."""
+  (and this launcher has not tried yet), draw its seed and claim it, its resolved config written into its folder. None
+  when there is none."""
   with _io(rs, f"writing the run ledger {rs.ledger}", "finished runs are kept"), L.Ledger.locked(rs.ledger) as led:
     for m in (settled := led.settle()): print(m, file=sys.stderr)
     busy = led.claimed(nexp)
@@ -250,10 +256,12 @@ def _claim_next(cfg: PlatformConfig, rs: T.ResultSet, nexp: int, only: int | Non
     run.path.mkdir(parents=True)
     claim = L.Claim(run.path)
     att = L.Attempt(index=i, seed=seed, backend=backend.kind, output=str(run.output), slurm=slurm.task_info(),
-                    owner=L.launcher(), overrides={k: list(v) for k, v in cfg.overridden.items()})
+                    owner=L.launcher(), overrides={k: list(v) for k, v in cfg.overridden.items()}, platform=cfg.platform)
     att.image, att.provenance = backend.image_record()
     led.attempts.append(att)
-    try: led.save()
+    try:
+      att.config_sha256 = write_resolved(cfg, run.config, org)
+      led.save()
     except OSError: claim.release(); raise
   return i, att, run, claim
 
@@ -263,8 +271,7 @@ def main(args) -> int:
   cfg = load_config(args.benchmark, args.platform)   # the one load of this process: everything below is handed cfg
   require_closed_model(cfg)   # before any run starts: an override of the closed model would be refused after INIT
   rs = T.ResultSet.of(args.results, cfg)   # R as the CLI made it absolute: everything below is handed rs
-  org = submitter(cfg, rs, args)
-  os.environ["SUBMISSION_ORG"] = org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
+  org = submitter(cfg, rs, args)   # each run's config.json names it for the entrypoint
   nexp = required_runs(args.benchmark) if args.nexp is None else args.nexp
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
   if nexp > L.MAX_NEXP:
@@ -280,7 +287,7 @@ def main(args) -> int:
   overrides["submitter"] = org
   if args.only_index is not None and not 0 <= args.only_index < nexp:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
-  return SCHEDULERS[scheduler].submit(cfg, rs, args, nexp, runtime, overrides)   # each Slurm array task comes back here, local
+  return SCHEDULERS[scheduler].submit(cfg, rs, args, nexp, runtime, overrides, org)   # each Slurm array task comes back here, local
 
 
 def submitter(cfg: PlatformConfig, rs: T.ResultSet, args) -> str:
@@ -312,7 +319,7 @@ def submitter(cfg: PlatformConfig, rs: T.ResultSet, args) -> str:
                   f"{rs.shown} reuse it. Nothing was run.")
 
 
-def run_here(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict) -> int:
+def run_here(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict, org: str) -> int:
   """The local scheduler: the runs not yet finished (or run --only-index), one after the other, on the runtime's backend."""
   from tooling.launch import sysinfo
   from tooling.launch.backends import open_backend
@@ -335,8 +342,12 @@ def run_here(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str
   if args.only_index is not None: pending = [i for i in pending if i == args.only_index]  # other tasks own the rest
   mine = [i for i in pending if i not in busy]
   T.refuse_unknown_results(rs.results_dir, ledger_path, mine)
-  if mine:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
-    backend.preflight()
+  if mine:  # before anything is timed: inside a container like the runs', or in this environment (host, compose service)
+    conf = rs.runs_dir / f".preflight-{socket.gethostname()}-{os.getpid()}.json"   # unique across a Slurm set's nodes
+    try:
+      with _io(rs, f"writing {conf}", "nothing was run"): write_resolved(cfg, conf, org)
+      backend.preflight(conf)
+    finally: conf.unlink(missing_ok=True)
     fields, notes = backend.detect_system()   # the machine as the runs see it
     system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides, rs.root, this_scheduler())
     sysinfo.record_run_system(rs.root, cfg["system"], system, this_scheduler())
@@ -360,7 +371,7 @@ def run_here(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str
   from tooling.launch.console import Console
   console = Console(verbose=args.verbose)
   tried: set[int] = set()
-  while (claimed := _claim_next(cfg, rs, nexp, args.only_index, tried, backend)):
+  while (claimed := _claim_next(cfg, rs, nexp, args.only_index, tried, backend, org)):
     i, att, run, claim = claimed
     tried.add(i)
     try: rc = _one_run(cfg, rs, args, nexp, att, run, backend, console)

@@ -18,8 +18,9 @@ class Scheduler(Protocol):
   name: str   # its --scheduler value
 
   def submit(self, cfg: PlatformConfig, rs: ResultSet, args: argparse.Namespace, nexp: int, runtime: str,
-             overrides: dict) -> int:
-    """Start (or queue) the set's runs not yet finished, on `runtime`: the exit code of `tinyperf run`."""
+             overrides: dict, org: str) -> int:
+    """Start (or queue) the set's runs not yet finished, on `runtime`, their logs naming submitter org: the exit code
+    of `tinyperf run`."""
   def redo_hint(self, results: Path) -> str:
     """How a message tells the user to redo the unfinished runs of the set under results."""
   def overrides_hint(self, results: Path, overrides: Path | None) -> str:

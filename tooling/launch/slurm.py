@@ -411,7 +411,7 @@ def _check_path_chars(path: str, runtime: str):
                     f"there ({why}); use a path without them. Nothing was submitted.")
 
 
-def submit(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str) -> int:
+def submit(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, org: str) -> int:
   """`tinyperf run --scheduler slurm` (its flags already checked together by tooling/launch/run.py launch_mode): check what can
   be checked here, then submit the runs not yet done or queued. runtime: one of backends.RUNTIMES."""
   stop_on_signals()   # SIGTERM/SIGHUP as Ctrl-C: cleanup before sbatch, the "may be queued" message after it
@@ -420,7 +420,7 @@ def submit(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str) 
           "sbatch_args": list(args.sbatch_arg), "no_check": bool(args.no_check), "assume_shared": bool(args.assume_shared),
           "system_overrides": str(args.system_overrides.resolve()) if getattr(args, "system_overrides", None) else None,
           "knobs": {k: str(new) for k, (_, new) in cfg.overridden.items()}, "python": sys.executable, "repo": str(ROOT),
-          "org": os.environ.get("SUBMISSION_ORG")}   # the submitter run.submitter() settled on: each task records it
+          "org": org}   # the submitter run.submitter() settled on: each task records it
   return _check_and_submit(cfg, spec)
 
 
@@ -713,8 +713,8 @@ class Slurm:
   """--scheduler slurm: an array job, one task per run; a task's unfinished runs are redone by resubmitting them."""
   name = "slurm"
 
-  def submit(self, cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict) -> int:
-    return submit(cfg, rs, args, nexp, runtime)   # each task reads the overrides file itself
+  def submit(self, cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict, org: str) -> int:
+    return submit(cfg, rs, args, nexp, runtime, org)   # each task reads the overrides file itself
 
   def redo_hint(self, results: Path) -> str:
     return f"run `{resume_command(results)}`"   # a task's own command (`tinyperf run ... --only-index`) is typed by no one
