@@ -67,3 +67,18 @@ def test_a_run_folder_with_config_json_runs_with_it_and_ignores_the_environment(
   cfg, _ = load_run_config("resnet", "cpu_smoke", config=run.config, work=tmp_path / "elsewhere")   # --config F.json
   assert cfg["BS"] == 8
   with pytest.raises(ConfigError, match="not bert on cpu_smoke"): load_run_config("bert", "cpu_smoke", work=run.path)
+
+
+def test_report_takes_the_target_a_run_ran_with(tmp_path):
+  """`tinyperf report` read the target from whichever platform config names the system; a run's config.json says what
+  it trained to (an override included), as long as it is the one the ledger recorded."""
+  from tooling.common import ledger as L
+  from tooling.common.results_tree import ResultSet
+  from tooling.ship.report import _target
+  rs = ResultSet(tmp_path, "cpu_smoke", "resnet")
+  run = rs.run(0, 7)
+  sha = write_resolved(load_config("resnet", "cpu_smoke", environ={"TARGET": "0.5"}), run.config, "o")
+  att = L.Attempt(index=0, seed=7, status=L.DONE, platform="cpu_smoke", config_sha256=sha)
+  assert _target("cpu_smoke", "resnet", rs.ledger, {0: att}) == (0.5, "TARGET of the cpu_smoke config run 0 ran with")
+  att.config_sha256 = "0" * 64   # not the file the ledger recorded: the system's platform config, as before
+  assert _target("cpu_smoke", "resnet", rs.ledger, {0: att}) == (0.9, "TARGET of the cpu_smoke config")
