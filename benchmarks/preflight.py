@@ -1,7 +1,8 @@
-"""`python -m benchmarks.preflight --platform P --benchmark B --data D --work W`: is this container fit to run?
+"""`python -m benchmarks.preflight --platform P --benchmark B --data D --work W [--config F]`: is this container fit to run?
 
-Runs inside the container the run will use (same image, devices, mounts), before anything is timed, so a mismatch fails
-in seconds with a clear message instead of minutes into INIT. Checks:
+Runs once per `tinyperf run`, where the runs run (a container like theirs), before any run is claimed or timed, so a
+mismatch fails in seconds with a clear message instead of minutes into INIT. Its config: F, the resolved config.json
+the launcher wrote for it (benchmarks/common/rundir.py), else W/config.json, else the platform's config.yaml. Checks:
   gpus     the GPU count the container sees equals the config's GPUS (nv: /dev/nvidiaN; amd: KFD GPU nodes)
   driver   nv: the kernel driver (/proc/driver/nvidia/version) is at least the image's TINYPERF_MIN_DRIVER
   cwsr     amd platforms whose host prerequisites require it: /sys/module/amdgpu/parameters/cwsr_enable reads 0
@@ -22,7 +23,7 @@ import socket
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import load_config, PlatformConfig
+from benchmarks.common.config import PlatformConfig
 from benchmarks.common.io import two_sizes
 
 GiB = 2**30
@@ -198,15 +199,18 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--benchmark", required=True)
   p.add_argument("--platform", required=True)
   p.add_argument("--data", type=Path)
-  p.add_argument("--work", type=Path, required=True, help="where results and the cache are written")
+  p.add_argument("--work", type=Path, required=True, help="the run's work folder: where its results and cache are written")
+  p.add_argument("--config", type=Path, help="a resolved config.json or a config.yaml (default: WORK/config.json, else "
+                 "the platform's config.yaml)")
   return p
 
 
 def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
   from benchmarks.common.io import InputError
+  from benchmarks.common.rundir import load_run_config
   try:
-    cfg = load_config(args.benchmark, args.platform)
+    cfg, _ = load_run_config(args.benchmark, args.platform, args.config, args.work)
   except InputError as e:
     print(f"preflight FAILED config: {e}", flush=True)
     return 2

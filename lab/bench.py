@@ -144,7 +144,7 @@ def run_tinygrad(args, varied: dict) -> dict:
       seeded = seed_beam_cache(str(args.beam_cache), args.beam_cache, Path(env["CACHEDB"]))
       print(f"bench: {seeded} BEAM-searched kernels carried in from {args.beam_cache}", flush=True)
     cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.train", "--platform", cfg.platform, "--phase", "init",
-           "--seed", "0", "--results", tmp, "--benchmark-steps", str(args.steps)]
+           "--seed", "0", "--work", tmp, "--benchmark-steps", str(args.steps)]
     t0, out, stop = time.time(), io.BytesIO(), threading.Event()
     saver = None
     if args.beam_cache:

@@ -2,8 +2,9 @@
 loop (claims, kills, resume, disk full, concurrency): select it with TINYPERF_TEST_TRAIN_MODULE=tests.stand_in_train
 (tooling/launch/backends.py train_module). It takes the entrypoint's arguments (--phase all: both); INIT prints, RUN writes a whole resnet log
 with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config (the org as
-the entrypoint logs it). INIT creates
-the kernel cache file named by CACHEDB (empty), as tinygrad's first compile does, so a test can see where it went.
+the entrypoint logs it). Its files are the entrypoint's: the log and the kernel cache of the --work folder's RunDir
+(--log and CACHEDB move them); INIT creates the cache file (empty), as tinygrad's first compile does, so a test can see
+where it went.
 
 What a test can ask of it (environment):
   STAND_IN_RUN_S=S      sleep S seconds in RUN before writing the log (time to kill the launcher)
@@ -27,21 +28,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def main() -> int:
   p = argparse.ArgumentParser()
-  for a in ("--platform", "--phase", "--data", "--results", "--log", "--config"): p.add_argument(a)
+  for a in ("--platform", "--phase", "--data", "--work", "--log", "--config"): p.add_argument(a)
   p.add_argument("--seed", type=int, required=True)
   args = p.parse_args()
-  from benchmarks.common.config import load_config
-  cfg = load_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform)
+  from benchmarks.common.rundir import RunDir, load_run_config
+  run = RunDir(Path(args.work))
+  args.log = args.log or run.log
+  cache_db = Path(os.environ.get("CACHEDB") or run.cache_db)
+  cfg, submitter = load_run_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform,
+                                   Path(args.config) if args.config else None, run.path)
   def say(phase): print(f"stand-in {phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with "
                         f"{os.environ.get('TINYPERF_CACHE_DROPPED')}", flush=True)
   from benchmarks.common.runtime import provenance   # the entrypoint's own line: package reads the commit from it
   print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance(cfg.knobs).items()), flush=True)
   if args.phase in ("init", "all"):
     say("init")
-    if os.environ.get("CACHEDB"):
-      try:
-        Path(os.environ["CACHEDB"]).parent.mkdir(parents=True, exist_ok=True); Path(os.environ["CACHEDB"]).touch()
-      except OSError: pass   # a full disk: the output below is what fails
+    try: cache_db.parent.mkdir(parents=True, exist_ok=True); cache_db.touch()
+    except OSError: pass   # a full disk: the output below is what fails
     for _ in range(int(os.environ.get("STAND_IN_SPAM", "0")) // 100): print("x" * 99, flush=True)
     if args.phase == "init": return 0
   say("run")
@@ -66,9 +69,9 @@ def main() -> int:
     with mlperf.abort_on_failure():
       raise OSError(errno.ENOSPC, "No space left on device", "/dev/shm/tinyperf_ring")
   from mllog_builder import write_log
-  from benchmarks.common.mlperf import ORG   # the submitter the entrypoint logs (`tinyperf run --org`, SUBMISSION_ORG)
+  from benchmarks.common.mlperf import ORG   # the submitter the entrypoint logs: config.json's, else SUBMISSION_ORG
   status = os.environ.get("STAND_IN_STATUS", "success")
-  write_log(args.log, cfg.benchmark, seed=args.seed, division=cfg["division"], platform=cfg["system"], org=ORG,
+  write_log(args.log, cfg.benchmark, seed=args.seed, division=cfg["division"], platform=cfg["system"], org=submitter or ORG,
             submission_status=cfg.get("submission_status"), init_minutes=0.1, run_minutes=2.0, status=status,
             t0_ms=int(time.time() * 1000))
   return 0 if status == "success" else 1

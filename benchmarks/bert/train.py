@@ -1,4 +1,4 @@
-"""BERT training entrypoint: `python -m benchmarks.bert.train --platform P --phase all|init|run --seed S --data D --results R`.
+"""BERT training entrypoint: `python -m benchmarks.bert.train --platform P --phase all|init|run --seed S --data D --work W`.
 
 INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, JIT + BEAM search of the
 train and eval steps on fake data of the real shapes, the initial state put back, init_stop. RUN (timed): run_start,
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from benchmarks.common.config import BERT_DROPOUT, ConfigError, PlatformConfig, bert_dropout
 from benchmarks.common.io import InputError
+from benchmarks.common.rundir import RunDir
 from benchmarks.common import beam, mlperf, runtime
 
 VOCAB_SIZE = 30522          # the MLCommons uncased vocab (and the cpu_smoke one: the same bert-base-uncased vocab)
@@ -266,7 +267,7 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
           f"MLM loss {totals.mlm_loss:.4f}, NSP accuracy {totals.nsp_accuracy:.4f}, NSP loss {totals.nsp_loss:.4f}; "
           f"block {time.perf_counter() - t_block:.1f} s, eval {time.perf_counter() - t_eval:.1f} s", flush=True)
     if args.ckpt:
-      path = args.results / "ckpt" / f"bert_{args.seed}_s{step}.safetensors"
+      path = RunDir(args.work).checkpoint(f"bert_{args.seed}_s{step}.safetensors")
       tr.save(path, step)
       print(f"saved training state to {path}", flush=True)
     if totals.mlm_accuracy >= k["TARGET"]: return True, samples

@@ -329,6 +329,66 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
   return PlatformConfig(benchmark, meta["platform"], path, meta, knobs, overridden)
 
 
+RESOLVED_FORMAT = "tinyperf-config-v1"
+
+
+def _resolved_hash(body: dict) -> str:
+  import hashlib
+  import json
+  return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_resolved(cfg: PlatformConfig, path: Path, submitter: str) -> str:
+  """One run's resolved config: cfg's facts and knobs after the environment's overrides, and the submitter its log
+  records, as `tinyperf run` resolved them at claim time (what load_resolved reads back). Returns its sha256."""
+  import json
+  from benchmarks.common.io import write_atomic
+  body = {"format": RESOLVED_FORMAT, "benchmark": cfg.benchmark, "platform": cfg.platform, "submitter": submitter,
+          "meta": cfg.meta, "knobs": cfg.knobs, "overridden": {k: list(v) for k, v in cfg.overridden.items()}}
+  digest = _resolved_hash(body)
+  write_atomic(path, json.dumps({**body, "sha256": digest}, indent=1), overwrite=True)
+  return digest
+
+
+def load_resolved(path: Path) -> tuple[PlatformConfig, str, str]:
+  """(config, submitter, sha256) of a resolved config.json (write_resolved), its facts and knobs held to the rules
+  config.yaml's are (types, choices, ranges, consistency); the environment overrides nothing: the launcher resolved it."""
+  import json
+  try:
+    with open(path, "rb") as f: text = f.read(MAX_YAML_BYTES + 1)
+  except OSError as e:
+    raise ConfigError(f"{path}: cannot be read ({e.strerror or e}).") from None
+  try:
+    raw = json.loads(text) if len(text) <= MAX_YAML_BYTES else None
+    if not isinstance(raw, dict) or raw.get("format") != RESOLVED_FORMAT: raise ValueError(f"not a {RESOLVED_FORMAT} file")
+    body = {k: v for k, v in raw.items() if k != "sha256"}
+    if set(body) != {"format", "benchmark", "platform", "submitter", "meta", "knobs", "overridden"}:
+      raise ValueError("its keys are not format, benchmark, platform, submitter, meta, knobs, overridden, sha256")
+    if raw.get("sha256") != _resolved_hash(body): raise ValueError("its sha256 does not match: it was edited")
+    benchmark, meta, knobs, overridden = raw["benchmark"], raw["meta"], raw["knobs"], raw["overridden"]
+    if benchmark not in BENCHMARKS: raise ValueError(f"unknown benchmark {benchmark!r}")
+    if not (isinstance(meta, dict) and isinstance(knobs, dict) and isinstance(overridden, dict)
+            and all(isinstance(v, list) and len(v) == 2 for v in overridden.values())):
+      raise ValueError("meta, knobs and overridden must be objects (overridden: knob -> [file value, value])")
+    if not isinstance(raw["submitter"], str): raise ValueError("submitter must be a string")
+  except (ValueError, RecursionError) as e:   # json.JSONDecodeError is a ValueError
+    raise ConfigError(f"{path}: not a resolved config `tinyperf run` wrote ({e}). Remove it and rerun the run with "
+                      f"`tinyperf run`, or run the entrypoint without it (it resolves config.yaml itself).") from None
+  schema, where = SCHEMA[benchmark], str(path)
+  if unknown := sorted(set(knobs) - set(schema)) + sorted(set(meta) - set(META)):
+    raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; remove the file and rerun `tinyperf run`.")
+  for table, got in ((META, meta), (schema, knobs)):
+    for key, knob in table.items():
+      if key in got: got[key] = coerce_knob(got[key], knob, key, where)
+      elif knob.required: raise ConfigError(f"{path}: missing required key {key} ({knob.doc}); remove the file and rerun.")
+  if raw["platform"] != meta["platform"] or meta["benchmark"] != benchmark:
+    raise ConfigError(f"{path}: benchmark and platform disagree with its meta; remove the file and rerun `tinyperf run`.")
+  _check_consistency(path, benchmark, knobs, {k: "the environment" for k in overridden})
+  cfg = PlatformConfig(benchmark, meta["platform"], config_path(benchmark, meta["platform"]), meta, knobs,
+                       {k: tuple(v) for k, v in overridden.items()})
+  return cfg, raw["submitter"], raw["sha256"]
+
+
 ALL_KNOBS = set().union(*SCHEMA.values())
 _warned: set[str] = set()
 

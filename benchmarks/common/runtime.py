@@ -9,6 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, PlatformConfig
+from benchmarks.common.rundir import RunDir, metrics_path
 
 # knobs tinygrad itself reads from the environment (at import time, and memoised): they must be set before the import
 TINYGRAD_ENV = ("DEV", "DEFAULT_FLOAT", "SUM_DTYPE", "IGNORE_JIT_FIRST_BEAM", "BEAM_UOPS_MAX", "BEAM_UPCAST_MAX",
@@ -30,10 +31,11 @@ def apply_tinygrad_env(cfg: PlatformConfig, phase: str, keep_dev: bool = False):
   if phase == "run": os.environ.setdefault("PARALLEL", "0")
 
 
-def prepare_cache_db(results: Path, seed: int, fresh: bool) -> Path:
-  """tinygrad's sqlite cache (BEAM results, compiled kernels). One file per run, shared by its INIT and RUN; INIT starts
-  it empty so no search result of an earlier run is reused (upstream wipes its whole shared cache instead)."""
-  path = Path(os.environ.get("CACHEDB") or results / "cache" / f"tinygrad_{seed}.db").resolve()
+def prepare_cache_db(run: RunDir, fresh: bool) -> Path:
+  """tinygrad's sqlite cache (BEAM results, compiled kernels): the run folder's, or CACHEDB's (the rendered scripts name
+  one per seed). One file per run, shared by its INIT and RUN; INIT starts it empty so no search result of an earlier
+  run is reused (upstream wipes its whole shared cache instead)."""
+  path = Path(os.environ.get("CACHEDB") or run.cache_db).resolve()
   if fresh:
     for suffix in ("", "-wal", "-shm", "-journal"): Path(f"{path}{suffix}").unlink(missing_ok=True)
   path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,8 +51,11 @@ def devices(cfg: PlatformConfig) -> list[str]:
 
 def add_run_arguments(p, benchmark: str):
   """Entrypoint options both benchmarks share (env defaults as upstream: BENCHMARK, CKPT, RESUME)."""
-  p.add_argument("--results", type=Path, required=True, help="directory for the MLPerf log, checkpoints and the cache")
-  p.add_argument("--log", type=Path, help=f"MLPerf log file (default: RESULTS/result_{benchmark}_<seed>.txt)")
+  p.add_argument("--work", type=Path, required=True,
+                 help="the run's work folder: its MLPerf log, metrics, kernel cache and checkpoints (benchmarks/common/rundir.py)")
+  p.add_argument("--log", type=Path, help="MLPerf log file (default: WORK/mlperf.txt)")
+  p.add_argument("--config", type=Path, help="a resolved config.json to run with (default: WORK/config.json when "
+                 "`tinyperf run` wrote one), or a config.yaml instead of the platform's (development and tests)")
   p.add_argument("--benchmark-steps", type=int, default=int(os.environ.get("BENCHMARK", "0")),
                  help="run the JIT's warm-up steps and then this many timed train steps, print their median step time and the "
                  "projected time to train, and stop (env BENCHMARK)")
@@ -61,23 +66,27 @@ def add_run_arguments(p, benchmark: str):
 
 
 def run_entrypoint(benchmark: str, args, phases: dict) -> int:
-  """The shared body of every training entrypoint's main(): config (+ env overrides, printed), tinygrad knobs, the
+  """The shared body of every training entrypoint's main(): config (the launcher's resolved one in the work folder, else
+  config.yaml + env overrides; overrides printed), tinygrad knobs, the
   per-run kernel cache, the MLPerf log, provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""
   from benchmarks.common import mlperf
-  from benchmarks.common.config import load_config, require_closed_model
+  from benchmarks.common.config import require_closed_model
+  from benchmarks.common.rundir import load_run_config
   from benchmarks.common.io import InputError
   start_heartbeat("INIT (building the model, compiling the train step's kernels, BEAM search)"
                   if args.phase in ("init", "all") else "RUN")
   try:
-    cfg = load_config(benchmark, args.platform, path=getattr(args, "config", None))
+    cfg, submitter = load_run_config(benchmark, args.platform, args.config, args.work)
+    if submitter: mlperf.ORG = submitter   # the launcher's resolved config names it; else SUBMISSION_ORG
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {'not set' if old is None else old})")
     if args.phase in ("run", "all"): require_closed_model(cfg)
     apply_tinygrad_env(cfg, args.phase)
     # INIT starts its cache empty; a BENCHMARK run given an explicit CACHEDB keeps it (a BEAM search carried over
     # from an earlier measurement: `python -m lab.bench --beam-cache`), which no submission run does
     keep = bool(args.benchmark_steps and os.environ.get("CACHEDB"))
-    prepare_cache_db(args.results, args.seed, fresh=args.phase in ("init", "all") and not keep)
-    log = args.log or args.results / f"result_{benchmark}_{args.seed}.txt"
+    run = RunDir(args.work)
+    prepare_cache_db(run, fresh=args.phase in ("init", "all") and not keep)
+    log = args.log or run.log
     mlperf.open_result_log(log)
     if args.phase in ("run", "all"): open_metrics(log)
     print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance(cfg.knobs).items()), flush=True)
@@ -128,11 +137,6 @@ def start_heartbeat(stage: str):
         print(f"{HEARTBEAT}: {_beat['stage']} ({now - _beat['last']:.0f} s since the last line, {now - _beat['t0']:.0f} s "
               f"since the start)", flush=True)
   threading.Thread(target=beat, name="heartbeat", daemon=True).start()
-
-
-def metrics_path(log: Path) -> Path:
-  """Where a run's training metrics go: beside its MLPerf log, <log stem>.metrics.jsonl."""
-  return log.with_name(f"{log.stem}.metrics.jsonl")
 
 
 _metrics = None

@@ -1,4 +1,4 @@
-"""ResNet-50 training entrypoint: `python -m benchmarks.resnet.train --platform P --phase all|init|run --seed S --data D --results R`.
+"""ResNet-50 training entrypoint: `python -m benchmarks.resnet.train --platform P --phase all|init|run --seed S --data D --work W`.
 
 INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, model and optimizer from
 the seed, JIT capture + BEAM search on fake data of the real shapes, the initial state put back, init_stop. RUN (timed):
@@ -19,6 +19,7 @@ from pathlib import Path
 from benchmarks.common.config import PlatformConfig
 from benchmarks.common.io import InputError
 from benchmarks.common.rules import IMAGENET_COUNTS
+from benchmarks.common.rundir import RunDir
 from benchmarks.common import beam, mlperf, runtime
 
 
@@ -28,7 +29,6 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/resnet/implementations")
   p.add_argument("--phase", required=True, choices=("all", "init", "run"),
                  help="all: INIT then RUN in one process (RUN replays what INIT compiled); init or run alone")
-  p.add_argument("--config", type=Path, help="config file to use instead of the platform's (development and tests)")
   p.add_argument("--seed", type=int, required=True, help="run seed (31-bit; the launcher draws it)")
   p.add_argument("--data", type=Path, help="prepared ImageNet directory (with manifest.json); INIT without it assumes "
                  "ImageNet-1k's sizes (for BENCHMARK runs on fake data)")
@@ -247,7 +247,8 @@ def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> str | 
     print(f"epoch {epoch}: eval loss {eval_loss:.4f}, top-1 {top1:.4f} (target {k['TARGET']})", flush=True)
     runtime.metric("eval", epoch=epoch, loss=eval_loss, accuracy=top1)
     if args.ckpt:
-      path = save_state(args.results / "ckpt" / f"resnet_{args.seed}_e{epoch}.safetensors", tr.model, tr.optimizer, tr.scheduler)
+      path = save_state(RunDir(args.work).checkpoint(f"resnet_{args.seed}_e{epoch}.safetensors"), tr.model, tr.optimizer,
+                        tr.scheduler)
       print(f"saved training state to {path}", flush=True)
     if top1 >= k["TARGET"]: return C.SUCCESS
   return C.ABORTED

@@ -34,7 +34,7 @@ def train(phase: str, data: Path, results: Path, log: Path, **env) -> subprocess
        "INIT_BERT_LAYERS": "1", "BS": "4", "EVAL_BS": "4", **env}
   for k in ("BENCHMARK", "CKPT", "RESUME"): e.pop(k, None)
   return subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", phase,
-                         "--seed", str(SEED), "--data", str(data), "--results", str(results), "--log", str(log)],
+                         "--seed", str(SEED), "--data", str(data), "--work", str(results), "--log", str(log)],
                         cwd=ROOT, env=e, capture_output=True, text=True, timeout=1500)
 
 

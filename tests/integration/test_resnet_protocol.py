@@ -37,7 +37,7 @@ def test_non_finite_loss_ends_the_run_with_run_stop_aborted(data, tmp_path):
   log = tmp_path / "nan.txt"
   # one stage of the toy's two: how a run ends does not depend on the depth, and the step compiles faster (37 -> 24 CPU-s)
   r = _run(["-m", "benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "3",
-            "--data", str(data), "--results", str(tmp_path / "r"), "--log", str(log)],
+            "--data", str(data), "--work", str(tmp_path / "r"), "--log", str(log)],
            env={"LOSS_SCALER": "1e39", "RESNET_LAYERS": "1"})
   assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
   assert "RUN ABORTED" in r.stderr and re.search(r"loss is (nan|inf) at epoch 1 step [12]\b", r.stderr), r.stderr[-3000:]
@@ -49,10 +49,10 @@ def test_non_finite_loss_ends_the_run_with_run_stop_aborted(data, tmp_path):
 
 def test_missing_data_is_exit_2_without_traceback(tmp_path):
   r = _run(["-m", "benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "1",
-            "--data", str(tmp_path / "nope"), "--results", str(tmp_path / "r")])
+            "--data", str(tmp_path / "nope"), "--work", str(tmp_path / "r")])
   assert r.returncode == 2 and "Traceback" not in r.stderr
   assert "nope" in r.stderr and "tinyperf prep" in r.stderr
-  log = tmp_path / "r" / "result_resnet_1.txt"  # bad input found after run_start: the run still ends with run_stop
+  log = tmp_path / "r" / "mlperf.txt"  # bad input found after run_start: the run still ends with run_stop
   assert [(e["key"], e["metadata"].get("status")) for e in read_events(log)][-1] == ("run_stop", "aborted")
 
 

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import load_config
+from benchmarks.common.config import load_config, load_resolved
+from benchmarks.common.rundir import RunDir
 from tooling import cli
 from tooling.common import ledger as L
+from tooling.common.results_tree import ResultSet
 from tooling.launch.backends import HostBackend, TRAIN_MODULE_ENV
 from tooling.launch.run import LOCAL, launch_mode
 
@@ -93,10 +95,10 @@ def test_host_backend_records_the_image_it_runs_in(tmp_path, monkeypatch):
   with the image and its provenance from the image's environment; on a bare host, no image."""
   cfg = load_config("resnet", "cpu_smoke", environ={})
   for k in ("TINYPERF_IMAGE_VENDOR", "TINYPERF_IMAGE", *L.IMAGE_ENV): monkeypatch.delenv(k, raising=False)
-  bare = HostBackend(cfg, tmp_path, tmp_path, LOCAL)
+  bare = HostBackend(cfg, tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
   assert (bare.kind, bare.image_record(), bare.describe()) == ("host", (None, {}), "on this host (--runtime host)")
   monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu"); monkeypatch.setenv("TINYPERF_GIT_SHA", "abc123")
-  inside = HostBackend(cfg, tmp_path, tmp_path, LOCAL)
+  inside = HostBackend(cfg, tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
   image, prov = inside.image_record()
   assert inside.kind == "container" and image.startswith("tinyperf:cpu (image ID not visible")
   assert prov["TINYPERF_GIT_SHA"] == "abc123" and set(prov) == {*L.IMAGE_ENV, L.CODE_TREE}
@@ -116,7 +118,8 @@ def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, mon
                           labels={"io.tinyperf.vendor": "cpu", "io.tinyperf.code_tree": "sha256:" + "e" * 64},
                           attrs={"Config": {"Env": ["TINYPERF_GIT_SHA=abc123"]}, "RepoDigests": ["r/tinyperf@sha256:" + "d" * 64]})
   client = SimpleNamespace(images=SimpleNamespace(get=lambda tag: image), containers=SimpleNamespace(list=lambda **kw: []))
-  b = ContainerBackend(load_config("resnet", "cpu_smoke", environ={}), "tinyperf:cpu", tmp_path, tmp_path, LOCAL,
+  b = ContainerBackend(load_config("resnet", "cpu_smoke", environ={}), "tinyperf:cpu", tmp_path,
+                       ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL,
                        client=client)
   ref, prov = b.image_record()
   assert ref == f"tinyperf:cpu {image.id}" and prov["TINYPERF_GIT_SHA"] == "abc123"
@@ -124,6 +127,11 @@ def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, mon
   assert prov[L.CODE_TREE] == "sha256:" + "e" * 64
   monkeypatch.setenv("TINYPERF_IMAGE", ref)          # what the backend hands each run's container
   assert runtime.provenance()["image"] == ref
+  # knobs and the submitter reach a run in its config.json, never in the container's environment
+  monkeypatch.setenv("SUBMISSION_ORG", "myorg")
+  b.cfg = load_config("resnet", "cpu_smoke", environ={"BS": "8", "EVAL_BS": "8"})
+  env = b._spec("n", ["true"], [], {}, "run", {}).environment
+  assert not {"BS", "EVAL_BS", "SUBMISSION_ORG"} & set(env), env
 
 
 def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
@@ -138,6 +146,7 @@ def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   out = tmp_path / "out"
   base = ["run", "resnet", "--platform", "cpu_smoke", "--data", str(data), "--results", str(out)]
   capsys.readouterr()
+  monkeypatch.setenv("NUM_WORKERS", "3")   # an override of one knob for the runs
   assert cli.main([*base, "--nexp", "1", "--runtime", "host"]) == 0
   first = capsys.readouterr().out
   assert "resnet on cpu_smoke on this host (--runtime host): 1 runs, 0 already finished, running [0]" in first
@@ -151,6 +160,13 @@ def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   assert [(a["index"], a["status"], a["backend"], a["image"]) for a in attempts] == [(0, "done", "host", None),
                                                                                     (1, "done", "host", None)]
   assert all(a["cache_drop"] for a in attempts)
+  # each run's config was resolved once, at its claim, into its folder: the ledger names the platform and the hash
+  for a in attempts:
+    run = RunDir(out / "runs/cpu_smoke/resnet" / f"run_{a['index']}_{a['seed']}")
+    cfg, submitter, sha = load_resolved(run.config)
+    assert (a["platform"], a["config_sha256"], submitter, cfg["NUM_WORKERS"]) == ("cpu_smoke", sha, "out", 3)
+    assert run.cache_db.is_file() and run.log.is_file()   # the trainer's files, named by the run folder alone
+  assert not list((out / "runs/cpu_smoke/resnet").glob(".preflight-*"))   # the preflight's resolution is removed
   assert sorted(p.name for p in (out / "results/cpu_smoke/resnet").iterdir()) == ["result_0.txt", "result_1.txt"]
   assert (out / "systems/cpu_smoke.json").is_file()
 
@@ -161,8 +177,8 @@ def test_every_backend_has_the_whole_interface(tmp_path):
   daemon."""
   from tooling.launch.backends import Backend, ContainerBackend
   members = {n for n in vars(Backend) if not n.startswith("_")} | set(Backend.__annotations__)
-  assert {"kind", "describe", "image_record", "preflight", "detect_system", "drop_page_cache", "run_one"} <= members
-  host = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, tmp_path, LOCAL)
+  assert {"kind", "describe", "image_record", "detect_system", "drop_page_cache", "run_one"} <= members
+  host = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
   for b in (host, ContainerBackend):
     missing = sorted(m for m in members if not hasattr(b, m))
     assert not missing, f"{b} lacks {missing}"
@@ -224,9 +240,9 @@ def test_a_redone_run_replaces_the_kernel_cache_its_killed_attempt_left(tmp_path
   for p in killed + kept: p.write_bytes(b"x")
   monkeypatch.setenv("TINYPERF_CACHE_DIR", str(cache))
   seen = {}
-  monkeypatch.setattr(backends, "host_run", lambda cfg, seed, data, work, out, cache_db=None, **kw:
-                      (seen.setdefault("db", cache_db), ({"run": 0}, work / "log"))[1])
-  b = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, tmp_path, LOCAL)
-  b.run_one(1, 88, tmp_path, None, "none", None)
+  monkeypatch.setattr(backends, "host_run", lambda cfg, seed, data, run, out, cache_db=None, **kw:
+                      (seen.setdefault("db", cache_db), ({"run": 0}, run.log))[1])
+  b = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
+  b.run_one(1, 88, RunDir(tmp_path), None, "none", None)
   assert seen["db"] == cache / "cpu_smoke_resnet_1_88.db"
   assert not any(p.exists() for p in killed) and all(p.exists() for p in kept)

@@ -174,7 +174,7 @@ def test_closed_run_refuses_a_changed_dropout(tmp_path):
   import os, subprocess, sys
   from tests.conftest import REPO
   r = subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "1xH200", "--phase", "run",
-                      "--seed", "1", "--results", str(tmp_path / "results"), "--data", str(tmp_path / "data")],
+                      "--seed", "1", "--work", str(tmp_path / "results"), "--data", str(tmp_path / "data")],
                      cwd=REPO, env={**os.environ, "DROPOUT": "0", "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
   assert r.returncode == 2, r.stderr[-2000:]
   assert "DROPOUT=0.0" in r.stderr and "closed" in r.stderr and "Traceback" not in r.stderr
@@ -193,7 +193,7 @@ def test_run_and_time_refuses_missing_data_before_init(tmp_path, layout, says):
   data = tmp_path / "my data"   # a space: the printed prep commands are pasted into a shell
   for f in layout: (data / f).parent.mkdir(parents=True, exist_ok=True); (data / f).write_bytes(b"")
   r = subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", "all",
-                      "--seed", "1", "--results", str(tmp_path / "results"), "--data", str(data)],
+                      "--seed", "1", "--work", str(tmp_path / "results"), "--data", str(data)],
                      cwd=REPO, env={**os.environ, "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
   assert r.returncode == 2, r.stderr[-2000:]
   assert says in r.stderr and "--platform cpu_smoke" in r.stderr and "Traceback" not in r.stderr

@@ -232,7 +232,7 @@ def test_a_schedule_must_warm_up_before_it_ends(tmp_path, benchmark, env, msg):
   assert "environment" not in str(e.value)                  # the file's own value: the message says only the file
   load_config(benchmark, "cpu_smoke", environ={k: str(int(v) + 1) for k, v in env.items()})
   r = subprocess.run([sys.executable, "-m", f"benchmarks.{benchmark}.train", "--platform", "cpu_smoke", "--phase", "all",
-                      "--seed", "1", "--results", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
+                      "--seed", "1", "--work", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
                      capture_output=True, text=True, timeout=120, env={**os.environ, **env})
   assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
   assert not (tmp_path / "r").exists()
@@ -288,7 +288,7 @@ def test_an_override_of_the_closed_model_loads_for_a_bench_and_is_refused_for_a_
   require_closed_model(load_config(benchmark, "cpu_smoke", environ=env))      # open: any model
   # the entrypoint refuses before it writes anything (no result log, no kernel cache)
   r = subprocess.run([sys.executable, "-m", f"benchmarks.{benchmark}.train", "--platform", "1xH200", "--phase", "all",
-                      "--seed", "1", "--results", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
+                      "--seed", "1", "--work", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
                      capture_output=True, text=True, timeout=120, env={**os.environ, **env})
   assert r.returncode == 2 and "division closed requires" in r.stderr and "Traceback" not in r.stderr, r.stderr
   assert not (tmp_path / "r").exists()

@@ -28,9 +28,9 @@ def _ledger(root, attempts):
 
 
 def _finished_log(led: L.Ledger, att: L.Attempt, status="success"):
-  work = led.work(att); work.mkdir(parents=True, exist_ok=True)
-  write_log(work / T.RUN_LOG, "resnet", seed=att.seed, status=status)
-  return work / T.RUN_LOG
+  run = led.run_dir(att); run.path.mkdir(parents=True, exist_ok=True)
+  write_log(run.log, "resnet", seed=att.seed, status=status)
+  return run.log
 
 
 def test_a_stale_later_attempt_never_hides_a_done_one(tmp_path):
@@ -244,7 +244,7 @@ def test_a_tampered_result_path_is_refused_and_nothing_is_written_outside_the_re
   from tooling.launch.run import verify_results
   for bad in ("../escaped.txt", str(tmp_path / "escaped.txt"), "results/sys1/resnet/../../../../escaped.txt"):
     doc = json.loads(path.read_text()); doc["attempts"][0]["result"] = bad; path.write_text(json.dumps(doc))
-    with pytest.raises(UserError, match="where `tinyperf run` writes it"): verify_results(path, fix=True)
+    with pytest.raises(UserError, match="where `tinyperf run` writes it"): verify_results(T.ResultSet.of_runs_dir(path.parent), fix=True)
     assert not (tmp_path / "escaped.txt").exists()
 
 

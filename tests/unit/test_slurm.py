@@ -281,7 +281,7 @@ def test_a_done_run_whose_task_still_writes_its_result_is_running(tmp_path):
   work = _set(tmp_path, [L.Attempt(index=0, seed=10, status=L.DONE, converged=True, note="ACCEPTED", slurm={"job": "5_0"})],
               [("5", [0], time.time() - 100, 1)])
   led = L.Ledger(work / "ledger.json"); att = led.latest(0)
-  log = led.work(att) / T.RUN_LOG                        # the run's own log, intact; result_0.txt not copied yet
+  log = led.run_dir(att).log                        # the run's own log, intact; result_0.txt not copied yet
   log.parent.mkdir(parents=True); log.write_text("log")
   att.sha256 = file_digest(log, "sha256"); L.update_attempt(work / "ledger.json", att)
   Path(att.result).unlink()
@@ -766,7 +766,7 @@ def test_a_local_run_refuses_while_a_stopped_submission_may_have_queued_its_job(
   _, _, kept = _stopped_in_sbatch(monkeypatch, tmp_path)
   with pytest.raises(UserError, match=rf"{kept} is the script of a Slurm submission .* would do them twice.*Rerun that "
                                       r"`tinyperf run \.\.\. --scheduler slurm` command.*Nothing was run\."):
-    S.refuse_if_queued(tmp_path / "out/runs/cpu_smoke/resnet")
+    S.refuse_if_queued(T.ResultSet(tmp_path / "out", "cpu_smoke", "resnet"))
 
 
 def test_a_rerun_submits_the_runs_when_slurm_never_queued_the_stopped_one(monkeypatch, tmp_path, capsys):

@@ -93,6 +93,8 @@ class Attempt:
   owner: dict = field(default_factory=dict)  # the launcher that claimed it: id, host, pid
   sha256: str | None = None         # of the run's MLPerf log, i.e. of result_<i>.txt (checked by run and status)
   overrides: dict = field(default_factory=dict)  # knobs the environment overrode for this run: {knob: [config, env]}
+  platform: str | None = None       # the implementation that ran it, and the sha256 of its resolved config.json
+  config_sha256: str | None = None
 
 
 _ME: dict = {}
@@ -177,16 +179,11 @@ def _typed(raw, k: int) -> Attempt:
   return Attempt(**raw)
 
 
-def root_of(ledger: Path) -> Path:
-  """R of R/runs/<sys>/<bm>/ledger.json."""
-  ledger = Path(os.path.abspath(ledger))
-  return ledger.parents[3] if len(ledger.parents) > 3 else ledger.parent
-
-
 class Ledger:
   def __init__(self, path: Path):
     self.path = Path(os.path.abspath(path))
-    self.root = root_of(self.path)
+    self.set = T.ResultSet.of_runs_dir(self.path.parent)   # R, system and benchmark, from where the ledger lies
+    self.root = self.set.root
     self.attempts: list[Attempt] = []
     self.nexp = 0   # the set size the last `tinyperf run` asked for (0: not recorded, an older ledger)
     if os.path.lexists(self.path):   # a dangling link too: read_text names it
@@ -208,8 +205,7 @@ class Ledger:
 
   def _expected(self, att: Attempt, key: str) -> Path:
     """Where an attempt's result or output is: the only place `run` ever writes it."""
-    if key == "output": return self.work(att) / T.OUTPUT_LOG
-    return T.result_dir(self.root, self.path.parent.parent.name, self.path.parent.name) / T.result_name(att.index)
+    return self.run_dir(att).output if key == "output" else self.set.result(att.index)
 
   def _on_read(self, p: str, att: Attempt, key: str) -> Path:
     """A stored path made absolute; ValueError when it is not where `run` puts that file (a tampered ledger would
@@ -219,7 +215,7 @@ class Ledger:
     else:
       # written by an older tinyperf, maybe on another mount (a container's /results): its results/<sys>/<bm>/... or
       # runs/<sys>/<bm>/... tail, on this root
-      parts, sysbm = path.parts, (self.path.parent.parent.name, self.path.parent.name)
+      parts, sysbm = path.parts, (self.set.system, self.set.benchmark)
       for k in range(len(parts) - 3, -1, -1):
         if parts[k] in (T.RESULTS, T.RUNS) and parts[k + 1:k + 3] == sysbm:
           path = self.root.joinpath(*parts[k:])
@@ -253,7 +249,7 @@ class Ledger:
     head = {"format": "tinyperf-ledger-v1", **({"nexp": self.nexp} if self.nexp else {})}
     write_atomic(self.path, json.dumps({**head, "attempts": rows}, indent=1), overwrite=True)
 
-  def work(self, att: Attempt) -> Path: return T.work_dir(self.path.parent, att.index, att.seed)
+  def run_dir(self, att: Attempt) -> T.RunDir: return self.set.run(att.index, att.seed)
 
   def latest(self, index: int) -> Attempt | None:
     """The attempt that decides run `index`: its finished one if any (a later stale attempt never hides it), else the
@@ -283,7 +279,7 @@ class Ledger:
     the owner's exclusive one; it is never tried on this launcher's own claims, because closing a descriptor drops
     this process's lock on the file."""
     if att.owner.get("id") == launcher()["id"]: return True
-    try: f = open(self.work(att) / CLAIM, "rb")
+    try: f = open(self.run_dir(att).path / CLAIM, "rb")
     except FileNotFoundError: return False           # no claim (older tinyperf, or a deleted run directory)
     except OSError: return True                      # cannot tell: never take over a run that may be alive
     with f:
@@ -307,14 +303,13 @@ class Ledger:
       if att.status == DONE or (att.status == RUNNING and self.alive(att)): continue
       if att.status != RUNNING and att is not latest[att.index]: continue   # an old failure stays as it was
       done = latest[att.index].status == DONE
-      converged = None if done else log_outcome(self.work(att) / T.RUN_LOG)
+      converged = None if done else log_outcome(self.run_dir(att).log)
       if converged is not None:
         i = att.index
         latest[i] = att   # the run's only finished attempt: later ones of it are not settled as done too
         att.status, att.converged, att.finished = DONE, converged, att.finished or time.time()
-        att.sha256 = file_digest(self.work(att) / T.RUN_LOG, "sha256")
-        att.result = att.result or str(T.result_dir(self.root, self.path.parent.parent.name, self.path.parent.name) /
-                                        T.result_name(i))
+        att.sha256 = file_digest(self.run_dir(att).log, "sha256")
+        att.result = att.result or str(self.set.result(i))
         att.note = f"{att.note + '; ' if att.note else ''}its log finished (run_stop) but {who(att)} did not record it"
         msgs.append(f"run {i} (seed {att.seed}): its MLPerf log finished but {who(att)} stopped before recording it; "
                     f"recorded as done, not redone")
@@ -328,7 +323,7 @@ class Ledger:
   def check_result(self, att: Attempt) -> tuple[str, str]:
     """A finished run's result file against the ledger's hash: ("ok"|"copy"|"missing"|"changed", what to say).
     "copy": the result file is absent but the run's own log is intact (its copy failed, e.g. on a full disk)."""
-    res, log = Path(att.result) if att.result else None, self.work(att) / T.RUN_LOG
+    res, log = Path(att.result) if att.result else None, self.run_dir(att).log
     try: log_ok = att.sha256 is not None and log.is_file() and file_digest(log, "sha256") == att.sha256
     except OSError: log_ok = False
     if res is None or not os.path.lexists(res):

@@ -3,28 +3,30 @@
   R/results/<system>/<bm>/result_<i>.txt   finished runs: the submitter tree's results/ (never overwritten)
   R/systems/<system>.json                  the machine the runs ran on (variants/ keeps earlier, different ones)
   R/runs/<system>/<bm>/ledger.json         every attempt of the set (tooling/common/ledger.py)
-  R/runs/<system>/<bm>/run_<i>_<seed>/     one attempt: output.log, the MLPerf log RUN_LOG while it is written, cache/
+  R/runs/<system>/<bm>/run_<i>_<seed>/     one attempt's work folder (benchmarks/common/rundir.py RunDir): output.log,
+                                           the MLPerf log RUN_LOG while it is written, cache/
   R/runs/<system>/<bm>/slurm.json          every Slurm submission of the set (tooling/launch/slurm.py)
   R/runs/<system>/<bm>/slurm/submission_<k>/   one Slurm submission's script, and each of its tasks' output and exit
                                                record(s): one per attempt of a task Slurm requeued
 
-results/ and systems/ are named as in an MLCommons submitter directory <org>/, so R can be checked like one."""
+results/ and systems/ are named as in an MLCommons submitter directory <org>/, so R can be checked like one. A set
+(R, system, benchmark) is a ResultSet, built once where R enters (the CLI made R absolute) and handed on."""
 from __future__ import annotations
 import os
 import re
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common.rules import result_name
+from benchmarks.common.rundir import OUTPUT_LOG, RUN_LOG, RunDir  # noqa: F401  (the layout's readers name the files here)
+from tooling.common.container import host_path
 from tooling.common.errors import UserError
 
 RESULTS, SYSTEMS, RUNS = "results", "systems", "runs"
 LEDGER = "ledger.json"
 SLURM_RECORD = "slurm.json"   # every Slurm submission of a set (tooling/launch/slurm.py)
-RUN_LOG = "mlperf.txt"     # the MLPerf log a run writes in its work directory (copied to result_<i>.txt when done)
-OUTPUT_LOG = "output.log"  # a run's whole console output, in its work directory
-CACHE = "cache"            # tinygrad's kernel cache of a run, in its work directory
 
 
 def result_dir(root: Path, system: str, benchmark: str) -> Path: return root / RESULTS / system / benchmark
@@ -83,9 +85,34 @@ def default_root(quiet: bool = False) -> Path:
   return inner[0]
 
 
-def set_dirs(root: Path, cfg) -> tuple[Path, Path]:
-  """(results dir, run root) of one platform config's set: R/results/<system>/<bm>, R/runs/<system>/<bm>."""
-  return result_dir(root, cfg["system"], cfg.benchmark), run_root(root, cfg["system"], cfg.benchmark)
+@dataclass(frozen=True)
+class ResultSet:
+  """The runs of one system x benchmark under R: R/results/<system>/<bm> and R/runs/<system>/<bm>."""
+  root: Path
+  system: str
+  benchmark: str
+
+  @classmethod
+  def of(cls, root: Path, cfg) -> ResultSet: return cls(Path(root), cfg["system"], cfg.benchmark)
+
+  @classmethod
+  def of_runs_dir(cls, runs_dir: Path) -> ResultSet:
+    """The set whose R/runs/<system>/<bm> is runs_dir (a ledger's folder, a Slurm record's)."""
+    d = Path(os.path.abspath(runs_dir))
+    return cls(d.parents[2] if len(d.parents) > 2 else d, d.parent.name, d.name)
+
+  @property
+  def results_dir(self) -> Path: return result_dir(self.root, self.system, self.benchmark)
+  @property
+  def runs_dir(self) -> Path: return run_root(self.root, self.system, self.benchmark)
+  @property
+  def ledger(self) -> Path: return self.runs_dir / LEDGER
+  @property
+  def shown(self) -> str:
+    """R as the user names it (inside a compose service: the host directory behind /results)."""
+    return host_path(self.root)
+  def result(self, index: int) -> Path: return self.results_dir / result_name(index)
+  def run(self, index: int, seed: int) -> RunDir: return RunDir(work_dir(self.runs_dir, index, seed))
 
 
 def run_roots(root: Path) -> list[Path]:

@@ -10,8 +10,8 @@ Slurm is not a backend but a scheduler (tooling/launch/slurm.py): each of its ar
 with one of these on its node.
 
 The container backend, per run i (seed S), under R/runs/<system>/<bm>/run_<i>_<S>/ on the host:
-  /work   that directory (rw): output.log (written by the launcher), mlperf.txt, exit_codes.json
-  /cache  its cache/ subdirectory (rw): tinygrad's kernel/BEAM database, filled by INIT and read by RUN
+  /work   that directory, the run's RunDir (rw): output.log (written by the launcher), mlperf.txt, exit_codes.json, and
+          cache/, tinygrad's kernel/BEAM database, filled by INIT and read by RUN
   /data   the data set (read-only)
 The container runs as the host user (or, when the launcher is root, as the image's non-root user, UID 1000, with the
 run directory handed to it) with the platform's GPUs, a /dev/shm sized from the config, memlock/stack ulimits, no
@@ -32,6 +32,7 @@ from typing import Protocol
 
 from benchmarks.common.config import ROOT, PlatformConfig
 from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN
+from benchmarks.common.rundir import RunDir
 from benchmarks.common.runtime import image_code
 from benchmarks.preflight import shm_size_for
 from tooling.common import container as C
@@ -49,26 +50,28 @@ class Backend(Protocol):
     """Where the runs run, for the launcher's first line ("on this host (--runtime host)", "in tinyperf:nv (...)")."""
   def image_record(self) -> tuple[str | None, dict]:
     """The image (tag and ID) and its provenance (L.IMAGE_ENV) the ledger records with each attempt; (None, {}) on a host."""
-  def preflight(self) -> None:
-    """Before anything is timed, where the runs run: UserError if the machine, data or config is unfit."""
   def detect_system(self) -> tuple[dict, list[str]]:
     """The machine as the runs see it: (fields, notes) for sysinfo.run_description."""
   def drop_page_cache(self) -> str:
     """Flush the host's page cache before a run, as the rules require; returns the method (recorded and logged)."""
-  def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
-    """INIT + RUN of run `index`, its output to out_file and console (a tooling.launch.console.Console).
-    Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
+  def preflight(self, config: Path) -> None:
+    """Once, before any run is claimed, where the runs run, with config (a resolved config.json in the set's runs
+    folder): UserError if the machine, data or config is unfit."""
+  def run_one(self, index: int, seed: int, run: RunDir, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
+    """INIT + RUN of run `index` with the config.json of its work folder, the output to out_file and console (a
+    tooling.launch.console.Console). Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
 
 
 RUNTIMES = ("docker", "pyxis", "host")   # `tinyperf run --runtime`: what runs each run (pyxis: a Slurm task's only)
 
 
-def open_backend(runtime: str, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path,
+def open_backend(runtime: str, cfg: PlatformConfig, image: str | None, data: Path, rs: T.ResultSet,
                  scheduler: Scheduler, verbose: bool = False) -> Backend:
-  """The backend of `--runtime` docker or host (pyxis is a Slurm task's, which runs host inside its image): UserError
-  when it cannot run here (no daemon, no image, no GPU runtime). scheduler: the one whose hints its refusals give."""
-  if runtime == "host": return HostBackend(cfg, data, work_root, scheduler, verbose)
-  return ContainerBackend(cfg, image, data, work_root, scheduler)
+  """The backend of `--runtime` docker or host (pyxis is a Slurm task's, which runs host inside its image) for the runs
+  of result set rs: UserError when it cannot run here (no daemon, no image, no GPU runtime). scheduler: the one whose
+  hints its refusals give."""
+  if runtime == "host": return HostBackend(cfg, data, rs, scheduler, verbose)
+  return ContainerBackend(cfg, image, data, rs, scheduler)
 
 
 # ------------------------------------------------------------------------------------------------- the host backend
@@ -84,21 +87,24 @@ def train_module(benchmark: str) -> str:
 INIT_STOP_MARK = b'"key": "init_stop"'
 
 
-def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, cache_db: Path | None = None,
+def host_run(cfg: PlatformConfig, seed: int, data: Path, run: RunDir, out_file, cache_db: Path | None = None,
              init_limit_s: float | None = None, console=None, cache_drop: str | None = None) -> tuple[dict, Path]:
   """INIT then RUN in one process with this Python (`--phase all`, RUN replays what INIT compiled), the way
-  run_and_time.sh does it, writing one MLPerf log in `work`. HostBackend calls it; in a container,
-  tooling/launch/inside.py does (with the kernel cache on its own volume).
+  run_and_time.sh does it, in the run's work folder: the entrypoint names the log and the kernel cache from it.
+  HostBackend calls it; in a container, tooling/launch/inside.py does. cache_db: the kernel cache elsewhere (a compose
+  service's volume).
   init_limit_s: stop the process if INIT has not ended (init_stop) after this long (default: CLOSED_INIT_STOP_S in the
   closed division, none in open). Returns ({"run": exit code}, log), or {"init": exit code} when INIT was stopped.
   console: a tooling.launch.console.Console (milestones, the tail of a failed run); None: all output raw.
   cache_drop: how the launcher dropped the page cache (INIT logs it instead of dropping it again)."""
-  log = work / T.RUN_LOG
-  env = {**os.environ, "PYTHONUNBUFFERED": "1", "CACHEDB": str(cache_db or work / T.CACHE / "tinygrad.db")}
+  log = run.log
+  # a CACHEDB in the launcher's environment must not move the run's cache out of its folder
+  env = {**{k: v for k, v in os.environ.items() if k != "CACHEDB"}, "PYTHONUNBUFFERED": "1"}
+  if cache_db: env["CACHEDB"] = str(cache_db)
   if cache_drop: env["TINYPERF_CACHE_DROPPED"] = cache_drop
   if init_limit_s is None and cfg["division"] == "closed": init_limit_s = CLOSED_INIT_STOP_S
   cmd = [sys.executable, "-m", train_module(cfg.benchmark), "--platform", cfg.platform, "--phase", "all",
-         "--seed", str(seed), "--data", str(data), "--results", str(work), "--log", str(log)]
+         "--seed", str(seed), "--data", str(data), "--work", str(run.path)]
   if console: console.say("INIT (untimed: JIT warm-up and BEAM search on fake data), then RUN in the same process")
   code, stopped = stream_process(cmd, env, out_file, cwd=ROOT, time_limit=init_limit_s, console=console or raw_stdout,
                                  limit_until=INIT_STOP_MARK)
@@ -116,9 +122,9 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, work: Path, out_file, c
   return {"run": code}, log
 
 
-def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: bool, scheduler: Scheduler):
+def _host_preflight(cfg: PlatformConfig, data: Path, rs: T.ResultSet, config: Path, verbose: bool, scheduler: Scheduler):
   cmd = [sys.executable, "-m", "benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
-         "--data", str(data), "--work", str(work_root)]
+         "--data", str(data), "--work", str(rs.runs_dir), "--config", str(config)]
   r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
   lines = r.stdout.strip().splitlines()
   sys.stdout.write(r.stdout if verbose else (lines[-1] + "\n" if lines else ""))   # quiet: "preflight: N passed"
@@ -126,7 +132,7 @@ def _host_preflight(cfg: PlatformConfig, data: Path, work_root: Path, verbose: b
     failed = [l for l in r.stdout.splitlines() if "FAILED" in l] or (r.stdout + r.stderr).strip().splitlines()[-5:]
     # C.host_paths_in: in a compose service, the paths the user can open on the host
     raise UserError(f"preflight failed for {cfg.benchmark} on {cfg.platform}:\n  " + C.host_paths_in("\n  ".join(failed)) +
-                    f"\nNothing was run or timed; fix the above and {scheduler.redo_hint(L.root_of(work_root / T.LEDGER))}.")
+                    f"\nNothing was run or timed; fix the above and {scheduler.redo_hint(rs.root)}.")
 
 
 def drop_host_page_cache(cfg: PlatformConfig, data: Path) -> str:
@@ -139,20 +145,20 @@ def drop_host_page_cache(cfg: PlatformConfig, data: Path) -> str:
 class HostBackend:
   """This Python on this machine. Inside a tinyperf image (a compose service, a pyxis task: every image sets
   TINYPERF_IMAGE_VENDOR) the ledger records the run as a container run, with the image's name and provenance."""
-  def __init__(self, cfg: PlatformConfig, data: Path, work_root: Path, scheduler: Scheduler, verbose: bool = False):
-    self.cfg, self.data, self.work_root, self.verbose = cfg, Path(data), Path(work_root), verbose
+  def __init__(self, cfg: PlatformConfig, data: Path, rs: T.ResultSet, scheduler: Scheduler, verbose: bool = False):
+    self.cfg, self.data, self.rs, self.verbose = cfg, Path(data), rs, verbose
     self.scheduler = scheduler
     self.in_image = os.environ.get("TINYPERF_IMAGE_VENDOR")
     self.kind = "container" if self.in_image else "host"
 
   def describe(self) -> str: return "on this host (--runtime host)"
 
+  def preflight(self, config: Path): _host_preflight(self.cfg, self.data, self.rs, config, self.verbose, self.scheduler)
+
   def image_record(self) -> tuple[str | None, dict]:
     if not self.in_image: return None, {}
     return (os.environ.get("TINYPERF_IMAGE") or f"tinyperf:{self.in_image} (image ID not visible inside the container)",
             {**{k: os.environ.get(k) for k in L.IMAGE_ENV}, L.CODE_TREE: image_code().get("code_tree")})
-
-  def preflight(self): _host_preflight(self.cfg, self.data, self.work_root, self.verbose, self.scheduler)
 
   def detect_system(self) -> tuple[dict, list[str]]:
     from tooling.launch import sysinfo
@@ -160,7 +166,7 @@ class HostBackend:
 
   def drop_page_cache(self) -> str: return drop_host_page_cache(self.cfg, self.data)   # INIT logs the method instead of dropping again
 
-  def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
+  def run_one(self, index: int, seed: int, run: RunDir, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
     # compose services keep tinygrad's kernel cache on their own volume (TINYPERF_CACHE_DIR), one file per run
     cdir = os.environ.get("TINYPERF_CACHE_DIR")
     cache_db = Path(cdir) / f"{self.cfg['system']}_{self.cfg.benchmark}_{index}_{seed}.db" if cdir else None
@@ -169,7 +175,7 @@ class HostBackend:
         if not old.name.startswith(cache_db.name):
           try: old.unlink()
           except OSError: pass   # a cache file is worth no failed run
-    codes, log = host_run(self.cfg, seed, self.data, work, out_file, cache_db=cache_db, cache_drop=cache_drop,
+    codes, log = host_run(self.cfg, seed, self.data, run, out_file, cache_db=cache_db, cache_drop=cache_drop,
                           console=console)
     return codes, log, ""
 
@@ -183,9 +189,10 @@ class ContainerBackend:
   run in a container like the runs'. Constructing it checks the daemon, the image and the GPU runtime (UserError)."""
   kind = "container"
 
-  def __init__(self, cfg: PlatformConfig, image: str | None, data: Path, work_root: Path, scheduler: Scheduler,
+  def __init__(self, cfg: PlatformConfig, image: str | None, data: Path, rs: T.ResultSet, scheduler: Scheduler,
                client=None):
-    self.cfg, self.data, self.work_root, self.scheduler = cfg, Path(data).resolve(), Path(work_root).resolve(), scheduler
+    self.cfg, self.data, self.rs, self.scheduler = cfg, Path(data).resolve(), rs, scheduler
+    self.work_root = rs.runs_dir
     self.vendor = cfg["vendor"]
     self.tag = image or f"tinyperf:{self.vendor}"
     self.client = client or C.connect(timeout=600, instead="run on this host with --runtime host")
@@ -233,12 +240,10 @@ class ContainerBackend:
   def _spec(self, name: str, command: list[str], mounts: list, env: dict, kind: str, extra_labels: dict) -> C.RunSpec:
     labels = {f"{C.LABEL}.set": self.set_label(), f"{C.LABEL}.kind": kind, f"{C.LABEL}.benchmark": self.cfg.benchmark,
               f"{C.LABEL}.platform": self.cfg.platform, **extra_labels}
-    knob_env = {k: str(new) for k, (_, new) in self.cfg.overridden.items()}  # BS=512 tinyperf run ... reaches the run
-    knob_env.update({k: os.environ[k] for k in ("SUBMISSION_ORG",) if k in os.environ})   # tinyperf run --org
     return C.RunSpec(image=self.image.id, command=command, name=name, mounts=mounts, vendor=self.vendor,
                      gpus=self.cfg["GPUS"], shm_size=shm_size_for(self.cfg), user=self.user, labels=labels,
                      render_gid=self.render_gid, memlock=self.memlock,
-                     environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **knob_env, **env})
+                     environment={"HOME": "/tmp", "PYTHONUNBUFFERED": "1", **env})
 
   def _name(self, suffix: str) -> str:
     return f"tinyperf-{self.cfg['system']}-{self.cfg.benchmark}-{suffix}".replace("_", "-").lower()
@@ -248,11 +253,11 @@ class ContainerBackend:
       for p in paths: C.chown_tree(p, IMAGE_UID, IMAGE_UID)
 
   # ----------------------------------------------------------------------------------------------------- preflight
-  def preflight(self):
+  def preflight(self, config: Path):
     """Preflight in a container exactly like the runs' (same image, devices, mounts, user): UserError if unfit."""
     self._own(self.work_root)
     cmd = ["python", "-m", "benchmarks.preflight", "--benchmark", self.cfg.benchmark, "--platform",
-           self.cfg.platform, "--data", "/data", "--work", "/work"]
+           self.cfg.platform, "--data", "/data", "--work", "/work", "--config", f"/work/{config.relative_to(self.work_root)}"]
     spec = self._spec(self._name(f"preflight-{os.getpid()}"), cmd,
                       [(str(self.data), "/data", True), (str(self.work_root), "/work", False)], {}, "preflight", {})
     out = bytearray()
@@ -263,7 +268,7 @@ class ContainerBackend:
                out.decode(errors="replace").splitlines()[-5:]
       raise UserError(f"preflight failed in {self.tag} for {self.cfg.benchmark} on {self.cfg.platform} (exit {rc}):\n  " +
                       "\n  ".join(failed) + f"\nNothing was run or timed; fix the above and "
-                      f"{self.scheduler.redo_hint(L.root_of(self.work_root / T.LEDGER))}.")
+                      f"{self.scheduler.redo_hint(self.rs.root)}.")
 
   # ------------------------------------------------------------------------------------------------------ sysinfo
   def detect_system(self) -> tuple[dict, list[str]]:
@@ -294,15 +299,13 @@ class ContainerBackend:
   # ----------------------------------------------------------------------------------------------------------- run
   def drop_page_cache(self) -> str: return drop_host_page_cache(self.cfg, self.data)
 
-  def run_one(self, index: int, seed: int, work: Path, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
+  def run_one(self, index: int, seed: int, run: RunDir, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
     """One INIT + RUN in a fresh container; its output goes to out_file and console (a tooling.launch.console.Console).
     Returns (exit codes, MLPerf log path, note for the ledger)."""
-    cache = work / T.CACHE; cache.mkdir(exist_ok=True)
-    self._own(work)
+    self._own(run.path)
     cmd = ["python", "-m", "tooling.launch.inside", "--benchmark", self.cfg.benchmark, "--platform", self.cfg.platform,
-           "--seed", str(seed), "--data", "/data", "--work", "/work", "--cache", "/cache"]
-    spec = self._spec(self._name(f"{index}-{seed}"), cmd,
-                      [(str(self.data), "/data", True), (str(work), "/work", False), (str(cache), "/cache", False)],
+           "--seed", str(seed), "--data", "/data", "--work", "/work"]
+    spec = self._spec(self._name(f"{index}-{seed}"), cmd, [(str(self.data), "/data", True), (str(run.path), "/work", False)],
                       {"TINYPERF_CACHE_DROPPED": cache_drop, "TINYPERF_IMAGE": self.image_ref()}, "run", {f"{C.LABEL}.index": str(index), f"{C.LABEL}.seed": str(seed)})
     def sink(chunk: bytes):
       out_file.write(chunk); out_file.flush()
@@ -312,17 +315,14 @@ class ContainerBackend:
     console.say(f"container {spec.name}")
     t0 = time.time()
     rc = running.run(sink, limit_s=limit)
-    codes_file = work / "exit_codes.json"
     try:
-      codes = json.loads(codes_file.read_text())
+      codes = json.loads(run.exit_codes.read_text())
     except (OSError, json.JSONDecodeError):
       codes = {}
     codes["container"] = rc
     note = ""
     if running.timed_out: note = f"killed after the platform's time limit ({self.cfg['time_limit_minutes']} min)"
-    elif "run" not in codes and "preflight" not in codes:
+    elif "run" not in codes and "init" not in codes:
       note = f"container exited {rc} after {time.time() - t0:.0f} s before finishing (killed or crashed)"
-    elif "preflight" in codes: note = "preflight failed inside the run's container"
-    log = work / T.RUN_LOG
-    if L.log_outcome(log) is None: console.failed(f"the container exited {rc}", str(work / T.OUTPUT_LOG))
-    return codes, log, note
+    if L.log_outcome(run.log) is None: console.failed(f"the container exited {rc}", str(run.output))
+    return codes, run.log, note

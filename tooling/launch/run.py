@@ -8,8 +8,11 @@ Two choices say where the runs run:
                (tooling/launch/slurm.py) whose tasks each run this verb with --only-index, on their own node.
   --runtime    docker (default): one container per run in the platform's image; host: this Python on this machine
                (also what a compose service runs inside its image); pyxis (Slurm only): srun --container-image.
-The run loop knows one interface, tooling/launch/backends.py's Backend (preflight, system detection, page-cache drop, INIT +
-RUN); it never imports tinygrad or training code: the training entrypoint is started as a process.
+The run loop knows one interface, tooling/launch/backends.py's Backend (preflight, system detection, page-cache drop,
+INIT + RUN); it never imports tinygrad or training code: the training entrypoint is started as a process.
+Each run's config is resolved here, once, when the run is claimed: config.yaml, the environment's overrides and the
+submitter go into the run folder's config.json, which the run's trainer reads (and nothing else); the one preflight of
+a launcher, before it claims a run, reads the same resolution written for it.
 
 Launchers on one --results share the work: each claims a run in the ledger before starting it (tooling/common/ledger.py), skips
 runs another live launcher has claimed, and settles the attempts of launchers that died (docs/ledger.md)."""
@@ -18,12 +21,14 @@ import argparse
 import os
 import re
 import shlex
+import socket
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig, require_closed_model
+from benchmarks.common.config import (BENCHMARKS, available_platforms, load_config, PlatformConfig, require_closed_model,
+                                      write_resolved)
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
 from tooling.common.container import SERVICE_ENV, compose_run, host_path
@@ -35,7 +40,9 @@ from tooling.common.dataset import check_prepared, stand_in_data
 from tooling.launch import slurm
 from tooling.launch.backends import RUNTIMES
 from tooling.launch.scheduler import OVERRIDES_FILE, Scheduler
-if TYPE_CHECKING: from tooling.launch.backends import Backend
+if TYPE_CHECKING:
+  from benchmarks.common.rundir import RunDir
+  from tooling.launch.backends import Backend
 
 
 
@@ -81,8 +88,8 @@ class Local:
   the same command again, which skips the finished ones."""
   name = "local"
 
-  def submit(self, cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict) -> int:
-    return run_here(cfg, args, nexp, runtime, overrides)
+  def submit(self, cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict, org: str) -> int:
+    return run_here(cfg, rs, args, nexp, runtime, overrides, org)
 
   def redo_hint(self, results: Path) -> str:
     if os.environ.get(SERVICE_ENV): return f"rerun {compose_run(os.environ[SERVICE_ENV])}"
@@ -197,7 +204,7 @@ def reap_rings() -> list[str]:
   return said
 
 
-def _io(ledger_path: Path, what: str, then: str):
+def _io(rs: T.ResultSet, what: str, then: str):
   """OSError (a full disk, a read-only mount) while writing the run's records -> one paragraph, exit 2."""
   from contextlib import contextmanager
   @contextmanager
@@ -205,33 +212,33 @@ def _io(ledger_path: Path, what: str, then: str):
     try: yield
     except OSError as e:
       raise UserError(f"{what}: {e.strerror or e}{f' ({e.filename})' if e.filename else ''}. Free space (or fix the "
-                      f"file system) and {this_scheduler().redo_hint(L.root_of(ledger_path))}: {then}") from None
+                      f"file system) and {this_scheduler().redo_hint(rs.root)}: {then}") from None
   return guard()
 
 
-def verify_results(ledger_path: Path, fix: bool) -> list[str]:
+def verify_results(rs: T.ResultSet, fix: bool) -> list[str]:
   """Check every finished run's result file against the ledger's hash. fix: copy a finished run's own log to its
   missing result file (a copy that failed, e.g. on a full disk). Returns the problems left, one line each."""
   problems = []
-  with L.Ledger.locked(ledger_path) as led:
+  with L.Ledger.locked(rs.ledger) as led:
     for i in sorted({a.index for a in led.attempts}):
       att = led.latest(i)
       if att.status != L.DONE: continue
       kind, msg = led.check_result(att)
       if kind == "copy" and fix and not led.held(att):   # its launcher may be copying it right now
-        with _io(ledger_path, f"copying run {i}'s log to {att.result}", "the copy is retried, the run is not redone"):
-          write_atomic(Path(att.result), safe_read.read_bytes(led.work(att) / T.RUN_LOG, what="MLPerf log"))
+        with _io(rs, f"copying run {i}'s log to {att.result}", "the copy is retried, the run is not redone"):
+          write_atomic(Path(att.result), safe_read.read_bytes(led.run_dir(att).log, what="MLPerf log"))
         print(f"run {i} (seed {att.seed}): {msg}", file=sys.stderr)
       elif kind in ("missing", "changed"): problems.append(msg)
   for p in problems: print(f"ERROR: {p}", file=sys.stderr)
   return problems
 
 
-def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp: int, only: int | None, tried: set,
-                backend: Backend):
+def _claim_next(cfg: PlatformConfig, rs: T.ResultSet, nexp: int, only: int | None, tried: set, backend: Backend, org: str):
   """Under the ledger lock: settle dead launchers' attempts, pick the first unfinished run nobody live has claimed
-  (and this launcher has not tried yet), draw its seed and claim it. None when there is none."""
-  with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+  (and this launcher has not tried yet), draw its seed and claim it, its resolved config written into its folder. None
+  when there is none."""
+  with _io(rs, f"writing the run ledger {rs.ledger}", "finished runs are kept"), L.Ledger.locked(rs.ledger) as led:
     for m in (settled := led.settle()): print(m, file=sys.stderr)
     busy = led.claimed(nexp)
     todo = [i for i in led.pending(nexp) if i not in busy and i not in tried and only in (None, i)]
@@ -239,30 +246,32 @@ def _claim_next(cfg: PlatformConfig, ledger_path: Path, results_dir: Path, nexp:
       if settled: led.save()
       return None
     i = todo[0]
-    T.refuse_unknown_results(results_dir, ledger_path, [i])
+    T.refuse_unknown_results(rs.results_dir, rs.ledger, [i])
     taken = led.seeds()
     while True:   # the seed is drawn under the lock: Slurm tasks on other nodes draw theirs from the same ledger
-      seed = draw_seed(cfg.get("SEED_BITS", SEED_BITS), taken, str(ledger_path))
-      work = T.work_dir(ledger_path.parent, i, seed)
-      if not work.exists(): break
+      seed = draw_seed(cfg.get("SEED_BITS", SEED_BITS), taken, str(rs.ledger))
+      run = rs.run(i, seed)
+      if not run.path.exists(): break
       taken.add(seed)   # a run directory the ledger lost: never append to its log
-    work.mkdir(parents=True)
-    claim = L.Claim(work)
-    att = L.Attempt(index=i, seed=seed, backend=backend.kind, output=str(work / T.OUTPUT_LOG), slurm=slurm.task_info(),
-                    owner=L.launcher(), overrides={k: list(v) for k, v in cfg.overridden.items()})
+    run.path.mkdir(parents=True)
+    claim = L.Claim(run.path)
+    att = L.Attempt(index=i, seed=seed, backend=backend.kind, output=str(run.output), slurm=slurm.task_info(),
+                    owner=L.launcher(), overrides={k: list(v) for k, v in cfg.overridden.items()}, platform=cfg.platform)
     att.image, att.provenance = backend.image_record()
     led.attempts.append(att)
-    try: led.save()
+    try:
+      att.config_sha256 = write_resolved(cfg, run.config, org)
+      led.save()
     except OSError: claim.release(); raise
-  return i, att, work, claim
+  return i, att, run, claim
 
 
 def main(args) -> int:
   scheduler, runtime = launch_mode(args)
   cfg = load_config(args.benchmark, args.platform)   # the one load of this process: everything below is handed cfg
   require_closed_model(cfg)   # before any run starts: an override of the closed model would be refused after INIT
-  org = submitter(cfg, args)
-  os.environ["SUBMISSION_ORG"] = org   # read by the entrypoint (benchmarks/common/mlperf.py ORG)
+  rs = T.ResultSet.of(args.results, cfg)   # R as the CLI made it absolute: everything below is handed rs
+  org = submitter(cfg, rs, args)   # each run's config.json names it for the entrypoint
   nexp = required_runs(args.benchmark) if args.nexp is None else args.nexp
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
   if nexp > L.MAX_NEXP:
@@ -278,10 +287,10 @@ def main(args) -> int:
   overrides["submitter"] = org
   if args.only_index is not None and not 0 <= args.only_index < nexp:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
-  return SCHEDULERS[scheduler].submit(cfg, args, nexp, runtime, overrides)   # each Slurm array task comes back here, local
+  return SCHEDULERS[scheduler].submit(cfg, rs, args, nexp, runtime, overrides, org)   # each Slurm array task comes back here, local
 
 
-def submitter(cfg: PlatformConfig, args) -> str:
+def submitter(cfg: PlatformConfig, rs: T.ResultSet, args) -> str:
   """The submitter the runs record (submission_org, and the submitter of R/systems/<system>.json): asked for once, at
   the first run into a results tree (--org, or $SUBMISSION_ORG, held to the same rule), then read back from the tree,
   so that every run of a tree names one submitter and `tinyperf package --org` can match it. A toy platform's runs need
@@ -294,51 +303,54 @@ def submitter(cfg: PlatformConfig, args) -> str:
       raise UserError(f"SUBMISSION_ORG={env!r} (from the environment) is not a submitter name: it names a directory and "
                       f"the tarball, so letters, digits and _ . + - only (no spaces, no leading dot). Unset it, or "
                       f"pass --org NAME. Nothing was run.")
-  recorded = recorded_submitter(args.results)
+  recorded = recorded_submitter(rs.root)
   if given and recorded and given != recorded[0]:
     name, where = recorded
-    raise UserError(f"{how} {given}: the runs in {host_path(args.results)} record submitter {name!r} ({host_path(where)}), "
+    raise UserError(f"{how} {given}: the runs in {rs.shown} record submitter {name!r} ({host_path(where)}), "
                     f"and a submission has one submitter. Pass --org {shlex.quote(name)} (or no --org) to go on with "
                     f"them, or give {given}'s runs a --results directory of their own. Nothing was run.")
   if given: return given
   if recorded: return recorded[0]
   if stand_in_data(cfg):   # smoke.sh's default: the results directory's name, if it can name a submitter
-    return name if ORG_NAME.fullmatch(name := Path(os.path.abspath(args.results)).name) else "smoke"
+    return name if ORG_NAME.fullmatch(name := rs.root.name) else "smoke"
   raise UserError(f"who submits these runs? Their logs record the submitter's name (submission_org), and it cannot "
                   f"change after the runs: pass --org NAME (letters, digits and _ . + -; the name you will give "
                   f"`tinyperf package --org`; ORG=NAME for a docker compose service). It is asked once: later runs into "
-                  f"{host_path(args.results)} reuse it. Nothing was run.")
+                  f"{rs.shown} reuse it. Nothing was run.")
 
 
-def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict) -> int:
+def run_here(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict, org: str) -> int:
   """The local scheduler: the runs not yet finished (or run --only-index), one after the other, on the runtime's backend."""
   from tooling.launch import sysinfo
   from tooling.launch.backends import open_backend
   check_prepared(cfg, args.data)
-  T.ensure_writable(args.results)
-  results_dir, work_root = T.set_dirs(Path(os.path.abspath(args.results)), cfg)   # the ledger stores paths under it
-  backend = open_backend(runtime, cfg, args.image, args.data, work_root, this_scheduler(), args.verbose)  # docker: UserError if unusable
+  T.ensure_writable(rs.root)
+  backend = open_backend(runtime, cfg, args.image, args.data, rs, this_scheduler(), args.verbose)  # docker: UserError if unusable
   try:
-    results_dir.mkdir(parents=True, exist_ok=True); work_root.mkdir(parents=True, exist_ok=True)
+    rs.results_dir.mkdir(parents=True, exist_ok=True); rs.runs_dir.mkdir(parents=True, exist_ok=True)
   except OSError as e:
-    raise UserError(f"cannot create {results_dir} ({e.strerror}); choose a writable --results directory.") from None
-  ledger_path = work_root / T.LEDGER
-  if args.only_index is None: slurm.refuse_if_queued(work_root)  # a Slurm job of this result set would redo them too
+    raise UserError(f"cannot create {rs.results_dir} ({e.strerror}); choose a writable --results directory.") from None
+  ledger_path = rs.ledger
+  if args.only_index is None: slurm.refuse_if_queued(rs)  # a Slurm job of this result set would redo them too
   for line in reap_rings(): print(line, file=sys.stderr)
-  with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+  with _io(rs, f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
     if settled := led.settle():
       for m in settled: print(m, file=sys.stderr)
       led.save()
     pending, busy = led.pending(nexp), led.claimed(nexp)
-  verify_results(ledger_path, fix=True)
+  verify_results(rs, fix=True)
   if args.only_index is not None: pending = [i for i in pending if i == args.only_index]  # other tasks own the rest
   mine = [i for i in pending if i not in busy]
-  T.refuse_unknown_results(results_dir, ledger_path, mine)
-  if mine:  # before anything is timed: inside the run's container, or in this environment (host, compose service)
-    backend.preflight()
+  T.refuse_unknown_results(rs.results_dir, ledger_path, mine)
+  if mine:  # before anything is timed: inside a container like the runs', or in this environment (host, compose service)
+    conf = rs.runs_dir / f".preflight-{socket.gethostname()}-{os.getpid()}.json"   # unique across a Slurm set's nodes
+    try:
+      with _io(rs, f"writing {conf}", "nothing was run"): write_resolved(cfg, conf, org)
+      backend.preflight(conf)
+    finally: conf.unlink(missing_ok=True)
     fields, notes = backend.detect_system()   # the machine as the runs see it
-    system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides, args.results, this_scheduler())
-    sysinfo.record_run_system(args.results, cfg["system"], system, this_scheduler())
+    system = sysinfo.run_description(cfg, fields, notes, overrides, args.system_overrides, rs.root, this_scheduler())
+    sysinfo.record_run_system(rs.root, cfg["system"], system, this_scheduler())
   done = nexp - len(led.pending(nexp))
   where = backend.describe()
   others = "".join(f"; run {i} is being run by {L.who(a)}" for i, a in busy.items() if i in pending)
@@ -349,7 +361,7 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
     print(f"{cfg.benchmark} on {cfg.platform} {where}: run {args.only_index} of {nexp}"
           f"{'' if pending else ' is already finished'}{others}", flush=True)
   # the set's size, for `tinyperf status`: a set stopped between runs has no attempt yet for the runs still to come
-  with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
+  with _io(rs, f"writing the run ledger {ledger_path}", "finished runs are kept"), L.Ledger.locked(ledger_path) as led:
     if led.nexp != nexp:
       led.nexp = nexp
       led.save()
@@ -359,37 +371,37 @@ def run_here(cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict
   from tooling.launch.console import Console
   console = Console(verbose=args.verbose)
   tried: set[int] = set()
-  while (claimed := _claim_next(cfg, ledger_path, results_dir, nexp, args.only_index, tried, backend)):
-    i, att, work, claim = claimed
+  while (claimed := _claim_next(cfg, rs, nexp, args.only_index, tried, backend, org)):
+    i, att, run, claim = claimed
     tried.add(i)
-    try: rc = _one_run(cfg, args, nexp, att, work, ledger_path, results_dir, backend, console)
+    try: rc = _one_run(cfg, rs, args, nexp, att, run, backend, console)
     finally: claim.release()   # after the outcome is saved: until then the run is ours
     if rc is not None: return rc
   with L.Ledger.locked(ledger_path) as led:
     left = [i for i in led.pending(nexp) if args.only_index in (None, i)]
     busy = led.claimed(nexp)
-  problems = verify_results(ledger_path, fix=True)
+  problems = verify_results(rs, fix=True)
   others, redo = [i for i in left if i in busy], [i for i in left if i not in busy]
   for i in others: print(f"run {i} (seed {busy[i].seed}) is being run by {L.who(busy[i])}; `tinyperf status --results "
-                         f"{shlex.quote(host_path(args.results))}` follows it", file=sys.stderr)
+                         f"{shlex.quote(rs.shown)}` follows it", file=sys.stderr)
   if problems:
     print(f"{len(problems)} finished run(s) have a missing or changed result file (above); the set cannot be packaged "
           f"until they are restored", file=sys.stderr)
     return 1
   if redo:
-    print(f"{len(redo)} run(s) not finished: {redo}; {this_scheduler().redo_hint(args.results)} to redo them", file=sys.stderr)
+    print(f"{len(redo)} run(s) not finished: {redo}; {this_scheduler().redo_hint(rs.root)} to redo them", file=sys.stderr)
     return 1
   if others: return 1   # finished here, but the set is not complete yet
-  print(f"all {nexp} runs finished: {host_path(results_dir)}; check them with: tinyperf check "
-        f"{shlex.quote(host_path(results_dir))}" if args.only_index is None else
-        f"run {args.only_index} finished: {host_path(results_dir)}", flush=True)
+  shown = host_path(rs.results_dir)
+  print(f"all {nexp} runs finished: {shown}; check them with: tinyperf check {shlex.quote(shown)}"
+        if args.only_index is None else f"run {args.only_index} finished: {shown}", flush=True)
   missed = missed_target(ledger_path, nexp, args.only_index)
   if missed and cfg["division"] == "closed":
     # finished runs count and are never redone (that would be cherry-picking), but a closed set with a run that missed
     # the target is not a clean result: say so in the exit status, not only in the log
     print(f"{len(missed)} closed run(s) did NOT reach the target: {', '.join(f'run {a.index} (seed {a.seed})' for a in missed)}. "
           f"They count (olympic scoring drops one; a second leaves the set without a score) and are not redone; "
-          f"`tinyperf check {shlex.quote(host_path(results_dir))}` gives the verdict.", file=sys.stderr)
+          f"`tinyperf check {shlex.quote(shown)}` gives the verdict.", file=sys.stderr)
     return 1
   return 0
 
@@ -401,31 +413,31 @@ def missed_target(ledger_path: Path, nexp: int, only_index: int | None = None) -
             and a.converged is False]
 
 
-def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, ledger_path: Path, results_dir: Path,
-             backend: Backend, console) -> int | None:
+def _one_run(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, att: L.Attempt, run: RunDir, backend: Backend,
+             console) -> int | None:
   """INIT + RUN of one claimed attempt, its outcome recorded. Returns an exit code to stop with, or None to go on."""
-  i, seed = att.index, att.seed
+  i, seed, ledger_path = att.index, att.seed, rs.ledger
   t0 = time.time()
   console.prefix = f"run {i} of {nexp} (seed {seed}): "
   console.say(f"started; output in {host_path(att.output)}")
   try:
-    with open(work / T.OUTPUT_LOG, "ab") as out_file:
+    with open(run.output, "ab") as out_file:
       att.cache_drop = backend.drop_page_cache()   # INIT logs the method instead of dropping it again
       console.say(f"host page cache: {att.cache_drop}")
       L.update_attempt(ledger_path, att)
-      att.exit_codes, log, note = backend.run_one(i, seed, work, out_file, att.cache_drop, console)
+      att.exit_codes, log, note = backend.run_one(i, seed, run, out_file, att.cache_drop, console)
       if note: att.note = note
   except KeyboardInterrupt as e:
     att.status, att.finished, att.note = L.INTERRUPTED, time.time(), str(e) or "interrupted by the user (Ctrl-C)"
     L.update_attempt(ledger_path, att)
-    print(f"\nrun {i} interrupted; {this_scheduler().redo_hint(args.results)} to redo it (finished runs are kept)", file=sys.stderr)
+    print(f"\nrun {i} interrupted; {this_scheduler().redo_hint(rs.root)} to redo it (finished runs are kept)", file=sys.stderr)
     return 130
   except OSError as e:   # a full disk mid-INIT or mid-RUN (the output log, the ledger): the next start settles it
     att.status, att.finished, att.note = L.FAILED, time.time(), f"stopped by an I/O error: {e}"
     try: L.update_attempt(ledger_path, att)
     except OSError: pass
     raise UserError(f"run {i} (seed {seed}) stopped: {e.strerror or e}{f' ({e.filename})' if e.filename else ''}. "
-                    f"Free space (or fix the file system) and {this_scheduler().redo_hint(args.results)}: finished runs are kept, and this "
+                    f"Free space (or fix the file system) and {this_scheduler().redo_hint(rs.root)}: finished runs are kept, and this "
                     f"one is redone unless its MLPerf log finished.") from None
   att.finished = time.time()
   converged = L.log_outcome(log) if log.is_file() else None   # the run's own log decides, not its exit codes
@@ -434,7 +446,7 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
     why = (f"RUN crashed ({crash}): not a training outcome, so it is redone" if log.is_file() and (crash := L.crash_of(log))
            else "no run_stop in its log")
     att.note = f"{att.note + '; ' if att.note else ''}exit codes {att.exit_codes}, {why}; see {att.output}"
-    with _io(ledger_path, f"writing the run ledger {ledger_path}", "finished runs are kept"): L.update_attempt(ledger_path, att)
+    with _io(rs, f"writing the run ledger {ledger_path}", "finished runs are kept"): L.update_attempt(ledger_path, att)
     print(f"run {i} (seed {seed}) failed: {att.note}", file=sys.stderr)
     return None
   att.converged = converged
@@ -442,12 +454,12 @@ def _one_run(cfg: PlatformConfig, args, nexp: int, att: L.Attempt, work: Path, l
   else:
     try: accepted, summary = check_log(log)
     except UserError as e: accepted, summary = False, f"the checker could not read it: {e}"
-  result = results_dir / T.result_name(i)
+  result = rs.result(i)
   att.status, att.result, att.note, att.sha256 = L.DONE, str(result), summary, file_digest(log, "sha256")
-  with _io(ledger_path, f"run {i} (seed {seed}) finished but recording it in {ledger_path} failed",
+  with _io(rs, f"run {i} (seed {seed}) finished but recording it in {ledger_path} failed",
            "the next start records it from its finished log; it is not redone"):
     L.update_attempt(ledger_path, att)   # done from the log itself, before the copy: a failed copy never redoes it
-  with _io(ledger_path, f"run {i} (seed {seed}) finished and is recorded as done, but writing {result} failed",
+  with _io(rs, f"run {i} (seed {seed}) finished and is recorded as done, but writing {result} failed",
            f"it copies the run's own log {log} there; the run is not redone"):
     write_atomic(result, log.read_bytes())  # never overwrites
   mins = (att.finished - t0) / 60

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
   import argparse
   from benchmarks.common.config import PlatformConfig
+  from tooling.common.results_tree import ResultSet
 
 OVERRIDES_FILE = "YAML or JSON of systems-JSON fields"   # what a --system-overrides file holds, as hints word it
 
@@ -16,8 +17,10 @@ OVERRIDES_FILE = "YAML or JSON of systems-JSON fields"   # what a --system-overr
 class Scheduler(Protocol):
   name: str   # its --scheduler value
 
-  def submit(self, cfg: PlatformConfig, args: argparse.Namespace, nexp: int, runtime: str, overrides: dict) -> int:
-    """Start (or queue) the set's runs not yet finished, on `runtime`: the exit code of `tinyperf run`."""
+  def submit(self, cfg: PlatformConfig, rs: ResultSet, args: argparse.Namespace, nexp: int, runtime: str,
+             overrides: dict, org: str) -> int:
+    """Start (or queue) the set's runs not yet finished, on `runtime`, their logs naming submitter org: the exit code
+    of `tinyperf run`."""
   def redo_hint(self, results: Path) -> str:
     """How a message tells the user to redo the unfinished runs of the set under results."""
   def overrides_hint(self, results: Path, overrides: Path | None) -> str:

@@ -276,8 +276,9 @@ def queued_indices(rec: dict, tasks: dict) -> dict[int, str]:
   return {i: f"{job}_{i}" for (job, i), (state, _) in tasks.items() if job in ours and state in QUEUED | RUNNING}
 
 
-def refuse_if_queued(work_root: Path):
+def refuse_if_queued(rs: T.ResultSet):
   """A local `tinyperf run` would redo runs a Slurm job of the same result set still has queued or running."""
+  work_root = rs.runs_dir
   if kept := kept_scripts(work_root):
     raise UserError(f"{kept[0]} is the script of a Slurm submission of this result set that was stopped while sbatch "
                     f"ran: Slurm may have queued a job from it that no record names, and running its runs here too "
@@ -295,7 +296,7 @@ def refuse_if_queued(work_root: Path):
   if active:
     raise UserError(f"runs {sorted(active)} of this result set are queued or running in Slurm "
                     f"({', '.join(active.values())}); running them here too would do them twice. Wait for them "
-                    f"(`tinyperf status --results {shlex.quote(str(work_root.parents[2]))} --wait`) or cancel them (scancel), then rerun. "
+                    f"(`tinyperf status --results {shlex.quote(str(rs.root))} --wait`) or cancel them (scancel), then rerun. "
                     f"Nothing was run.")
 
 
@@ -410,16 +411,16 @@ def _check_path_chars(path: str, runtime: str):
                     f"there ({why}); use a path without them. Nothing was submitted.")
 
 
-def submit(cfg: PlatformConfig, args, nexp: int, runtime: str) -> int:
+def submit(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, org: str) -> int:
   """`tinyperf run --scheduler slurm` (its flags already checked together by tooling/launch/run.py launch_mode): check what can
   be checked here, then submit the runs not yet done or queued. runtime: one of backends.RUNTIMES."""
   stop_on_signals()   # SIGTERM/SIGHUP as Ctrl-C: cleanup before sbatch, the "may be queued" message after it
   spec = {"benchmark": cfg.benchmark, "platform": cfg.platform, "nexp": nexp, "data": str(args.data.resolve()),
-          "results": str(args.results.resolve()), "runtime": runtime, "image": args.image, "partition": args.partition,
+          "results": str(rs.root), "runtime": runtime, "image": args.image, "partition": args.partition,
           "sbatch_args": list(args.sbatch_arg), "no_check": bool(args.no_check), "assume_shared": bool(args.assume_shared),
           "system_overrides": str(args.system_overrides.resolve()) if getattr(args, "system_overrides", None) else None,
           "knobs": {k: str(new) for k, (_, new) in cfg.overridden.items()}, "python": sys.executable, "repo": str(ROOT),
-          "org": os.environ.get("SUBMISSION_ORG")}   # the submitter run.submitter() settled on: each task records it
+          "org": org}   # the submitter run.submitter() settled on: each task records it
   return _check_and_submit(cfg, spec)
 
 
@@ -463,11 +464,11 @@ def _check_and_submit(cfg: PlatformConfig, spec: dict) -> int:
   """A submission that ends without queuing a job leaves --results as it found it, whatever ends it (bad input, a full
   disk, Ctrl-C, a bug): it removes what this call created there, and only that, and the failure goes on unchanged.
   Once sbatch may have queued the job (MaybeSubmitted, SubmitInterrupted) nothing is removed: its tasks write there."""
-  results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
-  new = _absent([results_dir, T.slurm_dir(work_root), work_root / SUBMIT_LOCK, L.Ledger.lock_path(work_root / T.LEDGER)])
+  rs = T.ResultSet.of(Path(spec["results"]), cfg)   # R as the submission (or its record, for --resume) gives it
+  new = _absent([rs.results_dir, T.slurm_dir(rs.runs_dir), rs.runs_dir / SUBMIT_LOCK, L.Ledger.lock_path(rs.ledger)])
   try:
-    _check_before_submitting(cfg, spec)
-    return submit_runs(cfg, spec)
+    _check_before_submitting(cfg, rs, spec)
+    return submit_runs(cfg, rs, spec)
   except (MaybeSubmitted, SubmitInterrupted): raise
   except BaseException:
     _remove(new)
@@ -503,15 +504,15 @@ def _check_sbatch_arg(a: str):
                       f"--sbatch-arg. Nothing was submitted.")
 
 
-def _check_before_submitting(cfg: PlatformConfig, spec: dict):
+def _check_before_submitting(cfg: PlatformConfig, rs: T.ResultSet, spec: dict):
   """Everything that can be checked from here, in the order a person would fix it; sets spec's partition."""
   for a in spec["sbatch_args"]: _check_sbatch_arg(a)   # each is written as one option (sbatch_quote)
   for tool in ("sbatch", "squeue", "sinfo"): require(tool, "Nothing was submitted.")
   spec["partition"] = check_partition(spec["partition"])
   for p in (spec["results"], spec["data"]): _check_path_chars(p, spec["runtime"])
   check_prepared(cfg, Path(spec["data"]), "Nothing was submitted.")
-  check_shared(Path(spec["results"]), spec["partition"], spec["assume_shared"])  # before anything is created there
-  T.ensure_writable(Path(spec["results"]))
+  check_shared(rs.root, spec["partition"], spec["assume_shared"])  # before anything is created there
+  T.ensure_writable(rs.root)
 
 
 def _claim_files_dir(work_root: Path, k: int) -> Path:
@@ -598,16 +599,16 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
           f"are not submitted again. script: {script}", flush=True)
 
 
-def submit_runs(cfg: PlatformConfig, spec: dict) -> int:
+def submit_runs(cfg: PlatformConfig, rs: T.ResultSet, spec: dict) -> int:
   """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
   from tooling.common.provenance import git_revision
-  results_dir, work_root = T.set_dirs(Path(spec["results"]), cfg)
+  results_dir, work_root = rs.results_dir, rs.runs_dir
   slurm_dir = T.slurm_dir(work_root)
   try:
     results_dir.mkdir(parents=True, exist_ok=True); slurm_dir.mkdir(parents=True, exist_ok=True)
   except OSError as e:
     raise UserError(f"cannot create {slurm_dir} ({e.strerror}); choose a writable --results directory.") from None
-  ledger_path, nexp = work_root / T.LEDGER, spec["nexp"]
+  ledger_path, nexp = rs.ledger, spec["nexp"]
   job_name = f"tinyperf-{cfg.benchmark}-{cfg.platform}"
   with L.file_lock(work_root / SUBMIT_LOCK):
     rec = load_record(work_root)
@@ -712,8 +713,8 @@ class Slurm:
   """--scheduler slurm: an array job, one task per run; a task's unfinished runs are redone by resubmitting them."""
   name = "slurm"
 
-  def submit(self, cfg: PlatformConfig, args, nexp: int, runtime: str, overrides: dict) -> int:
-    return submit(cfg, args, nexp, runtime)   # each task reads the overrides file itself
+  def submit(self, cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict, org: str) -> int:
+    return submit(cfg, rs, args, nexp, runtime, org)   # each task reads the overrides file itself
 
   def redo_hint(self, results: Path) -> str:
     return f"run `{resume_command(results)}`"   # a task's own command (`tinyperf run ... --only-index`) is typed by no one

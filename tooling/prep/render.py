@@ -42,7 +42,7 @@ def _prerequisites(cfg: PlatformConfig) -> list[str]:
 
 def _entry(cfg: PlatformConfig, phase: str, extra: str = "") -> str:
   return (f'python3 -m benchmarks.{cfg.benchmark}.train --platform {cfg.platform} --phase {phase} \\\n'
-          f'  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR"{extra}')
+          f'  --seed "$SEED" --data "$DATA_DIR" --work "$RESULTS_DIR"{extra}')
 
 
 def _prelude(cfg: PlatformConfig, what: str, root: str = REPO_ROOT) -> str:

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common.config import available_platforms, load_config
+from benchmarks.common.config import available_platforms, load_config, load_resolved
 from benchmarks.common.runtime import metrics_path
 from tooling.common import ledger as L
 from tooling.common import results_tree as T
@@ -173,7 +173,13 @@ def _output_path(a: L.Attempt, ledger: Path) -> Path | None:
   return None
 
 
-def _target(system: str, benchmark: str, division: str) -> tuple[float, str]:
+def _target(system: str, benchmark: str, ledger: Path | None, done: dict[int, L.Attempt]) -> tuple[float, str]:
+  """The target the runs trained to: the resolved config.json of a finished run (the knobs it ran with), else the
+  config of the platform that names the system (runs recorded before config.json)."""
+  for i, a in sorted(done.items()):
+    if ledger and a.config_sha256 and (conf := T.ResultSet.of_runs_dir(ledger.parent).run(a.index, a.seed).config).is_file():
+      cfg, _, sha = load_resolved(conf)
+      if sha == a.config_sha256: return float(cfg["TARGET"]), f"TARGET of the {cfg.platform} config run {i} ran with"
   for p in available_platforms(benchmark):
     cfg = load_config(benchmark, p, environ={})
     if cfg["system"] == system: return float(cfg["TARGET"]), f"TARGET of the {p} config"
@@ -194,7 +200,7 @@ def collect(path: Path) -> list[BenchData]:
     score = score_bench_dir(bd)
     notes = {r.file: r.note for r in score.runs}
     ledger, done = _ledger_for(bd)
-    target, source = _target(bd.system, bd.benchmark, bd.division)
+    target, source = _target(bd.system, bd.benchmark, ledger, done)
     runs = []
     logs = {log.path.name: log for log in bd.logs}
     for fr in dr.files:

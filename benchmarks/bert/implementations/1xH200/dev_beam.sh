@@ -18,6 +18,6 @@ export BENCHMARK="${BENCHMARK:-10}" DEBUG="${DEBUG:-2}"
 LOG="$RESULTS_DIR/dev_beam_$SEED.txt"
 rc=0
 python3 -m benchmarks.bert.train --platform 1xH200 --phase init \
-  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$LOG" || rc=$?
+  --seed "$SEED" --data "$DATA_DIR" --work "$RESULTS_DIR" --log "$LOG" || rc=$?
 echo "MLPerf log (exit $rc): $(printf %q "$LOG")"
 exit $rc

@@ -17,6 +17,6 @@ export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 LOG="$RESULTS_DIR/dev_$SEED.txt"
 rc=0
 python3 -m benchmarks.bert.train --platform cpu_smoke --phase run \
-  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$LOG" || rc=$?
+  --seed "$SEED" --data "$DATA_DIR" --work "$RESULTS_DIR" --log "$LOG" || rc=$?
 echo "MLPerf log (exit $rc): $(printf %q "$LOG")"
 exit $rc

@@ -20,6 +20,6 @@ export SUBMISSION_ORG="$ORG"   # what the entrypoint logs as submission_org
 LOG="$RESULTS_DIR/result_bert_$SEED.txt"
 rc=0
 python3 -m benchmarks.bert.train --platform tinybox_red --phase all \
-  --seed "$SEED" --data "$DATA_DIR" --results "$RESULTS_DIR" --log "$LOG" || rc=$?
+  --seed "$SEED" --data "$DATA_DIR" --work "$RESULTS_DIR" --log "$LOG" || rc=$?
 echo "MLPerf log (exit $rc): $(printf %q "$LOG"); check it with: tinyperf check $(printf %q "$LOG")"
 exit $rc
