@@ -22,16 +22,17 @@ import socket
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import load_config, PlatformConfig
+from benchmarks.common.config import PlatformConfig
 from benchmarks.common.io import two_sizes
+from benchmarks.registry import load_config
 
 GiB = 2**30
 
 
 def shm_bytes_needed(cfg: PlatformConfig) -> int:
-  """Shared memory the data loader maps: ResNet's train and eval rings of decoded images (uint8 HWC), both alive at
-  once in the worst case. BERT reads memory-mapped shards and needs no shared memory beyond the default."""
-  if cfg.benchmark != "resnet": return 0
+  """Shared memory the data loader maps: the train and eval rings of decoded images (uint8 HWC; spec.loader_shm), both
+  alive at once in the worst case. A loader of memory-mapped shards needs no shared memory beyond the default."""
+  if not cfg.spec.loader_shm: return 0
   s, ring = cfg["IMAGE_SIZE"], cfg["SHM_RING_BATCHES"]
   return ring * (cfg["BS"] + cfg["EVAL_BS"]) * s * s * 3
 
@@ -43,8 +44,8 @@ def shm_size_for(cfg: PlatformConfig) -> str:
 
 
 def min_free_bytes(cfg: PlatformConfig) -> int:
-  """Results, the raw console log, the kernel cache and (with CKPT=1) checkpoints. BERT-large checkpoints are ~4 GB."""
-  default = 1 if cfg["vendor"] == "cpu" else (20 if cfg.benchmark == "bert" else 5)
+  """Results, the raw console log, the kernel cache and (with CKPT=1) checkpoints (spec.min_free_gb on a GPU)."""
+  default = 1 if cfg["vendor"] == "cpu" else cfg.spec.min_free_gb
   return int(float(os.environ.get("TINYPERF_MIN_FREE_GB", default)) * GiB)
 
 
@@ -175,7 +176,7 @@ class Preflight:
                  f"(compose and tinyperf run size it from the config)."))
 
   def cores(self):
-    if self.cfg.benchmark != "resnet": return
+    if not self.cfg.spec.loader_shm: return
     from benchmarks.common.feeding import banner, budget, host_cores
     b = budget(self.cfg, host_cores(self.root) if self.host_cores is None else self.host_cores)
     warnings = b.warnings()

@@ -30,7 +30,7 @@ def main() -> int:
   for a in ("--platform", "--phase", "--data", "--results", "--log", "--config"): p.add_argument(a)
   p.add_argument("--seed", type=int, required=True)
   args = p.parse_args()
-  from benchmarks.common.config import load_config
+  from benchmarks.registry import load_config
   cfg = load_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform)
   def say(phase): print(f"stand-in {phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with "
                         f"{os.environ.get('TINYPERF_CACHE_DROPPED')}", flush=True)

@@ -9,6 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, PlatformConfig
+from benchmarks.common.spec import BenchmarkSpec
 
 # knobs tinygrad itself reads from the environment (at import time, and memoised): they must be set before the import
 TINYGRAD_ENV = ("DEV", "DEFAULT_FLOAT", "SUM_DTYPE", "IGNORE_JIT_FIRST_BEAM", "BEAM_UOPS_MAX", "BEAM_UPCAST_MAX",
@@ -60,7 +61,7 @@ def add_run_arguments(p, benchmark: str):
                  help="training-state file to resume from (env RESUME)")
 
 
-def run_entrypoint(benchmark: str, args, phases: dict) -> int:
+def run_entrypoint(spec: BenchmarkSpec, args, phases: dict) -> int:
   """The shared body of every training entrypoint's main(): config (+ env overrides, printed), tinygrad knobs, the
   per-run kernel cache, the MLPerf log, provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""
   from benchmarks.common import mlperf
@@ -69,7 +70,7 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   start_heartbeat("INIT (building the model, compiling the train step's kernels, BEAM search)"
                   if args.phase in ("init", "all") else "RUN")
   try:
-    cfg = load_config(benchmark, args.platform, path=getattr(args, "config", None))
+    cfg = load_config(spec, args.platform, path=getattr(args, "config", None))
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {'not set' if old is None else old})")
     if args.phase in ("run", "all"): require_closed_model(cfg)
     apply_tinygrad_env(cfg, args.phase)
@@ -77,7 +78,7 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
     # from an earlier measurement: `python -m lab.bench --beam-cache`), which no submission run does
     keep = bool(args.benchmark_steps and os.environ.get("CACHEDB"))
     prepare_cache_db(args.results, args.seed, fresh=args.phase in ("init", "all") and not keep)
-    log = args.log or args.results / f"result_{benchmark}_{args.seed}.txt"
+    log = args.log or args.results / f"result_{spec.name}_{args.seed}.txt"
     mlperf.open_result_log(log)
     if args.phase in ("run", "all"): open_metrics(log)
     print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance(cfg.knobs).items()), flush=True)
@@ -216,7 +217,7 @@ def no_projection(cfg: PlatformConfig) -> str:
   """Why a time to train projected from cfg's step would mean nothing, '' where it means something: a model other than
   the closed one (a toy config like cpu_smoke's, or a knob from the environment) or a CPU platform."""
   from benchmarks.common.rules import closed_model_changes
-  if changed := closed_model_changes(cfg.benchmark, cfg.knobs):
+  if changed := closed_model_changes(cfg.spec, cfg.knobs):
     return (f"{cfg.platform} times a toy model ({', '.join(f'{k}={v}' for k, v in changed.items())}), not the "
             f"closed {cfg.benchmark}")
   return f"{cfg.platform} runs on the CPU" if cfg["vendor"] == "cpu" else ""

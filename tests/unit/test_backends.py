@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import load_config
+from benchmarks.registry import load_config
 from tooling import cli
 from tooling.common import ledger as L
 from tooling.launch.backends import HostBackend, TRAIN_MODULE_ENV

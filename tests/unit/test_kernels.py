@@ -143,7 +143,8 @@ def test_bert_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
 
 @pytest.mark.parametrize("env", [{"DEV": "CPU"}, {"GPUS": "2", "BS": "192", "EVAL_BS": "192"}], ids=["cpu", "two_gpus"])
 def test_config_refuses_triton_kernels_where_they_do_not_run(env):
-  from benchmarks.common.config import ConfigError, load_config
+  from benchmarks.common.config import ConfigError
+  from benchmarks.registry import load_config
   assert load_config("bert", "1xH200", environ={"KERNELS": "triton"}).knobs["KERNELS"] == "triton"
   with pytest.raises(ConfigError, match="KERNELS"):
     load_config("bert", "1xH200", environ={"KERNELS": "triton", **env})

@@ -2,7 +2,7 @@
 import pytest
 
 from benchmarks import preflight as PF
-from benchmarks.common.config import load_config
+from benchmarks.registry import load_config
 from benchmarks.resnet.prep import synthetic_imagenet
 from tooling.common.errors import UserError
 from tooling.common.dataset import check_prepared

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import load_config
+from benchmarks.registry import load_config
 from tooling.common.errors import write_atomic
 
 

@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
-from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
+from benchmarks.common.config import ROOT, available_platforms, PlatformConfig
+from benchmarks.registry import BENCHMARKS, load_config
 from benchmarks.common.io import file_digest, require_dir_possible
 from benchmarks.common.rules import required_runs, result_name
 from tooling.common import ledger as L

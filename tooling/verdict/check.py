@@ -20,9 +20,9 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.common.rules import (CLOSED_SAMPLES, INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, RESULT_GLOB, RESULT_NAME,
-                                     SAMPLES_SLACK, SEED_BITS, SEED_EVIDENCE, beyond_rules, max_dropped_runs,
-                                     required_runs, result_name)
+from benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, RESULT_GLOB, RESULT_NAME, SAMPLES_SLACK,
+                                     SEED_BITS, SEED_EVIDENCE, beyond_rules, max_dropped_runs, required_runs, result_name)
+from benchmarks.registry import BENCHMARKS
 from tooling.common import mlperf_tools
 from tooling.common import results_tree as T
 from tooling.common.errors import ToolError
@@ -222,11 +222,11 @@ def _clock_check(log: MLLog, fr: FileReport) -> None:
 
 
 def _dataset_check(log: MLLog, fr: FileReport, strict: bool = False) -> None:
-  """A closed log states the whole dataset (rules.CLOSED_SAMPLES); a missing key is the compliance checker's finding.
+  """A closed log states the whole dataset (its spec's closed_samples); a missing key is the compliance checker's finding.
   Far fewer samples is a run on part of the data (the rules' text: a failure); any other count off the size is a
   question for the reviewer (a warning, a failure under --strict)."""
   if _division(fr.division) != "closed": return
-  for key, (size, what) in CLOSED_SAMPLES.get(log.benchmark, {}).items():
+  for key, (size, what) in (BENCHMARKS[log.benchmark].closed_samples if log.benchmark in BENCHMARKS else {}).items():
     e = log.first(key)
     if e is None: continue
     v = e.value
