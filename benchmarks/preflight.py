@@ -14,9 +14,9 @@ Exit 0 when all pass, 2 otherwise (bad environment: nothing was run). One line p
 from __future__ import annotations
 import argparse
 import glob
+import importlib
 import os
 import re
-import shlex
 import shutil
 import socket
 import sys
@@ -132,21 +132,8 @@ class Preflight:
     d = self.data
     if d is None: return self.record("data", False, "no data directory given (--data).")
     try:
-      if self.cfg.benchmark == "resnet":
-        from benchmarks.resnet.data import SPLITS, load_manifest
-        m = load_manifest(d, check_files=True)
-        for split in SPLITS: m[split]   # a run trains and evaluates: a DataError naming the missing split
-        detail = f"{m.kind} manifest, {', '.join(f'{k} {len(v):,}' for k, v in m.splits.items())} files present"
-        if m.num_classes != self.cfg["NUM_CLASSES"]:
-          return self.record("data", False, f"{d}: {m.num_classes} classes but the config's NUM_CLASSES is "
-                             f"{self.cfg['NUM_CLASSES']}; prepare the data set this platform expects.")
-      else:
-        from benchmarks.bert.data import train_shard_paths
-        shards = train_shard_paths(d)
-        if not (d / "eval.shard").is_file():
-          return self.record("data", False, f"{d / 'eval.shard'} is missing; run `tinyperf prep wiki eval --data "
-                                            f"{shlex.quote(str(d))}`.")
-        detail = f"{len(shards)} train shards + eval.shard"
+      # each benchmark's loader module knows its data set (benchmarks/<bm>/data.py, as train.py is its entrypoint)
+      detail = importlib.import_module(f"benchmarks.{self.cfg.benchmark}.data").check_prepared(self.cfg, d)
     except Exception as e:  # DataError/ShardError carry the fix; anything else is reported the same way
       return self.record("data", False, str(e))
     self.record("data", True, detail)
