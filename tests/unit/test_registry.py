@@ -41,3 +41,14 @@ def test_the_registry_imports_nothing_heavy():
           "sys.exit(f'imported {heavy}' if heavy else 0)")
   r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
   assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_closed_config_stops_at_mlperfs_quality_target():
+  """The spec owns MLPerf's target; a closed config's TARGET is it (lower, the checker rejects the log; higher, the run
+  trains past the point MLPerf times)."""
+  from benchmarks.common.config import available_platforms
+  from benchmarks.registry import load_config
+  closed = [load_config(b, p, environ={}) for b in BENCHMARKS for p in available_platforms(b)]
+  closed = [c for c in closed if c["division"] == "closed"]
+  assert {c.benchmark for c in closed} == set(BENCHMARKS)
+  assert all(c["TARGET"] == c.spec.quality_target for c in closed), [(c.path, c["TARGET"]) for c in closed]
