@@ -340,7 +340,7 @@ def vary(args) -> dict:
   key, sep, value = args.vary.partition("=")
   if not sep or key not in SCHEMA[args.benchmark]:
     raise UserError(f"--vary {args.vary}: give KNOB=VALUE with a knob of the {args.benchmark} config "
-                    f"(benchmarks/common/config.py), e.g. --vary USE_ATOMICS=1.")
+                    f"(benchmarks/common/config.py, benchmarks/{args.benchmark}/spec.py), e.g. --vary USE_ATOMICS=1.")
   return {key: value}
 
 
