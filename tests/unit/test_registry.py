@@ -1,5 +1,6 @@
-"""One benchmark, one spec (benchmarks/<bm>/spec.py), listed in benchmarks/registry.py: tooling/ loops over the registry
-and names no benchmark, and reading a spec imports nothing heavy (tooling/ does on every command)."""
+"""One benchmark, one spec (benchmarks/<bm>/spec.py), listed in benchmarks/registry.py: tooling/ and the shared code
+loop over the registry and name no benchmark, and reading a spec imports nothing heavy (tooling/ does on every
+command)."""
 import ast
 import subprocess
 import sys
@@ -14,12 +15,15 @@ def _constants(tree: ast.AST):
     if isinstance(n, ast.Constant) and isinstance(n.value, str): yield n
 
 
-def test_tooling_names_no_benchmark():
-  files = sorted((REPO / "tooling").rglob("*.py"))
-  assert len(files) > 30, f"only {len(files)} files under tooling/: the walk broke"
+def test_tooling_and_the_shared_code_name_no_benchmark():
+  """tooling/, benchmarks/common/ and the checks above both benchmarks take what differs from the spec, never by
+  switching on a benchmark's name."""
+  files = sorted([*(REPO / "tooling").rglob("*.py"), *(REPO / "benchmarks" / "common").rglob("*.py"),
+                  REPO / "benchmarks" / "preflight.py", REPO / "benchmarks" / "selfcheck.py"])
+  assert len(files) > 40, f"only {len(files)} files: the walk broke"
   named = [f"{p.relative_to(REPO)}:{n.lineno}: {n.value!r}" for p in files
            for n in _constants(ast.parse(p.read_text(), str(p))) if n.value.strip() in BENCHMARKS]
-  assert not named, ("tooling/ names a benchmark; take what differs from its spec (benchmarks/registry.py):\n  "
+  assert not named, ("a benchmark named; take what differs from its spec (benchmarks/registry.py):\n  "
                      + "\n  ".join(named))
 
 
