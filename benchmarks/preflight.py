@@ -15,9 +15,9 @@ Exit 0 when all pass, 2 otherwise (bad environment: nothing was run). One line p
 from __future__ import annotations
 import argparse
 import glob
+import importlib
 import os
 import re
-import shlex
 import shutil
 import socket
 import sys
@@ -30,9 +30,9 @@ GiB = 2**30
 
 
 def shm_bytes_needed(cfg: PlatformConfig) -> int:
-  """Shared memory the data loader maps: ResNet's train and eval rings of decoded images (uint8 HWC), both alive at
-  once in the worst case. BERT reads memory-mapped shards and needs no shared memory beyond the default."""
-  if cfg.benchmark != "resnet": return 0
+  """Shared memory the data loader maps: the train and eval rings of decoded images (uint8 HWC; spec.loader_shm), both
+  alive at once in the worst case. A loader of memory-mapped shards needs no shared memory beyond the default."""
+  if not cfg.spec.loader_shm: return 0
   s, ring = cfg["IMAGE_SIZE"], cfg["SHM_RING_BATCHES"]
   return ring * (cfg["BS"] + cfg["EVAL_BS"]) * s * s * 3
 
@@ -44,8 +44,8 @@ def shm_size_for(cfg: PlatformConfig) -> str:
 
 
 def min_free_bytes(cfg: PlatformConfig) -> int:
-  """Results, the raw console log, the kernel cache and (with CKPT=1) checkpoints. BERT-large checkpoints are ~4 GB."""
-  default = 1 if cfg["vendor"] == "cpu" else (20 if cfg.benchmark == "bert" else 5)
+  """Results, the raw console log, the kernel cache and (with CKPT=1) checkpoints (spec.min_free_gb on a GPU)."""
+  default = 1 if cfg["vendor"] == "cpu" else cfg.spec.min_free_gb
   return int(float(os.environ.get("TINYPERF_MIN_FREE_GB", default)) * GiB)
 
 
@@ -132,21 +132,8 @@ class Preflight:
     d = self.data
     if d is None: return self.record("data", False, "no data directory given (--data).")
     try:
-      if self.cfg.benchmark == "resnet":
-        from benchmarks.resnet.data import SPLITS, load_manifest
-        m = load_manifest(d, check_files=True)
-        for split in SPLITS: m[split]   # a run trains and evaluates: a DataError naming the missing split
-        detail = f"{m.kind} manifest, {', '.join(f'{k} {len(v):,}' for k, v in m.splits.items())} files present"
-        if m.num_classes != self.cfg["NUM_CLASSES"]:
-          return self.record("data", False, f"{d}: {m.num_classes} classes but the config's NUM_CLASSES is "
-                             f"{self.cfg['NUM_CLASSES']}; prepare the data set this platform expects.")
-      else:
-        from benchmarks.bert.data import train_shard_paths
-        shards = train_shard_paths(d)
-        if not (d / "eval.shard").is_file():
-          return self.record("data", False, f"{d / 'eval.shard'} is missing; run `tinyperf prep wiki eval --data "
-                                            f"{shlex.quote(str(d))}`.")
-        detail = f"{len(shards)} train shards + eval.shard"
+      # each benchmark's loader module knows its data set (benchmarks/<bm>/data.py, as train.py is its entrypoint)
+      detail = importlib.import_module(f"benchmarks.{self.cfg.benchmark}.data").check_prepared(self.cfg, d)
     except Exception as e:  # DataError/ShardError carry the fix; anything else is reported the same way
       return self.record("data", False, str(e))
     self.record("data", True, detail)
@@ -176,7 +163,7 @@ class Preflight:
                  f"(compose and tinyperf run size it from the config)."))
 
   def cores(self):
-    if self.cfg.benchmark != "resnet": return
+    if not self.cfg.spec.loader_shm: return
     from benchmarks.common.feeding import banner, budget, host_cores
     b = budget(self.cfg, host_cores(self.root) if self.host_cores is None else self.host_cores)
     warnings = b.warnings()
@@ -209,8 +196,9 @@ def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
   from benchmarks.common.io import InputError
   from benchmarks.common.rundir import load_run_config
+  from benchmarks.registry import spec
   try:
-    cfg, _ = load_run_config(args.benchmark, args.platform, args.config, args.work)
+    cfg, _ = load_run_config(spec(args.benchmark), args.platform, args.config, args.work)
   except InputError as e:
     print(f"preflight FAILED config: {e}", flush=True)
     return 2

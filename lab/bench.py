@@ -20,9 +20,9 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common.config import (ROOT, SCHEMA, PlatformConfig, available_platforms, bert_dropout, coerce_knob,
-                                      config_path, load_config)
-from benchmarks.common.rules import CLOSED_MODEL, closed_model_changes
+from benchmarks.common.config import ROOT, PlatformConfig, available_platforms, bert_dropout, coerce_knob, config_path
+from benchmarks.common.rules import closed_model_changes
+from benchmarks.registry import BENCHMARKS, SCHEMA, load_config
 from tooling.common.errors import InputError, UserError, stop_on_signals
 
 TAG = "tinyperf-bench "
@@ -293,7 +293,8 @@ def follow_beam_cache(cache_db: Path, dest: Path, check_s: float = BEAM_SAVE_CHE
 
 
 # the models lab/<bm>/bench_torch.py builds: the closed ones, where the PyTorch side can follow BERT's depth
-TORCH_SHAPES = {"resnet": CLOSED_MODEL["resnet"], "bert": {k: v for k, v in CLOSED_MODEL["bert"].items() if k != "BERT_LAYERS"}}
+TORCH_SHAPES = {"resnet": BENCHMARKS["resnet"].closed_model,
+                "bert": {k: v for k, v in BENCHMARKS["bert"].closed_model.items() if k != "BERT_LAYERS"}}
 
 
 def torch_command(args) -> list[str]:
@@ -302,7 +303,7 @@ def torch_command(args) -> list[str]:
   before anything runs: a ratio between two different models would be printed as if it were a speed-up."""
   cfg = config(args)
   shaped = tinygrad_config(args, {})
-  differ = {k: v for k, v in closed_model_changes(args.benchmark, shaped.knobs).items() if k in TORCH_SHAPES[args.benchmark]}
+  differ = {k: v for k, v in closed_model_changes(shaped.spec, shaped.knobs).items() if k in TORCH_SHAPES[args.benchmark]}
   if differ:
     from_env = [k for k in differ if k in shaped.overridden]   # the rest come from the platform's config file
     raise UserError(f"--against torch: the tinygrad side would train {', '.join(f'{k}={v}' for k, v in differ.items())} "
@@ -339,7 +340,7 @@ def vary(args) -> dict:
   key, sep, value = args.vary.partition("=")
   if not sep or key not in SCHEMA[args.benchmark]:
     raise UserError(f"--vary {args.vary}: give KNOB=VALUE with a knob of the {args.benchmark} config "
-                    f"(benchmarks/common/config.py), e.g. --vary USE_ATOMICS=1.")
+                    f"(benchmarks/common/config.py, benchmarks/{args.benchmark}/spec.py), e.g. --vary USE_ATOMICS=1.")
   return {key: value}
 
 

@@ -32,10 +32,11 @@ def main() -> int:
   p.add_argument("--seed", type=int, required=True)
   args = p.parse_args()
   from benchmarks.common.rundir import RunDir, load_run_config
+  from benchmarks.registry import spec
   run = RunDir(Path(args.work))
   args.log = args.log or run.log
   cache_db = Path(os.environ.get("CACHEDB") or run.cache_db)
-  cfg, submitter = load_run_config(os.environ.get("STAND_IN_BENCHMARK", "resnet"), args.platform,
+  cfg, submitter = load_run_config(spec(os.environ.get("STAND_IN_BENCHMARK", "resnet")), args.platform,
                                    Path(args.config) if args.config else None, run.path)
   def say(phase): print(f"stand-in {phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with "
                         f"{os.environ.get('TINYPERF_CACHE_DROPPED')}", flush=True)

@@ -13,6 +13,7 @@ across evals and wraps).
 from __future__ import annotations
 import os
 import random
+import shlex
 from pathlib import Path
 from typing import Iterator
 
@@ -29,6 +30,15 @@ def train_shard_paths(data_dir: str | os.PathLike) -> list[Path]:
     raise ShardError(f"{d}: no train shards (part-*{SUFFIX}). Run `python -m benchmarks.bert.prep pretrain --data "
                      f"{Path(data_dir)}` first.")
   return paths
+
+
+def check_prepared(cfg, data_dir: Path) -> str:
+  """The preflight's look at a data set (benchmarks/preflight.py): what it holds, or a ShardError naming the fix."""
+  shards = train_shard_paths(data_dir)
+  if not (data_dir / "eval.shard").is_file():
+    raise ShardError(f"{data_dir / 'eval.shard'} is missing; run `tinyperf prep wiki eval --data "
+                     f"{shlex.quote(str(data_dir))}`.")
+  return f"{len(shards)} train shards + eval.shard"
 
 
 def shard_order(paths: list[str | os.PathLike], seed: int, passes: int = 1) -> list[Path]:

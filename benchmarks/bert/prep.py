@@ -41,8 +41,9 @@ def _params(args):
   # None is "not given" (the platform's value, else the reference's); 0 is a value, which Params.check refuses
   L, P = args.max_seq_len, args.max_predictions
   if args.platform:
+    from benchmarks.bert.spec import SPEC
     from benchmarks.common.config import load_config
-    cfg = load_config("bert", args.platform)
+    cfg = load_config(SPEC, args.platform)
     L = cfg["MAX_SEQ_LEN"] if L is None else L
     P = cfg["MAX_PREDICTIONS"] if P is None else P
     if getattr(args, "eval_samples", None) is None and hasattr(args, "eval_samples"):

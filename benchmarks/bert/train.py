@@ -26,6 +26,7 @@ from benchmarks.common.config import BERT_DROPOUT, ConfigError, PlatformConfig, 
 from benchmarks.common.io import InputError
 from benchmarks.common.rundir import RunDir
 from benchmarks.common import beam, mlperf, runtime
+from benchmarks.bert.spec import SPEC
 
 VOCAB_SIZE = 30522          # the MLCommons uncased vocab (and the cpu_smoke one: the same bert-base-uncased vocab)
 CHECKPOINT_NAME = "bert-large.safetensors"
@@ -339,7 +340,7 @@ def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> tuple[
 
 def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
-  return runtime.run_entrypoint("bert", args, {"all": all_phases, "init": init_phase, "run": run_phase})
+  return runtime.run_entrypoint(SPEC, args, {"all": all_phases, "init": init_phase, "run": run_phase})
 
 
 if __name__ == "__main__":

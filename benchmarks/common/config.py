@@ -6,7 +6,9 @@ A config lives at benchmarks/<benchmark>/implementations/<platform>/config.yaml.
     An environment variable with the same name overrides the file, one knob at a time (BS=512 ./dev_run.sh).
 
 This module imports nothing from tinygrad: the launcher (tooling/) reads configs through it too, so that compose,
-scripts and docs are generated from, or checked against, the same values the training entrypoint uses.
+scripts and docs are generated from, or checked against, the same values the training entrypoint uses. What differs
+per benchmark (its knobs, rules, ruleset, closed model) comes from its spec (benchmarks/<bm>/spec.py), passed in: this
+module names no benchmark; benchmarks/registry.py loads a config by benchmark name.
 """
 from __future__ import annotations
 import difflib
@@ -19,10 +21,10 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common.io import InputError
-from benchmarks.common.rules import CLOSED_MODEL, RULESETS, SEED_BITS, closed_model_changes, draw_seed
+from benchmarks.common.rules import SEED_BITS, closed_model_changes
+from benchmarks.common.spec import BenchmarkSpec, Knob
 
 ROOT = Path(__file__).resolve().parents[2]
-BENCHMARKS = ("resnet", "bert")
 PLATFORMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X", "1xH200", "2xH200", "cpu_smoke")
 
 
@@ -75,18 +77,9 @@ def load_yaml(path: Path, text: str | None = None):
     raise ConfigError(f"{path}: cannot be read ({e.strerror or e}).") from None
 
 
-@dataclass(frozen=True)
-class Knob:
-  type: type
-  doc: str
-  required: bool = True
-  choices: tuple = ()
-  range: str = ""   # numeric knobs: the allowed interval, e.g. "[1,)" (>= 1) or "(0,1]"; NaN and infinities never pass
-
-
 # Facts about the submission (lower-case, never overridden by the environment, except DIVISION=open: load_config).
 META = {
-  "benchmark": Knob(str, "benchmark keyword as MLPerf logs it", choices=BENCHMARKS),
+  "benchmark": Knob(str, "benchmark keyword as MLPerf logs it (the directory's: load_config)"),
   "platform": Knob(str, "implementation directory name"),
   "system": Knob(str, "systems/<system>.json stem; logged as submission_platform"),
   "vendor": Knob(str, "which image runs it", choices=("nv", "amd", "cpu")),
@@ -100,7 +93,7 @@ META = {
   "notes": Knob(str, "where the values come from", required=False),
 }
 
-# Knobs shared by both benchmarks: device, precision and the tinygrad kernel search.
+# Knobs every benchmark has (its spec adds its own): device, precision and the tinygrad kernel search.
 COMMON = {
   "DEV": Knob(str, "tinygrad device backend", choices=("NV", "AMD", "CUDA", "CPU", "NULL")),
   "GPUS": Knob(int, "devices the batch is sharded over", range="[1,)"),
@@ -132,75 +125,6 @@ COMMON = {
                     range="[16,32]"),
 }
 
-RESNET = {
-  "BS": Knob(int, "global train batch size", range="[1,)"),
-  "EVAL_BS": Knob(int, "global eval batch size", range="[1,)"),
-  "LR": Knob(float, "LARS peak learning rate", range="(0,)"),
-  "WARMUP_EPOCHS": Knob(int, "linear warm-up length in epochs", range="[0,)"),
-  "EPOCHS": Knob(int, "schedule length in epochs (training stops earlier at the target)", range="[1,)"),
-  "END_LR": Knob(float, "final learning rate of the polynomial decay", range="[0,)"),
-  "DECAY": Knob(float, "LARS weight decay (1e-4 * 2^N for closed)", range="[0,)"),
-  "MOMENTUM": Knob(float, "LARS and SGD momentum", range="[0,1)"),
-  "LABEL_SMOOTHING": Knob(float, "label smoothing (0 or 0.1 in closed)", range="[0,1)"),
-  "LOSS_SCALER": Knob(float, "static loss scale (128 for fp16: the v4.0 reviewed runs)", range="(0,)"),
-  "TARGET": Knob(float, "top-1 accuracy that stops the run", range="(0,1]"),
-  "EVAL_START_EPOCH": Knob(int, "eval offset: evals after epochs where (epoch - offset) % EVAL_FREQ == 0",
-                           range="[0,)"),
-  "EVAL_FREQ": Knob(int, "eval every N epochs", range="[1,)"),
-  "EVAL_EVERY_EPOCH_FROM": Knob(int, "from this epoch on, eval after every epoch", range="[0,)"),
-  "SYNCBN": Knob(int, "1 = BatchNorm statistics synced across devices, 0 = per device", range="[0,1]"),
-  "IMAGE_SIZE": Knob(int, "train/eval crop size (224 for closed)", range="[1,)"),
-  "NUM_CLASSES": Knob(int, "classifier width (1000 for closed)", range="[2,)"),
-  "RESNET_WIDTH": Knob(int, "stem/first-stage width (64 = ResNet-50)", range="[1,)"),
-  "RESNET_LAYERS": Knob(str, "bottleneck blocks per stage, comma separated (3,4,6,3 = ResNet-50)"),
-  "SHM_RING_BATCHES": Knob(int, "batches held in the shared-memory ring per loader", range="[2,)"),
-  "FEED_IMG_S_PER_GPU": Knob(float, "train img/s one GPU consumes at the speed expected on this platform (the "
-                                    "loader must feed GPUS times this; source in the config's comment)", range="(0,)"),
-  "LOADER_IMG_S_PER_CORE": Knob(float, "train img/s one CPU core of the loader delivers (lab.resnet."
-                                       "bench_decode); sets the cores the platform needs (benchmarks/common/feeding.py)",
-                                 range="(0,)"),
-}
-
-BERT = {
-  "BS": Knob(int, "global train batch size", range="[1,)"),
-  "EVAL_BS": Knob(int, "global eval batch size", range="[1,)"),
-  "LR": Knob(float, "LAMB peak learning rate", range="(0,)"),
-  "BETA1": Knob(float, "LAMB beta1", range="[0,1)"),
-  "BETA2": Knob(float, "LAMB beta2", range="[0,1)"),
-  "EPSILON": Knob(float, "LAMB epsilon", range="(0,)"),
-  "DECAY": Knob(float, "LAMB weight decay (LayerNorm and biases excluded)", range="[0,)"),
-  "POLY_POWER": Knob(float, "LR decay power", range="(0,)"),
-  "WARMUP_STEPS": Knob(int, "linear warm-up steps", range="[0,)"),
-  "TRAIN_STEPS": Knob(int, "schedule length in steps", range="[1,)"),
-  "LOSS_SCALER": Knob(float, "static loss scale (2048 for fp16)", range="(0,)"),
-  "CLIP_NORM": Knob(float, "global gradient-norm clip", range="(0,)"),
-  "TARGET": Knob(float, "masked-LM accuracy that stops the run", range="(0,1]"),
-  "EVAL_SAMPLES": Knob(int, "eval set size (10000 for closed)", range="[1,)"),
-  "EVAL_STEP_FREQ": Knob(int, "eval every N steps; 0 = the MLPerf formula floor(0.05*(230.23*BS+3e6), 25000)/BS",
-                         range="[0,)"),
-  "MAX_SEQ_LEN": Knob(int, "sequence length (512 for closed)", range="[1,)"),
-  "MAX_PREDICTIONS": Knob(int, "masked positions per sequence (76 for closed)", range="[1,)"),
-  "BERT_LAYERS": Knob(int, "encoder layers (24 = BERT-large)", range="[1,)"),
-  "BERT_HIDDEN": Knob(int, "hidden size (1024 = BERT-large)", range="[1,)"),
-  "BERT_HEADS": Knob(int, "attention heads (16 = BERT-large)", range="[1,)"),
-  "BERT_INTERMEDIATE": Knob(int, "feed-forward width (4096 = BERT-large)", range="[1,)"),
-  "INIT_BERT_LAYERS": Knob(int, "encoder layers the INIT phase compiles (kernels repeat per layer)", range="[1,)"),
-  "INIT_CHECKPOINT": Knob(int, "1 = RUN starts from the MLPerf phase-1 checkpoint (DATA/bert-large.safetensors, made by "
-                              "prep checkpoint), 0 = from random init (toy runs)", choices=(0, 1)),
-  "SUM_DTYPE": Knob(str, "reduction accumulation dtype", required=False, choices=("HALF", "FLOAT")),
-  "USE_ATOMICS": Knob(int, "1 = the word-embedding gradient is an atomic scatter-add (O(tokens x hidden)), 0 = the "
-                           "reference's one-hot reduction (O(vocab x tokens x hidden)); CPU always scatters "
-                           "(benchmarks/bert/model.py Embedding)", required=False, choices=(0, 1)),
-  "ATTENTION_SOFTMAX": Knob(str, "dtype the attention softmax reads its scores in: FLOAT (when unset: fp32, as the "
-                                 "reference) or HALF (DEFAULT_FLOAT, as tinygrad's scaled_dot_product_attention in tinycorp's "
-                                 "code: the backward keeps its (B, heads, L, L) buffers in half, which holds less GPU "
-                                 "memory: docs/bert_train.md)", required=False, choices=("FLOAT", "HALF")),
-  "DROPOUT": Knob(float, "hidden and attention dropout probability (default BERT_DROPOUT, BERT-large's and the closed "
-                         "reference's; a closed RUN refuses any other value; `python -m lab.bench --dropout 0` measures its cost)",
-                  required=False, range="[0,1)"),
-}
-
-SCHEMA = {"resnet": {**COMMON, **RESNET}, "bert": {**COMMON, **BERT}}
 BERT_DROPOUT = 0.1   # BERT-large's dropout, fixed in the closed division: DROPOUT's value when a config does not set it
 
 
@@ -210,12 +134,17 @@ def bert_dropout(knobs) -> float:
 
 @dataclass
 class PlatformConfig:
-  benchmark: str
+  spec: BenchmarkSpec
   platform: str
   path: Path
   meta: dict
   knobs: dict                                    # UPPER-CASE knob -> typed value, env overrides applied
   overridden: dict = field(default_factory=dict)  # knob -> (file value, env value) for the log
+
+  @property
+  def benchmark(self) -> str: return self.spec.name
+  @property
+  def schema(self) -> dict[str, Knob]: return {**COMMON, **self.spec.knobs}
 
   def __getitem__(self, key): return self.knobs[key] if key.isupper() else self.meta[key]
   def get(self, key, default=None):
@@ -268,13 +197,12 @@ def _in_range(v: float, rng: str) -> bool:
   return True
 
 
-def load_config(benchmark: str, platform: str, environ: dict | None = None, path: Path | None = None,
+def load_config(spec: BenchmarkSpec, platform: str, environ: dict | None = None, path: Path | None = None,
                 given_as: dict[str, str] | None = None) -> PlatformConfig:
-  """Load and validate one config; environment variables named like a knob override it. given_as: for knobs a command
-  set in environ from its own flags, the flag as the user typed it (`python -m lab.bench`: {"BS": "--bs 0"}), which an
-  error names instead of the environment variable the user never set."""
-  if benchmark not in BENCHMARKS:
-    raise ConfigError(f"unknown benchmark {benchmark!r}; valid: {', '.join(BENCHMARKS)}.")
+  """Load and validate one config of spec's benchmark; environment variables named like a knob override it. given_as:
+  for knobs a command set in environ from its own flags, the flag as the user typed it (`python -m lab.bench`: {"BS":
+  "--bs 0"}), which an error names instead of the environment variable the user never set."""
+  benchmark = spec.name
   path = Path(path) if path else config_path(benchmark, platform)
   if not path.is_file():
     have = available_platforms(benchmark)
@@ -284,11 +212,11 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
   raw = load_yaml(path)
   if not isinstance(raw, dict):
     raise ConfigError(f"{path}: expected a mapping of keys to values, got {type(raw).__name__}.")
-  schema = SCHEMA[benchmark]
+  schema = {**COMMON, **spec.knobs}
   unknown = sorted(k for k in raw if k not in schema and k not in META)
   if unknown:
     raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}. Known knobs are listed in "
-                      f"benchmarks/common/config.py (SCHEMA['{benchmark}'], META); remove or rename them.")
+                      f"benchmarks/common/config.py (COMMON, META) and benchmarks/{benchmark}/spec.py; remove or rename them.")
   meta, knobs = {}, {}
   for table, out in ((META, meta), (schema, knobs)):
     for key, knob in table.items():
@@ -300,8 +228,8 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
     raise ConfigError(f"{path}: benchmark is {meta['benchmark']!r} but the file lives under {benchmark}/.")
   if meta["platform"] != path.parent.name:
     raise ConfigError(f"{path}: platform is {meta['platform']!r} but the directory is {path.parent.name!r}.")
-  if meta["division"] == "closed" and meta["ruleset"] != RULESETS[benchmark]:
-    raise ConfigError(f"{path}: ruleset {meta['ruleset']} does not accept closed {benchmark}; use {RULESETS[benchmark]}.")
+  if meta["division"] == "closed" and meta["ruleset"] != spec.ruleset:
+    raise ConfigError(f"{path}: ruleset {meta['ruleset']} does not accept closed {benchmark}; use {spec.ruleset}.")
   in_file = dict(knobs)
   if environ is None:
     environ = os.environ
@@ -312,7 +240,7 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
       val = coerce_knob(environ[key], knob, key, given_as.get(key, f"environment variable {key}"), from_env=True)
       if knobs.get(key) != val: overridden[key] = (knobs.get(key), val)
       knobs[key] = val
-  _check_consistency(path, benchmark, knobs, {key: given_as.get(key, "the environment") for key in overridden})
+  _check_consistency(path, spec, knobs, {key: given_as.get(key, "the environment") for key in overridden})
   # DIVISION=open makes a closed config's run an open one (a shortened schedule, part of the data: docs/check.md);
   # the other way, a closed log, comes only from a config file that says closed
   if (division := environ.get("DIVISION", "")) not in ("", "open"):
@@ -323,10 +251,10 @@ def load_config(benchmark: str, platform: str, environ: dict | None = None, path
     overridden["DIVISION"] = (meta["division"], "open")   # passed on as DIVISION=open where a launcher starts the run
     meta["division"] = "open"
   # the file's model; an environment override of it is refused where a run starts (require_closed_model)
-  if meta["division"] == "closed" and (changed := closed_model_changes(benchmark, in_file)):
-    raise ConfigError(f"{path}: division closed requires {_closed_model(benchmark)}, not "
+  if meta["division"] == "closed" and (changed := closed_model_changes(spec, in_file)):
+    raise ConfigError(f"{path}: division closed requires {_closed_model(spec)}, not "
                       f"{', '.join(f'{k} {v}' for k, v in changed.items())}; set those or division: open.")
-  return PlatformConfig(benchmark, meta["platform"], path, meta, knobs, overridden)
+  return PlatformConfig(spec, meta["platform"], path, meta, knobs, overridden)
 
 
 RESOLVED_FORMAT = "tinyperf-config-v1"
@@ -350,8 +278,8 @@ def write_resolved(cfg: PlatformConfig, path: Path, submitter: str) -> str:
   return digest
 
 
-def load_resolved(path: Path) -> tuple[PlatformConfig, str, str]:
-  """(config, submitter, sha256) of a resolved config.json (write_resolved), its facts and knobs held to the rules
+def load_resolved(path: Path, spec: BenchmarkSpec) -> tuple[PlatformConfig, str, str]:
+  """(config, submitter, sha256) of spec's resolved config.json (write_resolved), its facts and knobs held to the rules
   config.yaml's are (types, choices, ranges, consistency); the environment overrides nothing: the launcher resolved it."""
   import json
   try:
@@ -366,7 +294,6 @@ def load_resolved(path: Path) -> tuple[PlatformConfig, str, str]:
       raise ValueError("its keys are not format, benchmark, platform, submitter, meta, knobs, overridden, sha256")
     if raw.get("sha256") != _resolved_hash(body): raise ValueError("its sha256 does not match: it was edited")
     benchmark, meta, knobs, overridden = raw["benchmark"], raw["meta"], raw["knobs"], raw["overridden"]
-    if benchmark not in BENCHMARKS: raise ValueError(f"unknown benchmark {benchmark!r}")
     if not (isinstance(meta, dict) and isinstance(knobs, dict) and isinstance(overridden, dict)
             and all(isinstance(v, list) and len(v) == 2 for v in overridden.values())):
       raise ValueError("meta, knobs and overridden must be objects (overridden: knob -> [file value, value])")
@@ -374,7 +301,9 @@ def load_resolved(path: Path) -> tuple[PlatformConfig, str, str]:
   except (ValueError, RecursionError) as e:   # json.JSONDecodeError is a ValueError
     raise ConfigError(f"{path}: not a resolved config `tinyperf run` wrote ({e}). Remove it and rerun the run with "
                       f"`tinyperf run`, or run the entrypoint without it (it resolves config.yaml itself).") from None
-  schema, where = SCHEMA[benchmark], str(path)
+  if benchmark != spec.name:
+    raise ConfigError(f"{path}: the resolved config of {benchmark}, not {spec.name}; pass another work folder.")
+  schema, where = {**COMMON, **spec.knobs}, str(path)
   if unknown := sorted(set(knobs) - set(schema)) + sorted(set(meta) - set(META)):
     raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; remove the file and rerun `tinyperf run`.")
   for table, got in ((META, meta), (schema, knobs)):
@@ -383,24 +312,22 @@ def load_resolved(path: Path) -> tuple[PlatformConfig, str, str]:
       elif knob.required: raise ConfigError(f"{path}: missing required key {key} ({knob.doc}); remove the file and rerun.")
   if raw["platform"] != meta["platform"] or meta["benchmark"] != benchmark:
     raise ConfigError(f"{path}: benchmark and platform disagree with its meta; remove the file and rerun `tinyperf run`.")
-  _check_consistency(path, benchmark, knobs, {k: "the environment" for k in overridden})
-  cfg = PlatformConfig(benchmark, meta["platform"], config_path(benchmark, meta["platform"]), meta, knobs,
+  _check_consistency(path, spec, knobs, {k: "the environment" for k in overridden})
+  cfg = PlatformConfig(spec, meta["platform"], config_path(benchmark, meta["platform"]), meta, knobs,
                        {k: tuple(v) for k, v in overridden.items()})
   return cfg, raw["submitter"], raw["sha256"]
 
-
-ALL_KNOBS = set().union(*SCHEMA.values())
 _warned: set[str] = set()
 
 
 def misspelt_knobs(environ, schema: dict) -> dict[str, str]:
-  """Environment variables that look like a typo of a knob: {name: knob}. Upper-case names that are no benchmark's
-  knob and are close to one (difflib ratio >= 0.85, none of tinygrad's own variables is); a name without an underscore
-  only against knobs of its length (a swapped letter), so tinygrad's device switches (GPU=1 beside GPUS) never
-  match."""
+  """Environment variables that look like a typo of a knob of schema: {name: knob}. Upper-case names that are not one
+  of its knobs and are close to one (difflib ratio >= 0.85; none of tinygrad's own variables is, nor another
+  benchmark's knob: tests/unit/test_config.py); a name without an underscore only against knobs of its length (a
+  swapped letter), so tinygrad's device switches (GPU=1 beside GPUS) never match."""
   out = {}
   for name in environ:
-    if name in ALL_KNOBS or not name.isupper(): continue
+    if name in schema or not name.isupper(): continue
     cands = [k for k in schema if "_" in name or len(k) == len(name)]
     close = difflib.get_close_matches(name, cands, n=1, cutoff=0.85)
     if close: out[name] = close[0]
@@ -412,10 +339,10 @@ def _warn_misspelt(environ, schema: dict) -> None:
     if name in _warned: continue
     _warned.add(name)
     print(f"warning: environment variable {name} is not a knob and is ignored; did you mean {knob}? "
-          f"(knobs: benchmarks/common/config.py)", file=sys.stderr)
+          f"(knobs: benchmarks/common/config.py and benchmarks/*/spec.py)", file=sys.stderr)
 
 
-def _check_consistency(path: Path, benchmark: str, k: dict, sources: dict[str, str]):
+def _check_consistency(path: Path, spec: BenchmarkSpec, k: dict, sources: dict[str, str]):
   """sources: the knobs that differ from the file's -> where they come from ("the environment", a command's flag)."""
   def fail(keys: tuple, why: str):
     # the message names the file; say which of the values the environment (or a flag) set, where one did
@@ -423,7 +350,7 @@ def _check_consistency(path: Path, benchmark: str, k: dict, sources: dict[str, s
   for bs in ("BS", "EVAL_BS"):
     if k[bs] % k["GPUS"]:
       fail((bs, "GPUS"), f"{bs}={k[bs]} is not divisible by GPUS={k['GPUS']}; the batch is sharded evenly.")
-  warmup, total = {"resnet": ("WARMUP_EPOCHS", "EPOCHS"), "bert": ("WARMUP_STEPS", "TRAIN_STEPS")}[benchmark]
+  warmup, total = spec.schedule
   if k[warmup] >= k[total]:
     fail((warmup, total), f"{warmup}={k[warmup]} is not below {total}={k[total]}; the learning rate warms up for {warmup} "
                           f"and then decays until {total}. Lower {warmup} or raise {total}.")
@@ -435,26 +362,11 @@ def _check_consistency(path: Path, benchmark: str, k: dict, sources: dict[str, s
          f"{' and '.join(ranked)} {'bounds' if len(ranked) == 1 else 'bound'} the BEAM search only with "
          f"IGNORE_JIT_FIRST_BEAM=1: without it the first, uncaptured step searches every kernel first. Set "
          f"IGNORE_JIT_FIRST_BEAM: 1 (as the H200 configs do).")
-  if k.get("KERNELS") == "triton" and (k["DEV"] != "CUDA" or k["GPUS"] != 1):
-    fail(("KERNELS", "DEV", "GPUS"), f"KERNELS=triton needs DEV=CUDA and GPUS=1 (its kernels are Triton's, compiled "
-                                     f"for NVIDIA GPUs, and run on one GPU so far); got DEV={k['DEV']}, "
-                                     f"GPUS={k['GPUS']}. Set KERNELS: tinygrad.")
-  if benchmark == "resnet":
-    try: layers = [int(x) for x in k["RESNET_LAYERS"].split(",")]
-    except ValueError: layers = []
-    if not layers or min(layers) < 1:
-      fail(("RESNET_LAYERS",), f"RESNET_LAYERS={k['RESNET_LAYERS']!r} must be positive integers, one per stage, "
-                               f"e.g. 3,4,6,3.")
-  if benchmark == "bert":
-    if k["BERT_HIDDEN"] % k["BERT_HEADS"]:
-      fail(("BERT_HIDDEN", "BERT_HEADS"), f"BERT_HIDDEN={k['BERT_HIDDEN']} is not divisible by BERT_HEADS="
-                                          f"{k['BERT_HEADS']}; every attention head gets hidden/heads features.")
-    if k["MAX_PREDICTIONS"] > k["MAX_SEQ_LEN"]:
-      fail(("MAX_PREDICTIONS", "MAX_SEQ_LEN"), f"MAX_PREDICTIONS={k['MAX_PREDICTIONS']} exceeds MAX_SEQ_LEN="
-                                               f"{k['MAX_SEQ_LEN']}; a sequence cannot mask more positions than it has.")
-    if k["INIT_BERT_LAYERS"] > k["BERT_LAYERS"]:
-      fail(("INIT_BERT_LAYERS", "BERT_LAYERS"), f"INIT_BERT_LAYERS={k['INIT_BERT_LAYERS']} exceeds BERT_LAYERS="
-                                                f"{k['BERT_LAYERS']}; INIT compiles a subset of the model's layers.")
+  if k.get("KERNELS") == "triton" and (k["DEV"] != "CUDA" or not spec.triton or k["GPUS"] != 1):
+    fail(("KERNELS", "DEV", "GPUS"), f"KERNELS=triton needs DEV=CUDA and GPUS=1 (its kernels are Triton's, compiled for "
+                                     f"NVIDIA GPUs, and run on one GPU so far); got DEV={k['DEV']}, GPUS={k['GPUS']} "
+                                     f"for {spec.name}. Set KERNELS: tinygrad.")
+  for keys, why in spec.rules(k): fail(keys, why)
 
 
 def _said_where(keys: tuple, sources: dict[str, str]) -> str:
@@ -470,17 +382,16 @@ def _said_where(keys: tuple, sources: dict[str, str]) -> str:
   return f" ({'; '.join(parts)}.)" if parts else ""
 
 
-def _closed_model(benchmark: str) -> str:
-  name = {"resnet": "ResNet-50", "bert": "BERT-large"}[benchmark]
-  return f"{name} ({', '.join(f'{k} {v}' for k, v in CLOSED_MODEL[benchmark].items())})"
+def _closed_model(spec: BenchmarkSpec) -> str:
+  return f"{spec.model} ({', '.join(f'{k} {v}' for k, v in spec.closed_model.items())})"
 
 
 def require_closed_model(cfg: PlatformConfig):
   """A closed run (one that writes a result log) trains the closed model. The config file is checked when loaded; this
   catches environment overrides (NUM_CLASSES=10, BERT_LAYERS=2), which stay allowed for measurements without a result
   (`python -m lab.bench`, --phase init)."""
-  if cfg["division"] != "closed" or not (changed := closed_model_changes(cfg.benchmark, cfg.knobs)): return
-  raise ConfigError(f"{cfg.path}: division closed requires {_closed_model(cfg.benchmark)}; the environment sets "
+  if cfg["division"] != "closed" or not (changed := closed_model_changes(cfg.spec, cfg.knobs)): return
+  raise ConfigError(f"{cfg.path}: division closed requires {_closed_model(cfg.spec)}; the environment sets "
                     f"{', '.join(f'{k}={v}' for k, v in changed.items())}, which would make this closed log an open-"
                     f"division run. Unset {' '.join(changed)}; a smaller model can be timed without a result with "
                     f"`python -m lab.bench {cfg.benchmark} --against none`.")
@@ -490,21 +401,3 @@ def available_platforms(benchmark: str) -> list[str]:
   impl = ROOT / "benchmarks" / benchmark / "implementations"
   return sorted(p.name for p in impl.iterdir() if (p / "config.yaml").is_file()) if impl.is_dir() else []
 
-
-def build_parser():
-  """The parser of `python3 -m benchmarks.common.config seed BENCHMARK PLATFORM`: one seed of the platform's SEED_BITS
-  (environment override included), for the generated run scripts (test_doc_commands checks their commands with it)."""
-  import argparse
-  p = argparse.ArgumentParser(prog="python3 -m benchmarks.common.config")
-  sub = p.add_subparsers(dest="cmd", required=True)
-  seed = sub.add_parser("seed", help="print one seed of the platform's SEED_BITS")
-  seed.add_argument("benchmark")
-  seed.add_argument("platform")
-  return p
-
-
-if __name__ == "__main__":
-  args = build_parser().parse_args()
-  try:
-    print(draw_seed(load_config(args.benchmark, args.platform).get("SEED_BITS", SEED_BITS)))
-  except InputError as e: print(f"error: {e}", file=sys.stderr); sys.exit(2)

@@ -1,17 +1,16 @@
 """The MLPerf Training rules tinyperf applies, each defined here once; every other module imports them.
 
-It sits at the bottom (benchmarks/common/config.py checks configs' `ruleset:` against RULESETS) and imports only
-benchmarks/common/io.py; mlperf_logging, installed wherever benchmarks run, is imported inside the function that reads
-it.
+It sits at the bottom and imports only benchmarks/common/io.py and spec.py; mlperf_logging, installed wherever
+benchmarks run, is imported inside the function that reads it. What differs per benchmark (ruleset, closed model and
+samples, quality target) is its spec's (benchmarks/<bm>/spec.py).
 """
 from __future__ import annotations
 import os
 import re
 
 from benchmarks.common.io import InputError
+from benchmarks.common.spec import BenchmarkSpec
 
-# MLPerf retired both benchmarks: resnet's last ruleset is 4.0.0, bert's 5.0.0. Newer rulesets skip them silently.
-RULESETS = {"resnet": "4.0.0", "bert": "5.0.0"}
 USAGE = "training"   # mlperf_logging's --usage for every tool and table
 STATUS_RULESETS = ("3.1.0", "4.0.0")   # the rulesets that require (and accept) submission_status in a log
 
@@ -23,12 +22,6 @@ NEAR_LIMIT = 0.10   # `tinyperf check` warns when init is within 10% of its allo
 # stops it there instead of holding the GPUs for a RUN whose log the checker would reject.
 CLOSED_INIT_STOP_S = (INIT_LIMIT_MIN["closed"] + 5) * 60
 
-# The closed division's models: ResNet-50 v1.5 on ImageNet-1k, BERT-large. A config, or an environment override of
-# one, that changes them makes an open-division run whatever its log says, and the checker cannot see it: refused.
-CLOSED_MODEL = {"resnet": {"RESNET_LAYERS": "3,4,6,3", "RESNET_WIDTH": 64, "NUM_CLASSES": 1000},
-                "bert": {"BERT_LAYERS": 24, "BERT_HIDDEN": 1024, "BERT_HEADS": 16, "BERT_INTERMEDIATE": 4096}}
-
-
 # The verdict policy of `tinyperf check` (docs/check.md, "Verdict policy"), written once: a run or a set FAILs only where
 # MLCommons' own tools (compliance_checker, package_checker with its seed and RCP checks, system_desc_checker) or the
 # rules' text require it. Whatever tinyperf adds beyond them is a WARN that says what a reviewer may ask, and a FAIL
@@ -39,26 +32,23 @@ def beyond_rules(strict: bool) -> str:
   return "fail" if strict else "warn"
 
 
-# The closed division's datasets: key -> (the dataset's size, what it counts). The compliance checker requires the keys,
-# not their values. The rules' text requires the whole dataset, so a log stating fewer samples than SAMPLES_SLACK below
-# the size says a run on part of the data (EVAL_SAMPLES=480, 10 synthetic classes): a failure. Counts near the size are
-# what reviewed logs state (ResNet 49999 and 50016, tinycorp's BERT 10080: the 10000 in whole batches of 96), and more
-# than the size means padding: a warning asking what was counted.
+# The closed division's datasets (a spec's closed_samples: log key -> (the dataset's size, what it counts)). The
+# compliance checker requires the keys, not their values. The rules' text requires the whole dataset, so a log stating
+# fewer samples than SAMPLES_SLACK below the size says a run on part of the data (EVAL_SAMPLES=480, 10 synthetic
+# classes): a failure. Counts near the size are what reviewed logs state (ResNet 49999 and 50016, tinycorp's BERT 10080:
+# the 10000 in whole batches of 96), and more than the size means padding: a warning asking what was counted.
 IMAGENET_COUNTS = {"train": 1_281_167, "val": 50_000}   # ILSVRC2012, as prep verifies it
-_TRAIN, _VAL = IMAGENET_COUNTS["train"], IMAGENET_COUNTS["val"]
-CLOSED_SAMPLES = {"resnet": {"train_samples": (_TRAIN, f"ImageNet-1k's {_TRAIN} train images"),
-                             "eval_samples": (_VAL, f"ImageNet-1k's {_VAL} validation images")},
-                  "bert": {"eval_samples": (10000, "the 10000-sample eval set")}}
 SAMPLES_SLACK = 0.01
 
 
-def closed_model_changes(benchmark: str, knobs: dict) -> dict:
-  """{knob: value} where knobs differ from the closed model (RESNET_LAYERS compared as numbers: "3, 4, 6, 3" is it)."""
+def closed_model_changes(spec: BenchmarkSpec, knobs: dict) -> dict:
+  """{knob: value} where knobs differ from spec's closed model, whose change makes an open-division run whatever the
+  log says (the checker cannot see it) (RESNET_LAYERS compared as numbers: "3, 4, 6, 3" is it)."""
   def norm(k, v):
     if k != "RESNET_LAYERS": return v
     try: return tuple(int(x) for x in str(v).split(","))
     except ValueError: return v
-  return {k: knobs.get(k) for k, v in CLOSED_MODEL[benchmark].items() if norm(k, knobs.get(k)) != norm(k, v)}
+  return {k: knobs.get(k) for k, v in spec.closed_model.items() if norm(k, knobs.get(k)) != norm(k, v)}
 
 
 # Seeds: every run of a set needs its own (the seed checker rejects a repeat). SEED_BITS is the default width of the

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common.config import ConfigError, PlatformConfig, load_config, load_resolved
+from benchmarks.common.spec import BenchmarkSpec
 
 RUN_LOG = "mlperf.txt"
 OUTPUT_LOG = "output.log"
@@ -50,16 +51,16 @@ class RunDir:
 
 
 
-def load_run_config(benchmark: str, platform: str, config: Path | None = None,
+def load_run_config(spec: BenchmarkSpec, platform: str, config: Path | None = None,
                     work: Path | None = None) -> tuple[PlatformConfig, str | None]:
   """(config, submitter) a process of a run works with: a resolved config.json (--config FILE.json, or the one the
   launcher left in the work folder) as written; else the platform's config.yaml (--config: another YAML file) with the
   environment's overrides and no submitter (the caller's SUBMISSION_ORG). Resolving happens once, in the launcher."""
   resolved = config if config is not None and config.suffix == ".json" else None
   if config is None and work is not None and RunDir(work).config.is_file(): resolved = RunDir(work).config
-  if resolved is None: return load_config(benchmark, platform, path=config), None
-  cfg, submitter, _ = load_resolved(resolved)
-  if (cfg.benchmark, cfg.platform) != (benchmark, platform):
-    raise ConfigError(f"{resolved}: the resolved config of {cfg.benchmark} on {cfg.platform}, not {benchmark} on "
+  if resolved is None: return load_config(spec, platform, path=config), None
+  cfg, submitter, _ = load_resolved(resolved, spec)
+  if cfg.platform != platform:
+    raise ConfigError(f"{resolved}: the resolved config of {cfg.benchmark} on {cfg.platform}, not {spec.name} on "
                       f"{platform}; pass the --platform it was written for, or another work folder.")
   return cfg, submitter

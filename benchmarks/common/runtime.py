@@ -10,6 +10,7 @@ from pathlib import Path
 
 from benchmarks.common.config import ROOT, PlatformConfig
 from benchmarks.common.rundir import RunDir, metrics_path
+from benchmarks.common.spec import BenchmarkSpec
 
 # knobs tinygrad itself reads from the environment (at import time, and memoised): they must be set before the import
 TINYGRAD_ENV = ("DEV", "DEFAULT_FLOAT", "SUM_DTYPE", "IGNORE_JIT_FIRST_BEAM", "BEAM_UOPS_MAX", "BEAM_UPCAST_MAX",
@@ -65,10 +66,10 @@ def add_run_arguments(p, benchmark: str):
                  help="training-state file to resume from (env RESUME)")
 
 
-def run_entrypoint(benchmark: str, args, phases: dict) -> int:
+def run_entrypoint(spec: BenchmarkSpec, args, phases: dict) -> int:
   """The shared body of every training entrypoint's main(): config (the launcher's resolved one in the work folder, else
-  config.yaml + env overrides; overrides printed), tinygrad knobs, the
-  per-run kernel cache, the MLPerf log, provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""
+  config.yaml + env overrides; overrides printed), tinygrad knobs, the per-run kernel cache, the MLPerf log,
+  provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""
   from benchmarks.common import mlperf
   from benchmarks.common.config import require_closed_model
   from benchmarks.common.rundir import load_run_config
@@ -76,7 +77,7 @@ def run_entrypoint(benchmark: str, args, phases: dict) -> int:
   start_heartbeat("INIT (building the model, compiling the train step's kernels, BEAM search)"
                   if args.phase in ("init", "all") else "RUN")
   try:
-    cfg, submitter = load_run_config(benchmark, args.platform, args.config, args.work)
+    cfg, submitter = load_run_config(spec, args.platform, args.config, args.work)
     if submitter: mlperf.ORG = submitter   # the launcher's resolved config names it; else SUBMISSION_ORG
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {'not set' if old is None else old})")
     if args.phase in ("run", "all"): require_closed_model(cfg)
@@ -238,7 +239,7 @@ def no_projection(cfg: PlatformConfig) -> str:
   """Why a time to train projected from cfg's step would mean nothing, '' where it means something: a model other than
   the closed one (a toy config like cpu_smoke's, or a knob from the environment) or a CPU platform."""
   from benchmarks.common.rules import closed_model_changes
-  if changed := closed_model_changes(cfg.benchmark, cfg.knobs):
+  if changed := closed_model_changes(cfg.spec, cfg.knobs):
     return (f"{cfg.platform} times a toy model ({', '.join(f'{k}={v}' for k, v in changed.items())}), not the "
             f"closed {cfg.benchmark}")
   return f"{cfg.platform} runs on the CPU" if cfg["vendor"] == "cpu" else ""

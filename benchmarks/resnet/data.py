@@ -113,6 +113,16 @@ def _bad_manifest(path: Path, why: str):
                    f"(or restore the file) and retry.")
 
 
+def check_prepared(cfg, data_dir: Path) -> str:
+  """The preflight's look at a data set (benchmarks/preflight.py): what it holds, or a DataError naming the fix."""
+  m = load_manifest(data_dir, check_files=True)
+  for split in SPLITS: m[split]   # a run trains and evaluates: a DataError naming the missing split
+  if m.num_classes != cfg["NUM_CLASSES"]:
+    raise DataError(f"{data_dir}: {m.num_classes} classes but the config's NUM_CLASSES is {cfg['NUM_CLASSES']}; prepare "
+                    f"the data set this platform expects.")
+  return f"{m.kind} manifest, {', '.join(f'{k} {len(v):,}' for k, v in m.splits.items())} files present"
+
+
 def load_manifest(data_dir: str | os.PathLike, check_files: bool = True) -> Manifest:
   """Read and validate DATA_DIR/manifest.json. With check_files, also check every listed file is on disk (one directory
   listing per class, not one stat per file). Raises DataError naming the file and the fix; warns on stderr when a

@@ -21,6 +21,7 @@ from benchmarks.common.io import InputError
 from benchmarks.common.rules import IMAGENET_COUNTS
 from benchmarks.common.rundir import RunDir
 from benchmarks.common import beam, mlperf, runtime
+from benchmarks.resnet.spec import SPEC
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,7 +257,7 @@ def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> str | 
 
 def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
-  return runtime.run_entrypoint("resnet", args, {"all": all_phases, "init": init_phase, "run": run_phase})
+  return runtime.run_entrypoint(SPEC, args, {"all": all_phases, "init": init_phase, "run": run_phase})
 
 
 if __name__ == "__main__":

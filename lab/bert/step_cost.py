@@ -30,7 +30,8 @@ import time
 
 
 def one_step(platform: str, layers: int) -> dict:
-  from benchmarks.common.config import bert_dropout, load_config
+  from benchmarks.common.config import bert_dropout
+  from benchmarks.registry import load_config
   from benchmarks.common.runtime import apply_tinygrad_env
   cfg = load_config("bert", platform)    # knobs overridden by the environment, as in a run (BS, DROPOUT, ...)
   apply_tinygrad_env(cfg, "init", keep_dev=True)   # the config's DEFAULT_FLOAT, USE_ATOMICS, ... on the caller's DEV

@@ -199,7 +199,8 @@ def feeding_lines(per_core: float, size: int, host: int) -> list[str]:
   """For every ResNet platform: the cores it needs at `per_core` loader img/s measured at crop `size`
   (benchmarks/common/feeding.py), against `host` cores, and what its config states. A platform with another
   IMAGE_SIZE keeps its config's own rate (this run's does not apply to it)."""
-  from benchmarks.common.config import available_platforms, load_config
+  from benchmarks.common.config import available_platforms
+  from benchmarks.registry import load_config
   from benchmarks.common.feeding import budget
   out = []
   for plat in available_platforms("resnet"):

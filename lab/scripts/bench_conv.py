@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main():
   p = build_parser()
   args = p.parse_args()
-  from benchmarks.common.config import ConfigError, load_config
+  from benchmarks.common.config import ConfigError
+  from benchmarks.registry import load_config
   try: k = load_config("resnet", args.platform).knobs
   except (ConfigError, FileNotFoundError) as e: p.error(f"--platform {args.platform}: {e}")
   sizes = list(dict.fromkeys([*args.bs, k["BS"] // k["GPUS"]]))

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 from lab.bench import beam_rows  # noqa: E402  (the count `python -m lab.bench --beam-cache` prints)
 CHILD = """
 import sys
-from benchmarks.common.config import load_config
+from benchmarks.registry import load_config
 from benchmarks.common import runtime
 cfg = load_config("resnet", sys.argv[1])
 runtime.apply_tinygrad_env(cfg, "init", keep_dev=True)

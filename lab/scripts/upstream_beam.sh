@@ -44,7 +44,8 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 python3 - "$bm" "${PLATFORM:-1xH200}" "$CACHE" "$work/cache.db" >"$work/env" <<'PY' || exit 2
 import os, sys
 from pathlib import Path
-from benchmarks.common.config import ConfigError, load_config
+from benchmarks.common.config import ConfigError
+from benchmarks.registry import load_config
 from benchmarks.common.runtime import TINYGRAD_BEAM_ENV
 from tooling.common.errors import UserError
 from lab.bench import require_saving_folder, seed_beam_cache

@@ -9,7 +9,7 @@ import pytest
 from benchmarks.bert import prep
 from benchmarks.bert.data import eval_batches, train_batches, train_shard_paths
 from benchmarks.bert.tokenizer import installed_test_vocab
-from benchmarks.common.config import load_config
+from benchmarks.registry import load_config
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.bert.tokenizer import installed_test_vocab
-from benchmarks.common.config import load_config
-from benchmarks.common.rules import CLOSED_SAMPLES
+from benchmarks.registry import load_config
+from benchmarks.bert.spec import SPEC
 from mllog_builder import read_events, relabel_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("readme")]   # one worker: these tests share one fresh clone, its venv and the BERT README run (session fixtures are per worker)
@@ -77,7 +77,7 @@ def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp
   def closed_converged(e):
     if e["key"] == "submission_division": e["value"] = "closed"
     if e["key"] == "eval_accuracy" and e["value"] >= k["TARGET"]: e["value"] = 0.7205
-    if e["key"] == "eval_samples": e["value"] = CLOSED_SAMPLES["bert"]["eval_samples"][0]
+    if e["key"] == "eval_samples": e["value"] = SPEC.closed_samples["eval_samples"][0]
   closed = relabel_log(log, tmp_path / "closed" / "result_0.txt", closed_converged)
   report = check_path(closed, ruleset="5.0.0")
   assert report.accepted, report.to_dict()

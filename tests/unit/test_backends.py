@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import load_config, load_resolved
+from benchmarks.common.config import load_resolved
 from benchmarks.common.rundir import RunDir
+from benchmarks.registry import load_config, spec
 from tooling import cli
 from tooling.common import ledger as L
 from tooling.common.results_tree import ResultSet
@@ -163,7 +164,7 @@ def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   # each run's config was resolved once, at its claim, into its folder: the ledger names the platform and the hash
   for a in attempts:
     run = RunDir(out / "runs/cpu_smoke/resnet" / f"run_{a['index']}_{a['seed']}")
-    cfg, submitter, sha = load_resolved(run.config)
+    cfg, submitter, sha = load_resolved(run.config, spec("resnet"))
     assert (a["platform"], a["config_sha256"], submitter, cfg["NUM_WORKERS"]) == ("cpu_smoke", sha, "out", 3)
     assert run.cache_db.is_file() and run.log.is_file()   # the trainer's files, named by the run folder alone
   assert not list((out / "runs/cpu_smoke/resnet").glob(".preflight-*"))   # the preflight's resolution is removed

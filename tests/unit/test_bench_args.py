@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import load_config
+from benchmarks.registry import load_config
 
 from tests.conftest import REPO
 

@@ -156,7 +156,7 @@ def test_half_compute_keeps_fp32_weights_and_fp32_logits():
 
 
 def test_dropout_knob_reaches_the_model_and_zero_turns_it_off():
-  from benchmarks.common.config import load_config
+  from benchmarks.registry import load_config
   default = BertConfig.from_knobs(load_config("bert", "1xH200", environ={}).knobs)
   off = BertConfig.from_knobs(load_config("bert", "1xH200", environ={"DROPOUT": "0"}).knobs)
   assert (default.hidden_dropout, default.attention_dropout) == (0.1, 0.1)     # BERT-large's, when the config is silent
@@ -248,7 +248,7 @@ def test_atomic_embedding_refuses_a_backend_without_a_known_atomic():
 def test_attention_softmax_knob_casts_the_scores_to_the_compute_dtype():
   # ATTENTION_SOFTMAX=HALF (the tinybox configs): the softmax reads fp16 scores, as tinygrad's scaled_dot_product_attention
   from dataclasses import replace
-  from benchmarks.common.config import load_config
+  from benchmarks.registry import load_config
   half = {p: BertConfig.from_knobs(load_config("bert", p, environ={}).knobs).half_softmax
           for p in ("1xH200", "tinybox_green", "tinybox_red")}
   assert half == {"1xH200": False, "tinybox_green": True, "tinybox_red": True}

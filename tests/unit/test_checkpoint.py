@@ -99,7 +99,7 @@ print(sorted(Device._opened_devices))
 
 SAVE_LOAD_ON_NULL = """
 import sys, tempfile
-from benchmarks.common.config import load_config
+from benchmarks.registry import load_config
 from benchmarks.common.runtime import apply_tinygrad_env
 cfg = load_config("resnet", "2xH200")   # its knobs (fp16, unsynced BN), a small ResNet from the environment
 apply_tinygrad_env(cfg, "all", keep_dev=True)

@@ -8,7 +8,8 @@ from importlib.metadata import version
 
 import pytest
 
-from benchmarks.common.config import BENCHMARKS, available_platforms
+from benchmarks.common.config import available_platforms
+from benchmarks.registry import BENCHMARKS
 from tests.conftest import REPO
 
 

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.common.config import (BENCHMARKS, PLATFORMS, SCHEMA, ConfigError, available_platforms, config_path,
-                                      load_config)
-from benchmarks.common.rules import RULESETS
+from benchmarks.common.config import PLATFORMS, ConfigError, available_platforms, config_path
+from benchmarks.registry import ALL_KNOBS, BENCHMARKS, SCHEMA, load_config
 from tests.conftest import REPO
 from tooling.prep.render import SCRIPTS
 
@@ -21,7 +20,7 @@ def test_every_platform_has_a_valid_config(bm):
   for p in PLATFORMS:
     cfg = load_config(bm, p, environ={})
     assert cfg["BS"] % cfg["GPUS"] == 0
-    if cfg["division"] == "closed": assert cfg["ruleset"] == RULESETS[bm]
+    if cfg["division"] == "closed": assert cfg["ruleset"] == BENCHMARKS[bm].ruleset
     assert (REPO / "systems" / f"{cfg['system']}.json").is_file(), f"{p}: systems/{cfg['system']}.json missing"
 
 
@@ -274,6 +273,8 @@ def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
   names = set(re.findall(r'(?:getenv|ContextVar)\("([A-Z][A-Z0-9_]+)"', src))
   assert len(names) > 50
   for bm in BENCHMARKS: assert not C.misspelt_knobs(names, SCHEMA[bm]), bm
+  # nor another benchmark's knob (misspelt_knobs compares against one benchmark's knobs alone)
+  for bm in BENCHMARKS: assert not C.misspelt_knobs(ALL_KNOBS, SCHEMA[bm]), bm
 
 
 @pytest.mark.parametrize("benchmark, env", [("resnet", {"NUM_CLASSES": "10"}), ("resnet", {"RESNET_LAYERS": "2,2,2,2"}),

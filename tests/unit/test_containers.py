@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.common.config import BENCHMARKS, available_platforms, load_config
+from benchmarks.common.config import available_platforms
+from benchmarks.registry import BENCHMARKS, load_config
 from benchmarks import preflight as PF
 from tests.conftest import REPO
 from tooling.prep import compose as CO, images as I

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import ALL_KNOBS, ROOT
+from benchmarks.common.config import ROOT
+from benchmarks.registry import ALL_KNOBS
 from tooling import cli
 from tooling.prep import prep
 
@@ -413,7 +414,7 @@ def test_every_documented_module_and_script_runs_as_written():
   ("`lab/scripts/e2e_h200.sh pol`", "md"),                                                      # an argument it never reads
   ("`cp a b; UPSTREAM=u CACHE=c setsid nohup lab/scripts/upstream_beam.sh resnet 256 --fast &`", "md"),  # after `;`
   ("`/usr/bin/time -v python -m benchmarks.bert.prep pretrain --data D --quit`", "md"),     # a step's parser
-  ("python3 -m benchmarks.common.config sed resnet cpu_smoke", "sh"),                        # a generated script's line
+  ("python3 -m benchmarks.registry sed resnet cpu_smoke", "sh"),                             # a generated script's line
   ("`python -m tooling.prep.compose --entre`", "md"),                                       # a NO_PARSER module
   ("On the smoke config `python -m benchmarks.resnet.train --platform cpu_smoke\n--phase sometimes` ran", "md"),
   ('raise SystemExit("time it with `python3 lab/scripts/loader_rate.py DATA --batchez 4`")', "py"),  # a hint in the code
@@ -434,7 +435,7 @@ def test_a_wrong_tool_command_fails(doc, kind):
   ("```\nbash scripts/env.sh && source .venv/bin/activate\n```", "md"),
   ("`lab/scripts/e2e_h200.sh collect DIR` packs the logs", "md"),
   ("`python -m tooling.prep.compose --enter` checks the mounts", "md"),
-  ("python3 -m benchmarks.common.config seed resnet cpu_smoke", "sh"),
+  ("python3 -m benchmarks.registry seed resnet cpu_smoke", "sh"),
 ])
 def test_a_right_tool_command_passes(doc, kind):
   cmds = extract("doc", doc, kind, TOOL, TOOL_INLINE)

@@ -6,7 +6,8 @@ import yaml
 
 from benchmarks.common import feeding as F
 from benchmarks import preflight as PF
-from benchmarks.common.config import ConfigError, available_platforms, config_path, load_config
+from benchmarks.common.config import ConfigError, available_platforms, config_path
+from benchmarks.registry import load_config
 
 
 def test_cores_needed_arithmetic():

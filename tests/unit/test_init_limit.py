@@ -3,8 +3,8 @@ from __future__ import annotations
 import io
 import time
 
-from benchmarks.common.config import load_config
 from benchmarks.common.rundir import RunDir
+from benchmarks.registry import load_config
 from benchmarks.common.rules import CLOSED_INIT_STOP_S
 from tooling.launch import backends
 

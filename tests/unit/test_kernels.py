@@ -170,7 +170,8 @@ def test_a_jitted_step_with_the_kernels_schedules_once():
 @pytest.mark.parametrize("env", [{"DEV": "CPU"}, {"GPUS": "2", "BS": "192", "EVAL_BS": "192"}], ids=["cpu", "two_gpus"])
 @pytest.mark.parametrize("benchmark", ["bert", "resnet"])
 def test_config_refuses_triton_kernels_where_they_do_not_run(env, benchmark):
-  from benchmarks.common.config import ConfigError, load_config
+  from benchmarks.common.config import ConfigError
+  from benchmarks.registry import load_config
   assert load_config(benchmark, "1xH200", environ={"KERNELS": "triton"}).knobs["KERNELS"] == "triton"
   with pytest.raises(ConfigError, match="KERNELS"):
     load_config(benchmark, "1xH200", environ={"KERNELS": "triton", **env})

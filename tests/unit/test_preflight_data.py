@@ -1,8 +1,9 @@
-"""The preflight's data check, where the run runs: a ResNet data set must hold both splits the run reads."""
+"""The preflight's data check, where the run runs: a ResNet data set must hold both splits the run reads, a BERT one its
+train shards and eval set."""
 import pytest
 
 from benchmarks import preflight as PF
-from benchmarks.common.config import load_config
+from benchmarks.registry import load_config
 from benchmarks.resnet.prep import synthetic_imagenet
 from tooling.common.errors import UserError
 from tooling.common.dataset import check_prepared
@@ -20,6 +21,23 @@ def test_a_data_set_without_val_images_fails_the_preflight(tmp_path, capsys):
     assert (name, passed) == ("data", ok), detail
     if not ok: assert "has no 'val' split" in detail and "--val-per-class of at least 1" in detail
 
+
+
+def test_a_bert_data_set_without_its_eval_shard_fails_the_preflight(tmp_path):
+  cfg = load_config("bert", "cpu_smoke", environ={})
+  (tmp_path / "train").mkdir()
+  def check():
+    pf = PF.Preflight(cfg, tmp_path, tmp_path)
+    pf.dataset()
+    (name, passed, detail), = pf.results
+    return passed, detail
+  passed, detail = check()
+  assert not passed and str(tmp_path / "train") in detail   # names the empty folder
+  (tmp_path / "train" / "part-00000.shard").write_bytes(b"")   # the preflight counts shards; the loader reads them
+  passed, detail = check()
+  assert not passed and f"prep wiki eval --data {tmp_path}" in detail   # names the command that makes it
+  (tmp_path / "eval.shard").write_bytes(b"")
+  assert check() == (True, "1 train shards + eval.shard")
 
 def test_the_host_side_check_says_whether_data_is_missing_or_a_file(tmp_path):
   # `--data afile` said the directory "does not exist", which sends the user looking for a typo in a path that is there

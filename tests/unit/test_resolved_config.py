@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from benchmarks.common.config import ConfigError, load_config, load_resolved, write_resolved
+from benchmarks.common.config import ConfigError, load_resolved, write_resolved
+from benchmarks.registry import load_config, spec
 from benchmarks.common.rundir import RunDir, load_run_config
 
 
@@ -19,7 +20,7 @@ def _resolved(tmp_path, environ=None, submitter="myorg"):
 
 def test_a_resolved_config_reads_back_as_written_with_its_hash_and_submitter(tmp_path):
   cfg, run, digest = _resolved(tmp_path, {"DIVISION": "open"})
-  got, submitter, sha = load_resolved(run.config)
+  got, submitter, sha = load_resolved(run.config, spec("resnet"))
   assert (got.benchmark, got.platform, got.knobs, got.meta, submitter, sha) == \
          (cfg.benchmark, cfg.platform, cfg.knobs, cfg.meta, "myorg", digest)
   assert got.overridden == cfg.overridden and got["division"] == "open" and got["BS"] == 8
@@ -34,7 +35,7 @@ def test_a_resolved_config_reads_back_as_written_with_its_hash_and_submitter(tmp
 def test_an_edited_or_foreign_file_is_refused_naming_it(tmp_path, edit, what):
   _, run, _ = _resolved(tmp_path)
   doc = json.loads(run.config.read_text()); edit(doc); run.config.write_text(json.dumps(doc))
-  with pytest.raises(ConfigError, match=what) as e: load_resolved(run.config)
+  with pytest.raises(ConfigError, match=what) as e: load_resolved(run.config, spec("resnet"))
   assert str(run.config) in str(e.value)
 
 
@@ -46,13 +47,13 @@ def test_its_knobs_meet_the_rules_config_yaml_does(tmp_path, knobs, what):
   _, run, _ = _resolved(tmp_path, {"GPUS": "2", "BS": "8"})
   doc = json.loads(run.config.read_text()); doc.pop("sha256"); doc["knobs"].update(knobs)
   run.config.write_text(json.dumps({**doc, "sha256": _resolved_hash(doc)}))
-  with pytest.raises(ConfigError, match=what): load_resolved(run.config)
+  with pytest.raises(ConfigError, match=what): load_resolved(run.config, spec("resnet"))
 
 
 def test_unreadable_or_not_json_is_a_config_error(tmp_path):
-  with pytest.raises(ConfigError, match="cannot be read"): load_resolved(tmp_path / "none.json")
+  with pytest.raises(ConfigError, match="cannot be read"): load_resolved(tmp_path / "none.json", spec("resnet"))
   (tmp_path / "bad.json").write_text("{")
-  with pytest.raises(ConfigError, match="not a resolved config"): load_resolved(tmp_path / "bad.json")
+  with pytest.raises(ConfigError, match="not a resolved config"): load_resolved(tmp_path / "bad.json", spec("resnet"))
 
 
 def test_a_run_folder_with_config_json_runs_with_it_and_ignores_the_environment(tmp_path, monkeypatch):
@@ -60,13 +61,13 @@ def test_a_run_folder_with_config_json_runs_with_it_and_ignores_the_environment(
   counts. Without config.json (the rendered scripts, development) the entrypoint resolves config.yaml + environment."""
   _, run, _ = _resolved(tmp_path)
   monkeypatch.setenv("BS", "16"); monkeypatch.setenv("EVAL_BS", "16")
-  cfg, submitter = load_run_config("resnet", "cpu_smoke", work=run.path)
+  cfg, submitter = load_run_config(spec("resnet"), "cpu_smoke", work=run.path)
   assert (cfg["BS"], submitter) == (8, "myorg")
-  cfg, submitter = load_run_config("resnet", "cpu_smoke", work=tmp_path / "elsewhere")
+  cfg, submitter = load_run_config(spec("resnet"), "cpu_smoke", work=tmp_path / "elsewhere")
   assert (cfg["BS"], submitter) == (16, None)
-  cfg, _ = load_run_config("resnet", "cpu_smoke", config=run.config, work=tmp_path / "elsewhere")   # --config F.json
+  cfg, _ = load_run_config(spec("resnet"), "cpu_smoke", config=run.config, work=tmp_path / "elsewhere")   # --config F.json
   assert cfg["BS"] == 8
-  with pytest.raises(ConfigError, match="not bert on cpu_smoke"): load_run_config("bert", "cpu_smoke", work=run.path)
+  with pytest.raises(ConfigError): load_run_config(spec("bert"), "cpu_smoke", work=run.path)
 
 
 def test_report_takes_the_target_a_run_ran_with(tmp_path):

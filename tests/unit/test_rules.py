@@ -1,6 +1,7 @@
 """benchmarks/common/rules.py is the one owner of the MLPerf rules we apply: every consumer takes its value from there
 (runs per benchmark from the installed mlperf_logging, rulesets, seeds), so changing the rule changes every verb."""
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
@@ -11,7 +12,8 @@ import yaml
 from mlperf_logging import benchmark_meta
 
 from benchmarks.common import rules
-from benchmarks.common.config import BENCHMARKS, ConfigError, load_config
+from benchmarks.common.config import ConfigError
+from benchmarks.registry import BENCHMARKS, load_config
 from benchmarks.common.io import InputError
 from tests.conftest import REPO
 from tooling.verdict import dir_checks, findings
@@ -34,19 +36,19 @@ def test_runs_per_benchmark_are_mlperf_loggings_count_in_every_verb(bm):
   assert f"{bm} {n}" in next(a.help for a in parser._actions if a.dest == "nexp")
   # `tinyperf check`: one result file short of it is a failure that names it
   logs = [SimpleNamespace(path=REPO / rules.result_name(i)) for i in range(n - 1)]
-  dr = findings.DirReport("d", "d", "sys", bm, rules.RULESETS[bm], "closed")
+  dr = findings.DirReport("d", "d", "sys", bm, BENCHMARKS[bm].ruleset, "closed")
   dir_checks._naming_check(SimpleNamespace(benchmark=bm, logs=logs, other_files=[]), dr)
   assert [(f.level, f.message.split(" (")[0]) for f in dr.findings] == [
     (findings.FAIL, f"{n - 1} result_*.txt files; a {bm} package needs exactly {n}")]
 
 
-def test_the_ruleset_of_a_benchmark_is_read_from_the_rules_module(monkeypatch):
-  """A config whose closed ruleset differs from the rules module is refused, and `check` picks the module's ruleset."""
-  assert load_config("resnet", "tinybox_green", environ={})["ruleset"] == rules.RULESETS["resnet"]
-  monkeypatch.setitem(rules.RULESETS, "resnet", "3.1.0")
+def test_the_ruleset_of_a_benchmark_is_read_from_its_spec(monkeypatch):
+  """A config whose closed ruleset differs from the spec's is refused, and `check` picks the spec's ruleset."""
+  assert load_config("resnet", "tinybox_green", environ={})["ruleset"] == BENCHMARKS["resnet"].ruleset
+  monkeypatch.setitem(BENCHMARKS, "resnet", dataclasses.replace(BENCHMARKS["resnet"], ruleset="3.1.0"))
   with pytest.raises(ConfigError, match="ruleset 4.0.0 does not accept closed resnet; use 3.1.0"):
     load_config("resnet", "tinybox_green", environ={})
-  monkeypatch.setitem(rules.RULESETS, "bert", "4.1.0")
+  monkeypatch.setitem(BENCHMARKS, "bert", dataclasses.replace(BENCHMARKS["bert"], ruleset="4.1.0"))
   assert choose_ruleset("bert", "closed", None, "x") == "4.1.0"
 
 
@@ -64,11 +66,11 @@ def test_an_exhausted_seed_space_is_a_clear_error_not_a_hang():
 
 
 def test_the_generated_scripts_draw_their_seed_here():
-  """run_and_time.sh asks benchmarks/common/config.py for its seed (drawn here), with the platform's SEED_BITS (the
-  environment overrides it)."""
+  """run_and_time.sh asks benchmarks/registry.py for its seed (drawn by rules.draw_seed), with the platform's SEED_BITS
+  (the environment overrides it)."""
   script = (REPO / "benchmarks/resnet/implementations/cpu_smoke/run_and_time.sh").read_text()
-  assert "python3 -m benchmarks.common.config seed resnet cpu_smoke" in script and "urandom" not in script
-  cmd = [sys.executable, "-m", "benchmarks.common.config", "seed", "resnet", "cpu_smoke"]
+  assert "python3 -m benchmarks.registry seed resnet cpu_smoke" in script and "urandom" not in script
+  cmd = [sys.executable, "-m", "benchmarks.registry", "seed", "resnet", "cpu_smoke"]
   seeds = {int(subprocess.run(cmd, cwd=REPO, env={**os.environ, "SEED_BITS": "16"}, capture_output=True, text=True,
                               check=True).stdout) for _ in range(3)}
   assert all(0 <= s < 2 ** 16 for s in seeds)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import SCHEMA, load_config
+from benchmarks.registry import SCHEMA, load_config
 from tests.conftest import REPO
 from benchmarks.common.io import file_digest
 from tooling.common import results_tree as T

@@ -42,7 +42,7 @@ def test_epoch_summary_sets_a_runs_first_steps_apart():
 
 def test_a_toy_or_cpu_config_projects_no_time_to_train():
   """cpu_smoke's toy ResNet timed on ImageNet's step count projected '7h1m' to train: a figure of no model anyone trains."""
-  from benchmarks.common.config import load_config
+  from benchmarks.registry import load_config
   from benchmarks.common.runtime import no_projection
   toy = load_config("resnet", "cpu_smoke", environ={})
   why = no_projection(toy)

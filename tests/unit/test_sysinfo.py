@@ -286,7 +286,7 @@ def cpu_probe(**env) -> RecordedProbe:
 
 
 def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
-  from benchmarks.common.config import load_config
+  from benchmarks.registry import load_config
   cfg = load_config("resnet", "cpu_smoke", environ={})
   base = json.loads((REPO / "systems" / "cpu_smoke.json").read_text())
   f, notes = sysinfo.detect(cpu_probe())
@@ -300,7 +300,7 @@ def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
 
 
 def test_run_description_names_the_overrides_file_and_the_allowed_values(tmp_path):
-  from benchmarks.common.config import load_config
+  from benchmarks.registry import load_config
   from tooling.common.errors import UserError
   f, notes = sysinfo.detect(cpu_probe())
   with pytest.raises(UserError) as e:
@@ -344,7 +344,7 @@ def test_a_slurm_task_with_a_bad_overrides_file_names_the_fix_that_applies(tmp_p
 def test_a_slurm_task_without_an_overrides_file_names_the_resubmission(monkeypatch, tmp_path):
   """A set submitted without --system-overrides: `status --resume` resubmits the last submission's arguments, which
   have no file, so the fix is the submitting command again with the file added."""
-  from benchmarks.common.config import load_config
+  from benchmarks.registry import load_config
   for k, v in TASK.items(): monkeypatch.setenv(k, v)
   f, notes = sysinfo.detect(cpu_probe())
   broken = {**f, "operating_system": ""}      # what the systems JSON cannot lack, missing

@@ -22,13 +22,9 @@ def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
     what = "is a file, not a directory" if data.exists() else "does not exist"
     raise UserError(f"data directory {host_path(data)} {what}; prepare a data set with `tinyperf prep ...` and pass its directory "
                     f"as --data. {nothing}")
-  marker = data / ("manifest.json" if cfg.benchmark == "resnet" else "eval.shard")
+  marker = data / cfg.spec.data_marker
   if not marker.is_file():
     q = shlex.quote(host_path(data))   # inside a compose service: the host directory behind /data
-    how = (f"tinyperf prep imagenet --out {q}` (or `tinyperf prep synthetic-imagenet --out {q}` for smoke runs)"
-           if cfg.benchmark == "resnet" else
-           # --platform: the shard shapes (and eval size) are the platform's; without it prep makes 512/76 shards
-           f"tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data {q} "
-           f"--platform {cfg.platform}`")
+    how = cfg.spec.prep_hint(q, cfg.platform)
     raise UserError(f"{host_path(data)} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
                     f"verifying). Run `{how}. {nothing}")

@@ -9,7 +9,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common.rules import RESULT_GLOB, RULESETS
+from benchmarks.common.rules import RESULT_GLOB
+from benchmarks.registry import BENCHMARKS
 from tooling.common.errors import UserError
 from tooling.common.mllog_reader import TOKEN, MLLog, read_log
 from tooling.common import mlperf_tools
@@ -158,15 +159,15 @@ def _read_bench_dir(d: Path, system: str) -> BenchDir:
 
 
 def choose_ruleset(benchmark: str, division: str, override: str | None, where: str) -> str:
-  """resnet -> 4.0.0, bert -> 5.0.0 (benchmarks.common.rules.RULESETS); --ruleset overrides; refuse a ruleset the
+  """A registered benchmark's ruleset (its spec's); --ruleset overrides; refuse a ruleset the
   benchmark does not exist in, naming the ones that accept it."""
   div = division if division in ("closed", "open") else "closed"
   if override:
     mlperf_tools.require_ruleset(benchmark, div, override, where)
     return override
-  if benchmark in RULESETS:
-    mlperf_tools.require_ruleset(benchmark, div, RULESETS[benchmark], where)
-    return RULESETS[benchmark]
+  if benchmark in BENCHMARKS:
+    mlperf_tools.require_ruleset(benchmark, div, BENCHMARKS[benchmark].ruleset, where)
+    return BENCHMARKS[benchmark].ruleset
   ok = mlperf_tools.accepting_rulesets(benchmark, div)
   if not ok:
     raise UserError(f"{where}: benchmark {benchmark!r} exists in no ruleset of the installed mlperf_logging "

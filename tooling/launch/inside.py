@@ -16,6 +16,7 @@ from pathlib import Path
 
 from benchmarks.common.io import InputError
 from benchmarks.common.rundir import RunDir, load_run_config
+from benchmarks.registry import spec
 from tooling.common.errors import write_atomic
 
 
@@ -34,7 +35,7 @@ def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
   from tooling.launch.backends import host_run
   run = RunDir(args.work)
-  try: cfg, _ = load_run_config(args.benchmark, args.platform, work=args.work)
+  try: cfg, _ = load_run_config(spec(args.benchmark), args.platform, work=args.work)
   except InputError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

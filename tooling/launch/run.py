@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common.config import (BENCHMARKS, available_platforms, load_config, PlatformConfig, require_closed_model,
-                                      write_resolved)
+from benchmarks.common.config import available_platforms, PlatformConfig, require_closed_model, write_resolved
+from benchmarks.registry import BENCHMARKS, load_config
 from benchmarks.common.io import file_digest
 from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
 from tooling.common.container import SERVICE_ENV, compose_run, host_path

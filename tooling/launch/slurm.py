@@ -33,7 +33,8 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, SCHEMA, load_config, PlatformConfig
+from benchmarks.common.config import ROOT, PlatformConfig
+from benchmarks.registry import SCHEMA, load_config
 from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from tooling.common import safe_read

@@ -31,8 +31,8 @@ from importlib import metadata
 from pathlib import Path
 
 
-from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, load_yaml
-from benchmarks.common.rules import RULESETS
+from benchmarks.common.config import ROOT, available_platforms, load_yaml
+from benchmarks.registry import BENCHMARKS, load_config
 from tooling.common import mlperf_tools
 from tooling.common.container import host_path
 from tooling.common.errors import UserError, write_atomic
@@ -607,7 +607,7 @@ def main(args: argparse.Namespace) -> int:
                     f"it, or --out FILE to write elsewhere.")
   overrides = load_overrides(args.overrides) if args.overrides else {}
   rulesets, division = rulesets_for(system, args.platform)
-  rulesets = args.ruleset or rulesets or sorted(set(RULESETS.values()))
+  rulesets = args.ruleset or rulesets or sorted({s.ruleset for s in BENCHMARKS.values()})
   for r in rulesets:
     if r not in mlperf_tools.training_rulesets():
       raise UserError(f"--ruleset {r}: not a ruleset of the installed mlperf_logging "

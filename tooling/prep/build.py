@@ -18,8 +18,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, load_config
+from benchmarks.common.config import ROOT
 from benchmarks.common.runtime import IMAGE_CODE_FILE
+from benchmarks.registry import BENCHMARKS, load_config
 from tooling.common.errors import UserError, write_atomic
 from tooling.common.provenance import git_revision
 from tooling.prep import images as I
@@ -215,6 +216,6 @@ def extra_ca_in_context(extra_ca: str | None):
 
 
 def _split_platform(platform: str) -> tuple[str, str]:
-  """--platform accepts `P` (resnet's config decides) or `BENCHMARK/P`."""
+  """--platform accepts `P` (the first registered benchmark's config decides) or `BENCHMARK/P`."""
   if "/" in platform: b, p = platform.split("/", 1); return b, p
-  return "resnet", platform
+  return next(iter(BENCHMARKS)), platform

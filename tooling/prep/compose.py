@@ -26,9 +26,10 @@ import sys
 from pathlib import Path
 import yaml
 
-from benchmarks.common.config import BENCHMARKS, ROOT, available_platforms, load_config, PlatformConfig
+from benchmarks.common.config import ROOT, available_platforms, PlatformConfig
 from benchmarks.common.rules import required_runs
 from benchmarks.preflight import shm_size_for
+from benchmarks.registry import BENCHMARKS, load_config
 from tooling.common.container import MOUNTS_ENV, SERVICE_ENV
 from tooling.common.errors import UserError, write_atomic
 
@@ -37,9 +38,6 @@ ENV_FILE = ".env"
 # service suffix per platform; a platform not listed gets its lower-cased name
 SHORT = {"tinybox_green": "green", "tinybox_red": "red", "tinybox_8xMI300X": "mi300x", "1xH200": "h200",
          "2xH200": "2xh200", "cpu_smoke": "cpu"}
-DATA_VAR = {"resnet": "IMAGENET_DIR", "bert": "WIKI_DIR"}
-# cpu_smoke's resnet trains on the synthetic set (prep-synthetic), never on a real ImageNet folder
-DATA_VAR_CPU = {"resnet": "SYNTHETIC_DIR", "bert": "WIKI_DIR"}
 # the host directories a service mounts: variable -> default (relative to the directory of compose.yaml)
 DIRS = {"RESULTS_DIR": "./out", "CACHE_DIR": "./out/cache", "IMAGENET_DIR": "./data/imagenet", "WIKI_DIR": "./data/wiki",
         "IMAGENET_TARS": "./data/imagenet-tars", "SYNTHETIC_DIR": "./data/synthetic"}
@@ -151,7 +149,7 @@ def _environment(name: str, binds: list[dict], **extra) -> dict:
 
 def benchmark_service(cfg: PlatformConfig) -> dict:
   b, v = cfg.benchmark, cfg["vendor"]
-  data = (DATA_VAR_CPU if v == "cpu" else DATA_VAR)[b]
+  data = cfg.spec.data_var_cpu if v == "cpu" else cfg.spec.data_var
   binds = [_bind(data, "/data", read_only=True), _bind("RESULTS_DIR", "/results"), _bind("CACHE_DIR", "/cache")]
   return {
     **_image(v),

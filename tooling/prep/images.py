@@ -15,7 +15,8 @@ import re
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, BENCHMARKS, available_platforms, load_config
+from benchmarks.common.config import ROOT, available_platforms
+from benchmarks.registry import BENCHMARKS, load_config
 from tooling.common.errors import UserError, write_atomic
 
 LOCK = ROOT / "images.lock.json"

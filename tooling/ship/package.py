@@ -41,8 +41,9 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.common.config import BENCHMARKS, ROOT
+from benchmarks.common.config import ROOT
 from benchmarks.common.io import require_dir_possible
+from benchmarks.registry import BENCHMARKS
 from tooling.common import results_tree as T
 from tooling.common import mlperf_tools
 from tooling.prep import render

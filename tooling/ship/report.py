@@ -28,8 +28,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common.config import available_platforms, load_config, load_resolved
+from benchmarks.common.config import available_platforms, load_resolved
 from benchmarks.common.runtime import metrics_path
+from benchmarks.registry import BENCHMARKS, load_config
 from tooling.common import ledger as L
 from tooling.common import results_tree as T
 from benchmarks.common.io import require_dir_possible
@@ -37,9 +38,6 @@ from tooling.common.errors import UserError, write_atomic
 from tooling.common.mllog_reader import MLLog
 from tooling.common.safe_read import iter_lines
 from tooling.common.submission_tree import BenchDir, discover
-
-MLPERF_TARGET = {"resnet": 0.759, "bert": 0.720}
-
 
 @dataclass
 class RunData:
@@ -96,8 +94,9 @@ def _num(x) -> bool:
 
 
 def throughput_series(log: MLLog, benchmark: str) -> list[tuple[float, float]]:
-  """(epoch, samples/s) per epoch from epoch_start/epoch_stop for ResNet; (samples, samples/s) between evals for BERT."""
-  if benchmark == "resnet":
+  """(epoch, samples/s) per epoch from epoch_start/epoch_stop where the benchmark's log times epochs (ResNet);
+  (samples, samples/s) between evals otherwise (BERT)."""
+  if _by_epoch(benchmark):
     n = log.value("train_samples")
     if not _num(n) or n <= 0: return []
     starts = {e.metadata["epoch_num"]: e.time_ms for e in log.all("epoch_start") if _num(e.metadata.get("epoch_num"))}
@@ -178,12 +177,12 @@ def _target(system: str, benchmark: str, ledger: Path | None, done: dict[int, L.
   config of the platform that names the system (runs recorded before config.json)."""
   for i, a in sorted(done.items()):
     if ledger and a.config_sha256 and (conf := T.ResultSet.of_runs_dir(ledger.parent).run(a.index, a.seed).config).is_file():
-      cfg, _, sha = load_resolved(conf)
+      cfg, _, sha = load_resolved(conf, BENCHMARKS[benchmark])
       if sha == a.config_sha256: return float(cfg["TARGET"]), f"TARGET of the {cfg.platform} config run {i} ran with"
   for p in available_platforms(benchmark):
     cfg = load_config(benchmark, p, environ={})
     if cfg["system"] == system: return float(cfg["TARGET"]), f"TARGET of the {p} config"
-  return MLPERF_TARGET[benchmark], "the MLPerf closed target"
+  return BENCHMARKS[benchmark].quality_target, "the MLPerf closed target"
 
 
 def collect(path: Path) -> list[BenchData]:
@@ -257,8 +256,11 @@ def run_style(i: int) -> dict:
   return dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], ls=LINESTYLES[i % len(LINESTYLES)])
 
 
+def _by_epoch(bm: str) -> bool: return BENCHMARKS[bm].progress == "epoch"
+
+
 def _x_label(bm: str) -> str:
-  return ("epochs completed (epoch n spans n-1 to n)" if bm == "resnet" else
+  return ("epochs completed (epoch n spans n-1 to n)" if _by_epoch(bm) else
           "training samples seen")
 
 
@@ -286,8 +288,8 @@ def accuracy_figure(b: BenchData):
     ax.plot(xs, ys, ms=7 - 0.3 * (i % 10), mfc="none", mew=1.2, lw=1.3, label=label, **run_style(i))
   ax.axhline(b.target, color="crimson", ls="--", lw=1.5, label=f"target {b.target:g} ({b.target_source})")
   ax.set_xlabel(_x_label(b.benchmark) + ", at each eval")
-  ax.set_ylabel("eval top-1 accuracy" if b.benchmark == "resnet" else "eval masked-LM accuracy")
-  if b.benchmark == "bert":
+  ax.set_ylabel(BENCHMARKS[b.benchmark].quality_metric)
+  if not _by_epoch(b.benchmark):
     from matplotlib.ticker import EngFormatter
     ax.xaxis.set_major_formatter(EngFormatter(sep=""))   # 1.5M samples, not 1.5 under a "1e6" in the corner
   ax.set_title(f"{b.benchmark} on {b.system}: eval accuracy per run")
@@ -352,7 +354,7 @@ def _spans(b: BenchData, r: RunData) -> tuple[list[float], list[float]]:
   from n-1 to n; BERT: from the previous eval's sample count to this one's), so the step rates fall inside it."""
   xs, ys, prev = [], [], 0.0
   for x, y in r.throughput:
-    start = x - 1 if b.benchmark == "resnet" else prev
+    start = x - 1 if _by_epoch(b.benchmark) else prev
     if xs and xs[-1] != start: xs.append(float("nan")); ys.append(float("nan"))   # a gap: an epoch not in the log
     xs += [start, x]; ys += [y, y]
     prev = x
@@ -374,7 +376,7 @@ def throughput_figure(b: BenchData):
   rows = math.ceil(n / cols)
   fig, axes = plt.subplots(rows, cols, figsize=(9 if cols == 1 else 11, max(5.5, 1.2 + 1.75 * rows)), dpi=110,
                            sharex=True, sharey=True, squeeze=False)
-  unit = next((r.step_unit for r in b.runs if r.step_unit), "img" if b.benchmark == "resnet" else "seq")
+  unit = next((r.step_unit for r in b.runs if r.step_unit), BENCHMARKS[b.benchmark].throughput_unit)
   flat = list(axes.flat)
   top = 0.0
   for i, (ax, r) in enumerate(zip(flat, b.runs)):
@@ -386,16 +388,16 @@ def throughput_figure(b: BenchData):
       xs, ys = _spans(b, r)
       ax.plot(xs, ys, lw=2.0, color=f"C{i % 10}")
       top = max(top, *(y for y in ys if y == y))
-    missing = [w for w, have in (("no epoch timestamps" if b.benchmark == "resnet" else "no evals", r.throughput),
+    missing = [w for w, have in (("no epoch timestamps" if _by_epoch(b.benchmark) else "no evals", r.throughput),
                                  ("no metrics file", r.step_rate)) if not have]
     ax.set_title(f"{r.name} (seed {r.seed})" + "".join(f", {m}" for m in missing), fontsize=8, loc="left", pad=2)
     ax.grid(alpha=0.3)
   for ax in flat[:len(b.runs)]: ax.set_ylim(0, top * 1.08 or 1.0)
-  if b.benchmark == "bert": flat[0].xaxis.set_major_formatter(EngFormatter(sep=""))
+  if not _by_epoch(b.benchmark): flat[0].xaxis.set_major_formatter(EngFormatter(sep=""))
   for k in range(len(b.runs), len(flat)):
     flat[k].axis("off")
     if k >= cols: flat[k - cols].xaxis.set_tick_params(labelbottom=True)   # the panel above the gap ends its column
-  span = "epoch" if b.benchmark == "resnet" else "stretch between evals"
+  span = "epoch" if _by_epoch(b.benchmark) else "stretch between evals"
   handles = [Line2D([], [], lw=2.0, color="black", label=f"thick, the run's colour: result-log timestamps, samples/s "
                                                          f"over each {span} (data waits included)"),
              Line2D([], [], lw=0.6, color="gray", label=f"thin gray: metrics file, each train step's {unit}/s "

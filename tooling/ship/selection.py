@@ -6,7 +6,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common.config import BENCHMARKS, available_platforms, load_config, PlatformConfig
+from benchmarks.common.config import available_platforms, PlatformConfig
+from benchmarks.registry import BENCHMARKS, load_config
 from benchmarks.common.rules import required_runs, result_name
 from tooling.common import ledger as L
 from tooling.common import results_tree as T

@@ -2,8 +2,9 @@
 and its margin, run_stop status, the clock, a closed log's dataset sizes, seeds."""
 from __future__ import annotations
 
-from benchmarks.common.rules import (CLOSED_SAMPLES, INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, SAMPLES_SLACK, SEED_BITS,
+from benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, SAMPLES_SLACK, SEED_BITS,
                                      beyond_rules, required_runs)
+from benchmarks.registry import BENCHMARKS
 from tooling.common import mlperf_tools
 from tooling.common.mllog_reader import MLLog
 from tooling.verdict.findings import FAIL, INFO, WARN, FileReport, Finding
@@ -107,11 +108,11 @@ def _clock_check(log: MLLog, fr: FileReport) -> None:
 
 
 def _dataset_check(log: MLLog, fr: FileReport, strict: bool = False) -> None:
-  """A closed log states the whole dataset (rules.CLOSED_SAMPLES); a missing key is the compliance checker's finding.
+  """A closed log states the whole dataset (its spec's closed_samples); a missing key is the compliance checker's finding.
   Far fewer samples is a run on part of the data (the rules' text: a failure); any other count off the size is a
   question for the reviewer (a warning, a failure under --strict)."""
   if division_of(fr.division) != "closed": return
-  for key, (size, what) in CLOSED_SAMPLES.get(log.benchmark, {}).items():
+  for key, (size, what) in (BENCHMARKS[log.benchmark].closed_samples if log.benchmark in BENCHMARKS else {}).items():
     e = log.first(key)
     if e is None: continue
     v = e.value

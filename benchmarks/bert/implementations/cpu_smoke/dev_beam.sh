@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypo
 [ -n "${DATA_DIR:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): DATA_DIR is not set: set it to the prepared Wikipedia shards, eval set and checkpoint (tinyperf prep wiki download|pretrain|eval|checkpoint)." >&2; exit 2; }
 RESULTS_DIR="${RESULTS_DIR:-$PWD/results/cpu_smoke/bert}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
-SEED="${SEED:-$(python3 -m benchmarks.common.config seed bert cpu_smoke)}"
+SEED="${SEED:-$(python3 -m benchmarks.registry seed bert cpu_smoke)}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 
