@@ -1,0 +1,162 @@
+"""Fused residual add + LayerNorm (benchmarks/kernels/layernorm.py) on the CPU: the Triton forward and backward kernels
+run by Triton's interpreter against the model's LayerNorm (benchmarks/bert/model.py) and tinygrad's autograd through
+it, the custom_kernel + grad wiring through the tinygrad fallback, and both cubins compiled ahead for an H200."""
+from __future__ import annotations
+import os
+os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tinygrad import Tensor, TinyJit, dtypes
+
+triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
+from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
+
+from benchmarks.bert.model import LN_EPS, LayerNorm          # noqa: E402
+from benchmarks.kernels import layernorm as ln               # noqa: E402
+from tests.conftest import REPO                              # noqa: E402
+from tests.unit.test_kernels import HostArray                # noqa: E402
+
+BM, ROWS = 4, 12   # interpreter tiles: 37 or 50 rows give a partial last block and several backward programs
+
+
+def inputs(M: int, N: int, seed: int = 0):
+  """fp16 x, residual, dy (M, N); fp32 weight and bias near the trained values' scale."""
+  rng = np.random.default_rng(seed)
+  x, r, dy = (rng.standard_normal((M, N)).astype(np.float16) for _ in range(3))
+  w = (1 + 0.2 * rng.standard_normal(N)).astype(np.float32)
+  b = (0.2 * rng.standard_normal(N)).astype(np.float32)
+  return x, r, w, b, dy
+
+
+def run_interpreted(x, r, w, b, dy, eps=LN_EPS):
+  M, N = x.shape
+  BN = ln._pow2(N)
+  y, mean, rstd = np.zeros_like(x), np.zeros(M, np.float32), np.zeros(M, np.float32)
+  InterpretedFunction(ln.add_ln_fwd_kernel)[(-(-M // BM),)](*map(HostArray, (x, r, w, b, y, mean, rstd)), M, N, eps,
+                                                            BM, BN)
+  grid = -(-M // ROWS)
+  dx, dw, db = np.zeros_like(x), np.zeros((grid, N), np.float32), np.zeros((grid, N), np.float32)
+  InterpretedFunction(ln.add_ln_bwd_kernel)[(grid,)](*map(HostArray, (x, r, w, dy, mean, rstd, dx, dw, db)), M, N, BM,
+                                                     BN, ROWS)
+  return y, mean, rstd, dx, dw.sum(0), db.sum(0)
+
+
+def reference(x, r, w, b, dy):
+  """The model's LayerNorm of the fp16 sum, and tinygrad's autograd through it: out, mean, rstd and the gradients of
+  the sum, weight and bias (fp32)."""
+  s = Tensor((x + r).astype(np.float32))   # numpy adds fp16 as the model does: one rounding to fp16
+  layer = LayerNorm(x.shape[1])
+  layer.weight, layer.bias = Tensor(w), Tensor(b)
+  out = layer(s)
+  grads = (out.float() * Tensor(dy).float()).sum().gradient(s, layer.weight, layer.bias)
+  sf = (x + r).astype(np.float32)
+  mu = sf.mean(1)
+  return (out.numpy(), mu, 1 / np.sqrt(((sf - mu[:, None]) ** 2).mean(1) + LN_EPS), *(g.numpy() for g in grads))
+
+
+@pytest.mark.parametrize("M,N", [(37, 64), (50, 1024), (37, 48)], ids=["hidden64", "hidden1024", "masked_columns"])
+def test_forward_and_backward_interpreted_equal_the_models_math(M, N):
+  assert triton.knobs.runtime.interpret, "Triton was imported before this module set TRITON_INTERPRET=1"
+  x, r, w, b, dy = inputs(M, N, seed=M + N)
+  y, mean, rstd, dx, dw, db = run_interpreted(x, r, w, b, dy)
+  ref_y, ref_mean, ref_rstd, ref_ds, ref_dw, ref_db = reference(x, r, w, b, dy)
+  np.testing.assert_allclose(mean, ref_mean, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(rstd, ref_rstd, rtol=1e-5)
+  # fp32 statistics and affine, one rounding to fp16 (relative 2^-11): within that of the fp32 reference
+  assert (np.abs(y.astype(np.float32) - ref_y) <= 2 ** -11 * np.abs(ref_y) + 1e-5).all()
+  assert (np.abs(dx.astype(np.float32) - ref_ds) <= 2 ** -11 * np.abs(ref_ds) + 1e-4).all()
+  # dweight, dbias: fp32 sums over the rows in another order (per-program partials, then their sum)
+  np.testing.assert_allclose(dw, ref_dw, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(db, ref_db, rtol=1e-4, atol=1e-4)
+
+
+def test_the_backward_reads_the_forwards_statistics():
+  """A backward given another row's statistics is measurably wrong: the check above can tell them apart."""
+  x, r, w, b, dy = inputs(37, 64, seed=1)
+  y, mean, rstd, *_ = run_interpreted(x, r, w, b, dy)
+  grid = -(-37 // ROWS)
+  dx, dw, db = np.zeros_like(x), np.zeros((grid, 64), np.float32), np.zeros((grid, 64), np.float32)
+  InterpretedFunction(ln.add_ln_bwd_kernel)[(grid,)](
+    *map(HostArray, (x, r, w, dy, np.roll(mean, 1), np.roll(rstd, 1), dx, dw, db)), 37, 64, BM, 64, ROWS)
+  ref_ds = reference(x, r, w, b, dy)[3]
+  assert np.abs(dx.astype(np.float32) - ref_ds).max() > 0.1 * np.abs(ref_ds).max()
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.half], ids=["fp32", "fp16"])
+def test_add_layernorm_and_its_gradients_through_custom_kernel(dtype):
+  """add_layernorm's custom_kernel call and grad function on the CPU (the tinygrad fallback): out and the gradients of
+  x, residual, weight and bias equal tinygrad's autograd through the model's LayerNorm(x + residual)."""
+  rng = np.random.default_rng(3)
+  shape = (2, 5, 24)
+  x, r, g = (Tensor(rng.standard_normal(shape).astype(np.float32)).cast(dtype) for _ in range(3))
+  w, b = Tensor((1 + 0.2 * rng.standard_normal(24)).astype(np.float32)), Tensor(rng.standard_normal(24).astype(np.float32))
+  out = ln.add_layernorm(x, r, w, b, LN_EPS)
+  grads = (out.float() * g.float()).sum().gradient(x, r, w, b)
+  layer = LayerNorm(24)
+  layer.weight, layer.bias = w, b
+  ref = layer(x + r)
+  ref_grads = (ref.float() * g.float()).sum().gradient(x, r, w, b)
+  tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == dtypes.float32 else {"rtol": 2e-3, "atol": 2e-3}
+  assert out.shape == shape and out.dtype == dtype
+  np.testing.assert_allclose(out.float().numpy(), ref.float().numpy(), **tol)
+  for got, want in zip(grads, ref_grads):
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), **tol)
+  np.testing.assert_array_equal(grads[0].numpy(), grads[1].numpy())   # both addends get the sum's gradient
+
+
+def test_a_jitted_step_with_add_layernorm_schedules_once():
+  """The grad function is one object per eps, so the capture step hits tinygrad's schedule cache (test_kernels.py's
+  test_a_jitted_step_with_the_kernels_schedules_once says why that matters)."""
+  from tinygrad.schedule import schedule_cache
+  w = Tensor.ones(16).contiguous().realize()
+  @TinyJit
+  def step(x: Tensor) -> Tensor:
+    return ln.add_layernorm(x, x * 2, w, w, LN_EPS).sum().gradient(w)[0].realize()
+  sizes = []
+  for i in range(3):
+    step(Tensor(np.random.default_rng(i).random((8, 16), np.float32)).realize())
+    sizes.append(len(schedule_cache))
+  assert sizes[1] == sizes[0] == sizes[2], f"schedule cache entries after each step: {sizes}"
+
+
+def test_mismatched_shapes_are_refused():
+  x = Tensor.zeros(4, 16)
+  with pytest.raises(ValueError, match="add_layernorm"):
+    ln.add_layernorm(x, Tensor.zeros(4, 8), Tensor.ones(16), Tensor.zeros(16), LN_EPS)
+  with pytest.raises(ValueError, match="add_layernorm"):
+    ln.add_layernorm(x, x, Tensor.ones(8), Tensor.zeros(16), LN_EPS)
+
+
+def test_h200_cubins_compile_here_with_the_launch_facts():
+  """Both kernels compiled ahead for sm_90 at BERT-large's shape (96 x 512 rows of 1024) by Triton's own ptxas, without
+  a GPU: 16-byte vector loads, shared memory within the 227 KB a block may have, the block size of the tile, the
+  kernel's pointers + Triton's two scratch parameters, and a backward grid that fills the GPU with few partial rows."""
+  code = """
+import json
+from tinygrad import dtypes
+from benchmarks.kernels import layernorm as ln
+out = {}
+for which in ("fwd", "bwd"):
+  k, grid = ln.compile_layernorm(which, 96 * 512, 1024, 1e-12, dtypes.half, 90)
+  params = [l for l in k.ptx.splitlines() if ".param .u64" in l]
+  out[which] = {"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
+                "grid": grid, "v4_loads": "ld.global.v4" in k.ptx, "warps": ln.TILES[which][-1]}
+print(json.dumps(out))
+"""
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  got = json.loads(r.stdout.strip().splitlines()[-1])
+  for which, name in (("fwd", "add_ln_fwd_kernel"), ("bwd", "add_ln_bwd_kernel")):
+    g = got[which]
+    assert g["name"] == name and g["cubin"] > 1000 and g["v4_loads"], g
+    assert 0 <= g["smem"] <= 227 * 1024 and g["threads"] == 32 * g["warps"], g
+    assert g["params"] == len(ln.pointers(which, dtypes.half)) + 2, g
+  assert got["fwd"]["grid"] == 96 * 512 // ln.TILES["fwd"][0]
+  assert ln.SMS <= got["bwd"]["grid"] <= 4 * ln.SMS   # every multiprocessor busy; dw, db partials stay ~1 MB
+
