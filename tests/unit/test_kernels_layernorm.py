@@ -124,6 +124,19 @@ def test_a_jitted_step_with_add_layernorm_schedules_once():
   assert sizes[1] == sizes[0] == sizes[2], f"schedule cache entries after each step: {sizes}"
 
 
+@pytest.mark.parametrize("kernels,calls", [("tinygrad", 0), ("triton", 2 * 2 + 1)])
+def test_bert_sends_each_residual_layernorm_through_add_layernorm(monkeypatch, kernels, calls):
+  """Under KERNELS=triton: both of each layer's LayerNorm(dense + residual) and the embeddings' (words + positions,
+  types); not the MLM head's LayerNorm of gelu(dense), which has no sum. The values: test_kernels.py's knob test."""
+  from benchmarks.bert.model import BertConfig, BertForPretraining
+  seen = []
+  monkeypatch.setattr(ln, "add_layernorm", lambda *a: seen.append(a[0].shape) or a[0] + a[1])
+  c = BertConfig(layers=2, hidden=16, heads=2, intermediate=32, vocab=50, max_positions=16, kernels=kernels)
+  ids = Tensor.zeros(2, 8, dtype=dtypes.int32)
+  BertForPretraining(c)(ids, ids, ids + 1, Tensor.zeros(2, 3, dtype=dtypes.int32))   # shapes only: nothing realized
+  assert seen == [(2, 8, 16)] * calls
+
+
 def test_mismatched_shapes_are_refused():
   x = Tensor.zeros(4, 16)
   with pytest.raises(ValueError, match="add_layernorm"):
