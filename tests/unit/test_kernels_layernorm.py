@@ -173,3 +173,18 @@ print(json.dumps(out))
   assert got["fwd"]["grid"] == 96 * 512 // ln.TILES["fwd"][0]
   assert ln.SMS <= got["bwd"]["grid"] <= 4 * ln.SMS   # every multiprocessor busy; dw, db partials stay ~1 MB
 
+
+def test_bench_script_checks_and_times_every_candidate_on_the_cpu():
+  """lab/scripts/bench_layernorm.py at a small shape on the CPU (both layers run tinygrad kernels there): the check line
+  and one timing line per implementation and tile set, so the GPU command that measures it cannot fail on the script."""
+  r = subprocess.run([sys.executable, "lab/scripts/bench_layernorm.py", "--rows", "40", "--hidden", "64"], cwd=REPO,
+                     env={**os.environ, "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  check, *timed = (json.loads(line) for line in r.stdout.splitlines())
+  for n in ("out", "dx", "dresidual", "dweight", "dbias"):
+    assert check[f"{n}_max_abs_diff"] <= 1e-3 * check[f"{n}_ref_max_abs"], check
+  sys.path.insert(0, str(REPO / "lab" / "scripts"))
+  try: import bench_layernorm
+  finally: sys.path.pop(0)
+  assert [t["impl"] for t in timed] == ["tinygrad"] + ["triton"] * len(bench_layernorm.CANDIDATES)
+  assert all(t["fwd_ms"] > 0 and t["fwd_bwd_ms"] > 0 for t in timed), timed
