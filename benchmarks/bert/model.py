@@ -117,19 +117,20 @@ class Linear:
 
 class LayerNorm:
   """LayerNorm over the last axis in float32 (statistics and affine), output cast to dtypes.default_float. Given a
-  residual, of the sum x + residual (added in default float): kernels="triton" fuses the add and both passes into
-  benchmarks/kernels' add_layernorm."""
+  residual, of dropout(x, dropout) + residual (added in default float): kernels="triton" fuses the dropout, the add and
+  both passes into benchmarks/kernels' add_layernorm."""
   def __init__(self, dim: int, rng: np.random.Generator | None = None, eps: float = LN_EPS, kernels: str = "tinygrad"):
     self.eps = eps
     self.weight = _param((dim,), rng, "ones")
     self.bias = _param((dim,), rng, "zeros")
     self.kernels = kernels
 
-  def __call__(self, x: Tensor, residual: Tensor | None = None) -> Tensor:
+  def __call__(self, x: Tensor, residual: Tensor | None = None, dropout: float = 0.0) -> Tensor:
     df = dtypes.default_float
     if residual is not None and self.kernels == "triton":
       from benchmarks.kernels.layernorm import add_layernorm   # imports Triton: only where the knob asks for it
-      return add_layernorm(x.cast(df), residual.cast(df), self.weight, self.bias, self.eps)
+      return add_layernorm(x.cast(df), residual.cast(df), self.weight, self.bias, self.eps, dropout)
+    x = x.dropout(dropout)
     if residual is not None: x = x + residual
     return (x.float().layernorm(eps=self.eps) * self.weight + self.bias).cast(df)
 
@@ -260,7 +261,7 @@ class BertSelfOutput:
     self.dropout = c.hidden_dropout
 
   def __call__(self, x: Tensor, residual: Tensor) -> Tensor:
-    return self.LayerNorm(self.dense(x).dropout(self.dropout), residual)
+    return self.LayerNorm(self.dense(x), residual, self.dropout)
 
 
 class BertAttention:
