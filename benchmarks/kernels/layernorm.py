@@ -187,14 +187,15 @@ def _keep(M: int, N: int, seed: Tensor, p_drop: float) -> Tensor:
 
 def _tinygrad_bwd(x, r, w, seed, dy, mean, rstd, p_drop: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
   """dr, dx, dweight, dbias with tinygrad ops, from the same saved statistics and mask as the Triton kernel."""
-  scale = 1.0 / (1.0 - p_drop)
-  keep = _keep(*x.shape, seed, p_drop) if p_drop > 0 else None
-  xd = keep.where(x.float() * scale, 0.0).cast(x.dtype) if p_drop > 0 else x
+  scale, xd, keep = 1.0 / (1.0 - p_drop), x, None
+  if p_drop > 0:
+    keep = _keep(*x.shape, seed, p_drop)
+    xd = keep.where(x.float() * scale, 0.0).cast(x.dtype)
   xhat = ((xd + r).float() - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)
   g = dy.float()
   wg = g * w
   ds = (wg - xhat * (xhat * wg).mean(-1, keepdim=True) - wg.mean(-1, keepdim=True)) * rstd.unsqueeze(-1)
-  dx = keep.where(ds * scale, 0.0).cast(x.dtype) if p_drop > 0 else ds.cast(x.dtype)
+  dx = keep.where(ds * scale, 0.0).cast(x.dtype) if keep is not None else ds.cast(x.dtype)
   return ds.cast(x.dtype), dx, (g * xhat).sum(0), g.sum(0)
 
 
@@ -213,13 +214,12 @@ def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
   if _is_triton(x):
     _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device))
     dr = Tensor.empty(M, N, dtype=x.dtype, device=x.device)
-    dx = Tensor.empty(M, N, dtype=x.dtype, device=x.device) if p_drop > 0 else Tensor.empty(1, dtype=x.dtype,
-                                                                                          device=x.device)
+    dx = Tensor.empty(*((M, N) if p_drop > 0 else (1,)), dtype=x.dtype, device=x.device)   # unwritten without dropout
     dw, db = (Tensor.empty(grid, N, dtype=dtypes.float32, device=x.device) for _ in range(2))
     dr, dx, dw, db = x.custom_kernel(r, w, seed, dy, mean, rstd, dr, dx, dw, db, *prg.scratch(x.device),
                                      fxn=_triton_fxn("bwd", M, N, eps, p_drop, x.dtype, x.device))[7:11]
     dw, db = dw.sum(0), db.sum(0)   # the programs' partial sums: (grid, N) -> (N,)
-    if p_drop == 0: dx = dr   # the kernel wrote no dx (its one-element stand-in)
+    if p_drop == 0: dx = dr
   else:
     dr, dx, dw, db = _tinygrad_bwd(x, r, w, seed, dy, mean, rstd, p_drop)
   return (dx.uop, dr.uop, dw.uop, db.uop) + (None,) * (len(call.src) - 5)
@@ -243,8 +243,8 @@ def add_layernorm(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps
   if M * N >= 2 ** 31: raise ValueError(f"add_layernorm: {M} x {N} elements overflow the dropout index")
   p_drop = float(dropout_p) if TRAINING else 0.0
   if not 0 <= p_drop < 1: raise ValueError(f"add_layernorm: dropout_p {dropout_p} is outside [0, 1)")
-  if seed is None:
-    seed = Tensor.randint(1, high=2 ** 31 - 1, device=x.device) if p_drop > 0 else Tensor.zeros(1, device=x.device)
+  if seed is None and p_drop > 0: seed = Tensor.randint(1, high=2 ** 31 - 1, device=x.device)
+  elif seed is None: seed = Tensor.empty(1, dtype=dtypes.uint32, device=x.device)   # read by no kernel: no fill
   seed = seed.cast(dtypes.uint32).reshape(1).contiguous()
   xs, rs = x.reshape(M, N).contiguous(), residual.cast(x.dtype).reshape(M, N).contiguous()
   w, b = weight.float().contiguous(), bias.float().contiguous()
