@@ -102,9 +102,10 @@ if triton is not None:   # _dropped_sum is jitted first: the kernels call it as 
   compiled_fwd, compiled_bwd = triton.jit(add_ln_fwd_kernel), triton.jit(add_ln_bwd_kernel)
 
 SMS = 132   # H200 streaming multiprocessors
-# fwd: (BM rows per program, warps); bwd: (BM rows per step, programs per multiprocessor, warps). Not yet measured:
-# lab/scripts/bench_layernorm.py tries its CANDIDATES on an H200 and the fastest go here
-TILES = {"fwd": (4, 8), "bwd": (4, 2, 8)}
+# fwd: (BM rows per program, warps); bwd: (BM rows per step, programs per multiprocessor, warps). Not yet measured
+# (lab/scripts/bench_layernorm.py tries its CANDIDATES on an H200; the fastest go here). bwd: 8 elements of a row per
+# thread keep the dropout backward at 122 registers, so two programs fit each multiprocessor, one wave (at 16: 215)
+TILES = {"fwd": (4, 8), "bwd": (2, 2, 8)}
 
 
 def _pow2(n: int) -> int: return 1 << (n - 1).bit_length()

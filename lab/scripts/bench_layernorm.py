@@ -26,10 +26,10 @@ from benchmarks.kernels import layernorm as ln          # noqa: E402
 CALLS, P_DROP = 10, 0.1
 # tile sets to try: {"fwd": (BM, warps), "bwd": (BM, programs per multiprocessor, warps)}; the first is ln.TILES
 CANDIDATES = [dict(ln.TILES),
-              {"fwd": (1, 4), "bwd": (2, 4, 4)},
-              {"fwd": (2, 4), "bwd": (4, 4, 8)},
-              {"fwd": (8, 8), "bwd": (8, 1, 8)},
-              {"fwd": (4, 4), "bwd": (8, 2, 16)}]
+              {"fwd": (1, 4), "bwd": (1, 4, 4)},
+              {"fwd": (2, 4), "bwd": (4, 2, 8)},
+              {"fwd": (8, 8), "bwd": (8, 1, 16)},
+              {"fwd": (4, 4), "bwd": (2, 4, 4)}]
 
 
 def step_time(fn, *args) -> float:
