@@ -61,7 +61,7 @@ class BertConfig:
   hidden_dropout: float = BERT_DROPOUT
   attention_dropout: float = BERT_DROPOUT
   half_softmax: bool = False      # ATTENTION_SOFTMAX=HALF: the softmax reads the scores in the compute dtype
-  kernels: str = "tinygrad"       # KERNELS=triton: dense layers and attention are benchmarks/kernels' Triton kernels
+  kernels: str = "tinygrad"       # KERNELS=triton: GEMMs, attention, add + LayerNorm as benchmarks/kernels' Triton
 
   @staticmethod
   def from_knobs(knobs: Mapping, layers: int | None = None, vocab: int = 30522) -> "BertConfig":
@@ -116,14 +116,23 @@ class Linear:
 
 
 class LayerNorm:
-  """LayerNorm over the last axis in float32 (statistics and affine), output cast to dtypes.default_float."""
-  def __init__(self, dim: int, rng: np.random.Generator | None = None, eps: float = LN_EPS):
+  """LayerNorm over the last axis in float32 (statistics and affine), output cast to dtypes.default_float. Given a
+  residual, of dropout(x, dropout) + residual (added in default float): kernels="triton" fuses the dropout, the add and
+  both passes into benchmarks/kernels' add_layernorm."""
+  def __init__(self, dim: int, rng: np.random.Generator | None = None, eps: float = LN_EPS, kernels: str = "tinygrad"):
     self.eps = eps
     self.weight = _param((dim,), rng, "ones")
     self.bias = _param((dim,), rng, "zeros")
+    self.kernels = kernels
 
-  def __call__(self, x: Tensor) -> Tensor:
-    return (x.float().layernorm(eps=self.eps) * self.weight + self.bias).cast(dtypes.default_float)
+  def __call__(self, x: Tensor, residual: Tensor | None = None, dropout: float = 0.0) -> Tensor:
+    df = dtypes.default_float
+    if residual is not None and self.kernels == "triton":
+      from benchmarks.kernels.layernorm import add_layernorm   # imports Triton: only where the knob asks for it
+      return add_layernorm(x.cast(df), residual.cast(df), self.weight, self.bias, self.eps, dropout)
+    x = x.dropout(dropout)
+    if residual is not None: x = x + residual
+    return (x.float().layernorm(eps=self.eps) * self.weight + self.bias).cast(df)
 
 
 def _backend(t: Tensor | UOp) -> str:
@@ -206,7 +215,7 @@ class BertEmbeddings:
     self.word_embeddings = Embedding(c.vocab, c.hidden, rng)
     self.position_embeddings = Embedding(c.max_positions, c.hidden, rng)
     self.token_type_embeddings = Embedding(c.type_vocab, c.hidden, rng)
-    self.LayerNorm = LayerNorm(c.hidden, rng)
+    self.LayerNorm = LayerNorm(c.hidden, rng, kernels=c.kernels)
     self.dropout = c.hidden_dropout
 
   def __call__(self, input_ids: Tensor, segment_ids: Tensor) -> Tensor:  # (B, L) int32 x2 -> (B, L, H)
@@ -220,7 +229,7 @@ class BertEmbeddings:
       types = (segment_ids.unsqueeze(-1) == 1).where(tt[1], tt[0])                 # (B, L, H)
     else:
       types = self.token_type_embeddings(segment_ids)
-    return self.LayerNorm(words + pos + types).dropout(self.dropout)
+    return self.LayerNorm(words + pos, types).dropout(self.dropout)
 
 
 class BertSelfAttention:
@@ -248,11 +257,11 @@ class BertSelfOutput:
   """dense -> dropout -> LayerNorm(. + residual); also the FFN output block (BertOutput) with other widths."""
   def __init__(self, cin: int, c: BertConfig, rng=None):
     self.dense = Linear(cin, c.hidden, rng, c.kernels)
-    self.LayerNorm = LayerNorm(c.hidden, rng)
+    self.LayerNorm = LayerNorm(c.hidden, rng, kernels=c.kernels)
     self.dropout = c.hidden_dropout
 
   def __call__(self, x: Tensor, residual: Tensor) -> Tensor:
-    return self.LayerNorm(self.dense(x).dropout(self.dropout) + residual)
+    return self.LayerNorm(self.dense(x), residual, self.dropout)
 
 
 class BertAttention:
