@@ -119,8 +119,8 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
   # the packaged implementation is a repository root of its own: its modules, config and renderings are found there
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   impl_dir = tmp_path / "unpacked" / impl
-  p = subprocess.run([sys.executable, "-c", "import benchmarks.common.config as c, tooling.cli; print(c.ROOT); "
-                      "print(c.load_config('resnet', 'tinybox_green').path)"], cwd=impl_dir, env=env,
+  p = subprocess.run([sys.executable, "-c", "import benchmarks.common.config as c, benchmarks.registry as r, tooling.cli; print(c.ROOT); "
+                      "print(r.load_config('resnet', 'tinybox_green').path)"], cwd=impl_dir, env=env,
                      capture_output=True, text=True)
   root = impl_dir.resolve()
   assert p.returncode == 0, p.stderr

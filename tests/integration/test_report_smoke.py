@@ -102,7 +102,7 @@ def test_report_on_the_five_runs(smoke):
   assert b.accepted and b.score_minutes == pytest.approx(sum(middle) / len(middle), abs=0.01)   # olympic mean
   assert cli(["report", str(R)]) == 0
   md = (R / "report" / "report.md").read_text()
-  assert "## resnet on cpu_smoke" in md and "provenance: tinyperf=" in md and "(TARGET of the cpu_smoke config)" in md
+  assert "## resnet on cpu_smoke" in md and "provenance: tinyperf=" in md and "(TARGET of the cpu_smoke config" in md
   assert all(f"| `result_{i}.txt` | {a['seed']} |" in md for i, a in enumerate(smoke.ledger))
   for k in ("accuracy", "time_to_train", "throughput"): assert (R / "report" / f"cpu_smoke_resnet_{k}.png").stat().st_size > 10_000
 
