@@ -34,12 +34,46 @@ class Compiled:
   threads: int   # 32 * num_warps
 
 
-def cuda_arch(device: str) -> int:
-  """90 for an H200's "sm_90": the target Triton compiles for."""
-  arch = getattr(Device[device], "arch", "")
-  if not (m := re.fullmatch(r"sm_(\d+)a?", arch)):
-    raise RuntimeError(f"KERNELS=triton needs a CUDA device (DEV=CUDA); {device} reports arch {arch!r}")
+def devices(device: str | tuple[str, ...]) -> tuple[str, ...]:
+  return device if isinstance(device, tuple) else (device,)
+
+
+def cuda_arch(device: str | tuple[str, ...]) -> int:
+  """90 for an H200's "sm_90": the target Triton compiles for, the same on every device of a multi-device tensor."""
+  archs = {getattr(Device[d], "arch", "") for d in devices(device)}
+  if len(archs) != 1 or not (m := re.fullmatch(r"sm_(\d+)a?", arch := archs.pop())):
+    raise RuntimeError(f"KERNELS=triton needs CUDA devices of one architecture (DEV=CUDA); {device} report {archs}")
   return int(m.group(1))
+
+
+# ---- several devices: a sharded tensor's call runs once per device ----
+# tinygrad 0.14 launches a custom_kernel call once per device when its sources are multi-device tensors (the CALL keeps
+# its multi sources, each device's launch gets that device's buffers), but the kernel sees the full shapes: it must be
+# built for one device's piece (local_shape), and its outputs allocated so that each device's piece has that shape.
+
+def local_shape(t: Tensor) -> tuple[int, ...]:
+  """The shape of one device's piece of t: the shard of a tensor sharded over devices, else t's shape."""
+  return tuple(t.uop.shard_shape) if isinstance(t.device, tuple) else t.shape
+
+
+def empty_shards(shape: tuple[int, ...], dtype, device, axis: int | None) -> Tensor:
+  """An output whose piece on each device is `shape`: sharded along axis (the full tensor is ndev times as long there),
+  or replicated with axis None."""
+  t = Tensor.empty(*shape, dtype=dtype, device=device)
+  return Tensor(t.uop.unshard(axis=axis)) if isinstance(device, tuple) and axis is not None else t
+
+
+def empty_partials(shape: tuple[int, ...], dtype, device) -> Tensor:
+  """An output for per-device partial results: on several devices one private `shape` per device, stacked on a new
+  leading axis (ndev, *shape) sharded over the devices, summed by partial_sum; on one device `shape` itself."""
+  if not isinstance(device, tuple): return Tensor.empty(*shape, dtype=dtype, device=device)
+  return empty_shards((1, *shape), dtype, device, 0)
+
+
+def partial_sum(t: Tensor) -> Tensor:
+  """The sum over devices of the per-device partials of empty_partials: tinygrad's all-reduce, which
+  leaves the result replicated, as the gradient of a replicated weight must be. One device: t itself."""
+  return t.sum(0) if isinstance(t.device, tuple) else t
 
 
 @functools.cache
@@ -77,13 +111,14 @@ def program(k: Compiled, params: list[UOp], grid: int, outs: tuple[int, ...], in
   """The PROGRAM for custom_kernel's fxn: params are its placeholders, which must be in the kernel's argument order
   (slot i = argument i: tinygrad's CUDA graph passes a call's buffers by slot), the hidden scratch buffers last; grid
   the number of blocks; outs/ins the slots written and read (the CUDA graph orders kernels by them)."""
-  _install_smem_factory(device)
+  for d in devices(device): _install_smem_factory(d)   # each device builds its own CUDAProgram
   SMEM[k.cubin] = k.smem
   bufs = [p.base for p in params]
   assert [b.arg.slot for b in bufs] == list(range(len(bufs))), "params must be in slot order"
   sink = UOp.sink(*bufs, arg=KernelInfo(name=k.name, estimates=Estimates(ops=flops, mem=nbytes)))
   info = ProgramInfo(name=k.name, global_size=(grid, 1, 1), local_size=(k.threads, 1, 1),
-                     globals=tuple(b.arg.slot for b in bufs), outs=outs, ins=ins, target=Device[device].renderer.target)
+                     globals=tuple(b.arg.slot for b in bufs), outs=outs, ins=ins,
+                     target=Device[devices(device)[0]].renderer.target)
   return UOp(Ops.PROGRAM, src=(sink, UOp(Ops.LINEAR, src=tuple(bufs)), UOp(Ops.SOURCE, arg=k.ptx), UOp(Ops.BINARY, arg=k.cubin)),
              arg=info)
 
