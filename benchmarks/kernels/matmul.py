@@ -128,6 +128,7 @@ def _grad(grad_c: UOp, call: UOp, trans_a: bool, trans_b: bool, has_bias: bool) 
   dC summed over rows."""
   a, b, bias = Tensor(call.src[1]), Tensor(call.src[2]), Tensor(call.src[4])
   dc = Tensor(grad_c).cast(a.dtype)
+  if dc.ndim == 3: dc = dc[0]   # a K-sharded product's (ndev, M, N) partials: each device's gradient is the sum's
   da = gemm(b, dc, trans_a=trans_b, trans_b=True) if trans_a else gemm(dc, b, trans_b=not trans_b)
   db = gemm(dc, a, trans_a=True, trans_b=trans_a) if trans_b else gemm(a, dc, trans_a=not trans_a)
   dbias = dc.float().sum(0).cast(bias.dtype).uop if has_bias else None
