@@ -177,7 +177,7 @@ def compile_attention(which: str, H: int, L: int, D: int, p_drop: float, arch: i
   return prg.compile_kernel(fn, POINTERS[which], consts, warps, stages, arch), BM, BN
 
 
-def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, device: str):
+def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, device: str | tuple[str, ...]):
   k, BM, BN = compile_attention(which, H, L, D, p_drop, prg.cuda_arch(device))
   n_in = 5 if which == "fwd" else 8
   n = len(POINTERS[which])

@@ -234,7 +234,7 @@ def compile_conv(kind: str, s: Shape, ty: str, arch: int, phase: tuple[int, int]
   return prg.compile_kernel(compiled[kind], sig, tuple(consts.items()), t[3], t[4], arch), grid
 
 
-def _triton_fxn(kind: str, s: Shape, dtype, device: str, phase: tuple[int, int]):
+def _triton_fxn(kind: str, s: Shape, dtype, device: str | tuple[str, ...], phase: tuple[int, int]):
   ty = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16"}.get(dtype)
   if ty is None: raise NotImplementedError(f"conv2d: the Triton kernels take fp16 or bf16, not {dtype}")
   k, grid = compile_conv(kind, s, ty, prg.cuda_arch(device), phase)

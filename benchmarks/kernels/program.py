@@ -40,8 +40,8 @@ def devices(device: str | tuple[str, ...]) -> tuple[str, ...]:
 
 def cuda_arch(device: str | tuple[str, ...]) -> int:
   """90 for an H200's "sm_90": the target Triton compiles for, the same on every device of a multi-device tensor."""
-  archs = {getattr(Device[d], "arch", "") for d in devices(device)}
-  if len(archs) != 1 or not (m := re.fullmatch(r"sm_(\d+)a?", arch := archs.pop())):
+  archs = sorted({getattr(Device[d], "arch", "") for d in devices(device)})
+  if len(archs) != 1 or not (m := re.fullmatch(r"sm_(\d+)a?", archs[0])):
     raise RuntimeError(f"KERNELS=triton needs CUDA devices of one architecture (DEV=CUDA); {device} report {archs}")
   return int(m.group(1))
 
@@ -106,8 +106,8 @@ def _install_smem_factory(device: str):
   dev.runtime_t = SmemCUDAProgram
 
 
-def program(k: Compiled, params: list[UOp], grid: int, outs: tuple[int, ...], ins: tuple[int, ...], device: str,
-            flops: int, nbytes: int) -> UOp:
+def program(k: Compiled, params: list[UOp], grid: int, outs: tuple[int, ...], ins: tuple[int, ...],
+            device: str | tuple[str, ...], flops: int, nbytes: int) -> UOp:
   """The PROGRAM for custom_kernel's fxn: params are its placeholders, which must be in the kernel's argument order
   (slot i = argument i: tinygrad's CUDA graph passes a call's buffers by slot), the hidden scratch buffers last; grid
   the number of blocks; outs/ins the slots written and read (the CUDA graph orders kernels by them)."""

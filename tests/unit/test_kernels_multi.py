@@ -30,7 +30,8 @@ def _assert_same(got, want):
 
 
 def test_linear_rows_sharded_weight_and_bias_gradients_summed_once():
-  x, w, b = RNG.standard_normal((8, 16), np.float32), RNG.standard_normal((12, 16), np.float32), RNG.standard_normal(12).astype(np.float32)
+  x, w = RNG.standard_normal((8, 16), np.float32), RNG.standard_normal((12, 16), np.float32)
+  b = RNG.standard_normal(12).astype(np.float32)
   _assert_same(_run(mm.linear, [x, w, b], TWO, [0, None, None]), _run(mm.linear, [x, w, b], None, [None] * 3))
 
 
@@ -93,8 +94,8 @@ def test_bert_with_triton_kernels_knob_on_two_devices_equals_one_device():
   B, L, P = 4, 8, 3
   batch = {"input_ids": rng.integers(0, 50, (B, L)).astype(np.int32), "segment_ids": np.zeros((B, L), np.int32),
            "input_mask": np.ones((B, L), np.int32), "masked_lm_positions": rng.integers(0, L, (B, P)).astype(np.int32),
-           "masked_lm_ids": rng.integers(0, 50, (B, P)).astype(np.int32), "masked_lm_weights": np.ones((B, P), np.float32),
-           "next_sentence_labels": np.array([0, 1, 1, 0], np.int32)}
+           "masked_lm_ids": rng.integers(0, 50, (B, P)).astype(np.int32),
+           "masked_lm_weights": np.ones((B, P), np.float32), "next_sentence_labels": np.array([0, 1, 1, 0], np.int32)}
   batch["input_mask"][1, 5:] = 0
   out = {}
   for devs in (("CPU",), TWO):
@@ -112,3 +113,9 @@ def test_bert_with_triton_kernels_knob_on_two_devices_equals_one_device():
     out[len(devs)] = (loss.item(), *(g.numpy() for g in grads))
   assert out[2][0] == pytest.approx(out[1][0], rel=1e-5)
   for got, want in zip(out[2][1:], out[1][1:]): np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+def test_the_arch_check_asks_every_device():
+  from benchmarks.kernels import program as prg
+  with pytest.raises(RuntimeError, match="KERNELS=triton"):
+    prg.cuda_arch(TWO)   # CPU devices: no CUDA architecture on either
