@@ -8,7 +8,8 @@ q, k, v (B, H, L, D) fp16; mask_add (B, 1, 1, L) fp32 (BERT's (1 - input_mask) *
 logsumexp (B, H, L) fp32 so the backward recomputes the probabilities instead of storing them. Dropout keeps element
 (b, h, i, j) when Philox(seed, ((b*H + h)*L + i)*L + j) >= p: the forward and both backward kernels draw the same mask
 from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT step gets a new mask each step. With the
-batch sharded over devices, b is the index in the device's own piece and device d draws from seed + d * SEED_STRIDE.
+batch sharded over devices, b is the index in the device's own piece and each device has its own seed
+(program.device_seeds).
 
 Backward (FlashAttention-2's): with P the softmax, Z the kept mask over (1 - p), dO the output's gradient,
   dV = (P*Z)^T dO     dP = (dO V^T) * Z     dS = P * (dP - rowsum(dO * O))
@@ -230,20 +231,20 @@ def _tinygrad_fwd(B: int, H: int, L: int, D: int, p_drop: float):
   return fxn
 
 
-SEED_STRIDE = 0x9E3779B9   # between the seeds of consecutive devices
+def _uniform(shape: tuple[int, ...], seed: Tensor) -> Tensor:
+  """The fallback's uniform [0, 1) for each element of a tensor of shape, as its kernels draw them: over the whole
+  tensor on one device, or with seed (ndev,) sharded, each device's piece of axis 0 hashed from its own seed and its
+  own indices (built on the first device, then sharded)."""
+  devs = prg.devices(seed.device)
+  n = math.prod(shape)
+  idx = (Tensor.arange(n).to(devs[0]) % (n // len(devs))).cast(dtypes.uint32).reshape(len(devs), -1)
+  u = _hash_uniform(idx, seed.to(devs[0]).reshape(len(devs), 1)).reshape(shape)
+  return u.shard(devs, axis=0) if len(devs) > 1 else u
 
 
 def _keep(B: int, H: int, L: int, seed: Tensor, p_drop: float) -> Tensor:
-  """Z (B, H, L, L) as the kernels draw it: over the full batch on one device, or with seed (ndev,) sharded, each
-  device's (B / ndev, H, L, L) piece from its own seed and indices (built on the first device, then sharded)."""
-  ndev = len(prg.devices(seed.device))
-  local = B // ndev * H * L * L
-  first = prg.devices(seed.device)[0]
-  idx = (Tensor.arange(B * H * L * L).to(first) % local).cast(dtypes.uint32).reshape(B, H, L, L)
-  seeds = seed.to(first) if ndev > 1 else seed
-  seeds = seeds.reshape(ndev, 1).expand(ndev, B // ndev).reshape(B, 1, 1, 1)
-  z = (_hash_uniform(idx, seeds) >= p_drop).where(1.0 / (1.0 - p_drop), 0.0).cast(dtypes.float32)
-  return z.shard(seed.device, axis=0) if ndev > 1 else z
+  """Z (B, H, L, L) as the kernels draw it: the kept elements scaled by 1 / (1 - p), the dropped zero."""
+  return (_uniform((B, H, L, L), seed) >= p_drop).where(1.0 / (1.0 - p_drop), 0.0).cast(dtypes.float32)
 
 
 def _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop: float) -> tuple[Tensor, Tensor, Tensor]:
@@ -306,11 +307,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
   mask = mask_add.float().reshape(B, L).contiguous()
   if seed is None:
     seed = Tensor.randint(1, high=2 ** 31 - 1, device=devs[0]) if p_drop > 0 else Tensor.zeros(1, device=devs[0])
-  seed = seed.cast(dtypes.uint32).reshape(1)
-  if len(devs) > 1:   # one seed per device, each device's (1,) piece of a sharded (ndev,)
-    seed = seed.to(devs[0]) if isinstance(seed.device, tuple) else seed
-    seed = (seed + Tensor.arange(len(devs)).to(devs[0]).cast(dtypes.uint32) * SEED_STRIDE).shard(devs, axis=0)
-  seed = seed.contiguous()
+  seed = prg.device_seeds(seed, q.device)
   axis = 0 if len(devs) > 1 else None
   o = prg.empty_shards((Bl, H, L, D), q.dtype, q.device, axis)
   lse = prg.empty_shards((Bl, H, L), dtypes.float32, q.device, axis)

@@ -76,6 +76,21 @@ def partial_sum(t: Tensor) -> Tensor:
   return t.sum(0) if isinstance(t.device, tuple) else t
 
 
+SEED_STRIDE = 0x9E3779B9   # between the dropout seeds of consecutive devices
+
+
+def device_seeds(seed: Tensor, device) -> Tensor:
+  """A dropout seed (1,) as the kernels take it, uint32: on several devices one per device, a (ndev,) sharded, device
+  d's seed + d * SEED_STRIDE (each device numbers its piece's elements from 0, so a shared seed would repeat the mask);
+  on one device seed itself."""
+  devs = devices(device)
+  seed = seed.cast(dtypes.uint32).reshape(1)
+  if len(devs) > 1:
+    seed = seed.to(devs[0]) + Tensor.arange(len(devs)).to(devs[0]).cast(dtypes.uint32) * SEED_STRIDE
+    seed = seed.shard(devs, axis=0)
+  return seed.contiguous()
+
+
 @functools.cache
 def compile_kernel(fn, signature: tuple, constexprs: tuple, num_warps: int, num_stages: int, arch: int) -> Compiled:
   """Triton-compile fn for sm_<arch>: signature ((arg, "*fp16"), ...) of its pointer arguments (each 16-byte aligned),

@@ -1,13 +1,14 @@
 """The KERNELS=triton layer on two devices, as the 2xH200 configs run it (batch sharded, weights replicated), through
-the tinygrad fallback on CPU:0 and CPU:1: gemm, attention and conv2d give the single-device result, forward and every
-gradient, with each weight gradient summed across devices exactly once; and the BERT model with the knob."""
+the tinygrad fallback on CPU:0 and CPU:1: gemm, attention, conv2d and add_layernorm give the single-device result,
+forward and every gradient, with each weight gradient summed across devices exactly once; and the BERT model with the
+knob."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from tinygrad import Context, Tensor, dtypes
 
-from benchmarks.kernels import attention as at, conv as cv, matmul as mm
+from benchmarks.kernels import attention as at, conv as cv, layernorm as ln, matmul as mm, program as prg
 
 TWO = ("CPU:0", "CPU:1")
 RNG = np.random.default_rng(0)
@@ -81,11 +82,43 @@ def test_attention_dropout_each_device_draws_its_own_mask_from_its_own_seed():
     got = _run(lambda q, k, v, m: at.attention(q, k, v, m, 0.5, seed=Tensor([seed], dtype=dtypes.uint32)), arrays, TWO,
                [0, 0, 0, 0], 3)
     for d in range(2):
-      s = (seed + d * at.SEED_STRIDE) % 2 ** 32
+      s = (seed + d * prg.SEED_STRIDE) % 2 ** 32
       half = _run(lambda q, k, v, m: at.attention(q, k, v, m, 0.5, seed=Tensor([s], dtype=dtypes.uint32)),
                   [a[2 * d:2 * d + 2] for a in arrays], None, [None] * 4, 3)
       _assert_same([g[2 * d:2 * d + 2] for g in got], half)
   assert not np.allclose(got[0][:2] != 0, got[0][2:] != 0)
+
+
+def _ln_inputs(B=4, L=3, N=24):
+  x, r = (RNG.standard_normal((B, L, N), np.float32) for _ in range(2))
+  return [x, r, (1 + 0.2 * RNG.standard_normal(N)).astype(np.float32), RNG.standard_normal(N).astype(np.float32)]
+
+
+def test_add_layernorm_batch_sharded_equals_one_device_weight_and_bias_gradients_summed_once():
+  fn = lambda x, r, w, b: ln.add_layernorm(x, r, w, b, 1e-12)
+  arrays = _ln_inputs()
+  _assert_same(_run(fn, arrays, TWO, [0, 0, None, None]), _run(fn, arrays, None, [None] * 4))
+
+
+def test_add_layernorm_dropout_each_device_draws_its_own_mask_from_its_own_seed():
+  """As attention's: device d's half is the one-device result on that half with seed + d * SEED_STRIDE, in the
+  forward and every gradient (x's through the same mask), the weight gradients summed over both halves."""
+  arrays, seed = _ln_inputs(), 99
+  fn = lambda s: lambda x, r, w, b: ln.add_layernorm(x, r, w, b, 1e-12, 0.5, seed=Tensor([s], dtype=dtypes.uint32))
+  with Context(TRAINING=1):
+    got = _run(fn(seed), arrays, TWO, [0, 0, None, None])
+    halves = [_run(fn((seed + d * prg.SEED_STRIDE) % 2 ** 32), [a[2 * d:2 * d + 2] for a in arrays[:2]] + arrays[2:],
+                   None, [None] * 4) for d in range(2)]
+  for d, half in enumerate(halves): _assert_same([g[2 * d:2 * d + 2] for g in got[:3]], half[:3])
+  _assert_same(got[3:], [halves[0][i] + halves[1][i] for i in (3, 4)])
+  assert not np.array_equal(got[1][:2] == 0, got[1][2:] == 0)   # x's gradient is zero where its element was dropped
+
+
+def test_add_layernorm_refuses_a_sharding_it_cannot_split():
+  x, r, w, b = _ln_inputs()
+  xs, rs = Tensor(x).shard(TWO, axis=2), Tensor(r).shard(TWO, axis=2)   # the features: each row split
+  with pytest.raises(NotImplementedError):
+    ln.add_layernorm(xs, rs, Tensor(w).shard(TWO), Tensor(b).shard(TWO), 1e-12)
 
 
 def test_bert_with_triton_kernels_knob_on_two_devices_equals_one_device():
