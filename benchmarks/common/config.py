@@ -117,7 +117,7 @@ COMMON = {
                 "toy runs whose INIT is mostly compile time)", required=False, range="[0,1]"),
   "KERNELS": Knob(str, "who writes the GEMMs (BERT's dense layers, ResNet's convs): tinygrad (its own "
                  "kernels, BEAM-searched; when unset) or triton (benchmarks/kernels, compiled for the GPU at INIT; "
-                 "DEV=CUDA only)",
+                 "DEV=CUDA only; on several GPUs each runs its batch shard, not yet measured there)",
                  required=False, choices=("tinygrad", "triton")),
   "NUM_WORKERS": Knob(int, "data-loader worker processes (0 = one per available core)", range="[0,)"),
   # 16..32: narrower seeds collide ($RANDOM is 15 bits), and tinygrad keeps its seed as a uint32
