@@ -19,7 +19,7 @@ when one is not, 2 on bad input.
 
 The tolerance (TOLERANCE below) is relative, |triton - tinygrad| / |tinygrad|, and grows linearly with the step. At
 step 0 both sides start from the same weights on the same batch and differ only in the order fp32 accumulators sum
-fp16 products (GEMM, attention, conv: at most 6e-4 per element, docs/perf/2026-12-04_*_triton_1xH200.jsonl; a mean loss
+fp16 products (GEMM, attention, conv: at most 6e-4 per element, docs/perf/*triton*.jsonl of 2026-12-04; a mean loss
 averages that down); each update then carries the difference into the next step's weights. On the CPU at toy shapes
 in HALF the fallbacks stayed within 3.5e-5 of tinygrad over 20 steps, without growth; a triton side from another seed
 was 2.9e-3 (BERT) and 4.2e-3 (ResNet) off at step 0: a random-init loss sits near ln(classes) whatever the weights, so
