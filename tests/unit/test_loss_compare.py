@@ -36,7 +36,7 @@ def test_both_kernels_settings_give_the_same_curve_from_one_seed(tmp_path, bench
   assert len(a) == len(b) == 3 and all(math.isfinite(v) and v > 0 for v in a + b)
   rtol = rec["tolerance"]["rtol_step0"]
   assert all(abs(y - x) <= rtol * abs(x) for x, y in zip(a, b)) and rec["max_rel_diff"] <= rtol
-  assert len(set(a)) > 1, "the loss never moved: the steps did not train"
+  assert len(set(a)) > 1, "every step gave the same loss: the steps did not run on their own batches"
   assert rec["seeds"] == {"tinygrad": 1, "triton": 1} and "fallbacks" in rec["triton_side"]
   assert rec["git_sha"] and rec["tinygrad"] and rec["command"].startswith("python3 lab/scripts/loss_compare.py")
   assert "PASS" in r.stdout and "rel diff" in r.stdout   # the table and the verdict
