@@ -18,6 +18,7 @@ from benchmarks.common.config import available_platforms
 from benchmarks.registry import BENCHMARKS, load_config
 from benchmarks import preflight as PF
 from tests.conftest import REPO
+from tooling.common import compose_file as CF
 from tooling.prep import compose as CO, images as I
 from tooling.common import container as C
 from tooling.common.errors import UserError
@@ -46,11 +47,11 @@ def test_compose_drift_is_detected(monkeypatch):
     if p == "tinybox_green": cfg.knobs["GPUS"] = 3
     return cfg
   monkeypatch.setattr(CO, "load_config", patched)
-  assert CO.render_compose() != CO.COMPOSE.read_text()
+  assert CF.render_compose() != CF.COMPOSE.read_text()
 
 
 def _compose():
-  return yaml.safe_load(CO.COMPOSE.read_text())["services"]
+  return yaml.safe_load(CF.COMPOSE.read_text())["services"]
 
 
 def test_compose_has_every_benchmark_platform_and_tool_service():
@@ -62,7 +63,7 @@ def test_compose_has_every_benchmark_platform_and_tool_service():
   for b in BENCHMARKS:
     for p in available_platforms(b):
       cfg = load_config(b, p, environ={})
-      svc = s[CO.service_name(cfg)]
+      svc = s[CF.service_name(cfg)]
       assert svc["command"][:5] == ["tinyperf", "run", b, "--platform", p]
       assert svc["image"] == f"${{TINYPERF_IMAGE_{cfg['vendor'].upper()}:-tinyperf:{cfg['vendor']}}}"
       assert svc["labels"]["io.tinyperf.time_limit_minutes"] == str(cfg["time_limit_minutes"])
@@ -87,7 +88,7 @@ def test_compose_has_every_benchmark_platform_and_tool_service():
         assert svc["security_opt"] == ["seccomp=unconfined"]
       else:
         assert "deploy" not in svc and "devices" not in svc
-  text = CO.COMPOSE.read_text()
+  text = CF.COMPOSE.read_text()
   assert "privileged" not in text.replace("Nothing here is privileged", "")
   assert "cap_add" not in text and not re.search(r"^version:", text, re.M)
 
@@ -400,14 +401,14 @@ def test_compose_tool_services_default_commands():
   assert s["prep-synthetic"]["entrypoint"][-3:] == ["tinyperf", "prep", "synthetic-imagenet"]
   assert s["resnet-cpu"]["volumes"][0]["source"] == s["prep-synthetic"]["volumes"][0]["source"]
   for name, svc in s.items():
-    assert svc["image"].startswith("${TINYPERF_IMAGE_") and svc["build"]["context"] == CO.MISSING_IMAGE, name
+    assert svc["image"].startswith("${TINYPERF_IMAGE_") and svc["build"]["context"] == CF.MISSING_IMAGE, name
   for vendor in I.VENDORS:
-    df = (REPO / CO.MISSING_IMAGE / f"Dockerfile.{vendor}").read_text()
+    df = (REPO / CF.MISSING_IMAGE / f"Dockerfile.{vendor}").read_text()
     # the failing COPY is the first step after FROM scratch: no step before it commits an image (an ARG step left a
     # 0-byte `<none>` image behind on every daemon that ran it)
     steps = [l.split()[0] for l in df.splitlines() if l.strip() and not l.startswith("#")]
     assert steps == ["FROM", "COPY"] and "FROM scratch" in df and f"tinyperf build --vendor {vendor}" in df
-  assert CO.MISSING_IMAGE in (REPO / ".dockerignore").read_text().split()   # keeps the image's build cache
+  assert CF.MISSING_IMAGE in (REPO / ".dockerignore").read_text().split()   # keeps the image's build cache
 
 
 def test_compose_prepare_writes_env_and_owned_dirs(tmp_path):
@@ -500,7 +501,7 @@ def test_compose_entry_step_names_the_host_dir(tmp_path):
 def test_tinyperf_compose_cli_without_a_daemon(tmp_path):
   """The host step as typed, from the directory of compose.yaml: directories and .env first, then the engine checks
   (here: no daemon, exit 2 with the fix, no traceback)."""
-  (tmp_path / "compose.yaml").write_text(CO.COMPOSE.read_text())
+  (tmp_path / "compose.yaml").write_text(CF.COMPOSE.read_text())
   r = tinyperf("compose", "resnet-cpu", "check", cwd=tmp_path, env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
   assert r.returncode == 2 and "cannot reach the Docker daemon" in r.stderr and "Traceback" not in r.stderr, r.stderr
   env = CO.read_env_file(tmp_path / ".env")

@@ -164,7 +164,7 @@ def _org(name: str) -> str:
 def check_log(log: Path) -> tuple[bool | None, str]:
   """Compliance of one finished log with the real checker (+ our extra checks). Returns (accepted, one-line summary);
   accepted is None when a checker crashed: no verdict is recorded, `tinyperf check` can be rerun on the result."""
-  from tooling.verdict.check import check_path
+  from tooling.common.judge.check import check_path
   from tooling.common.errors import ToolError
   try: report = check_path(log)
   except ToolError as e: return None, f"not checked ({e})"
