@@ -2,7 +2,7 @@
 
 Every value that depends on a platform comes from its config.yaml: the image (vendor), the GPU count (GPUS), /dev/shm
 (the loader's ring sizes), the default number of runs, the time limit. `tinyperf render` writes the file and
-`tinyperf render --check` (and tests/unit/test_containers.py) fail when it differs from the configs. The settings are
+`tinyperf render --check` (and tests/unit/test_compose.py) fail when it differs from the configs. The settings are
 the ones tooling/launch/backends.py gives `tinyperf run`'s containers; inside, a service runs the host backend of `tinyperf
 run` (`--runtime host`), so compose and the launcher share one code path from the entrypoint down. The bind mounts use
 the long syntax, so the daemon never creates a missing source (as root, which the container's user then cannot write).
