@@ -19,7 +19,7 @@ from tooling.ship import archive, package
 from tooling.ship import code as ship_code
 from tooling.launch import sysinfo
 from tooling.launch.run import LOCAL
-from tooling.verdict.check import check_path
+from tooling.common.judge.check import check_path
 from tooling.cli import main as cli
 
 pytestmark = pytest.mark.integration

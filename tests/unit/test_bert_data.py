@@ -216,29 +216,29 @@ def test_shard_rejections(prepared, tmp_path):
     load_shard(tmp_path / "none.shard", 64, 10)
 
 
-def _as_version_1(src: Path, dst: Path) -> Path:
-  """A copy of src whose header says format version 1 (what the previous generator wrote)."""
+def _as_version_9(src: Path, dst: Path) -> Path:
+  """A copy of src whose header says format version 9, one this code does not read (the same header length)."""
   data = src.read_bytes()
   assert data.count(b'"version":2') == 1
   dst.parent.mkdir(parents=True, exist_ok=True)
-  dst.write_bytes(data.replace(b'"version":2', b'"version":1'))
+  dst.write_bytes(data.replace(b'"version":2', b'"version":9'))
   return dst
 
 
-def test_old_generator_shards_are_refused(prepared, tmp_path, capsys):
-  old = _as_version_1(prepared / "train" / "part-00000.shard", tmp_path / "d" / "train" / "part-00000.shard")
-  with pytest.raises(ShardError, match=r"part-00000\.shard: written by an older tinyperf \(shard format version 1\)"):
-    load_shard(old, L, P)
+def test_shards_of_another_format_version_are_refused(prepared, tmp_path, capsys):
+  other = _as_version_9(prepared / "train" / "part-00000.shard", tmp_path / "d" / "train" / "part-00000.shard")
+  with pytest.raises(ShardError, match=r"part-00000\.shard: format 'tinyperf-bert-shard' version 9"):
+    load_shard(other, L, P)
   # prep neither mixes it with new shards nor overwrites it: exit 2, one paragraph naming the file and the fix
   d = make_data_dir(tmp_path / "d", parts=2, docs_per_part=4)
-  before = _sha(old)
+  before = _sha(other)
   assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
   err = capsys.readouterr().err
-  assert str(old) in err and "re-run `tinyperf prep wiki pretrain`" in err and "Traceback" not in err
-  assert err.count("\n") == 1 and _sha(old) == before and not (d / "train" / "part-00001.shard").exists()
-  _as_version_1(prepared / "eval.shard", d / "eval.shard")
+  assert str(other) in err and "re-run `tinyperf prep wiki pretrain`" in err and "Traceback" not in err
+  assert err.count("\n") == 1 and _sha(other) == before and not (d / "train" / "part-00001.shard").exists()
+  _as_version_9(prepared / "eval.shard", d / "eval.shard")
   assert run("eval", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
-  assert "eval.shard: written by an older tinyperf" in capsys.readouterr().err
+  assert "eval.shard: format 'tinyperf-bert-shard' version 9" in capsys.readouterr().err
 
 
 def test_verify_detects_corruption(prepared, tmp_path):

@@ -159,9 +159,9 @@ def test_states_from_ledger_record_and_queue(tmp_path):
     L.Attempt(index=2, seed=12, status=L.RUNNING, slurm={"job": "5_2"}),           # running now
     L.Attempt(index=3, seed=13, status=L.INTERRUPTED, note="stopped by SIGTERM", slurm={"job": "5_3"}),
   ], [("5", [0, 1, 2, 3, 4], t - 100, 6)])
-  (work / "slurm/job_5_3.exit").write_text("130\n")
+  (work / "slurm/job_5_3.restart0.exit").write_text("130\n")
   (work / "slurm/job_5_4.out").write_text("preflight: 4 passed, 1 failed\ntinyperf run: error: data is gone\n")
-  (work / "slurm/job_5_4.exit").write_text("2\n")
+  (work / "slurm/job_5_4.restart0.exit").write_text("2\n")
   tasks = {("5", 2): ("RUNNING", "node3"), ("5", 0): ("COMPLETING", "node1"), ("5", 1): ("CANCELLED", "None"),
            ("9", 4): ("RUNNING", "x")}   # another result set's job: not ours
   st = ST.set_states(work, tasks)
@@ -198,8 +198,8 @@ def test_status_reads_each_job_from_its_own_directory(tmp_path):
   rec["jobs"][0]["files"], rec["jobs"][1]["files"] = "submission_1", "submission_2"
   slurm_record.record_path(work).write_text(json.dumps(rec))
   for files, index, rc in (("submission_1", 0, 2), ("submission_1", 1, 1), ("submission_2", 1, 130)):
-    T.slurm_task_file(work, files, "7", index, "exit").parent.mkdir(exist_ok=True)
-    T.slurm_task_file(work, files, "7", index, "exit").write_text(f"{rc}\n")
+    T.slurm_task_file(work, files, "7", index, "exit", 0).parent.mkdir(exist_ok=True)
+    T.slurm_task_file(work, files, "7", index, "exit", 0).write_text(f"{rc}\n")
     T.slurm_task_file(work, files, "7", index, "out").write_text(f"task {index} of {files}\n")
   got = {r["index"]: r["detail"] for r in ST.set_states(work, {})["runs"]}
   assert "task 7_0 exited 2" in got[0] and "/slurm/submission_1/job_7_0.out" in got[0]
@@ -209,8 +209,7 @@ def test_status_reads_each_job_from_its_own_directory(tmp_path):
 def test_status_reads_the_last_attempt_of_a_requeued_task(tmp_path):
   """A task Slurm requeued (scontrol requeue, a node failure) ran again under the same job id and index: its output
   holds each attempt's start line and each attempt left an exit record of its own. Status reports the last attempt's
-  exit (or its lack of one), names the earlier ones, and takes the ledger's note only from the last attempt's run;
-  an exit record of a script from before per-attempt records is still read."""
+  exit (or its lack of one), names the earlier ones, and takes the ledger's note only from the last attempt's run."""
   work = _set(tmp_path, [
     L.Attempt(index=1, seed=11, status=L.FAILED, note="run 1 failed at restart 1", slurm={"job": "7_1", "restart": 1}),
     L.Attempt(index=2, seed=12, status=L.FAILED, note="run 2 failed at restart 0", slurm={"job": "7_2"}),
@@ -224,7 +223,7 @@ def test_status_reads_the_last_attempt_of_a_requeued_task(tmp_path):
   started(0, 0, 1); exited(0, 0, 1)                  # restart 1 was killed (node failure): no record of its own
   started(1, 0, 1); exited(1, 0, 2); exited(1, 1, 1)
   started(2, 0, 1, tail="tinyperf run: error: data is gone\n"); exited(2, 0, 1); exited(2, 1, 2)
-  (work / "slurm/job_7_3.exit").write_text("130\n")   # written by a script from before per-attempt records
+  exited(3, 0, 130)                                  # one attempt: no restart named
   got = {r["index"]: (r["state"], r["detail"]) for r in ST.set_states(work, {})["runs"]}
   assert all(state == "failed" for state, _ in got.values()), got
   assert got[0][1].startswith("task 7_0 ended without an exit record at restart 1 (cancelled, timed out or its node "

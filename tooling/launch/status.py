@@ -82,10 +82,10 @@ def _ended_task(work: Path, job: dict, index: int, att: L.Attempt | None, tasks:
   jid = str(job["job_id"])
   task, out = f"{jid}_{index}", T.slurm_task_file(work, job.get("files"), jid, index, "out")
   # a task Slurm requeued ran more than once: its last attempt is the highest restart count that started (its output's
-  # start lines) or left an exit record; a script from before per-attempt records left one record (None), no count
+  # start lines) or left an exit record
   exits = T.slurm_exit_records(work, job.get("files"), jid, index)
-  last = max([r for r in exits if r is not None] + slurm_script.task_restarts(out), default=None)
-  exit_file = exits.get(last) if last is not None else exits.get(None)
+  last = max([*exits, *slurm_script.task_restarts(out)], default=None)
+  exit_file = exits.get(last) if last is not None else None
   at = requeued = ""
   if last:
     at = f" at restart {last}"
