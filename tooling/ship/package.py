@@ -12,8 +12,8 @@ Packing, per results/<system>/<benchmark> the run ledgers under R/runs know abou
      from the machine the runs ran on; else the repository's systems/<system>.json. A description of another machine
      that a later `tinyperf run` left in R/systems/variants/ is reported loudly (the runs were not all made on one
      system).
-  3. benchmarks/<benchmark>/implementations/<platform>/: a self-contained copy of the code (benchmarks/common, the
-     benchmark's package, tooling, pyproject.toml, lock files, Dockerfiles, the repository's systems/<system>.json),
+  3. benchmarks/<benchmark>/implementations/<platform>/: a self-contained copy of the code (benchmarks/ with the
+     other benchmarks' specs only, tooling, pyproject.toml, lock files, Dockerfiles, the repository's systems/<system>.json),
      the platform's config.yaml, and the scripts and README rendered from it; no tests, no dotfiles. The code is git's
      view of the commit the runs recorded (tracked files only, never untracked or ignored ones); runs of several
      commits or of uncommitted code, or a checkout (an image) whose packaged files differ from that commit, are
