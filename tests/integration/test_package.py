@@ -82,8 +82,8 @@ prefix = "tinyperf." if (root / "tinyperf" / "__init__.py").is_file() else ""
 own = ("benchmarks", "tooling", "tinyperf")
 bad, n = [], 0
 for f in sorted([*root.glob("benchmarks/**/*.py"), *root.glob("tooling/**/*.py")]):
-  if "implementations" in f.parts: continue
   parts = f.relative_to(root).with_suffix("").parts
+  if "implementations" in parts: continue
   name = prefix + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
   try: mod = importlib.import_module(name); n += 1
   except ModuleNotFoundError as e:
