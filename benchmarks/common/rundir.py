@@ -3,6 +3,7 @@
   W/mlperf.txt                 the MLPerf log (`--log` puts it elsewhere: the rendered scripts name it per seed)
   W/mlperf.metrics.jsonl       RUN's training metrics, beside the log (`<log stem>.metrics.jsonl`)
   W/cache/tinygrad.db          tinygrad's kernel/BEAM cache (CACHEDB, tinygrad's own variable, puts it elsewhere)
+  W/kernels.json               KERNELS=triton: each Triton kernel INIT compiled, its tile, compile time and cache hit
   W/config.json                the resolved config `tinyperf run` wrote when it claimed the run (knobs after overrides,
                                platform, submitter, sha256): what preflight and the trainer run with
   W/output.log, W/exit_codes.json   the launcher's: the run's whole console output, the exit codes of its processes
@@ -22,6 +23,7 @@ OUTPUT_LOG = "output.log"
 CACHE = "cache"
 CONFIG_JSON = "config.json"
 EXIT_CODES = "exit_codes.json"
+KERNELS_RECORD = "kernels.json"
 
 
 def metrics_path(log: Path) -> Path:
@@ -47,6 +49,8 @@ class RunDir:
   def config(self) -> Path: return self.path / CONFIG_JSON
   @property
   def exit_codes(self) -> Path: return self.path / EXIT_CODES
+  @property
+  def kernels(self) -> Path: return self.path / KERNELS_RECORD
   def checkpoint(self, name: str) -> Path: return self.path / "ckpt" / name
 
 

@@ -10,12 +10,18 @@ What tinygrad 0.14 does not do for a foreign cubin, and how it is done here (doc
   - Triton appends two hidden pointer parameters (global and profile scratch) after the kernel's own. Both sizes are 0
     for these kernels (checked at compile time), so one 16-byte buffer is passed for each.
 The compile runs once per (kernel, shape, tile, arch) and Triton caches it on disk (TRITON_CACHE_DIR), so a second
-INIT loads it in milliseconds.
+INIT loads it in milliseconds. COMPILED records each compile of this process (tile, seconds, cache hit), which the
+trainers write into the run's folder after INIT (write_record).
 """
 from __future__ import annotations
 import functools
+import json
+import os
 import re
-from dataclasses import dataclass
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from tinygrad import Device, Tensor, dtypes
 from tinygrad.renderer import Estimates
@@ -91,21 +97,97 @@ def device_seeds(seed: Tensor, device) -> Tensor:
   return seed.contiguous()
 
 
+# ---- what this process compiled: every family's kernels register here through compile_kernel ----
+TILE_PARAMS = ("BM", "BN", "BK", "ROWS", "SPLIT", "GROUP")   # the constexprs a tile chooses; the others are the problem's
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+  family: str        # the benchmarks.kernels module of the kernel: matmul, attention, conv, layernorm
+  symbol: str        # the kernel's symbol in the cubin
+  shape: dict        # the problem the tile was chosen for: the constexprs not in TILE_PARAMS and the pointer types
+  tile: dict         # the TILE_PARAMS it sets, num_warps, num_stages
+  arch: int
+  compile_s: float
+  from_cache: bool   # Triton read it from its disk cache (TRITON_CACHE_DIR) instead of compiling it
+  smem: int          # dynamic shared memory bytes per block
+
+
+COMPILED: list[KernelRecord] = []   # in compile order; compile_kernel's own cache makes each key one entry per process
+
+
+def _triton_compile(src, arch: int, options: dict):
+  """triton.compile and (seconds, whether Triton's disk cache answered), as Triton's compilation listener reports it."""
+  import triton
+  from triton.backends.compiler import GPUTarget
+  hits, before = [], triton.knobs.compilation.listener
+  def listen(**kw):
+    hits.append(kw["cache_hit"])
+    if before: before(**kw)
+  triton.knobs.compilation.listener = listen
+  t0 = time.perf_counter()
+  try: ck = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
+  finally: triton.knobs.compilation.listener = before
+  return ck, time.perf_counter() - t0, bool(hits and hits[0])
+
+
 @functools.cache
 def compile_kernel(fn, signature: tuple, constexprs: tuple, num_warps: int, num_stages: int, arch: int) -> Compiled:
   """Triton-compile fn for sm_<arch>: signature ((arg, "*fp16"), ...) of its pointer arguments (each 16-byte aligned),
-  constexprs ((arg, value), ...) of the rest. Triton's own disk cache makes a repeat compile a file read."""
+  constexprs ((arg, value), ...) of the rest. Triton's own disk cache makes a repeat compile a file read. Recorded in
+  COMPILED."""
   import triton
-  from triton.backends.compiler import GPUTarget
   sig = dict(signature) | {k: "constexpr" for k, _ in constexprs}
   aligned = {(i,): [["tt.divisibility", 16]] for i, (k, t) in enumerate(signature) if t.startswith("*")}
   src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=dict(constexprs), attrs=aligned)
-  ck = triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps, "num_stages": num_stages})
+  ck, seconds, hit = _triton_compile(src, arch, {"num_warps": num_warps, "num_stages": num_stages})
   md = ck.metadata
   if md.global_scratch_size or md.profile_scratch_size:
     raise RuntimeError(f"{md.name}: Triton asks for scratch memory ({md.global_scratch_size} + {md.profile_scratch_size} "
                        "bytes per program), which this layer does not allocate")
+  consts = dict(constexprs)
+  COMPILED.append(KernelRecord(
+    family=getattr(fn, "fn", fn).__module__.rpartition(".")[2], symbol=md.name,
+    shape={k: v for k, v in consts.items() if k not in TILE_PARAMS} | {"pointers": dict(signature)},
+    tile={k: consts[k] for k in TILE_PARAMS if k in consts} | {"num_warps": num_warps, "num_stages": num_stages},
+    arch=arch, compile_s=round(seconds, 4), from_cache=hit, smem=md.shared))
   return Compiled(md.name, ck.asm["cubin"], ck.asm["ptx"], md.shared, 32 * md.num_warps)
+
+
+def _tile_name(tile: dict) -> str:
+  """128x256x64 w8 s3: the block sizes, warps and stages of a tile."""
+  return "x".join(str(tile[k]) for k in ("BM", "BN", "BK") if k in tile) + f" w{tile['num_warps']} s{tile['num_stages']}"
+
+
+def record_line(records: list[KernelRecord]) -> str:
+  """The console line of a run's kernels: how many, the seconds spent compiling, Triton's cache hits, and per family
+  its kernels and their tile (or the number of distinct tiles)."""
+  families: dict[str, list[KernelRecord]] = {}
+  for r in records: families.setdefault(r.family, []).append(r)
+  def tiles(rs):
+    names = sorted({_tile_name(r.tile) for r in rs})
+    return f"at {names[0]}" if len(names) == 1 else f"in {len(names)} tiles"
+  per_family = ", ".join(f"{f} {len(rs)} kernel{'s' * (len(rs) > 1)} {tiles(rs)}" for f, rs in families.items())
+  return (f"kernels: {len(records)} compiled in {sum(r.compile_s for r in records):.1f} s "
+          f"({sum(r.from_cache for r in records)} from Triton's cache); tiles: {per_family or 'none'}")
+
+
+def _triton_cache_dir() -> str | None:
+  """Where Triton keeps compiled kernels: its own answer once imported (TRITON_CACHE_DIR, else under TRITON_HOME or ~)."""
+  return sys.modules["triton"].knobs.cache.dir if "triton" in sys.modules else os.environ.get("TRITON_CACHE_DIR")
+
+
+def write_record(path: Path, records: list[KernelRecord] | None = None) -> str:
+  """Write the record of the kernels compiled (default: this process's COMPILED) to path as JSON, with the line that
+  summarises it and where Triton's cache is; returns that line."""
+  records = COMPILED if records is None else records
+  line = record_line(records)
+  doc = {"summary": line, "kernels": len(records), "compile_s": round(sum(r.compile_s for r in records), 3),
+         "from_cache": sum(r.from_cache for r in records), "triton_cache_dir": _triton_cache_dir(),
+         "compiled": [asdict(r) for r in records]}
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text(json.dumps(doc, indent=1) + "\n")
+  return line
 
 
 def _install_smem_factory(device: str):
