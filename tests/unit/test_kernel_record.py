@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from benchmarks.common.rundir import RunDir
+from benchmarks.common.rundir import RunDir, triton_cache
 from tests.conftest import REPO
 
 
@@ -76,6 +76,25 @@ def test_the_trainers_record_is_a_line_and_a_json_file_in_the_run_folder(tmp_pat
                                 "shape": {"M": 64, "pointers": {"a": "*fp16"}}, "compile_s": 1.25, "from_cache": False,
                                 "smem": 1024}
   assert prg.write_record(tmp_path / "none.json", []).endswith("tiles: none")
+
+
+def test_tritons_cache_goes_beside_tinygrads_kernel_cache(tmp_path, monkeypatch):
+  from benchmarks.common.runtime import prepare_cache_db
+  run = RunDir(tmp_path / "run_0_7")
+  assert triton_cache(run.cache_db) == run.cache / "triton"
+  for k in ("CACHEDB", "TRITON_CACHE_DIR"):   # unset for this test, and restored after what prepare_cache_db sets
+    monkeypatch.setenv(k, "")
+    monkeypatch.delenv(k)
+  prepare_cache_db(run, fresh=True)
+  assert os.environ["TRITON_CACHE_DIR"] == str(triton_cache(run.cache_db.resolve()))
+  # CACHEDB elsewhere (the rendered scripts' RESULTS_DIR/cache, a compose volume): Triton's cache goes with it
+  monkeypatch.setenv("CACHEDB", str(tmp_path / "shared" / "tinygrad_7.db"))
+  monkeypatch.delenv("TRITON_CACHE_DIR")
+  prepare_cache_db(run, fresh=True)
+  assert os.environ["TRITON_CACHE_DIR"] == str((tmp_path / "shared" / "triton").resolve())
+  monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "mine"))   # Triton's own variable, set: kept
+  prepare_cache_db(run, fresh=True)
+  assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "mine")
 
 
 def test_tinyperf_runs_console_shows_the_kernels_line():
