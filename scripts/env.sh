@@ -24,7 +24,7 @@ convert="${TINYPERF_WITH_CONVERT:-0}"
 # TINYPERF_WITH_KERNELS=1 adds Triton (KERNELS=triton; its interpreter tests; ./test.sh sets it)
 kernels="${TINYPERF_WITH_KERNELS:-0}"
 want="$( (cat "$ROOT_DIR/requirements.lock" "$ROOT_DIR/requirements-dev.lock" "$ROOT_DIR/requirements-testdata.txt" \
-  "$ROOT_DIR/pyproject.toml"; echo "convert=$convert kernels=$kernels"
+  "$ROOT_DIR/pyproject.toml" "$ROOT_DIR/setup.py"; echo "convert=$convert kernels=$kernels"
   if [ "$convert" = 1 ]; then cat "$ROOT_DIR/requirements-convert.lock"; fi
   if [ "$kernels" = 1 ]; then cat "$ROOT_DIR/requirements-kernels.lock"; fi) | sha1sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then

@@ -130,7 +130,7 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
   assert names[0] == f"{ORG}/" and all(n.startswith(f"{ORG}/") for n in names)
   impl = f"{ORG}/benchmarks/resnet/implementations/tinybox_green/"
   for f in ("README.md", "run_and_time.sh", "dev_run.sh", "dev_beam.sh", "setup.sh", "init_datasets.sh",
-            "pyproject.toml", "requirements.lock",
+            "pyproject.toml", "setup.py", "requirements.lock", "tinyperf/__init__.py",
             "benchmarks/resnet/train.py", "benchmarks/common/config.py", "tooling/cli.py",
             "benchmarks/resnet/implementations/tinybox_green/config.yaml", "systems/tinybox_green.json"):
     assert impl + f in names, f

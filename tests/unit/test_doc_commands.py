@@ -176,10 +176,10 @@ def parse_error(cmd: Cmd) -> str | None:
 
 # ------------------------------------------------------------------------------------------------------- extraction
 # a span that holds a command, also after VAR=value words or another command (`cp A B && PARALLEL=15 tinyperf ...`)
-INLINE = re.compile(r"`((?:[^`\s(][^`]*?\s&&\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:tinyperf|python3? -m tooling\.cli) [^`]+)`")
+INLINE = re.compile(r"`((?:[^`\s(][^`]*?\s&&\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:tinyperf|python3? -m tinyperf\.tooling\.cli) [^`]+)`")
 # shell operators, a prompt, or a second command in the same line of a diagram
 SEPARATORS = re.compile(r"\s(?:&&|\|\||;|\|)(?:\s|$)|^\s*\$\s|\s{4,}(?=tinyperf )")
-COMMAND = re.compile(r"(?:[A-Za-z_]\w*=\S*\s+)*(?:tinyperf|python3? -m tooling\.cli)\s+(?![\w-]+:)")  # not `tinyperf check: error`
+COMMAND = re.compile(r"(?:[A-Za-z_]\w*=\S*\s+)*(?:tinyperf|python3? -m tinyperf\.tooling\.cli)\s+(?![\w-]+:)")  # not `tinyperf check: error`
 
 
 def _logical_lines(text: str):
@@ -246,7 +246,7 @@ def all_commands(command: re.Pattern = COMMAND, inline: re.Pattern = INLINE) -> 
 WRAPPERS = ("setsid", "nohup", "env", "time", "/usr/bin/time")
 SHELLS = ("bash", "sh", "source", ".")            # they run a script without its executable bit
 TOOL = re.compile(r"(?:(?:[A-Za-z_]\w*=\S*|setsid|nohup|env|time|/usr/bin/time(?:\s+-v)?)\s+)*"   # VAR=1 setsid ...
-                  r"(?:python3?\s+-m\s+(?!tooling\.cli\b)(?:benchmarks|tooling|lab)\.\w"           # python -m MODULE
+                  r"(?:python3?\s+-m\s+(?!tinyperf\.tooling\.cli\b)(?:(?:tinyperf\.)?(?:benchmarks|tooling)|lab)\.\w"  # -m MODULE
                   r"|(?:(?:python3?|bash|sh|source|\.)\s+)?(?:\./)?(?:lab/)?scripts/[\w-]+\.(?:py|sh)\s)")  # [bash] scripts/X.sh
 TOOL_INLINE = re.compile(r"`([^`]+)`")          # any span: TOOL picks the commands
 # a script that starts runs passes the knobs set before it on to them (benchmarks/common/config.py reads the environment)
@@ -294,7 +294,8 @@ def tool_error(cmd: Cmd) -> str | None:
   if isinstance(t, str): return t
   relaxed = t.elided or not cmd.strict
   if not t.target.endswith((".py", ".sh")):                                 # python -m MODULE
-    path = ROOT / t.target.replace(".", "/")
+    if t.target.split(".")[0] in ("benchmarks", "tooling"): return f"{t.target}: the module is tinyperf.{t.target}"
+    path = ROOT / t.target.removeprefix("tinyperf.").replace(".", "/")   # tinyperf.tooling is tooling/ (tinyperf/__init__.py)
     if not (path.with_suffix(".py").is_file() or (path / "__main__.py").is_file()):
       return f"no module {t.target} in the repository"
     if t.target in NO_PARSER:
@@ -409,6 +410,7 @@ def test_every_documented_module_and_script_runs_as_written():
   ("`python -m tooling.prep.compose --entre`", "md"),                                       # a NO_PARSER module
   ("On the smoke config `python -m benchmarks.resnet.train --platform cpu_smoke\n--phase sometimes` ran", "md"),
   ('raise SystemExit("time it with `python3 lab/scripts/loader_rate.py DATA --batchez 4`")', "py"),  # a hint in the code
+  (f"`python -m {'benchmarks'}.resnet.train --help`", "md"),   # the folder's name, not the module's (in parts: kept as is)
 ])
 def test_a_wrong_tool_command_fails(doc, kind):
   cmds = extract("doc", doc, kind, TOOL, TOOL_INLINE)

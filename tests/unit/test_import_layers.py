@@ -21,7 +21,8 @@ def modules() -> dict[str, Path]:
     rel = p.relative_to(ROOT)
     if "implementations" in rel.parts: continue
     parts = rel.with_suffix("").parts
-    out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = rel
+    name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    out[name if parts[0] == "lab" else f"tinyperf.{name}"] = rel   # the product's folders import as tinyperf.*
   return out
 
 
@@ -59,6 +60,19 @@ def test_every_module_is_in_a_layer():
   assert not flat, f"tooling/ holds only cli.py; put these in the package of their stage: {flat}"
 
 
+def test_imports_name_the_tinyperf_package():
+  """benchmarks/ and tooling/ import as tinyperf.benchmarks and tinyperf.tooling (tests/ too): a checkout's root on
+  sys.path would let the bare folder names import too, as a second copy of each module, and the wheel has no such names."""
+  files = [*graph()[0].values(), *(p.relative_to(ROOT) for p in sorted(ROOT.glob("tests/**/*.py")))]
+  bare = [f"{rel}:{n.lineno} imports {name}" for rel in files
+          for n in ast.walk(ast.parse((ROOT / rel).read_text(), str(rel)))
+          for name in ([a.name for a in n.names] if isinstance(n, ast.Import) else
+                       [n.module] if isinstance(n, ast.ImportFrom) and n.module and not n.level else [])
+          if name.split(".")[0] in ("benchmarks", "tooling")
+          or name.split(".")[0] == "tinyperf" and name.split(".")[1:2] not in ([], ["benchmarks"], ["tooling"])]
+  assert not bare, "import tinyperf.benchmarks... / tinyperf.tooling...:\n  " + "\n  ".join(bare)
+
+
 def test_imports_point_down():
   mods, deps = graph()
   up = [f"{mods[a]} imports {b} ({folder(mods[b])}, above or beside {folder(mods[a])})" for a in sorted(deps)
@@ -94,7 +108,7 @@ def test_tooling_meets_the_benchmarks_at_their_interfaces():
   """tooling/ reads configs, rules and helpers from benchmarks/common and runs the checks above both benchmarks; a
   benchmark's internals (model, loader, training) it starts as a process by module name, never imports."""
   mods, deps = graph()
-  inside = sorted(f"{mods[a]} imports {b}" for a in deps if a.startswith("tooling") for b in deps[a]
+  inside = sorted(f"{mods[a]} imports {b}" for a in deps if a.startswith("tinyperf.tooling") for b in deps[a]
                   if b.startswith(("benchmarks.resnet", "benchmarks.bert")))
   assert not inside, "tooling/ imports a benchmark's internals (docs/ARCHITECTURE.md, two interfaces):\n  " + \
     "\n  ".join(inside)

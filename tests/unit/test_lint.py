@@ -6,7 +6,7 @@ import sys
 
 from conftest import REPO
 
-TREES = ("tooling", "benchmarks", "lab", "scripts", "tests")
+TREES = ("tinyperf", "setup.py", "tooling", "benchmarks", "lab", "scripts", "tests")
 
 
 def test_no_undefined_names_or_unused_imports():

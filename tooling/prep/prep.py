@@ -11,9 +11,11 @@ import sys
 import threading
 from pathlib import Path
 
+import tinyperf
 from tooling.common.container import MOUNTS_ENV, host_paths_in
 
-ROOT = Path(__file__).resolve().parents[1]
+# the folder holding the tinyperf package this process runs (a checkout's root, or site-packages): the child's path
+PACKAGE_PARENT = Path(tinyperf.__file__).resolve().parents[1]
 # dataset -> (module that prepares it, one-line help). A dataset whose module has several steps takes the step as its
 # first option: `tinyperf prep wiki pretrain --data D` runs `python -m benchmarks.bert.prep pretrain --data D`.
 DATASETS = {
@@ -40,7 +42,7 @@ def command(args) -> list[str]:
 
 def main(args) -> int:
   env = dict(os.environ)
-  env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+  env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_PARENT), env.get("PYTHONPATH", "")) if p)
   # the name the user typed, for the child's usage lines: `tinyperf prep wiki pretrain`, `tinyperf prep imagenet`
   env["TINYPERF_PREP_PROG"] = f"tinyperf prep {args.dataset}" if args.dataset in STEPPED else "tinyperf prep"
   # in a compose service, what the child prints (`wrote /data/manifest.json`) names the host directories behind the mounts

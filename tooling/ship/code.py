@@ -25,8 +25,9 @@ from tooling.ship.selection import BenchSelection
 # packages, of which the registry (benchmarks/registry.py) needs only each spec; of implementations/ only the packaged
 # platform (config.yaml plus freshly rendered scripts).
 CODE_DIRS = ("benchmarks", "tooling", "docker")
+CODE_FILES = ("tinyperf/__init__.py",)
 OTHER_BENCHMARK_FILES = ("__init__.py", "spec.py")
-TOP_GLOBS = ("pyproject.toml", "requirements*.lock", "images.lock.json", "Dockerfile*", "compose.yaml", "LICENSE*")
+TOP_GLOBS = ("pyproject.toml", "setup.py", "requirements*.lock", "images.lock.json", "Dockerfile*", "compose.yaml", "LICENSE*")
 SKIP_DIRS = {"__pycache__", "tests", "implementations"}
 SKIP_SUFFIXES = (".pyc", ".pyo", ".egg-info")
 
@@ -85,6 +86,7 @@ def _wanted(rel: PurePosixPath) -> bool:
 def selected(rel: str, benchmark: str) -> bool:
   """Whether the repository file `rel` (POSIX, relative to the root) belongs to a packaged implementation of benchmark."""
   p = PurePosixPath(rel)
+  if rel in CODE_FILES: return True
   if len(p.parts) == 1: return not p.name.startswith(".") and any(fnmatchcase(p.name, g) for g in TOP_GLOBS)
   if p.parts[0] == "benchmarks" and len(p.parts) > 2 and p.parts[1] in BENCHMARKS and p.parts[1] != benchmark:
     return len(p.parts) == 3 and p.name in OTHER_BENCHMARK_FILES
