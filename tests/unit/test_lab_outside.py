@@ -15,7 +15,7 @@ def test_the_wheel_finds_no_lab_package(monkeypatch):
 
 
 def test_the_images_get_no_lab_file():
-  from tooling.prep import build
+  from tinyperf.tooling.prep import build
   files = build.context_files("Dockerfile.cpu")
   assert files is not None, "not a git checkout: the build context cannot be listed"
   assert "tooling/ship/report.py" in files and not [f for f in files if f.startswith("lab/")]
