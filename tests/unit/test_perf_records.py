@@ -1,5 +1,5 @@
 """Every performance file the docs and records point a reader to exists: a small record or result log in docs/perf, or a
-binary artifact (raw log, BEAM cache, job archive) listed with its sha256 in docs/perf/README.md and kept on the
+binary artifact (raw log, BEAM cache, job archive) listed with its sha256 in docs/perf/perf-data.sha256 and kept on the
 perf-data branch. A figure whose raw data lives anywhere else (a local branch, a leased machine's /tmp) is lost with it.
 PERFORMANCE.md's table cites records that exist and hold the figures it quotes."""
 from __future__ import annotations
@@ -16,12 +16,12 @@ from tinyperf.benchmarks.common.config import ROOT
 PERF = ROOT / "docs" / "perf"
 NAMED = re.compile(r"docs/perf/([A-Za-z0-9_.\-]+[A-Za-z0-9_\-])")     # a file named in prose, a command or a comment
 FILE_FIELDS = ("log", "beam_db", "result_log", "job")                               # the fields of a record that name a file
-LISTED = re.compile(r"^- `([A-Za-z0-9_.\-]+)` ([0-9a-f]{64})$", re.M)              # docs/perf/README.md's perf-data list
+LISTED = re.compile(r"^([0-9a-f]{64})  perf/([A-Za-z0-9_.\-]+)$", re.M)        # docs/perf/perf-data.sha256, sha256sum's format
 BINARY = (".db", ".pkl", ".tgz", ".gz")
 
 
 def perf_data() -> dict[str, str]:
-  return dict(LISTED.findall((PERF / "README.md").read_text()))
+  return {name: sha for sha, name in LISTED.findall((PERF / "perf-data.sha256").read_text())}
 
 
 def _known(name: str) -> bool: return (PERF / name).exists() or name in perf_data()
@@ -34,7 +34,7 @@ def _readers_texts() -> list[Path]:
 
 def test_docs_perf_holds_no_binary_artifact():
   binaries = sorted(p.name for p in PERF.iterdir() if p.name.endswith(BINARY))
-  assert not binaries, f"binary artifacts belong on the perf-data branch (list them in docs/perf/README.md): {binaries}"
+  assert not binaries, f"binary artifacts belong on the perf-data branch (list them in docs/perf/perf-data.sha256): {binaries}"
 
 
 def test_every_docs_perf_file_named_in_docs_scripts_and_configs_exists():
