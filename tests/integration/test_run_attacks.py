@@ -268,3 +268,35 @@ def test_org_reaches_the_logs_and_the_system_record(data, tmp_path):
                      env=_env())
   assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
   assert json.loads((out / "systems" / f"{PLATFORM}.json").read_text())["submitter"] == "demo"
+
+
+COUNTING = r"""
+import atexit, collections, json, os, sys
+seen = collections.Counter()
+def hook(event, args):
+  if event == "open" and isinstance(args[0], (str, os.PathLike)) and str(args[0]).endswith("config.yaml"): seen["yaml " + str(args[0])] += 1
+  elif event == "subprocess.Popen": seen["argv " + " ".join(map(str, args[1] or ()))] += 1
+sys.addaudithook(hook)
+atexit.register(lambda: print("COUNTS " + json.dumps(seen), file=sys.stderr))
+from tinyperf.tooling.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_one_launch_parses_each_config_once_and_preflights_once(data, tmp_path):
+  """The launcher parses a platform's config.yaml once, runs one preflight, and hands each of the N runs its resolved
+  config.json: no hop re-reads the YAML (issue 44's walk of --platform)."""
+  out, nexp = tmp_path / "out", 3
+  r = subprocess.run([sys.executable, "-c", COUNTING, *_cmd(data, out, nexp)[3:]], cwd=REPO, capture_output=True,
+                     text=True, timeout=300, env=_env())
+  assert r.returncode == 0, r.stderr
+  counts = json.loads(r.stderr.rsplit("COUNTS ", 1)[1])
+  yamls = {k: v for k, v in counts.items() if k.startswith("yaml ")}
+  assert any(f"/{BM}/implementations/{PLATFORM}/config.yaml" in k for k in yamls), yamls
+  assert set(yamls.values()) == {1}, yamls                       # each config file parsed once in this process
+  argvs = [k for k in counts if k.startswith("argv ")]
+  assert sum(counts[k] for k in argvs if "tinyperf.benchmarks.preflight" in k) == 1, argvs
+  trainers = [k for k in argvs if "tests.stand_in_train" in k]
+  assert sum(counts[k] for k in trainers) == nexp, argvs
+  assert all("--work" in k and "--platform" in k for k in trainers)
+  assert len(list(_work(out).glob("run_*/config.json"))) == nexp
