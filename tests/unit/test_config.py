@@ -274,7 +274,7 @@ def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
               "BEAM_TIMEOUT_SEC", "CACHEDB", "CACHELEVEL", "SEED", "DATADIR", "LRU", "WARMUP_STEPS", "EVAL_STEP_FREQ"]
   for name in ordinary: monkeypatch.setenv(name, os.environ.get(name, "1"))
   for bm in BENCHMARKS: load_config(bm, "tinybox_green")
-  assert "did you mean" not in capsys.readouterr().err
+  assert "warning:" not in capsys.readouterr().err
   # and none of tinygrad's own variables looks like a knob
   import re, tinygrad
   src = "\n".join(p.read_text() for p in Path(tinygrad.__file__).parent.rglob("*.py"))
