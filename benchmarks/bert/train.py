@@ -287,9 +287,9 @@ def all_phases(cfg: PlatformConfig, args) -> int:
 
 def check_dropout(cfg: PlatformConfig):
   if cfg["division"] == "closed" and bert_dropout(cfg.knobs) != BERT_DROPOUT:   # the model is fixed in closed; no key logs it
-    raise ConfigError(f"{cfg.path}: DROPOUT={cfg['DROPOUT']} changes BERT-large's dropout ({BERT_DROPOUT}), which the closed division "
-                      f"fixes and no MLPerf log key records. Unset DROPOUT for a closed run (it is meant for `tinyperf "
-                      f"bench --dropout`), or make the platform config's division open.")
+    raise ConfigError(f"{cfg.path}: DROPOUT={cfg['DROPOUT']} changes BERT-large's dropout ({BERT_DROPOUT}), which the "
+                      f"closed division fixes. Unset DROPOUT for a closed run (it is for `python -m lab.bench bert "
+                      f"--dropout`), or make the platform config's division open.")
 
 
 def run_phase(cfg: PlatformConfig, args, tr: Trainer | None = None) -> int:
