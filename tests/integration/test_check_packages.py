@@ -39,7 +39,7 @@ def test_duplicate_seed_across_runs(tmp_path):
   report = check_path(make_package(tmp_path, "resnet", seeds=seeds))
   assert not report.accepted
   (ours,) = dir_findings(report, "seed", FAIL)
-  assert "seed 1500000001 is logged by 2 runs (result_0.txt, result_2.txt)" in ours.message
+  assert all(f in ours.message for f in ("1500000001", "result_0.txt", "result_2.txt")), ours.message
   theirs = dir_findings(report, "package-checker", FAIL)
   assert any("Seed checker failed" in f.message for f in theirs)
 
@@ -49,7 +49,7 @@ def test_narrow_seeds_warn_at_package_level(tmp_path):
   report = check_path(make_package(tmp_path, "resnet", seeds=seeds))
   assert report.accepted
   (w,) = dir_findings(report, "seed-width", WARN)
-  assert "all 5 seeds fit in 20 bits (largest 960005)" in w.message
+  assert "20 bits" in w.message and "960005" in w.message, w.message      # the width, and the largest seed
 
 
 def test_15_bit_seeds_are_one_package_warning(tmp_path):
@@ -91,7 +91,7 @@ def test_unknown_files_in_results_dir_warn(tmp_path):
   report = check_path(org)
   assert report.accepted
   msgs = [f.message for f in dir_findings(report, "result-files", WARN)]
-  assert any("notes.md: unknown entry" in m for m in msgs) and any("console.log: unknown entry" in m for m in msgs)
+  assert any(m.startswith("notes.md") for m in msgs) and any(m.startswith("console.log") for m in msgs), msgs
 
 
 def test_one_unfinished_run_is_olympic_two_are_rejected(tmp_path):
