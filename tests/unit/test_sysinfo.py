@@ -196,7 +196,7 @@ def test_invalid_status_names_the_field_and_the_four_values(capsys, tmp_path, re
   (tmp_path / "o.yaml").write_text(GOOD.replace("Available on-premise", "onprem"))
   out = tmp_path / "s.json"
   err = bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out,
-            needles=["status is 'onprem'", "system_desc_checker", *STATUS_REPRS])
+            needles=["'onprem'", "system_desc_checker", *STATUS_REPRS])     # the value, who refuses it, the four
   assert not out.exists() and str(tmp_path / "o.yaml") in err
 
 
@@ -206,17 +206,17 @@ STATUS_REPRS = [repr(s) for s in sysinfo.STATUS_VALUES]
 def test_fields_that_cannot_be_detected_must_be_given(capsys, tmp_path, recorded):
   (tmp_path / "o.yaml").write_text("cooling: air\n")
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "s.json",
-      needles=["submitter is empty", "division is empty", "status is empty", "'closed', 'open'", STATUS_REPRS[0]])
+      needles=["submitter", "division", "status", "'closed', 'open'", STATUS_REPRS[0]])   # each empty field, its values
 
 
 @pytest.mark.parametrize("text,needles", [
-  ("submitter: [a, b\n", ["o.yaml:", "not valid YAML"]),
-  ("cooling: air\ncooling: water\n", ["o.yaml:2", "'cooling' is written twice"]),
-  ("- just\n- a list\n", ["must be a mapping"]),
-  ("colling: air\n", ["unknown field(s) colling", "cooling"]),
-  (GOOD + "hw_notes: yes\n", ["hw_notes is the YAML boolean True"]),
-  (GOOD.replace("closed", "closd"), ["division is 'closd'", "'closed', 'open'"]),
-  (GOOD + "number_of_nodes: one\n", ["number_of_nodes is 'one'", "integer"]),
+  ("submitter: [a, b\n", ["o.yaml:"]),                     # each: the file (and line), the field, the value
+  ("cooling: air\ncooling: water\n", ["o.yaml:2", "'cooling'"]),
+  ("- just\n- a list\n", ["o.yaml"]),
+  ("colling: air\n", ["colling", "cooling"]),
+  (GOOD + "hw_notes: yes\n", ["hw_notes", "True"]),
+  (GOOD.replace("closed", "closd"), ["'closd'", "'closed', 'open'"]),
+  (GOOD + "number_of_nodes: one\n", ["number_of_nodes", "'one'"]),
 ])
 def test_bad_overrides(capsys, tmp_path, recorded, text, needles):
   (tmp_path / "o.yaml").write_text(text)
@@ -226,17 +226,17 @@ def test_bad_overrides(capsys, tmp_path, recorded, text, needles):
 
 def test_missing_overrides_file_and_bad_json(capsys, tmp_path, recorded):
   bad(capsys, "--system", "x", "--overrides", tmp_path / "nope.yaml", "--out", tmp_path / "s.json",
-      needles=["nope.yaml", "not found"])
+      needles=[str(tmp_path / "nope.yaml")])
   (tmp_path / "o.json").write_text('{"submitter": "a",}')
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.json", "--out", tmp_path / "s.json",
-      needles=["o.json:1", "not valid JSON"])
+      needles=["o.json:1"])
 
 
 def test_never_overwrites_without_force(capsys, tmp_path, recorded):
   (tmp_path / "o.yaml").write_text(GOOD)
   out = tmp_path / "s.json"
   out.write_text("keep me")
-  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out, needles=["already exists", "--force"])
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out, needles=[str(out), "--force"])
   assert out.read_text() == "keep me"
   code, _, err = run(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out, "--force")
   assert code == 0, err
@@ -245,14 +245,14 @@ def test_never_overwrites_without_force(capsys, tmp_path, recorded):
 
 def test_bad_names_and_arguments(capsys, tmp_path, recorded):
   bad(capsys, needles=["--system", "--platform"])
-  bad(capsys, "--system", "has space", "--out", tmp_path / "s.json", needles=["not git-friendly"])
-  bad(capsys, "--platform", "nope", needles=["unknown platform 'nope'"])
+  bad(capsys, "--system", "has space", "--out", tmp_path / "s.json", needles=["'has space'"])
+  bad(capsys, "--platform", "nope", needles=["'nope'"])
   (tmp_path / "o.yaml").write_text(GOOD)
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "s.json", "--ruleset", "9.9.9",
-      needles=["9.9.9", "not a ruleset"])
+      needles=["9.9.9"])
   (tmp_path / "f").write_text("")
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "f" / "s.json",
-      needles=["cannot write", f"{tmp_path / 'f'}: a file, not a directory"])   # it said "(File exists)"
+      needles=[f"{tmp_path / 'f'}:"])   # the file in the way (it said "(File exists)")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
