@@ -111,13 +111,12 @@ def test_every_resnet_config_states_its_budget():
 def test_bad_budget_values(tmp_path):
   raw = yaml.safe_load(config_path("resnet", "tinybox_green").read_text())
   d = tmp_path / "tinybox_green"; d.mkdir()
-  for key, val, msg in (("FEED_IMG_S_PER_GPU", 0, "out of range: it must be in \\(0,\\)"),
-                        ("LOADER_IMG_S_PER_CORE", "fast", "must be float")):
+  for key, val, fact in (("FEED_IMG_S_PER_GPU", 0, "(0,"), ("LOADER_IMG_S_PER_CORE", "fast", "'fast'")):
     (d / "config.yaml").write_text(yaml.safe_dump({**raw, key: val}))
-    with pytest.raises(ConfigError, match=f"{key}.*{msg}|{msg}"):
-      load_config("resnet", "tinybox_green", environ={}, path=d / "config.yaml")
+    with pytest.raises(ConfigError) as e: load_config("resnet", "tinybox_green", environ={}, path=d / "config.yaml")
+    assert key in str(e.value) and fact in str(e.value), e.value     # the knob, and its range or bad value
   (d / "config.yaml").write_text(yaml.safe_dump({k: v for k, v in raw.items() if k != "LOADER_IMG_S_PER_CORE"}))
-  with pytest.raises(ConfigError, match="missing required key LOADER_IMG_S_PER_CORE"):
+  with pytest.raises(ConfigError, match="LOADER_IMG_S_PER_CORE"):
     load_config("resnet", "tinybox_green", environ={}, path=d / "config.yaml")
 
 

@@ -29,9 +29,9 @@ def test_a_resolved_config_reads_back_as_written_with_its_hash_and_submitter(tmp
 
 
 @pytest.mark.parametrize("edit, what", [
-  (lambda d: d["knobs"].update(BS=16), "sha256 does not match"),                    # edited after it was written
-  (lambda d: d.update(format="other"), "not a resolved config"),
-  (lambda d: d.pop("submitter"), "its keys are not"),
+  (lambda d: d["knobs"].update(BS=16), "sha256"),                    # edited after it was written
+  (lambda d: d.update(format="other"), "tinyperf-config-v1"),     # the format it must be
+  (lambda d: d.pop("submitter"), "submitter"),
 ])
 def test_an_edited_or_foreign_file_is_refused_naming_it(tmp_path, edit, what):
   _, run, _ = _resolved(tmp_path)
@@ -40,8 +40,8 @@ def test_an_edited_or_foreign_file_is_refused_naming_it(tmp_path, edit, what):
   assert str(run.config) in str(e.value)
 
 
-@pytest.mark.parametrize("knobs, what", [({"BS": 0}, "out of range"), ({"BS": "8"}, "must be int"),
-                                         ({"BS": 9}, "not divisible"), ({"NOPE": 1}, "unknown key")])
+@pytest.mark.parametrize("knobs, what", [({"BS": 0}, "BS=0"), ({"BS": "8"}, "'8'"), ({"BS": 9}, "BS=9.*GPUS=2"),
+                                         ({"NOPE": 1}, "NOPE")])
 def test_its_knobs_meet_the_rules_config_yaml_does(tmp_path, knobs, what):
   """A hand-made file with a consistent hash still passes the same type, range and consistency checks."""
   from benchmarks.common.config import _resolved_hash
