@@ -53,3 +53,13 @@ def write_text(d: Path, parts: int = 3, docs_per_part: int = 30, seed: int = 0, 
 def make_data_dir(d: Path, **kw) -> Path:
   write_vocab(d)
   return write_text(d, **kw)
+
+
+# the row shape the data tests prepare at: short, so that preparing is quick and long documents get cut
+SEQ_LEN, MAX_PREDICTIONS = 64, 10
+
+
+def run_prep(*argv) -> int:
+  """`python -m benchmarks.bert.prep ARGV` in this process, each argument made a string."""
+  from benchmarks.bert import prep   # here: it needs HF tokenizers, which the callers skip without
+  return prep.main([str(a) for a in argv])

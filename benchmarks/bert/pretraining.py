@@ -16,8 +16,8 @@ the reference is made here too, on the same generator, in the same order:
   * finally shuffle(instances): records are written in that order.
 create_instances_reference is that algorithm written plainly on lists (the oracle); create_instances makes the same
 random calls with less Python per call and keeps instances as token ranges plus masking codes (materialize turns them
-into the seven arrays). tests/unit/test_bert_data.py checks both against the reference's own output (the fixtures in
-../shared/fixtures/bert_reference/).
+into the seven arrays). tests/unit/test_bert_data_reference.py checks both against the reference's own output (the
+fixtures in ../shared/fixtures/bert_reference/).
 """
 from __future__ import annotations
 import bisect

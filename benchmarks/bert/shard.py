@@ -23,7 +23,7 @@ from benchmarks.common.io import InputError
 
 MAGIC = b"TPBSHRD\x01"
 FORMAT = "tinyperf-bert-shard"
-VERSION = 2       # 2: instances equal to the MLCommons reference generator's; 1 (older tinyperf) had its own stream
+VERSION = 2       # instances equal to the MLCommons reference generator's; a shard of any other version is refused
 GENERATOR = "mlcommons-create_pretraining_data"
 DATA_OFFSET = 4096
 ALIGN = 64
@@ -134,14 +134,10 @@ def read_header(path: str | os.PathLike) -> dict:
     header = json.loads(head[16:16 + n])
   except ValueError as e:
     raise ShardError(f"{path}: unreadable header ({e}); the file is truncated or corrupt. Delete it and rerun prep.") from None
-  if header.get("format") == FORMAT and header.get("version") == 1:
-    raise ShardError(f"{path}: written by an older tinyperf (shard format version 1), whose instances are not the "
-                     f"MLCommons reference's (create_pretraining_data.py); this code reads version {VERSION} only and "
-                     f"never mixes the two. Delete the old shards (train/part-*.shard and eval.shard) and re-run "
-                     f"`tinyperf prep wiki pretrain` and `tinyperf prep wiki eval`.")
   if header.get("format") != FORMAT or header.get("version") != VERSION:
-    raise ShardError(f"{path}: format {header.get('format')!r} version {header.get('version')!r}; this code reads "
-                     f"{FORMAT!r} version {VERSION}. Recreate the shard with this version of prep.")
+    raise ShardError(f"{path}: format {header.get('format')!r:.40} version {header.get('version')!r:.40}; this code reads "
+                     f"{FORMAT!r} version {VERSION} only and never mixes versions. Delete the shards (train/part-*.shard "
+                     f"and eval.shard) and re-run `tinyperf prep wiki pretrain` and `tinyperf prep wiki eval`.")
   if size != header.get("file_size"):
     raise ShardError(f"{path}: {size} bytes on disk but the header says {header.get('file_size')}: the file is "
                      f"truncated or was appended to. Delete it and rerun prep for this part.")

@@ -3,6 +3,9 @@
   W/mlperf.txt                 the MLPerf log (`--log` puts it elsewhere: the rendered scripts name it per seed)
   W/mlperf.metrics.jsonl       RUN's training metrics, beside the log (`<log stem>.metrics.jsonl`)
   W/cache/tinygrad.db          tinygrad's kernel/BEAM cache (CACHEDB, tinygrad's own variable, puts it elsewhere)
+  W/cache/triton/              Triton's compiled kernels (KERNELS=triton): beside CACHEDB wherever that is (triton_cache),
+                               unless TRITON_CACHE_DIR, Triton's own variable, names another place
+  W/kernels.json               KERNELS=triton: each Triton kernel INIT compiled, its tile, compile time and cache hit
   W/config.json                the resolved config `tinyperf run` wrote when it claimed the run (knobs after overrides,
                                platform, submitter, sha256): what preflight and the trainer run with
   W/output.log, W/exit_codes.json   the launcher's: the run's whole console output, the exit codes of its processes
@@ -22,11 +25,19 @@ OUTPUT_LOG = "output.log"
 CACHE = "cache"
 CONFIG_JSON = "config.json"
 EXIT_CODES = "exit_codes.json"
+KERNELS_RECORD = "kernels.json"
+TRITON_CACHE = "triton"
 
 
 def metrics_path(log: Path) -> Path:
   """Where a run's training metrics go: beside its MLPerf log, <log stem>.metrics.jsonl."""
   return log.with_name(f"{log.stem}.metrics.jsonl")
+
+
+def triton_cache(cache_db: Path) -> Path:
+  """Triton's disk cache of compiled kernels: a folder beside tinygrad's kernel cache file, so it lives (and is kept
+  across runs or not) where that cache does."""
+  return cache_db.parent / TRITON_CACHE
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,8 @@ class RunDir:
   def config(self) -> Path: return self.path / CONFIG_JSON
   @property
   def exit_codes(self) -> Path: return self.path / EXIT_CODES
+  @property
+  def kernels(self) -> Path: return self.path / KERNELS_RECORD
   def checkpoint(self, name: str) -> Path: return self.path / "ckpt" / name
 
 

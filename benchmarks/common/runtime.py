@@ -9,7 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 from benchmarks.common.config import ROOT, PlatformConfig
-from benchmarks.common.rundir import RunDir, metrics_path
+from benchmarks.common.rundir import RunDir, metrics_path, triton_cache
 from benchmarks.common.spec import BenchmarkSpec
 
 # knobs tinygrad itself reads from the environment (at import time, and memoised): they must be set before the import
@@ -35,12 +35,14 @@ def apply_tinygrad_env(cfg: PlatformConfig, phase: str, keep_dev: bool = False):
 def prepare_cache_db(run: RunDir, fresh: bool) -> Path:
   """tinygrad's sqlite cache (BEAM results, compiled kernels): the run folder's, or CACHEDB's (the rendered scripts name
   one per seed). One file per run, shared by its INIT and RUN; INIT starts it empty so no search result of an earlier
-  run is reused (upstream wipes its whole shared cache instead)."""
+  run is reused (upstream wipes its whole shared cache instead). Triton's compiled kernels go beside it (TRITON_CACHE_DIR
+  unless set): they are no search result, only what the fixed tile tables compile to, and are kept."""
   path = Path(os.environ.get("CACHEDB") or run.cache_db).resolve()
   if fresh:
     for suffix in ("", "-wal", "-shm", "-journal"): Path(f"{path}{suffix}").unlink(missing_ok=True)
   path.parent.mkdir(parents=True, exist_ok=True)
   os.environ["CACHEDB"] = str(path)
+  os.environ.setdefault("TRITON_CACHE_DIR", str(triton_cache(path)))
   return path
 
 

@@ -7,7 +7,9 @@
 q, k, v (B, H, L, D) fp16; mask_add (B, 1, 1, L) fp32 (BERT's (1 - input_mask) * -10000). The forward stores each row's
 logsumexp (B, H, L) fp32 so the backward recomputes the probabilities instead of storing them. Dropout keeps element
 (b, h, i, j) when Philox(seed, ((b*H + h)*L + i)*L + j) >= p: the forward and both backward kernels draw the same mask
-from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT step gets a new mask each step.
+from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT step gets a new mask each step. With the
+batch sharded over devices, b is the index in the device's own piece and each device has its own seed
+(program.device_seeds).
 
 Backward (FlashAttention-2's): with P the softmax, Z the kept mask over (1 - p), dO the output's gradient,
   dV = (P*Z)^T dO     dP = (dO V^T) * Z     dS = P * (dP - rowsum(dO * O))
@@ -176,7 +178,7 @@ def compile_attention(which: str, H: int, L: int, D: int, p_drop: float, arch: i
   return prg.compile_kernel(fn, POINTERS[which], consts, warps, stages, arch), BM, BN
 
 
-def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, device: str):
+def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, device: str | tuple[str, ...]):
   k, BM, BN = compile_attention(which, H, L, D, p_drop, prg.cuda_arch(device))
   n_in = 5 if which == "fwd" else 8
   n = len(POINTERS[which])
@@ -229,6 +231,22 @@ def _tinygrad_fwd(B: int, H: int, L: int, D: int, p_drop: float):
   return fxn
 
 
+def _uniform(shape: tuple[int, ...], seed: Tensor) -> Tensor:
+  """The fallback's uniform [0, 1) for each element of a tensor of shape, as its kernels draw them: over the whole
+  tensor on one device, or with seed (ndev,) sharded, each device's piece of axis 0 hashed from its own seed and its
+  own indices (built on the first device, then sharded)."""
+  devs = prg.devices(seed.device)
+  n = math.prod(shape)
+  idx = (Tensor.arange(n).to(devs[0]) % (n // len(devs))).cast(dtypes.uint32).reshape(len(devs), -1)
+  u = _hash_uniform(idx, seed.to(devs[0]).reshape(len(devs), 1)).reshape(shape)
+  return u.shard(devs, axis=0) if len(devs) > 1 else u
+
+
+def _keep(B: int, H: int, L: int, seed: Tensor, p_drop: float) -> Tensor:
+  """Z (B, H, L, L) as the kernels draw it: the kept elements scaled by 1 / (1 - p), the dropped zero."""
+  return (_uniform((B, H, L, L), seed) >= p_drop).where(1.0 / (1.0 - p_drop), 0.0).cast(dtypes.float32)
+
+
 def _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop: float) -> tuple[Tensor, Tensor, Tensor]:
   """dq, dk, dv with tinygrad ops, the probabilities recomputed from lse as the Triton kernels do."""
   B, H, L, D = q.shape
@@ -236,11 +254,7 @@ def _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop: float) -> tuple[T
   qf, kf, vf, dof = q.float(), k.float(), v.float(), do.float()
   p = ((qf @ kf.transpose(-2, -1)) * scale + mask.reshape(B, 1, 1, L) - lse.unsqueeze(-1)).exp()   # (B, H, L, L)
   dp = dof @ vf.transpose(-2, -1)                                                                  # (B, H, L, L)
-  if p_drop > 0:
-    idx = Tensor.arange(B * H * L * L).to(q.device).cast(dtypes.uint32).reshape(B, H, L, L)
-    z = (_hash_uniform(idx, seed.reshape(1, 1, 1, 1)) >= p_drop).where(1.0 / (1.0 - p_drop), 0.0)
-  else:
-    z = 1.0
+  z = _keep(B, H, L, seed, p_drop) if p_drop > 0 else 1.0
   dv = (p * z).transpose(-2, -1) @ dof
   ds = p * (dp * z - delta.unsqueeze(-1))
   dq, dk = (ds @ kf) * scale, (ds.transpose(-2, -1) @ qf) * scale
@@ -249,19 +263,20 @@ def _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop: float) -> tuple[T
 
 # ---- the differentiable call ----
 
-def _is_triton(t: Tensor) -> bool: return t.device.split(":")[0] == "CUDA" and triton is not None
+def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
 
 
 def _grad(grad_o: UOp, call: UOp, p_drop: float) -> tuple:
   """dq, dk, dv of the forward call (sources q, k, v, mask, seed, o, lse[, scratch]); o and lse are read after it."""
   q, k, v, mask, seed = (Tensor(call.src[1 + i]) for i in range(5))
   o, lse = (Tensor(call.src[1 + i].after(call)) for i in (5, 6))
-  B, H, L, D = q.shape
+  B, H, L, D = prg.local_shape(q)   # the kernels' shapes: one device's piece
   do = Tensor(grad_o).cast(q.dtype).contiguous()
   delta = (do.float() * o.float()).sum(-1).contiguous()   # (B, H, L) rowsum(dO * O) = rowsum(P * dP)
   if _is_triton(q):
     args = (q, k, v, mask, seed, do, lse, delta)
-    dq, dk, dv = (Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device) for _ in range(3))
+    dq, dk, dv = (prg.empty_shards((B, H, L, D), q.dtype, q.device, 0 if isinstance(q.device, tuple) else None)
+                  for _ in range(3))
     # two kernels, so each gradient block has one writer (no atomics): dK, dV per key block, dQ per query block
     dk, dv = q.custom_kernel(*args[1:], dk, dv, *prg.scratch(q.device),
                              fxn=_triton_fxn("dkdv", B, H, L, D, p_drop, q.device))[8:10]
@@ -280,23 +295,28 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
               seed: Tensor | None = None) -> Tensor:
   """dropout(softmax(q @ k^T / sqrt(D) + mask_add), dropout_p) @ v for q, k, v (B, H, L, D) and mask_add (B, 1, 1, L)
   fp32; dropout only under TRAINING, as Tensor.dropout. seed: a (1,) uint32 tensor; None draws one from tinygrad's
-  RNG (a new one per step inside a TinyJit)."""
-  if isinstance(q.device, tuple): raise NotImplementedError("KERNELS=triton runs on one GPU per process for now")
+  RNG (a new one per step inside a TinyJit). On several devices q, k, v and mask_add are sharded on the batch: each
+  device attends over its own sequences, with its own dropout seed."""
+  devs = prg.devices(q.device)
+  if len(devs) > 1 and any(t.uop.axis != 0 for t in (q, k, v, mask_add)):
+    raise NotImplementedError("attention: on several devices q, k, v and mask_add are sharded on the batch (axis 0)")
   B, H, L, D = _shape(q)
+  Bl = B // len(devs)   # the kernels' batch: one device's piece
   p_drop = float(dropout_p) if TRAINING else 0.0
   if not 0 <= p_drop < 1: raise ValueError(f"attention: dropout_p {dropout_p} is outside [0, 1)")
   mask = mask_add.float().reshape(B, L).contiguous()
   if seed is None:
-    seed = Tensor.randint(1, high=2 ** 31 - 1, device=q.device) if p_drop > 0 else Tensor.zeros(1, device=q.device)
-  seed = seed.cast(dtypes.uint32).reshape(1).contiguous()
-  o = Tensor.empty(B, H, L, D, dtype=q.dtype, device=q.device)
-  lse = Tensor.empty(B, H, L, dtype=dtypes.float32, device=q.device)
+    seed = Tensor.randint(1, high=2 ** 31 - 1, device=devs[0]) if p_drop > 0 else Tensor.zeros(1, device=devs[0])
+  seed = prg.device_seeds(seed, q.device)
+  axis = 0 if len(devs) > 1 else None
+  o = prg.empty_shards((Bl, H, L, D), q.dtype, q.device, axis)
+  lse = prg.empty_shards((Bl, H, L), dtypes.float32, q.device, axis)
   grad = _grad_fxn(p_drop)
   # custom_kernel's sources are the kernel's arguments in order: q, k, v, mask, seed, o, lse, then Triton's scratch
   if _is_triton(q):
     if q.dtype != dtypes.half: raise NotImplementedError(f"attention: the Triton kernels take fp16, not {q.dtype}")
-    fxn = _triton_fxn("fwd", B, H, L, D, p_drop, q.device)
+    fxn = _triton_fxn("fwd", Bl, H, L, D, p_drop, q.device)
     return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse, *prg.scratch(q.device),
                                         fxn=fxn, grad_fxn=grad)[5]
   return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse,
-                                      fxn=_tinygrad_fwd(B, H, L, D, p_drop), grad_fxn=grad)[5]
+                                      fxn=_tinygrad_fwd(Bl, H, L, D, p_drop), grad_fxn=grad)[5]

@@ -234,7 +234,7 @@ def compile_conv(kind: str, s: Shape, ty: str, arch: int, phase: tuple[int, int]
   return prg.compile_kernel(compiled[kind], sig, tuple(consts.items()), t[3], t[4], arch), grid
 
 
-def _triton_fxn(kind: str, s: Shape, dtype, device: str, phase: tuple[int, int]):
+def _triton_fxn(kind: str, s: Shape, dtype, device: str | tuple[str, ...], phase: tuple[int, int]):
   ty = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16"}.get(dtype)
   if ty is None: raise NotImplementedError(f"conv2d: the Triton kernels take fp16 or bf16, not {dtype}")
   k, grid = compile_conv(kind, s, ty, prg.cuda_arch(device), phase)
@@ -295,7 +295,12 @@ def _tinygrad_fxn(kind: str, s: Shape, phase: tuple[int, int]):
 
 # ---- the differentiable call ----
 
-def _is_triton(t: Tensor) -> bool: return t.device.split(":")[0] == "CUDA" and triton is not None
+def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
+
+
+def _batch_axis(t: Tensor) -> int | None:
+  """0 where t is sharded over devices along the batch (each device convolves its own images), else None."""
+  return 0 if isinstance(t.device, tuple) and t.uop.axis == 0 else None
 
 
 def _call(kind: str, s: Shape, a: Tensor, b: Tensor, out: Tensor, grad_fxn=None, phase: tuple[int, int] = (0, 0)):
@@ -308,17 +313,22 @@ def _call(kind: str, s: Shape, a: Tensor, b: Tensor, out: Tensor, grad_fxn=None,
 
 def dgrad(dy: Tensor, w: Tensor, s: Shape) -> Tensor:
   """dx (N, C, H, W) of y = conv(x, w) from dy (N, K, P, Q), in dy's dtype: one kernel per phase, each writing its
-  pixels of the one buffer."""
-  dx = Tensor.empty(s.N, s.C, s.H, s.W, dtype=dy.dtype, device=dy.device)
+  pixels of the one buffer. s: one device's shapes."""
+  dx = prg.empty_shards((s.N, s.C, s.H, s.W), dy.dtype, dy.device, _batch_axis(dy))
   for phase in s.phases: dx = _call("dgrad", s, dy, w, dx, phase=phase)
   return dx
 
 
 def wgrad(dy: Tensor, x: Tensor, s: Shape) -> Tensor:
-  """dw (K, C, R, S) of y = conv(x, w) from dy and x, in x's dtype: the fp32 partials of the split, summed."""
+  """dw (K, C, R, S) of y = conv(x, w) from dy and x, in x's dtype: the fp32 partials of the split (and, with the batch
+  sharded, of each device), summed."""
   n_split = launch("wgrad", s, tile("wgrad", s))[0]["SPLIT"] if _is_triton(dy) else 1
-  part = Tensor.empty(n_split, s.K, s.C * s.R * s.S, dtype=dtypes.float32, device=dy.device)
-  return _call("wgrad", s, dy, x, part).sum(0).cast(x.dtype).reshape(s.K, s.C, s.R, s.S)
+  shape = (n_split, s.K, s.C * s.R * s.S)
+  if _batch_axis(dy) is None: part = Tensor.empty(*shape, dtype=dtypes.float32, device=dy.device)
+  else: part = prg.empty_partials(shape, dtypes.float32, dy.device)
+  part = _call("wgrad", s, dy, x, part)
+  if _batch_axis(dy) is not None: part = prg.partial_sum(part)
+  return part.sum(0).cast(x.dtype).reshape(s.K, s.C, s.R, s.S)
 
 
 def _grad(grad_y: UOp, call: UOp, s: Shape) -> tuple:
@@ -328,14 +338,16 @@ def _grad(grad_y: UOp, call: UOp, s: Shape) -> tuple:
 
 
 def conv2d(x: Tensor, w: Tensor, stride: int = 1, padding: int = 0) -> Tensor:
-  """x.conv2d(w, stride=stride, padding=padding) for x (N, C, H, W) and w (K, C, R, S) on one device, in x's dtype; no
-  bias, groups 1, no dilation."""
-  if isinstance(x.device, tuple): raise NotImplementedError("KERNELS=triton runs on one GPU per process for now")
+  """x.conv2d(w, stride=stride, padding=padding) for x (N, C, H, W) and w (K, C, R, S), in x's dtype; no bias, groups 1,
+  no dilation. On several devices x is sharded on the batch (or replicated) and w replicated: each device convolves
+  its images."""
   if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1]:
     raise ValueError(f"conv2d: x {x.shape} and w {w.shape} are not (N, C, H, W) and (K, C, R, S)")
-  s = Shape(*x.shape, w.shape[0], *w.shape[2:], stride, padding)
+  if isinstance(x.device, tuple) and (x.uop.axis not in (None, 0) or w.uop.axis is not None):
+    raise NotImplementedError(f"conv2d: x sharded on axis {x.uop.axis}, w on {w.uop.axis}; x takes the batch axis, w none")
+  s = Shape(*prg.local_shape(x), w.shape[0], *w.shape[2:], stride, padding)
   if s.P < 1 or s.Q < 1: raise ValueError(f"conv2d: a {s.R}x{s.S} kernel does not fit {s.H}x{s.W} with padding {padding}")
   if max(s.N * s.C * s.H * s.W, s.N * s.K * s.P * s.Q) >= 2 ** 31:
     raise ValueError(f"conv2d: {s} has tensors of 2^31 elements or more, past the kernels' int32 offsets")
-  y = Tensor.empty(s.N, s.K, s.P, s.Q, dtype=x.dtype, device=x.device)
+  y = prg.empty_shards((s.N, s.K, s.P, s.Q), x.dtype, x.device, _batch_axis(x))
   return _call("fwd", s, x, w.cast(x.dtype), y, grad_fxn=functools.partial(_grad, s=s))

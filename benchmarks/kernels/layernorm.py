@@ -13,6 +13,10 @@ atomics, the same sums every run. Dropout keeps element (i, j) of x when Philox(
 backward from the same seed (a uint32 tensor from tinygrad's RNG: a captured JIT step gets a new mask each step), so no
 mask is stored.
 
+On several devices x and residual are sharded on their first axis (BERT's batch) and weight and bias replicated: each
+device normalizes its own rows with its own dropout seed (program.device_seeds), and the partial dweight and dbias of
+every program on every device are summed into replicated gradients.
+
 On a device without Triton (CPU, in tests) the same calls run a tinygrad kernel (forward) and tinygrad ops (backward),
 with attention.py's hash in place of Philox, so the custom_kernel and grad wiring is tested everywhere; the Triton
 kernels themselves are tested by Triton's interpreter (tests/unit/test_kernels_layernorm.py).
@@ -25,7 +29,7 @@ from tinygrad.helpers import TRAINING
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
 from benchmarks.kernels import program as prg
-from benchmarks.kernels.attention import _hash_uniform
+from benchmarks.kernels.attention import _hash_uniform, _uniform
 
 try:
   import triton
@@ -143,7 +147,7 @@ def compile_layernorm(which: str, M: int, N: int, eps: float, p_drop: float, dty
   return prg.compile_kernel(compiled_bwd, pointers("bwd", dtype), consts, warps, 1, arch), -(-M // rows)
 
 
-def _triton_fxn(which: str, M: int, N: int, eps: float, p_drop: float, dtype, device: str):
+def _triton_fxn(which: str, M: int, N: int, eps: float, p_drop: float, dtype, device: str | tuple[str, ...]):
   k, grid = compile_layernorm(which, M, N, eps, p_drop, dtype, prg.cuda_arch(device))
   n_in = 5 if which == "fwd" else 7
   n = len(pointers(which, dtype))
@@ -181,9 +185,9 @@ def _tinygrad_fwd(M: int, N: int, eps: float, p_drop: float):
 
 
 def _keep(M: int, N: int, seed: Tensor, p_drop: float) -> Tensor:
-  """The fallback's dropout mask (M, N): the forward kernel's hash of each element's index."""
-  idx = Tensor.arange(M * N).to(seed.device).cast(dtypes.uint32).reshape(M, N)
-  return _hash_uniform(idx, seed.reshape(1, 1)) >= p_drop
+  """The fallback's dropout mask (M, N): the forward kernel's hash of each element's index (on several devices, of
+  each device's rows with its seed)."""
+  return _uniform((M, N), seed) >= p_drop
 
 
 def _tinygrad_bwd(x, r, w, seed, dy, mean, rstd, p_drop: float) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -202,7 +206,7 @@ def _tinygrad_bwd(x, r, w, seed, dy, mean, rstd, p_drop: float) -> tuple[Tensor,
 
 # ---- the differentiable call ----
 
-def _is_triton(t: Tensor) -> bool: return t.device.split(":")[0] == "CUDA" and triton is not None
+def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
 
 
 def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
@@ -210,16 +214,19 @@ def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
   and rstd are read after it. Without dropout x's gradient is residual's, the same tensor."""
   x, r, w, seed = (Tensor(call.src[1 + i]) for i in (0, 1, 2, 4))
   mean, rstd = (Tensor(call.src[1 + i].after(call)) for i in (6, 7))
-  M, N = x.shape
+  M, N = prg.local_shape(x)   # the kernels' rows: one device's piece
   dy = Tensor(grad_y).cast(x.dtype).contiguous()
   if _is_triton(x):
     _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device))
-    dr = Tensor.empty(M, N, dtype=x.dtype, device=x.device)
-    dx = Tensor.empty(*((M, N) if p_drop > 0 else (1,)), dtype=x.dtype, device=x.device)   # unwritten without dropout
-    dw, db = (Tensor.empty(grid, N, dtype=dtypes.float32, device=x.device) for _ in range(2))
+    axis = 0 if isinstance(x.device, tuple) else None
+    dr = prg.empty_shards((M, N), x.dtype, x.device, axis)
+    if p_drop > 0: dx = prg.empty_shards((M, N), x.dtype, x.device, axis)
+    else: dx = Tensor.empty(1, dtype=x.dtype, device=x.device)   # unwritten without dropout: one element per device
+    dw, db = (prg.empty_partials((grid, N), dtypes.float32, x.device) for _ in range(2))
     dr, dx, dw, db = x.custom_kernel(r, w, seed, dy, mean, rstd, dr, dx, dw, db, *prg.scratch(x.device),
                                      fxn=_triton_fxn("bwd", M, N, eps, p_drop, x.dtype, x.device))[7:11]
-    dw, db = dw.sum(0), db.sum(0)   # the programs' partial sums: (grid, N) -> (N,)
+    # the programs' partial sums (grid, N) -> (N,), then (several devices) the devices' (N,) across them
+    dw, db = prg.partial_sum(dw.sum(-2)), prg.partial_sum(db.sum(-2))
     if p_drop == 0: dx = dr
   else:
     dr, dx, dw, db = _tinygrad_bwd(x, r, w, seed, dy, mean, rstd, p_drop)
@@ -234,30 +241,37 @@ def add_layernorm(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps
                   seed: Tensor | None = None) -> Tensor:
   """LayerNorm(dropout(x) + residual) over the last axis with fp32 weight and bias (N,), in x's dtype: the model's
   LayerNorm of a sum (benchmarks/bert/model.py) as one kernel each way; dropout only under TRAINING, as
-  Tensor.dropout. seed: a (1,) uint32 tensor; None draws one from tinygrad's RNG (a new one per step in a TinyJit)."""
-  if isinstance(x.device, tuple): raise NotImplementedError("KERNELS=triton runs on one GPU per process for now")
+  Tensor.dropout. seed: a (1,) uint32 tensor; None draws one from tinygrad's RNG (a new one per step in a TinyJit).
+  On several devices x and residual are sharded on axis 0 (the batch), weight and bias replicated."""
+  devs = prg.devices(x.device)
+  if len(devs) > 1 and (x.uop.axis != 0 or residual.uop.axis != 0 or weight.uop.axis is not None
+                        or bias.uop.axis is not None):
+    raise NotImplementedError("add_layernorm: on several devices x and residual are sharded on axis 0 (the batch), "
+                              "weight and bias replicated")
   N = x.shape[-1]
   if residual.shape != x.shape or weight.shape != (N,) or bias.shape != (N,):
     raise ValueError(f"add_layernorm: x {x.shape}, residual {residual.shape}, weight {weight.shape} and bias "
                      f"{bias.shape} must be (..., N), (..., N), (N,), (N,)")
   M = x.numel() // N
-  if M * N >= 2 ** 31: raise ValueError(f"add_layernorm: {M} x {N} elements overflow the dropout index")
+  Ml = M // len(devs)   # the kernels' rows: one device's piece
+  if Ml * N >= 2 ** 31: raise ValueError(f"add_layernorm: {Ml} x {N} elements overflow the dropout index")
   p_drop = float(dropout_p) if TRAINING else 0.0
   if not 0 <= p_drop < 1: raise ValueError(f"add_layernorm: dropout_p {dropout_p} is outside [0, 1)")
-  if seed is None and p_drop > 0: seed = Tensor.randint(1, high=2 ** 31 - 1, device=x.device)
-  elif seed is None: seed = Tensor.empty(1, dtype=dtypes.uint32, device=x.device)   # read by no kernel: no fill
-  seed = seed.cast(dtypes.uint32).reshape(1).contiguous()
+  if p_drop > 0:
+    seed = prg.device_seeds(Tensor.randint(1, high=2 ** 31 - 1, device=devs[0]) if seed is None else seed, x.device)
+  else: seed = Tensor.empty(1, dtype=dtypes.uint32, device=x.device)   # read by no kernel: no fill
   xs, rs = x.reshape(M, N).contiguous(), residual.cast(x.dtype).reshape(M, N).contiguous()
   w, b = weight.float().contiguous(), bias.float().contiguous()
-  y = Tensor.empty(M, N, dtype=x.dtype, device=x.device)
-  mean, rstd = (Tensor.empty(M, dtype=dtypes.float32, device=x.device) for _ in range(2))
+  axis = 0 if len(devs) > 1 else None
+  y = prg.empty_shards((Ml, N), x.dtype, x.device, axis)
+  mean, rstd = (prg.empty_shards((Ml,), dtypes.float32, x.device, axis) for _ in range(2))
   grad = _grad_fxn(float(eps), p_drop)
   # custom_kernel's sources are the kernel's arguments in order: x, r, w, b, seed, y, mean, rstd, then Triton's scratch
   if _is_triton(x):
     if x.dtype not in _TY:
       raise NotImplementedError(f"add_layernorm: the Triton kernels take fp16 or bf16, not {x.dtype}")
-    fxn = _triton_fxn("fwd", M, N, eps, p_drop, x.dtype, x.device)
+    fxn = _triton_fxn("fwd", Ml, N, eps, p_drop, x.dtype, x.device)
     out = xs.custom_kernel(rs, w, b, seed, y, mean, rstd, *prg.scratch(x.device), fxn=fxn, grad_fxn=grad)[5]
   else:
-    out = xs.custom_kernel(rs, w, b, seed, y, mean, rstd, fxn=_tinygrad_fwd(M, N, eps, p_drop), grad_fxn=grad)[5]
+    out = xs.custom_kernel(rs, w, b, seed, y, mean, rstd, fxn=_tinygrad_fwd(Ml, N, eps, p_drop), grad_fxn=grad)[5]
   return out.reshape(x.shape)

@@ -128,6 +128,7 @@ def _grad(grad_c: UOp, call: UOp, trans_a: bool, trans_b: bool, has_bias: bool) 
   dC summed over rows."""
   a, b, bias = Tensor(call.src[1]), Tensor(call.src[2]), Tensor(call.src[4])
   dc = Tensor(grad_c).cast(a.dtype)
+  if dc.ndim == 3: dc = dc[0]   # a K-sharded product's (ndev, M, N) partials: each device's gradient is the sum's
   da = gemm(b, dc, trans_a=trans_b, trans_b=True) if trans_a else gemm(dc, b, trans_b=not trans_b)
   db = gemm(dc, a, trans_a=True, trans_b=trans_a) if trans_b else gemm(a, dc, trans_a=not trans_a)
   dbias = dc.float().sum(0).cast(bias.dtype).uop if has_bias else None
@@ -141,21 +142,39 @@ def _grad_fxn(trans_a: bool, trans_b: bool, has_bias: bool):
   return functools.partial(_grad, trans_a=trans_a, trans_b=trans_b, has_bias=has_bias)
 
 
+def _out_axis(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> int | None | str:
+  """How C is laid over the devices of sharded operands: 0 (op(A)'s rows sharded, B replicated), 1 (op(B)'s columns
+  sharded, A replicated), "partial" (both sharded along K: each device's product is a partial sum) or None (one device,
+  or nothing sharded)."""
+  if not isinstance(a.device, tuple): return None
+  role_a = None if a.uop.axis is None else "MK"[a.uop.axis ^ trans_a]
+  role_b = None if b.uop.axis is None else "KN"[b.uop.axis ^ trans_b]
+  if (out := {(None, None): None, ("M", None): 0, (None, "N"): 1, ("K", "K"): "partial"}.get((role_a, role_b), "?")) == "?":
+    raise NotImplementedError(f"gemm: op(A) sharded along {role_a}, op(B) along {role_b}; sharded inputs take rows of "
+                              "A, columns of B, or K of both")
+  return out
+
+
 def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bias: Tensor | None = None,
          out_dtype=None) -> Tensor:
-  """op(A) @ op(B) (+ bias (N,)) for 2-D a, b on one device, in out_dtype (default a's; fp32 accumulation)."""
-  if isinstance(a.device, tuple): raise NotImplementedError("KERNELS=triton runs on one GPU per process for now")
-  M, N, K, *st = strides(a.shape, b.shape, trans_a, trans_b)
+  """op(A) @ op(B) (+ bias (N,)) for 2-D a, b, in out_dtype (default a's; fp32 accumulation). On several devices the
+  kernel runs on each device's pieces (_out_axis); a product sharded along K is summed across devices."""
+  out_axis = _out_axis(a, b, trans_a, trans_b)
+  if out_axis == "partial" and bias is not None: raise NotImplementedError("gemm: a bias on a K-sharded product")
+  M, N, K, *st = strides(prg.local_shape(a), prg.local_shape(b), trans_a, trans_b)
   # custom_kernel's sources are the kernel's arguments in order (tinygrad's CUDA graph passes them so): a, b, c, bias
   # (an unread one-element buffer without one), then Triton's scratch
-  c = Tensor.empty(M, N, dtype=out_dtype or a.dtype, device=a.device)
+  dt = out_dtype or a.dtype
+  c = prg.empty_partials((M, N), dt, a.device) if out_axis == "partial" else prg.empty_shards((M, N), dt, a.device, out_axis)
   has_bias = bias is not None
   bias = bias.cast(a.dtype).contiguous() if has_bias else Tensor.empty(1, dtype=a.dtype, device=a.device)
   grad = _grad_fxn(trans_a, trans_b, has_bias)
-  if a.device.split(":")[0] == "CUDA" and triton is not None:
+  if prg.devices(a.device)[0].split(":")[0] == "CUDA" and triton is not None:
     fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device)
-    return a.contiguous().custom_kernel(b.contiguous(), c, bias, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad)[2]
-  return a.contiguous().custom_kernel(b.contiguous(), c, bias, fxn=_tinygrad_fxn(M, N, K, *st, has_bias), grad_fxn=grad)[2]
+    c = a.contiguous().custom_kernel(b.contiguous(), c, bias, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad)[2]
+  else:
+    c = a.contiguous().custom_kernel(b.contiguous(), c, bias, fxn=_tinygrad_fxn(M, N, K, *st, has_bias), grad_fxn=grad)[2]
+  return prg.partial_sum(c) if out_axis == "partial" else c
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

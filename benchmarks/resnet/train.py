@@ -126,6 +126,9 @@ def init(cfg: PlatformConfig, args) -> Trainer:
   timer = run_fake_steps(tr, n, with_eval=not args.benchmark_steps)
   restore_state(initial, tr.model, tr.optimizer, tr.scheduler)   # the fake steps trained: RUN starts from the seed's init
   del initial
+  if cfg.knobs.get("KERNELS") == "triton":   # the tiles that ran and what compiling them took, in the run's folder
+    from benchmarks.kernels import program
+    print(program.write_record(RunDir(args.work).kernels), flush=True)
   mlperf.event(C.INIT_STOP)
   init_s = runtime.now() - t0
   print(f"init took {init_s:.1f} s", flush=True)

@@ -41,7 +41,8 @@ def build_record(job: Path, what: str, command: str | None = None, shown: str | 
   """The record of the job folder JOB (named SHOWN in errors), and the result log it describes (the newest, as
   e2e_h200.sh checks it)."""
   shown = shown or str(job)
-  from tooling.verdict.check import FAIL, check_path
+  from tooling.common.judge.check import check_path
+  from tooling.common.judge.findings import FAIL
   import importlib.util
   spec = importlib.util.spec_from_file_location("e2e_summary", Path(__file__).with_name("e2e_summary.py"))
   e2e_summary = importlib.util.module_from_spec(spec); spec.loader.exec_module(e2e_summary)

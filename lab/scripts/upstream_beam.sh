@@ -64,7 +64,7 @@ print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.s
 # what a record of this run names, from the run itself: date, GPU and driver, cores, versions, git sha
 import json, time
 from benchmarks.common.runtime import provenance
-from tooling.launch.sysinfo import NVIDIA_QUERY, Probe, parse_nvidia_csv   # as `tinyperf sysinfo` reads the GPUs
+from tooling.launch.sysinfo_detect import NVIDIA_QUERY, Probe, parse_nvidia_csv   # as `tinyperf sysinfo` reads the GPUs
 gpus = parse_nvidia_csv(Probe().run(["nvidia-smi", f"--query-gpu={NVIDIA_QUERY}", "--format=csv,noheader,nounits"]) or "")
 gpu = {"gpu": gpus[0]["name"], "driver": gpus[0]["driver"]} if gpus else {"gpu": "none (nvidia-smi did not answer)"}
 print("upstream_beam: provenance " + json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **gpu,

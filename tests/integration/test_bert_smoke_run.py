@@ -54,7 +54,7 @@ def kernel_cache(tmp_path_factory) -> str:
 
 
 def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp_path):
-  from tooling.verdict.check import check_path
+  from tooling.common.judge.check import check_path
   _, log, _ = bert_readme_run   # run_and_time.sh with SEED=7: INIT then RUN in one process
   ev = read_events(log)
   keys = [e["key"] for e in ev]

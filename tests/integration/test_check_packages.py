@@ -8,10 +8,10 @@ import pytest
 
 from mllog_builder import make_package
 from tooling.common import mlperf_tools
-from tooling.verdict.check import check_path
-from tooling.verdict.findings import FAIL, WARN
+from tooling.common.judge.check import check_path
+from tooling.common.judge.findings import FAIL, WARN
 from tooling.cli import main as cli
-from tooling.verdict.score import score_path
+from tooling.common.judge.score import score_path
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import readme_flow, sh
 from benchmarks.resnet.spec import SPEC
 from mllog_builder import read_events, relabel_log
-from tooling.verdict.check import check_path
+from tooling.common.judge.check import check_path
 
 pytestmark = pytest.mark.integration
 

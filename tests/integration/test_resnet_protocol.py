@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO
 from mllog_builder import read_events
-from tooling.verdict.check import check_path
+from tooling.common.judge.check import check_path
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ import pytest
 
 from tests.conftest import REPO
 from tooling.common import ledger as L
-from tooling.launch import slurm as S, status as ST
+from tooling.launch import slurm_cluster, slurm_record, status as ST
 from tooling.launch.backends import TRAIN_MODULE_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("engines")]   # one worker: the Slurm docker-runtime test uses the CPU image the container tests build
@@ -93,7 +93,7 @@ def _alive_with(needle: str) -> list[str]:
 
 def _shared(path: Path) -> list[str]:
   # where /tmp is tmpfs (Debian 13's default), the one-node cluster still sees it: say so, as a user would
-  return ["--assume-shared"] if S.mount_of(path)[0] in S.LOCAL_ONLY_FS else []
+  return ["--assume-shared"] if slurm_cluster.mount_of(path)[0] in slurm_cluster.LOCAL_ONLY_FS else []
 
 
 def _check_results(res: Path, n: int):
@@ -202,7 +202,8 @@ def test_a_requeued_task_keeps_its_first_attempt(partition, smoke_data, tmp_path
     first = _wait_for(in_its_run, 600, "run 0 inside its RUN")
     subprocess.run(["scontrol", "requeue", f"{jid}_0"], check=True, timeout=60)
     # a requeued job becomes eligible 2 minutes later (Slurm's own delay): start it now
-    _wait_for(lambda: S.queue(job["job_name"]).get((jid, 0), ("",))[0] == "PENDING", 120, "the task to be queued again")
+    _wait_for(lambda: slurm_cluster.queue(job["job_name"]).get((jid, 0), ("",))[0] == "PENDING", 120,
+              "the task to be queued again")
     subprocess.run(["scontrol", "update", f"JobId={jid}_0", "StartTime=now"], check=True, timeout=60)
     r = tinyperf("status", "--results", res, "--wait", "--poll", "2", timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -264,7 +265,7 @@ def test_a_submission_stopped_after_sbatch_queued_its_job_is_adopted_not_submitt
     _, stderr = p.communicate(timeout=60)
     assert p.returncode == 130 and "Slurm may have queued it" in stderr and "Traceback" not in stderr, stderr
     assert not (work / "slurm.json").exists(), "tinyperf had no job id to record"
-    (kept,) = S.kept_scripts(work)
+    (kept,) = slurm_record.kept_scripts(work)
     # what squeue's %o prints for a batch job: the script path exactly as sbatch was given it
     assert _jobs_running(res) == {jid: {str(kept)}}
 
@@ -273,7 +274,7 @@ def test_a_submission_stopped_after_sbatch_queued_its_job_is_adopted_not_submitt
     assert f"adopted Slurm job {jid} (runs [0], PENDING)" in r.stdout and "nothing to submit" in r.stdout, r.stdout
     (job,) = json.loads((work / "slurm.json").read_text())["jobs"]
     assert (job["job_id"], job["indices"]) == (jid, [0]) and Path(job["script"]).name == f"job_{jid}.sbatch"
-    assert Path(job["script"]).is_file() and not S.kept_scripts(work)
+    assert Path(job["script"]).is_file() and not slurm_record.kept_scripts(work)
     assert list(_jobs_running(res)) == [jid], "one job for the run, the adopted one"
     r = tinyperf("status", "--results", res)
     assert "run 0   pending  task " + f"{jid}_0 PENDING (JobHeldUser" in r.stdout and "WARNING" not in r.stderr, r.stdout + r.stderr

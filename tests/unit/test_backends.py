@@ -1,10 +1,7 @@
-"""Where `tinyperf run` runs: --scheduler and --runtime (and the deprecated --backend, --no-container and
---container-runtime they replace), and the run loop driven through the Backend interface by HostBackend with the
-stand-in trainer (tests/stand_in_train.py)."""
+"""Where `tinyperf run` runs: --scheduler and --runtime, and the run loop driven through the Backend interface by
+HostBackend with the stand-in trainer (tests/stand_in_train.py)."""
 from __future__ import annotations
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,9 +13,6 @@ from tooling.common import ledger as L
 from tooling.common.results_tree import ResultSet
 from tooling.launch.backends import HostBackend, TRAIN_MODULE_ENV
 from tooling.launch.run import LOCAL, launch_mode
-
-
-DEPRECATED = {"--no-container", "--backend", "--container-runtime"}   # each says so on its own line
 
 
 def mode(*flags: str) -> tuple[str, str]:
@@ -42,25 +36,9 @@ def run_cli(tmp_path, *flags: str, capsys) -> tuple[int, str, str]:
   (("--scheduler", "slurm", "--runtime", "pyxis", "--image", "r#tinyperf:nv"), ("slurm", "pyxis")),
   (("--scheduler", "local", "--runtime", "docker", "--image", "tinyperf:cpu"), ("local", "docker")),
 ])
-def test_new_flags(flags, want, capsys):
+def test_flags(flags, want, capsys):
   assert mode(*flags) == want
-  assert capsys.readouterr().err == ""   # no deprecation line for the new spellings
-
-
-@pytest.mark.parametrize("flags, want, new", [
-  (("--no-container",), ("local", "host"), "use --runtime host"),
-  (("--backend", "slurm"), ("slurm", "docker"), "use --scheduler slurm"),
-  (("--backend", "local", "--no-container"), ("local", "host"), "use --scheduler local"),
-  (("--backend", "slurm", "--container-runtime", "none"), ("slurm", "host"), "use --runtime host"),
-  (("--backend", "slurm", "--container-runtime", "pyxis", "--image", "x.sqsh"), ("slurm", "pyxis"), "use --runtime pyxis"),
-  (("--no-container", "--runtime", "host"), ("local", "host"), "use --runtime host"),   # the same thing twice: fine
-])
-def test_old_flags_map_onto_the_new_ones_with_a_deprecation_line(flags, want, new, capsys):
-  assert mode(*flags) == want
-  err = capsys.readouterr().err.splitlines()
-  old = [f for f in flags if f in DEPRECATED]
-  assert sorted(l.split()[2] for l in err) == sorted(old) and all(l.startswith("tinyperf run: --") for l in err), err
-  assert any(new in l for l in err), err
+  assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("flags, needles", [
@@ -69,28 +47,15 @@ def test_old_flags_map_onto_the_new_ones_with_a_deprecation_line(flags, want, ne
   (("--scheduler", "slurm", "--runtime", "pyxis"), ["--image", "enroot import"]),
   (("--scheduler", "slurm", "--only-index", "1"), ["--only-index", "--scheduler slurm"]),
   (("--runtime", "host", "--partition", "gpu"), ["--partition", "--scheduler slurm"]),
-  (("--no-container", "--runtime", "docker"), ["--runtime docker", "--no-container"]),
-  (("--backend", "slurm", "--scheduler", "local"), ["--scheduler local", "--backend slurm"]),
-  (("--backend", "slurm", "--no-container", "--container-runtime", "docker"), ["--no-container", "docker"]),
-  (("--container-runtime", "pyxis", "--image", "x.sqsh"), ["--scheduler slurm"]),
   (("--nexp", "0"), ["--nexp 0"]),      # 0 once meant "the default", and 5 runs started
   (("--nexp", "-2"), ["--nexp -2"]),
 ])
 def test_invalid_combinations_exit_2_with_one_paragraph(flags, needles, tmp_path, capsys):
   code, out, err = run_cli(tmp_path, *flags, capsys=capsys)
-  lines = [l for l in err.splitlines() if l.startswith("tinyperf run: error: ")]   # the rest: one line per old flag
-  assert code == 2 and len(lines) == 1 and len(err.splitlines()) == 1 + len(DEPRECATED & set(flags)), err
+  lines = err.splitlines()
+  assert code == 2 and len(lines) == 1 and lines[0].startswith("tinyperf run: error: "), err
   for n in needles: assert n in lines[0], err
   assert "Traceback" not in err and not (tmp_path / "out").exists()
-
-
-def test_old_backend_flag_still_reaches_slurm(tmp_path, capsys, monkeypatch):
-  """--backend slurm --no-container is still a Slurm submission: here, one without Slurm's commands on PATH."""
-  monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
-  code, _, err = run_cli(tmp_path, "--backend", "slurm", "--no-container", capsys=capsys)
-  assert code == 2 and "sbatch" in err and "--scheduler local" in err, err
-  assert "tinyperf run: --backend slurm" in err and "tinyperf run: --no-container" in err       # the deprecation lines
-  assert not (tmp_path / "out").exists()
 
 
 # ------------------------------------------------------------------------------------------------------ the backends
@@ -140,7 +105,7 @@ def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, mon
 
 def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   """A real launcher (preflight, system record, ledger, check) on the host backend with the stand-in trainer; then the
-  deprecated --no-container on the same results resumes it with the same backend and does only the run left."""
+  same command with --nexp 2 on the same results resumes it with the same backend and does only the run left."""
   from benchmarks.resnet.prep import main as prep_main
   data = tmp_path / "data"
   assert prep_main(["synthetic-imagenet", "--out", str(data), "--classes", "4", "--train-per-class", "1",
@@ -155,9 +120,9 @@ def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   first = capsys.readouterr().out
   assert "resnet on cpu_smoke on this host (--runtime host): 1 runs, 0 already finished, running [0]" in first
   assert "host page cache: " in first and "check: compliant" in first
-  assert cli.main([*base, "--nexp", "2", "--no-container"]) == 0
-  o, e = capsys.readouterr()
-  assert "tinyperf run: --no-container" in e and "2 runs, 1 already finished, running [1]" in o
+  assert cli.main([*base, "--nexp", "2", "--runtime", "host"]) == 0
+  o = capsys.readouterr().out
+  assert "2 runs, 1 already finished, running [1]" in o
   ledger = json.loads((out / "runs/cpu_smoke/resnet/ledger.json").read_text())
   attempts = ledger["attempts"]
   assert ledger["nexp"] == 2   # the set size the last run asked for (tinyperf status reads it)

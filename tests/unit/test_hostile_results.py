@@ -16,10 +16,10 @@ import pytest
 from conftest import REPO
 from mllog_builder import make_package, write_log
 from run_builder import make_runs
-from tooling.verdict.check import check_path
-from tooling.verdict.dir_checks import _hparam_check
-from tooling.verdict.findings import DirReport
-from tooling.verdict.submission_checks import _oversized
+from tooling.common.judge.check import check_path
+from tooling.common.judge.dir_checks import _hparam_check
+from tooling.common.judge.findings import DirReport
+from tooling.common.judge.submission_checks import _oversized
 from tooling.cli import main as cli
 from tooling.common.mllog_reader import read_log
 from tooling.ship.report import throughput_series

@@ -6,9 +6,11 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# bottom first; the folders of one tuple are peers and import none of each other. "tooling" is tooling/cli.py.
+# bottom first; the folders of one tuple are peers and import none of each other. "tooling" is tooling/cli.py. The
+# stages are peers: what two of them share lives in tooling/common.
+STAGES = ("tooling/prep", "tooling/verdict", "tooling/launch", "tooling/ship")
 LAYERS = [("benchmarks/common", "benchmarks/kernels"), ("benchmarks/resnet", "benchmarks/bert"), ("benchmarks",),
-          *((f"tooling/{stage}",) for stage in ("common", "prep", "verdict", "launch", "ship")), ("tooling",),
+          ("tooling/common",), STAGES, ("tooling",),
           ("lab/resnet", "lab/bert"), ("lab",), ("lab/scripts",)]   # the perf lab: above the product, imported by none of it
 RANK = {folder: i for i, layer in enumerate(LAYERS) for folder in layer}
 
@@ -79,22 +81,13 @@ def test_no_import_circles():
     if m not in state and (c := visit(m, [m])): raise AssertionError("import circle: " + " -> ".join(c))
 
 
-STAGES = ("tooling/prep", "tooling/verdict", "tooling/launch", "tooling/ship")
-# the stage-to-stage imports still to cut (issue 44 step 4): the judge and the renderers, which more than one stage uses
-NOT_YET_PEERS = {"tooling/launch/run.py imports tooling.verdict.check", "tooling/ship/package.py imports tooling.prep.compose",
-                 "tooling/ship/package.py imports tooling.prep.render", "tooling/ship/package.py imports tooling.verdict.check",
-                 "tooling/ship/report.py imports tooling.verdict.check", "tooling/ship/report.py imports tooling.verdict.score"}
-
-
 def test_stages_are_peers():
   """A stage package imports no other package of tooling/ but tooling/common: what two stages share lives there; only
   tooling/cli.py, above all, imports every stage (what a stage may take from benchmarks/: the test below)."""
   mods, deps = graph()
-  across = {f"{mods[a]} imports {b}" for a in deps if folder(mods[a]) in STAGES for b in deps[a]
-            if folder(mods[b]).startswith("tooling/") and folder(mods[b]) not in (folder(mods[a]), "tooling/common")}
-  assert not across - NOT_YET_PEERS, "a stage imports another stage (move what they share to tooling/common):\n  " + \
-    "\n  ".join(sorted(across - NOT_YET_PEERS))
-  assert not NOT_YET_PEERS - across, f"cut, so drop them from NOT_YET_PEERS: {sorted(NOT_YET_PEERS - across)}"
+  across = sorted(f"{mods[a]} imports {b}" for a in deps if folder(mods[a]) in STAGES for b in deps[a]
+                  if folder(mods[b]).startswith("tooling/") and folder(mods[b]) not in (folder(mods[a]), "tooling/common"))
+  assert not across, "a stage imports another stage (move what they share to tooling/common):\n  " + "\n  ".join(across)
 
 
 def test_tooling_meets_the_benchmarks_at_their_interfaces():

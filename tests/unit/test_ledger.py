@@ -109,18 +109,13 @@ def test_restore_command_for_a_changed_result_is_pasteable_with_a_space_in_the_p
   assert kind == "changed" and f"`cp '{log}' '{res}'`" in msg, msg
 
 
-def test_paths_are_stored_relative_and_old_container_paths_are_rebased(tmp_path):
+def test_paths_are_stored_relative(tmp_path):
   res = tmp_path / "results" / "sys1" / "resnet" / "result_0.txt"
   path = _ledger(tmp_path, [L.Attempt(index=0, seed=3, status=L.DONE, result=str(res),
                                       output=str(tmp_path / "runs" / "sys1" / "resnet" / "run_0_3" / "output.log"))])
   raw = json.loads(path.read_text())["attempts"][0]
   assert raw["result"] == "results/sys1/resnet/result_0.txt" and raw["output"] == "runs/sys1/resnet/run_0_3/output.log"
   assert L.Ledger(path).latest(0).result == str(res)
-  # a ledger written by an older tinyperf inside a compose service: absolute /results/... paths
-  raw.update(result="/results/results/sys1/resnet/result_0.txt", output="/results/runs/sys1/resnet/run_0_3/output.log")
-  path.write_text(json.dumps({"format": "tinyperf-ledger-v1", "attempts": [raw]}))
-  att = L.Ledger(path).latest(0)
-  assert att.result == str(res) and att.output == str(tmp_path / "runs/sys1/resnet/run_0_3/output.log")
 
 
 def test_a_dangling_symlink_result_is_refused_before_the_run(tmp_path):

@@ -6,9 +6,9 @@ import pytest
 
 from conftest import shared_dir
 from tooling.common import mlperf_tools
-from tooling.verdict.check import check_path
-from tooling.verdict.findings import FAIL
-from tooling.verdict.score import score_path
+from tooling.common.judge.check import check_path
+from tooling.common.judge.findings import FAIL
+from tooling.common.judge.score import score_path
 
 STATUS_ERROR = "Field status contains a non valid value: available"
 

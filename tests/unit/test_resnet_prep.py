@@ -16,6 +16,7 @@ from PIL import Image
 
 from benchmarks.resnet import data as D
 from benchmarks.resnet import prep as P
+from benchmarks.resnet.imagenet_archives import ARCHIVES, URL_BASE, Archive
 from fake_imagenet import ROOT, FileServer, make_fake_ilsvrc
 
 
@@ -181,9 +182,9 @@ def test_unwritable_out_is_a_clear_error(tmp_path, monkeypatch, capsys):
 
 
 def test_real_archive_table():
-  assert P.ARCHIVES["train"] == P.Archive("ILSVRC2012_img_train.tar", 147897477120, "1d675b47d978889d74fa0da5fadfb00e")
-  assert P.ARCHIVES["val"] == P.Archive("ILSVRC2012_img_val.tar", 6744924160, "29b22e2961454d5413ddabcf34fc5622")
-  assert P.URL_BASE == "https://image-net.org/data/ILSVRC/2012/"
+  assert ARCHIVES["train"] == Archive("ILSVRC2012_img_train.tar", 147897477120, "1d675b47d978889d74fa0da5fadfb00e")
+  assert ARCHIVES["val"] == Archive("ILSVRC2012_img_val.tar", 6744924160, "29b22e2961454d5413ddabcf34fc5622")
+  assert URL_BASE == "https://image-net.org/data/ILSVRC/2012/"
 
 
 # -------------------------------------------------------------------------------------------------------------- verify

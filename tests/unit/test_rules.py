@@ -16,7 +16,7 @@ from benchmarks.common.config import ConfigError
 from benchmarks.registry import BENCHMARKS, load_config
 from benchmarks.common.io import InputError
 from tests.conftest import REPO
-from tooling.verdict import dir_checks, findings
+from tooling.common.judge import dir_checks, findings
 from tooling.launch import run
 from tooling.common.submission_tree import choose_ruleset
 

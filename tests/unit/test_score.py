@@ -7,7 +7,7 @@ import pytest
 from mllog_builder import make_package, write_log
 from tooling.cli import main as cli
 from tooling.common.mllog_reader import read_log
-from tooling.verdict.score import olympic_mean, score_path, time_to_train_minutes
+from tooling.common.judge.score import olympic_mean, score_path, time_to_train_minutes
 
 
 def test_olympic_mean_drops_fastest_and_slowest():

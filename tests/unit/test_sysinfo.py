@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO
 from tooling.common import mlperf_tools
-from tooling.launch import sysinfo
+from tooling.launch import sysinfo, sysinfo_detect
 from tooling.launch.run import this_scheduler
 from tooling.common import results_tree as T
 from tooling.common.errors import UserError
@@ -20,7 +20,7 @@ H200 = FIX / "h200x2"
 CACHE = "/sys/devices/system/cpu/cpu0/cache"
 
 
-class RecordedProbe(sysinfo.Probe):
+class RecordedProbe(sysinfo_detect.Probe):
   """A machine made of recorded outputs: files, commands (by argv), environment and package versions."""
   def __init__(self, files=None, commands=None, env=None, versions=None):
     self.files, self.commands = dict(files or {}), dict(commands or {})
@@ -34,7 +34,7 @@ class RecordedProbe(sysinfo.Probe):
   def vcs_commit(self, dist): return None
 
 
-def nvidia_cmd(): return ("nvidia-smi", f"--query-gpu={sysinfo.NVIDIA_QUERY}", "--format=csv,noheader,nounits")
+def nvidia_cmd(): return ("nvidia-smi", f"--query-gpu={sysinfo_detect.NVIDIA_QUERY}", "--format=csv,noheader,nounits")
 
 
 def h200_probe(**env) -> RecordedProbe:
@@ -63,7 +63,7 @@ def cpuinfo(sockets: int, cores: int, threads: int, model: str) -> str:
 
 
 def test_h200_recording():
-  f, notes = sysinfo.detect(h200_probe(CUDA_VERSION="12.4.1", TINYPERF_BASE_DIGEST="sha256:" + "ab" * 32))
+  f, notes = sysinfo_detect.detect(h200_probe(CUDA_VERSION="12.4.1", TINYPERF_BASE_DIGEST="sha256:" + "ab" * 32))
   assert (f["host_processors_per_node"], f["host_processor_model_name"]) == ("1", "Intel(R) Xeon(R) Processor")
   assert (f["host_processor_core_count"], f["host_processor_vcpu_count"]) == ("32", "32")
   assert f["host_processor_frequency"] == "2100 MHz"            # no cpufreq on this VM: /proc/cpuinfo's clock
@@ -83,29 +83,29 @@ def test_h200_recording():
 
 
 def test_cuda_version_falls_back_to_the_driver_banner():
-  f, _ = sysinfo.detect(h200_probe())
+  f, _ = sysinfo_detect.detect(h200_probe())
   s = f["other_software_stack"]
   assert s["CUDA"].startswith("13.0 (highest the driver supports") and s["base_image_digest"].startswith("none")
 
 
 def test_nvidia_csv_with_units_and_header_parses_the_same():
-  plain = sysinfo.parse_nvidia_csv((H200 / "nvidia-smi-query.csv").read_text())
-  units = sysinfo.parse_nvidia_csv((H200 / "nvidia-smi-query-units.csv").read_text())
+  plain = sysinfo_detect.parse_nvidia_csv((H200 / "nvidia-smi-query.csv").read_text())
+  units = sysinfo_detect.parse_nvidia_csv((H200 / "nvidia-smi-query-units.csv").read_text())
   assert plain == units and [g["index"] for g in plain] == [0, 1] and plain[1]["bus_id"] == "00000000:00:07.0"
 
 
 def test_topology_pcie_only():
   text = "\tGPU0\tGPU1\tGPU2\tCPU Affinity\nGPU0\t X \tPHB\tSYS\t0-15\nGPU1\tPHB\t X \tSYS\t0-15\nGPU2\tSYS\tSYS\t X \t16-31\n"
-  assert sysinfo.parse_nvidia_topology(text) == "PCIe (PHB, SYS)"
-  assert sysinfo.parse_nvidia_topology("garbage") == ""
+  assert sysinfo_detect.parse_nvidia_topology(text) == "PCIe (PHB, SYS)"
+  assert sysinfo_detect.parse_nvidia_topology("garbage") == ""
 
 
 def test_rocm_mi300x_two_sockets():
   p = RecordedProbe(files={"/proc/cpuinfo": cpuinfo(2, 32, 2, "AMD EPYC 9354 32-Core Processor"),
                            "/proc/meminfo": "MemTotal:       2374000000 kB\n",
                            "/opt/rocm/.info/version": "6.1.2-119\n"},
-                    commands={("rocm-smi", *sysinfo.ROCM_ARGS): (FIX / "rocm-smi-mi300x.json").read_text()})
-  f, notes = sysinfo.detect(p)
+                    commands={("rocm-smi", *sysinfo_detect.ROCM_ARGS): (FIX / "rocm-smi-mi300x.json").read_text()})
+  f, notes = sysinfo_detect.detect(p)
   assert (f["host_processors_per_node"], f["host_processor_core_count"], f["host_processor_vcpu_count"]) == ("2", "32", "64")
   assert f["host_processor_model_name"] == "AMD EPYC 9354 32-Core Processor"
   assert (f["accelerators_per_node"], f["accelerator_model_name"]) == ("8", "AMD Instinct MI300X OAM")
@@ -116,17 +116,17 @@ def test_rocm_mi300x_two_sockets():
 
 
 def test_no_accelerator():
-  f, notes = sysinfo.detect(RecordedProbe(files={"/proc/cpuinfo": cpuinfo(1, 4, 1, "Some CPU")}))
+  f, notes = sysinfo_detect.detect(RecordedProbe(files={"/proc/cpuinfo": cpuinfo(1, 4, 1, "Some CPU")}))
   assert (f["accelerators_per_node"], f["accelerator_model_name"]) == ("0", "none (CPU only)")
   assert (f["host_processor_core_count"], f["host_processor_vcpu_count"]) == ("4", "4")
   assert "operating_system" not in f and any("no accelerator" in n for n in notes)
 
 
 def test_rocm_json_variants():
-  cards, driver = sysinfo.parse_rocm_json('{"card1": {"Card Series": "Radeon RX 7900 XTX", "VRAM Total Memory (B)": '
-                                          '"25753026560", "Driver version": "6.1.3"}, "card0": {"Card SKU": "X"}}')
+  cards, driver = sysinfo_detect.parse_rocm_json('{"card1": {"Card Series": "Radeon RX 7900 XTX", "VRAM Total Memory '
+                                                 '(B)": "25753026560", "Driver version": "6.1.3"}, "card0": {"Card SKU": "X"}}')
   assert [c["index"] for c in cards] == [0, 1] and cards[1]["name"] == "Radeon RX 7900 XTX" and driver == "6.1.3"
-  assert sysinfo.parse_rocm_json("not json") == ([], None)
+  assert sysinfo_detect.parse_rocm_json("not json") == ([], None)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ other_software_stack:
 
 @pytest.fixture
 def recorded(monkeypatch):
-  monkeypatch.setattr(sysinfo, "Probe", lambda: h200_probe(TINYPERF_BASE_DIGEST="sha256:" + "cd" * 32))
+  monkeypatch.setattr(sysinfo_detect, "Probe", lambda: h200_probe(TINYPERF_BASE_DIGEST="sha256:" + "cd" * 32))
 
 
 def run(capsys, *argv):
@@ -264,7 +264,7 @@ IMAGE = "tinyperf:nv sha256:" + "ef" * 32
 def test_layers_base_then_detection_then_overrides():
   """The repository's systems JSON supplies what no machine can tell; what detection finds replaces it; overrides win."""
   base = json.loads((REPO / "systems" / "tinybox_green.json").read_text())
-  f, notes = sysinfo.detect(h200_probe(TINYPERF_IMAGE=IMAGE, TINYPERF_BASE_DIGEST="sha256:" + "ab" * 32))
+  f, notes = sysinfo_detect.detect(h200_probe(TINYPERF_IMAGE=IMAGE, TINYPERF_BASE_DIGEST="sha256:" + "ab" * 32))
   data = sysinfo.merge(f, {"cooling": "liquid", "other_software_stack": {"notes": "x"}}, "tinybox_green", notes, base)
   assert list(data)[:len(sysinfo.FIELDS)] == list(sysinfo.FIELDS)
   for k in ("submitter", "status", "system_name", "host_storage_type"): assert data[k] == base[k] != ""
@@ -290,7 +290,7 @@ def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
   from benchmarks.registry import load_config
   cfg = load_config("resnet", "cpu_smoke", environ={})
   base = json.loads((REPO / "systems" / "cpu_smoke.json").read_text())
-  f, notes = sysinfo.detect(cpu_probe())
+  f, notes = sysinfo_detect.detect(cpu_probe())
   data = sysinfo.run_description(cfg, f, notes, {"host_storage_type": "scratch SSD"}, tmp_path / "o.yaml", tmp_path / "R",
                                  this_scheduler())
   assert (data["submitter"], data["status"], data["division"]) == (base["submitter"], base["status"], cfg["division"])
@@ -303,7 +303,7 @@ def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
 def test_run_description_names_the_overrides_file_and_the_allowed_values(tmp_path):
   from benchmarks.registry import load_config
   from tooling.common.errors import UserError
-  f, notes = sysinfo.detect(cpu_probe())
+  f, notes = sysinfo_detect.detect(cpu_probe())
   with pytest.raises(UserError) as e:
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), f, notes, {"status": "onprem"},
                             tmp_path / "mine.yaml", tmp_path / "R", this_scheduler())
@@ -346,7 +346,7 @@ def test_a_slurm_task_without_an_overrides_file_names_the_resubmission(monkeypat
   have no file, so the fix is the submitting command again with the file added."""
   from benchmarks.registry import load_config
   for k, v in TASK.items(): monkeypatch.setenv(k, v)
-  f, notes = sysinfo.detect(cpu_probe())
+  f, notes = sysinfo_detect.detect(cpu_probe())
   broken = {**f, "operating_system": ""}      # what the systems JSON cannot lack, missing
   with pytest.raises(UserError) as e:
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), broken, notes, {"status": ""}, None,
@@ -357,7 +357,7 @@ def test_a_slurm_task_without_an_overrides_file_names_the_resubmission(monkeypat
 
 
 def test_record_run_system_never_replaces_a_different_description(tmp_path, capsys):
-  f, notes = sysinfo.detect(cpu_probe())
+  f, notes = sysinfo_detect.detect(cpu_probe())
   data = sysinfo.merge(f, {}, "cpu_smoke", notes, json.loads((REPO / "systems" / "cpu_smoke.json").read_text()))
   R = tmp_path / "R"
   first = sysinfo.record_run_system(R, "cpu_smoke", data, this_scheduler())
@@ -366,7 +366,7 @@ def test_record_run_system_never_replaces_a_different_description(tmp_path, caps
   before = first.read_bytes()
   assert sysinfo.record_run_system(R, "cpu_smoke", json.loads(json.dumps(data)), this_scheduler()) == first   # the same machine
   assert "unchanged" in capsys.readouterr().out and not T.variants_dir(R).exists()
-  f2, notes2 = sysinfo.detect(cpu_probe(TINYPERF_KERNEL="6.9.1"))                           # a reboot into a new kernel
+  f2, notes2 = sysinfo_detect.detect(cpu_probe(TINYPERF_KERNEL="6.9.1"))                    # a reboot into a new kernel
   newer = sysinfo.merge(f2, {}, "cpu_smoke", notes2, json.loads((REPO / "systems" / "cpu_smoke.json").read_text()))
   v1 = sysinfo.record_run_system(R, "cpu_smoke", newer, this_scheduler())
   v2 = sysinfo.record_run_system(R, "cpu_smoke", {**newer, "cooling": "water"}, this_scheduler())

@@ -1,2 +1,2 @@
-"""What every stage reads through: errors, bounded file and log reading, the results and submission trees, the
-mlperf_logging tools, the docker SDK. Imports no other stage."""
+"""What two or more stages share: errors, bounded file and log reading, the results and submission trees, the ledger,
+the judge (judge/), the rendered scripts and compose.yaml, the mlperf_logging tools, the docker SDK. Imports no stage."""

@@ -19,7 +19,7 @@ from pathlib import Path
 from tooling.common.errors import UserError
 
 LABEL = "io.tinyperf"
-# In a compose service (tooling/prep/compose.py writes both): "TARGET=VAR ..." for its bind mounts, and
+# In a compose service (tooling/common/compose_file.py writes both): "TARGET=VAR ..." for its bind mounts, and
 # TINYPERF_HOST_<VAR>, the host directory behind each, so that a message names the path the user can open
 MOUNTS_ENV = "TINYPERF_MOUNTS"
 SERVICE_ENV = "TINYPERF_COMPOSE_SERVICE"   # the compose service this container runs (compose.py sets it)

@@ -12,8 +12,7 @@ launcher tells a live claim from a dead one by trying to take it, with no PID or
 attempt is settled by the next launcher: `done` when the run's own MLPerf log finished (run_stop), else `interrupted`.
 
 Paths are stored relative to the results root (R in R/runs/<system>/<bm>/ledger.json) and made absolute on read, so a
-ledger written inside a container (results at /results) reads right on the host. Older ledgers with absolute paths
-that do not exist here are rebased onto this root by their results/... or runs/... tail."""
+ledger written inside a container (results at /results) reads right on the host."""
 from __future__ import annotations
 import errno
 import fcntl
@@ -112,7 +111,7 @@ def launcher() -> dict:
 
 def who(att: Attempt) -> str:
   o = att.owner
-  return f"launcher pid {o.get('pid')} on {o.get('host')}" if o else "a launcher that recorded no owner (older tinyperf)"
+  return f"launcher pid {o.get('pid')} on {o.get('host')}" if o else "a launcher that recorded no owner (a hand-made ledger)"
 
 
 class Claim:
@@ -185,7 +184,7 @@ class Ledger:
     self.set = T.ResultSet.of_runs_dir(self.path.parent)   # R, system and benchmark, from where the ledger lies
     self.root = self.set.root
     self.attempts: list[Attempt] = []
-    self.nexp = 0   # the set size the last `tinyperf run` asked for (0: not recorded, an older ledger)
+    self.nexp = 0   # the set size the last `tinyperf run` asked for (0: no `tinyperf run` recorded one yet)
     if os.path.lexists(self.path):   # a dangling link too: read_text names it
       text = safe_read.read_text(self.path, MAX_LEDGER_BYTES, "run ledger")   # a directory, a FIFO, /dev/zero: refused
       try:
@@ -212,14 +211,6 @@ class Ledger:
     otherwise have `run` write its copy, or `status` read, wherever it points)."""
     path, want = Path(p), self._expected(att, key)
     if not path.is_absolute(): path = self.root / path
-    else:
-      # written by an older tinyperf, maybe on another mount (a container's /results): its results/<sys>/<bm>/... or
-      # runs/<sys>/<bm>/... tail, on this root
-      parts, sysbm = path.parts, (self.set.system, self.set.benchmark)
-      for k in range(len(parts) - 3, -1, -1):
-        if parts[k] in (T.RESULTS, T.RUNS) and parts[k + 1:k + 3] == sysbm:
-          path = self.root.joinpath(*parts[k:])
-          break
     if Path(os.path.normpath(path)) != want:
       raise ValueError(f"run {att.index} (seed {att.seed}): its {key} {p!r:.200} is not {want}, where `tinyperf run` "
                        f"writes it")
@@ -280,7 +271,7 @@ class Ledger:
     this process's lock on the file."""
     if att.owner.get("id") == launcher()["id"]: return True
     try: f = open(self.run_dir(att).path / CLAIM, "rb")
-    except FileNotFoundError: return False           # no claim (older tinyperf, or a deleted run directory)
+    except FileNotFoundError: return False           # no claim (a deleted run directory)
     except OSError: return True                      # cannot tell: never take over a run that may be alive
     with f:
       try: fcntl.lockf(f, fcntl.LOCK_SH | fcntl.LOCK_NB)

@@ -46,23 +46,21 @@ def slurm_script_name(job: str) -> str: return f"job_{job}.sbatch"
 # A task Slurm requeues (`scontrol requeue`, a node failure) runs again under the same job id and index: its output is
 # appended to (the script's --open-mode=append; each attempt starts with a line naming its SLURM_RESTART_COUNT), and each
 # attempt writes an exit record of its own, named by that count, so no attempt's output or exit status replaces an
-# earlier one's. Scripts written before kept one exit record per task (restart None), which a requeue replaced.
+# earlier one's.
 SLURM_EXIT_RESTART = "restart{}"
 def slurm_task_name(job: str, index, ext: str, restart=None) -> str:
-  """A Slurm array task's output (ext "out", written by Slurm) or exit record ("exit", by the batch script; restart:
-  the attempt's SLURM_RESTART_COUNT, None for the single record of older scripts). job, index and restart may be what
+  """A Slurm array task's output (ext "out", written by Slurm, restart None: one file every attempt appends to) or exit
+  record ("exit", by the batch script; restart: the attempt's SLURM_RESTART_COUNT). job, index and restart may be what
   sbatch (%A, %a) or the script (${SLURM_ARRAY_JOB_ID}, ...) expands."""
   return f"job_{job}_{index}.{ext}" if restart is None else f"job_{job}_{index}.{SLURM_EXIT_RESTART.format(restart)}.{ext}"
 def slurm_task_file(run_root_dir: Path, files: str | None, job: str, index: int, ext: str, restart=None) -> Path:
   return slurm_files_dir(run_root_dir, files) / slurm_task_name(job, index, ext, restart)
-def slurm_exit_records(run_root_dir: Path, files: str | None, job: str, index: int) -> dict[int | None, Path]:
-  """Every exit record one task left: restart count -> file, and None -> the single record of an older script."""
+def slurm_exit_records(run_root_dir: Path, files: str | None, job: str, index: int) -> dict[int, Path]:
+  """Every exit record one task left: restart count -> file."""
   d, found = slurm_files_dir(run_root_dir, files), {}
   name = re.compile(re.escape(slurm_task_name(job, index, "exit", "@")).replace("@", r"(\d+)", 1))
   for p in d.glob(slurm_task_name(job, index, "exit", "*")):
     if m := name.fullmatch(p.name): found[int(m[1])] = p
-  legacy = d / slurm_task_name(job, index, "exit")
-  if legacy.is_file(): found[None] = legacy
   return found
 def systems_json(root: Path, system: str) -> Path: return root / SYSTEMS / f"{system}.json"
 def variants_dir(root: Path) -> Path: return root / SYSTEMS / "variants"

@@ -161,8 +161,8 @@ class HostBackend:
             {**{k: os.environ.get(k) for k in L.IMAGE_ENV}, L.CODE_TREE: image_code().get("code_tree")})
 
   def detect_system(self) -> tuple[dict, list[str]]:
-    from tooling.launch import sysinfo
-    return sysinfo.detect()
+    from tooling.launch import sysinfo_detect
+    return sysinfo_detect.detect()
 
   def drop_page_cache(self) -> str: return drop_host_page_cache(self.cfg, self.data)   # INIT logs the method instead of dropping again
 

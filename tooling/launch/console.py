@@ -9,7 +9,8 @@ from collections import deque
 
 # lines of the training entrypoints worth a person's eye (benchmarks/*/train.py print them)
 MILESTONE = re.compile(r"^(init took|RUN \(timed\)|epoch \d+: eval|eval at step|target reached|target .* not reached|RUN ABORTED|"
-                       r"training failed|override from environment|resumed from|INIT stopped|error:|still working:)")
+                       r"training failed|override from environment|resumed from|INIT stopped|error:|still working:|"
+                       r"kernels: \d+ compiled)")
 TAIL_LINES = 25
 QUIET_S = 9.0   # no silence over 10 s: a run that prints only what is not a milestone gets a line after this long
 

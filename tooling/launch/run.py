@@ -67,10 +67,6 @@ def add_arguments(p: argparse.ArgumentParser):
                       "Python on this machine (on each node with --scheduler slurm: the same checkout and venv path); "
                       "pyxis (--scheduler slurm only): srun --container-image=IMAGE, needs --image (a registry "
                       "reference or a .sqsh file)")
-  # the spellings before --scheduler/--runtime, kept for one release: launch_mode() maps them and says the new one
-  p.add_argument("--backend", choices=tuple(SCHEDULERS), dest="old_backend", help=argparse.SUPPRESS)
-  p.add_argument("--no-container", action="store_true", help=argparse.SUPPRESS)
-  p.add_argument("--container-runtime", choices=("docker", "pyxis", "none"), help=argparse.SUPPRESS)
   p.add_argument("--only-index", type=int, metavar="I",
                  help="do only run I of the N (what each Slurm array task runs); skipped if already finished")
   slurm.add_run_arguments(p)
@@ -112,25 +108,8 @@ def this_scheduler() -> Scheduler:
 
 
 def launch_mode(args) -> tuple[str, str]:
-  """(scheduler, runtime) from --scheduler/--runtime, or from the deprecated --backend, --no-container and
-  --container-runtime (one line on stderr names the new spelling); contradicting or impossible combinations: UserError."""
-  said: dict[str, tuple[str, str]] = {}   # new flag -> (its value, the spelling that gave it)
-  def give(flag: str, value: str, spelling: str):
-    if flag in said and said[flag][0] != value:
-      raise UserError(f"{said[flag][1]} and {spelling} contradict each other; pass {flag} alone. Nothing was run.")
-    said.setdefault(flag, (value, spelling))
-  if args.scheduler: give("--scheduler", args.scheduler, f"--scheduler {args.scheduler}")
-  if args.runtime: give("--runtime", args.runtime, f"--runtime {args.runtime}")
-  old = [("--scheduler", args.old_backend, f"--backend {args.old_backend}")] if args.old_backend else []
-  if args.container_runtime:
-    old.append(("--runtime", "host" if args.container_runtime == "none" else args.container_runtime,
-                f"--container-runtime {args.container_runtime}"))
-  if args.no_container: old.append(("--runtime", "host", "--no-container"))
-  for flag, value, spelling in old:
-    print(f"tinyperf run: {spelling} is deprecated and goes away in the next release; use {flag} {value}",
-          file=sys.stderr)
-    give(flag, value, spelling)
-  scheduler, runtime = said.get("--scheduler", ("local",))[0], said.get("--runtime", ("docker",))[0]
+  """(scheduler, runtime) from --scheduler/--runtime and their defaults; impossible combinations: UserError."""
+  scheduler, runtime = args.scheduler or "local", args.runtime or "docker"
   if scheduler == "local":
     slurm.check_local_args(args)
     if runtime == "pyxis":
@@ -164,7 +143,7 @@ def _org(name: str) -> str:
 def check_log(log: Path) -> tuple[bool | None, str]:
   """Compliance of one finished log with the real checker (+ our extra checks). Returns (accepted, one-line summary);
   accepted is None when a checker crashed: no verdict is recorded, `tinyperf check` can be rerun on the result."""
-  from tooling.verdict.check import check_path
+  from tooling.common.judge.check import check_path
   from tooling.common.errors import ToolError
   try: report = check_path(log)
   except ToolError as e: return None, f"not checked ({e})"

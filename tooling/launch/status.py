@@ -22,7 +22,8 @@ from pathlib import Path
 from tooling.common.container import compose_run
 from tooling.common import ledger as L
 from tooling.common import results_tree as T
-from tooling.launch import slurm
+from tooling.launch import slurm, slurm_cluster, slurm_record, slurm_script
+from tooling.launch.slurm_cluster import QUEUED, RUNNING
 from benchmarks.common.io import require_dir_possible
 from tooling.common.errors import UserError
 
@@ -57,8 +58,8 @@ def add_arguments(p: argparse.ArgumentParser):
 def result_sets(results: Path) -> list[Path]:
   """R/runs/<system>/<benchmark> directories with a ledger or a Slurm record."""
   require_dir_possible(results, "--results")
-  # a first submission stopped while sbatch ran has left only its kept script (slurm.kept_scripts)
-  sets = sorted({*T.run_roots(results), *(w for w in (results / T.RUNS).glob("*/*") if slurm.kept_scripts(w))})
+  # a first submission stopped while sbatch ran has left only its kept script (slurm_record.kept_scripts)
+  sets = sorted({*T.run_roots(results), *(w for w in (results / T.RUNS).glob("*/*") if slurm_record.kept_scripts(w))})
   if not sets:
     raise UserError(f"{results / T.RUNS}: no result sets ({T.RUNS}/<system>/<benchmark>/{T.LEDGER} or "
                     f"{T.SLURM_RECORD}). Pass the --results directory that `tinyperf run` wrote to.")
@@ -81,10 +82,10 @@ def _ended_task(work: Path, job: dict, index: int, att: L.Attempt | None, tasks:
   jid = str(job["job_id"])
   task, out = f"{jid}_{index}", T.slurm_task_file(work, job.get("files"), jid, index, "out")
   # a task Slurm requeued ran more than once: its last attempt is the highest restart count that started (its output's
-  # start lines) or left an exit record; a script from before per-attempt records left one record (None), no count
+  # start lines) or left an exit record
   exits = T.slurm_exit_records(work, job.get("files"), jid, index)
-  last = max([r for r in exits if r is not None] + slurm.task_restarts(out), default=None)
-  exit_file = exits.get(last) if last is not None else exits.get(None)
+  last = max([*exits, *slurm_script.task_restarts(out)], default=None)
+  exit_file = exits.get(last) if last is not None else None
   at = requeued = ""
   if last:
     at = f" at restart {last}"
@@ -107,9 +108,9 @@ def _ended_task(work: Path, job: dict, index: int, att: L.Attempt | None, tasks:
 
 
 def set_states(work: Path, tasks: dict | None) -> dict:
-  """The state of every run of one result set. `tasks` is slurm.queue()'s answer, read before the ledger is (None when
-  Slurm could not be asked)."""
-  rec = slurm.load_record(work)
+  """The state of every run of one result set. `tasks` is slurm_cluster.queue()'s answer, read before the ledger is
+  (None when Slurm could not be asked)."""
+  rec = slurm_record.load_record(work)
   led = L.Ledger(work / T.LEDGER)
   jobs = rec["jobs"]
   nexp = max([j["spec"]["nexp"] for j in jobs] + [a.index + 1 for a in led.attempts] + [led.nexp])
@@ -135,15 +136,15 @@ def set_states(work: Path, tasks: dict | None) -> dict:
       # the launcher records done before it copies the result: while the attempt's task still runs, it is copying
       # (a `status --wait` that stopped here reported a broken run that was seconds from done)
       if (kind == "copy" and job and tasks and key in tasks and att.slurm.get("job") == r["job"]
-          and tasks[key][0] in slurm.RUNNING - {"COMPLETING"}):
+          and tasks[key][0] in RUNNING - {"COMPLETING"}):
         r["state"], r["detail"] = "running", f"task {r['job']} finished its run (seed {att.seed}) and is writing its result"
         r.pop("problem"); r["result"] = None     # not there yet: status names a result only where one is
-    elif job and tasks is not None and key in tasks and tasks[key][0] in slurm.QUEUED | slurm.RUNNING:
+    elif job and tasks is not None and key in tasks and tasks[key][0] in QUEUED | RUNNING:
       state, where = tasks[key]
-      r["state"] = "pending" if state in slurm.QUEUED else "running"
+      r["state"] = "pending" if state in QUEUED else "running"
       ours = att is not None and att.slurm.get("job") == r["job"]  # the task has started its run (and drawn its seed)
-      if state in slurm.QUEUED: r["reason"] = where
-      r["detail"] = (f"task {r['job']} {state} ({_why_pending(where, [r['job']])})" if state in slurm.QUEUED else
+      if state in QUEUED: r["reason"] = where
+      r["detail"] = (f"task {r['job']} {state} ({_why_pending(where, [r['job']])})" if state in QUEUED else
                      f"task {r['job']} {state} on {where}" + (f", seed {att.seed}" if ours else ""))
     elif local_after_job:  # run by a local `tinyperf run`, after any Slurm job of this index (--wait does not wait for it)
       alive, svc = led.alive(att), att.owner.get("compose_service")
@@ -170,13 +171,13 @@ def set_states(work: Path, tasks: dict | None) -> dict:
 def collect(results: Path) -> tuple[list[dict], list[str]]:
   states, warnings = [], []
   for work in result_sets(results):
-    rec, tasks = slurm.load_record(work), {}
-    for kept in slurm.kept_scripts(work):   # its job's runs show as missing, or as a stale attempt's, until recorded
+    rec, tasks = slurm_record.load_record(work), {}
+    for kept in slurm_record.kept_scripts(work):   # its job's runs show as missing, or as a stale attempt's, until recorded
       warnings.append(f"{kept}: a submission was stopped while sbatch ran, and Slurm may have queued a job from this "
                       f"script that no record names yet. Rerun that `tinyperf run ... --scheduler slurm` command: it "
                       f"records the job squeue lists with this command (%o), or submits the runs if there is none")
     if rec["jobs"]:
-      try: tasks = slurm.queue(rec["jobs"][-1]["job_name"])
+      try: tasks = slurm_cluster.queue(rec["jobs"][-1]["job_name"])
       except UserError as e:
         tasks = None
         warnings.append(f"{work}: cannot ask Slurm ({e}); the state of its unfinished runs is unknown")
@@ -225,7 +226,7 @@ def main(args) -> int:
   results = args.results = args.results or T.default_root()
   if args.resume:
     for work in result_sets(results):
-      if not slurm.load_record(work)["jobs"]:
+      if not slurm_record.load_record(work)["jobs"]:
         print(f"{work}: not a Slurm set; rerun its `tinyperf run` command to redo unfinished runs")
         continue
       slurm.resubmit(work)
@@ -255,4 +256,4 @@ def main(args) -> int:
     if any(not st["compose_service"] for st in local):
       print("Rerun the same `tinyperf run` command to redo the failed runs of a local set (finished runs are kept).")
   # a kept script's job may still run unrecorded: not every run is known to be done
-  return 1 if left or any(slurm.kept_scripts(Path(st["work"])) for st in states) else 0
+  return 1 if left or any(slurm_record.kept_scripts(Path(st["work"])) for st in states) else 0

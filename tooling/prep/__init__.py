@@ -1,2 +1,1 @@
-"""Before a run: the data check, the images, the rendered implementation files and compose services. Imports
-tooling.common only."""
+"""Before a run: the data check, the images, `tinyperf render` and `tinyperf compose`. Imports tooling.common only."""

@@ -1,1 +1,1 @@
-"""The submission: `tinyperf package` (assemble, check, pack, verify). Imports the stages below it."""
+"""The submission: `tinyperf package` (assemble, check, pack, verify) and `tinyperf report`. Imports tooling.common only."""

@@ -15,15 +15,17 @@ from pathlib import Path, PurePosixPath
 
 from benchmarks.common.config import ROOT
 from benchmarks.common.runtime import image_code
+from benchmarks.registry import BENCHMARKS
 from tooling.common import ledger as L
 from tooling.common.errors import UserError
 from tooling.common.safe_read import iter_lines
 from tooling.ship.selection import BenchSelection
 
-# What a packaged implementation holds, relative to the repository root. benchmarks/<bm>/ is added per benchmark, and
-# of its implementations/ only the packaged platform (config.yaml plus freshly rendered scripts).
-CODE_DIRS = ("benchmarks/common", "tooling", "docker")
-CODE_FILES = ("benchmarks/__init__.py",)
+# What a packaged implementation holds, relative to the repository root: all of benchmarks/ but the other benchmarks'
+# packages, of which the registry (benchmarks/registry.py) needs only each spec; of implementations/ only the packaged
+# platform (config.yaml plus freshly rendered scripts).
+CODE_DIRS = ("benchmarks", "tooling", "docker")
+OTHER_BENCHMARK_FILES = ("__init__.py", "spec.py")
 TOP_GLOBS = ("pyproject.toml", "requirements*.lock", "images.lock.json", "Dockerfile*", "compose.yaml", "LICENSE*")
 SKIP_DIRS = {"__pycache__", "tests", "implementations"}
 SKIP_SUFFIXES = (".pyc", ".pyo", ".egg-info")
@@ -83,9 +85,10 @@ def _wanted(rel: PurePosixPath) -> bool:
 def selected(rel: str, benchmark: str) -> bool:
   """Whether the repository file `rel` (POSIX, relative to the root) belongs to a packaged implementation of benchmark."""
   p = PurePosixPath(rel)
-  if rel in CODE_FILES: return True
   if len(p.parts) == 1: return not p.name.startswith(".") and any(fnmatchcase(p.name, g) for g in TOP_GLOBS)
-  return any(rel.startswith(d + "/") for d in (*CODE_DIRS, f"benchmarks/{benchmark}")) and _wanted(p)
+  if p.parts[0] == "benchmarks" and len(p.parts) > 2 and p.parts[1] in BENCHMARKS and p.parts[1] != benchmark:
+    return len(p.parts) == 3 and p.name in OTHER_BENCHMARK_FILES
+  return p.parts[0] in CODE_DIRS and _wanted(p)
 
 
 @dataclass

@@ -12,8 +12,8 @@ Packing, per results/<system>/<benchmark> the run ledgers under R/runs know abou
      from the machine the runs ran on; else the repository's systems/<system>.json. A description of another machine
      that a later `tinyperf run` left in R/systems/variants/ is reported loudly (the runs were not all made on one
      system).
-  3. benchmarks/<benchmark>/implementations/<platform>/: a self-contained copy of the code (benchmarks/common, the
-     benchmark's package, tooling, pyproject.toml, lock files, Dockerfiles, the repository's systems/<system>.json),
+  3. benchmarks/<benchmark>/implementations/<platform>/: a self-contained copy of the code (benchmarks/ with the
+     other benchmarks' specs only, tooling, pyproject.toml, lock files, Dockerfiles, the repository's systems/<system>.json),
      the platform's config.yaml, and the scripts and README rendered from it; no tests, no dotfiles. The code is git's
      view of the commit the runs recorded (tracked files only, never untracked or ignored ones); runs of several
      commits or of uncommitted code, or a checkout (an image) whose packaged files differ from that commit, are
@@ -46,8 +46,8 @@ from benchmarks.common.io import require_dir_possible
 from benchmarks.registry import BENCHMARKS
 from tooling.common import results_tree as T
 from tooling.common import mlperf_tools
-from tooling.prep import render
-from tooling.prep.compose import render_compose
+from tooling.common import scripts
+from tooling.common.compose_file import render_compose
 from tooling.common.container import host_path
 from tooling.common.errors import UserError, write_atomic
 from tooling.common.mllog_reader import read_log
@@ -75,7 +75,7 @@ def package_readme(sel: BenchSelection, org: str, code: Code) -> str:
                 f"| {sha} | {run_image(r.attempt) or 'none recorded'} | {run_code_tree(r.attempt) or 'none recorded'} |")
   left = ", ".join(f"{a.index} (seed {a.seed})" for a in sel.left_out) or "none"
   n = len(sel.runs)
-  return render.render_readme(cfg) + f"""
+  return scripts.render_readme(cfg) + f"""
 ## This package
 Packaged by `tinyperf package --org {org}` from the tinyperf repository at {code.label}.
 This directory is a self-contained copy of the code (its root is a repository root): `benchmarks/` (the entrypoint and its modules, no
@@ -140,9 +140,9 @@ def assemble(org_dir: Path, sels: list[BenchSelection], sources: dict[str, Path]
     if curated.is_file(): _write(T.systems_json(impl, sel.system), curated.read_bytes())
     nested = impl / "benchmarks" / cfg.benchmark / "implementations" / cfg.platform
     _write(nested / "config.yaml", cfg.path.read_bytes())
-    for name, fn in render.RENDERERS.items():
+    for name, fn in scripts.RENDERERS.items():
       _write(nested / name, fn(cfg), executable=name.endswith(".sh"))
-    for name, fn in render.SCRIPTS.items():
+    for name, fn in scripts.SCRIPTS.items():
       _write(impl / name, fn(cfg, root="."), executable=True)
     _write(impl / "README.md", package_readme(sel, org, code))
 
@@ -167,7 +167,7 @@ def repo_rules(org_dir: Path) -> list[str]:
 
 def check_tree(org_dir: Path) -> tuple[bool, str]:
   """The full `tinyperf check`, the repository rules and the real repo_checker. Returns (accepted, report text)."""
-  from tooling.verdict.check import check_path
+  from tooling.common.judge.check import check_path
   report = check_path(org_dir)
   text = [report.render()]
   ok = report.accepted

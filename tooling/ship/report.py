@@ -186,8 +186,9 @@ def _target(system: str, benchmark: str, ledger: Path | None, done: dict[int, L.
 
 
 def collect(path: Path) -> list[BenchData]:
-  from tooling.verdict.check import WARN, check_path
-  from tooling.verdict.score import score_bench_dir
+  from tooling.common.judge.check import check_path
+  from tooling.common.judge.findings import WARN
+  from tooling.common.judge.score import score_bench_dir
   t = discover(path)
   if t.kind == "file":
     raise UserError(f"{path}: one result log; give the directory of a set of runs (a `tinyperf run` --results "

@@ -1,1 +1,1 @@
-"""The judge of logs and trees on disk: `tinyperf check` and `tinyperf score`. Imports tooling.common only."""
+"""`tinyperf check` and `tinyperf score`, the verbs over tooling/common/judge/. Imports tooling.common only."""

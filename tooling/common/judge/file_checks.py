@@ -7,8 +7,8 @@ from benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, SA
 from benchmarks.registry import BENCHMARKS
 from tooling.common import mlperf_tools
 from tooling.common.mllog_reader import MLLog
-from tooling.verdict.findings import FAIL, INFO, WARN, FileReport, Finding
-from tooling.verdict.score import time_to_train_minutes
+from tooling.common.judge.findings import FAIL, INFO, WARN, FileReport, Finding
+from tooling.common.judge.score import time_to_train_minutes
 
 
 def collision_probability(n: int, bits: int) -> float:

@@ -13,8 +13,8 @@ from tooling.common import results_tree as T
 from tooling.common.errors import ToolError
 from tooling.common.safe_read import MAX_LOG_BYTES
 from tooling.common.submission_tree import BenchDir, Target, read_scaling
-from tooling.verdict.dir_checks import submitter
-from tooling.verdict.findings import FAIL, INFO, WARN, DirReport, Finding, Report
+from tooling.common.judge.dir_checks import submitter
+from tooling.common.judge.findings import FAIL, INFO, WARN, DirReport, Finding, Report
 
 COUNT_FIELDS = ("number_of_nodes", "host_processors_per_node", "accelerators_per_node")
 

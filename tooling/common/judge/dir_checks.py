@@ -11,8 +11,8 @@ from benchmarks.common.rules import (RANDOM_BITS, RESULT_GLOB, RESULT_NAME, SEED
 from tooling.common import mlperf_tools
 from tooling.common.mllog_reader import MLLog
 from tooling.common.submission_tree import BenchDir, Target
-from tooling.verdict.file_checks import collision_probability, division_of
-from tooling.verdict.findings import FAIL, WARN, DirReport, Finding
+from tooling.common.judge.file_checks import collision_probability, division_of
+from tooling.common.judge.findings import FAIL, WARN, DirReport, Finding
 
 
 def check_dir(t: Target, bd: BenchDir, dr: DirReport, strict: bool = False) -> None:

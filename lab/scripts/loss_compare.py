@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""The same training steps with KERNELS=tinygrad and KERNELS=triton from one seed: the two loss curves side by side.
+
+  python3 lab/scripts/loss_compare.py bert [--platform 1xH200] [--bs 32] [--steps 20] [--seed 1] --out FILE.jsonl
+
+Each side is the benchmark's own Trainer (benchmarks/<bm>/train.py: model, optimizer, LR schedule, jitted train step)
+built from the same seed, stepped on the same seeded synthetic batches, one side after the other in this process (the
+model's weights are drawn on the host, so both start from the same numbers). Off CUDA the config refuses KERNELS=triton,
+so the triton side is the same config with only the knob changed: it runs the kernels' tinygrad fallbacks (the same
+layouts, gradient functions and fused ops), which checks the wiring on the CPU; on CUDA it runs the Triton kernels.
+BERT runs without dropout (DROPOUT=0): the Triton kernels draw their masks in-kernel from another generator than
+tinygrad's, so with dropout the two curves would differ by the masks, not by the kernels. BEAM stays 0: the steps are
+called directly, outside INIT's search (the comparison is of the math, not of the speed).
+
+Prints a line per step as it goes (and a heartbeat during a long compile), then a table: both losses, their absolute
+and relative difference and the tolerance at that step. Appends one JSON line to --out: date, device, versions, git
+sha, command, both curves, the largest differences, pass or fail. Exit 0 when every step is within the tolerance, 1
+when one is not, 2 on bad input.
+
+The tolerance (TOLERANCE below) is relative, |triton - tinygrad| / |tinygrad|, and grows linearly with the step. At
+step 0 both sides start from the same weights on the same batch and differ only in the order fp32 accumulators sum
+fp16 products (GEMM, attention, conv: at most 6e-4 per element, docs/perf/*triton*.jsonl of 2026-12-04; a mean loss
+averages that down); each update then carries the difference into the next step's weights. On the CPU at toy shapes
+in HALF the fallbacks stayed within 3.5e-5 of tinygrad over 20 steps, without growth; a triton side from another seed
+was 2.9e-3 (BERT) and 4.2e-3 (ResNet) off at step 0: a random-init loss sits near ln(classes) whatever the weights, so
+a looser tolerance (2e-2) would pass a different model. The Triton kernels run only on CUDA: TRITON_INTERPRET=1
+interprets a kernel called on host arrays (tests/unit/test_kernels*.py), not one inside a tinygrad graph."""
+from __future__ import annotations
+import argparse
+import dataclasses
+import gc
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.common import runtime                                     # noqa: E402
+from benchmarks.common.io import InputError                              # noqa: E402
+from benchmarks.registry import load_config                              # noqa: E402
+from lab.bench import DEVICE_NODES, require_saving_folder                # noqa: E402
+from tooling.common.errors import UserError                              # noqa: E402
+
+PROG = "python3 lab/scripts/loss_compare.py"
+SIDES = ("tinygrad", "triton")
+# relative tolerance at step i: first + growth * i (why these values: the docstring above)
+TOLERANCE = {"first": 1e-3, "growth": 2e-4}
+TOLERANCE_WHY = ("the sides' fp32 accumulators sum fp16 products in another order (at most 6e-4 per element and op, "
+                 "docs/perf/*triton*.jsonl), and each update carries that into the next step's weights")
+
+
+def tolerance(step: int, first: float, growth: float) -> float: return first + growth * step
+
+
+def build_parser() -> argparse.ArgumentParser:
+  """The parser (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0], allow_abbrev=False)
+  p.add_argument("benchmark", choices=("resnet", "bert"))
+  p.add_argument("--platform", default="1xH200", help="config to start from (default 1xH200; cpu_smoke on the CPU)")
+  p.add_argument("--bs", type=int, help="batch per step (default: the config's BS)")
+  p.add_argument("--steps", type=int, default=20, help="train steps per side (default 20)")
+  p.add_argument("--seed", type=int, default=1, help="seed of both models' weights and of the batches (default 1)")
+  p.add_argument("--triton-seed", type=int, help="the triton side's weights from another seed (default --seed): "
+                 "shows the check failing")
+  p.add_argument("--rtol", type=float, default=TOLERANCE["first"], help="relative tolerance at step 0 (default "
+                 f"{TOLERANCE['first']:g})")
+  p.add_argument("--rtol-growth", type=float, default=TOLERANCE["growth"], help="added to the tolerance per step "
+                 f"(default {TOLERANCE['growth']:g}: {tolerance(19, **TOLERANCE):g} at step 19)")
+  p.add_argument("--out", type=Path, required=True, help="append the JSON record to this file")
+  return p
+
+
+def configs(args) -> dict:
+  """Both sides' configs: the platform's with this environment's overrides, BS from --bs, BERT without dropout, and
+  KERNELS per side; where the config refuses KERNELS=triton (not CUDA) the tinygrad side's with only the knob changed."""
+  env = {**os.environ, **({"BS": str(args.bs), "EVAL_BS": str(args.bs)} if args.bs else {}), "KERNELS": "tinygrad"}
+  if args.benchmark == "bert": env["DROPOUT"] = "0"
+  base = load_config(args.benchmark, args.platform, environ=env)
+  if base["DEV"] == "CUDA": triton = load_config(args.benchmark, args.platform, environ={**env, "KERNELS": "triton"})
+  else: triton = dataclasses.replace(base, knobs={**base.knobs, "KERNELS": "triton"})
+  return {"tinygrad": base, "triton": triton}
+
+
+def batches(benchmark: str, knobs: dict, seed: int, n: int) -> list:
+  """n synthetic batches of the step's shapes, drawn from seed: the same numbers for both sides."""
+  import numpy as np
+  rng, B = np.random.default_rng(seed), knobs["BS"]
+  if benchmark == "resnet":
+    s = knobs["IMAGE_SIZE"]
+    return [(rng.integers(0, 256, (B, s, s, 3), dtype=np.uint8), rng.integers(0, knobs["NUM_CLASSES"], B, dtype=np.int32))
+            for _ in range(n)]
+  from benchmarks.bert.steps import fake_batch
+  from benchmarks.bert.train import VOCAB_SIZE
+  L, P = knobs["MAX_SEQ_LEN"], knobs["MAX_PREDICTIONS"]
+  out = []
+  for _ in range(n):
+    b = fake_batch(B, L, P)   # the loader's fields, shapes and dtypes
+    b["input_ids"] = rng.integers(999, VOCAB_SIZE, (B, L), dtype=np.int32)   # past the vocab's special tokens
+    b["segment_ids"][:, L // 2:] = 1
+    b["masked_lm_positions"] = np.sort(rng.permuted(np.tile(np.arange(1, L, dtype=np.int32), (B, 1)), axis=1)[:, :P], 1)
+    b["masked_lm_ids"] = rng.integers(999, VOCAB_SIZE, (B, P), dtype=np.int32)
+    b["next_sentence_labels"] = rng.integers(0, 2, (B, 1), dtype=np.int32)
+    out.append(b)
+  return out
+
+
+def curve(benchmark: str, cfg, seed: int, data: list, side: str) -> tuple[list[float], list[float]]:
+  """(loss per step, seconds per step) of the benchmark's Trainer built from seed and stepped on data."""
+  runtime.set_stage(f"{side} side: building the model")
+  if benchmark == "resnet":
+    from benchmarks.common.rules import IMAGENET_COUNTS
+    from benchmarks.resnet.steps import to_device
+    from benchmarks.resnet.train import Trainer, steps_per_epoch
+    # the schedule of a run on ImageNet, as INIT without data builds it
+    tr = Trainer(cfg, seed, steps_per_epoch(IMAGENET_COUNTS["train"], cfg["BS"]))
+    step = lambda b: tr.train_step(*to_device(*b, tr.devices))
+  else:
+    from benchmarks.bert.steps import to_device
+    from benchmarks.bert.train import Trainer
+    tr = Trainer(cfg, seed)
+    step = lambda b: tr.train_step(**to_device(b, tr.devices))
+  losses, seconds = [], []
+  for i, b in enumerate(data):
+    runtime.set_stage(f"{side} side: step {i}" + (" (the JIT compiles its kernels)" if i < runtime.JIT_WARMUP_STEPS else ""))
+    t0 = time.perf_counter()
+    losses.append(runtime.host_scalar(step(b)[0]))
+    seconds.append(time.perf_counter() - t0)
+    print(f"{side} step {i}/{len(data)}: loss {losses[-1]:.6f} ({seconds[-1]:.1f} s)", flush=True)
+  return losses, seconds
+
+
+def compare(a: list[float], b: list[float], first: float, growth: float) -> list[dict]:
+  """Per step: both losses, |b - a|, |b - a| / |a| and whether that is within the step's tolerance (a NaN never is)."""
+  rows = []
+  for i, (x, y) in enumerate(zip(a, b)):
+    diff = abs(y - x)
+    rel = diff / abs(x) if x else (0.0 if diff == 0 else float("inf"))
+    tol = tolerance(i, first, growth)
+    rows.append({"step": i, "tinygrad": x, "triton": y, "abs_diff": diff, "rel_diff": rel, "rtol": tol,
+                 "ok": rel <= tol})   # NaN compares False
+  return rows
+
+
+def device() -> dict:
+  """The device the steps ran on: tinygrad's name, and the GPU's name and driver where nvidia-smi answers."""
+  from tinygrad import Device
+  out = {"device": Device.DEFAULT}
+  if Device.DEFAULT == "CUDA":
+    try:
+      smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+      if smi: out["gpu"] = smi[0]
+    except (OSError, subprocess.SubprocessError): pass
+  return out
+
+
+def versions() -> dict:
+  from importlib import metadata
+  try: triton = metadata.version("triton")
+  except metadata.PackageNotFoundError: triton = "not installed"
+  return {**{k: v for k, v in runtime.provenance().items() if k in ("tinyperf", "git_sha", "tinygrad", "python")},
+          "triton": triton}
+
+
+def table(rows: list[dict]) -> str:
+  lines = [f"{'step':>4} {'tinygrad':>12} {'triton':>12} {'abs diff':>10} {'rel diff':>10} {'rtol':>8}  ok"]
+  lines += [f"{r['step']:>4} {r['tinygrad']:>12.6f} {r['triton']:>12.6f} {r['abs_diff']:>10.3g} {r['rel_diff']:>10.3g} "
+            f"{r['rtol']:>8.3g}  {'yes' if r['ok'] else 'NO'}" for r in rows]
+  return "\n".join(lines)
+
+
+def require_device(cfg):
+  """A GPU config on a machine without its GPUs is refused in one line (tinygrad would fail deep in its device probe)."""
+  from benchmarks.preflight import visible_gpus
+  if cfg["vendor"] == "cpu": return
+  have, _ = visible_gpus(cfg["vendor"])
+  if have < cfg["GPUS"]:
+    raise UserError(f"{cfg.platform} runs on {cfg['vendor'].upper()} GPUs (DEV={cfg['DEV']}) and this machine shows {have} "
+                    f"({DEVICE_NODES[cfg['vendor']]}). Run it on the GPU machine, or pass --platform cpu_smoke to check "
+                    "the wiring on the CPU.")
+
+
+def check_args(args):
+  """What would be found out only after both sides trained, refused first."""
+  if args.steps < 1: raise UserError(f"--steps {args.steps}: compare at least one step (default 20).")
+  if args.bs is not None and args.bs < 1: raise UserError(f"--bs {args.bs}: give a batch of at least 1.")
+  for flag, v in (("--rtol", args.rtol), ("--rtol-growth", args.rtol_growth)):
+    if not 0 <= v < float("inf"): raise UserError(f"{flag} {v:g}: give a tolerance of 0 or more.")
+  require_saving_folder(f"--out {args.out}", args.out)
+
+
+def main(argv: list[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
+  args.out = args.out.absolute()
+  try:
+    check_args(args)
+    cfgs = configs(args)
+    require_device(cfgs["tinygrad"])
+  except InputError as e:
+    print(f"{PROG}: error: {e}", file=sys.stderr)
+    return 2
+  runtime.apply_tinygrad_env(cfgs["tinygrad"], "init")   # DEV, DEFAULT_FLOAT, ...: the same for both sides
+  runtime.start_heartbeat("starting")
+  k = cfgs["tinygrad"].knobs
+  data = batches(args.benchmark, k, args.seed, args.steps)
+  seeds = {"tinygrad": args.seed, "triton": args.seed if args.triton_seed is None else args.triton_seed}
+  t0 = time.time()
+  runs = {}
+  for side in SIDES:
+    runs[side] = curve(args.benchmark, cfgs[side], seeds[side], data, side)
+    gc.collect()   # the first side's model, optimizer state and captured step leave the GPU before the second's come
+  rows = compare(runs["tinygrad"][0], runs["triton"][0], args.rtol, args.rtol_growth)
+  ok = all(r["ok"] for r in rows)
+  worst = max(rows, key=lambda r: r["rel_diff"] / r["rtol"] if r["rtol"] else float("inf"))
+  print(table(rows))
+  print(f"tolerance {args.rtol:g} + {args.rtol_growth:g} per step: {TOLERANCE_WHY}")
+  dev = device()
+  triton_runs = "Triton kernels" if dev["device"] == "CUDA" else f"the kernels' tinygrad fallbacks ({dev['device']})"
+  verdict = (f"{'PASS' if ok else 'FAIL'}: {args.benchmark} {cfgs['tinygrad'].platform}, {len(rows)} steps at BS "
+             f"{k['BS']}, {k['DEFAULT_FLOAT']}; the triton side ran {triton_runs}; largest rel diff "
+             f"{max(r['rel_diff'] for r in rows):.3g}; nearest its tolerance (or furthest over) at step {worst['step']}: "
+             f"{worst['rel_diff']:.3g} of {worst['rtol']:.3g}")
+  print(verdict, flush=True)
+  rec = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "what": "loss_compare", **dev, **versions(),
+         "command": shlex.join(["python3", "lab/scripts/loss_compare.py", *(sys.argv[1:] if argv is None else argv)]),
+         "benchmark": args.benchmark, "platform": cfgs["tinygrad"].platform, "bs": k["BS"], "steps": len(rows),
+         "dtype": k["DEFAULT_FLOAT"], "seeds": seeds, "triton_side": triton_runs,
+         "overrides": {key: env for key, (_, env) in cfgs["tinygrad"].overridden.items() if key != "KERNELS"},
+         "tolerance": {"rtol_step0": args.rtol, "rtol_growth_per_step": args.rtol_growth, "why": TOLERANCE_WHY},
+         "loss": {side: runs[side][0] for side in SIDES}, "step_s": {side: runs[side][1] for side in SIDES},
+         "abs_diff": [r["abs_diff"] for r in rows], "rel_diff": [r["rel_diff"] for r in rows],
+         "max_abs_diff": max(r["abs_diff"] for r in rows), "max_rel_diff": max(r["rel_diff"] for r in rows),
+         "failed_steps": [r["step"] for r in rows if not r["ok"]], "pass": ok, "wall_s": round(time.time() - t0, 1)}
+  with open(args.out, "a") as f: f.write(json.dumps(rec) + "\n")
+  print(f"record appended to {args.out}", flush=True)
+  return 0 if ok else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
