@@ -25,7 +25,7 @@ fi
 cd "$(dirname "${BASH_SOURCE[0]}")"
 source ./scripts/env.sh
 OUT="${OUT:-out/smoke}"
-NEED="$(python3 -c 'from benchmarks.common.rules import required_runs; print(required_runs("resnet"))')"   # a set
+NEED="$(python3 -c 'from tinyperf.benchmarks.common.rules import required_runs; print(required_runs("resnet"))')"   # a set
 NEXP="${NEXP:-$NEED}"
 RES="$OUT/results/cpu_smoke/resnet"
 # its progress bar goes to a log (the console keeps one line per step); on failure the log is shown. A rerun asks prep

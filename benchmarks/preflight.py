@@ -1,4 +1,4 @@
-"""`python -m benchmarks.preflight --platform P --benchmark B --data D --work W [--config F]`: is this container fit to run?
+"""`python -m tinyperf.benchmarks.preflight --platform P --benchmark B --data D --work W [--config F]`: is this container fit to run?
 
 Runs once per `tinyperf run`, where the runs run (a container like theirs), before any run is claimed or timed, so a
 mismatch fails in seconds with a clear message instead of minutes into INIT. Its config: F, the resolved config.json
@@ -23,8 +23,8 @@ import socket
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import PlatformConfig
-from benchmarks.common.io import two_sizes
+from tinyperf.benchmarks.common.config import PlatformConfig
+from tinyperf.benchmarks.common.io import two_sizes
 
 GiB = 2**30
 
@@ -133,7 +133,7 @@ class Preflight:
     if d is None: return self.record("data", False, "no data directory given (--data).")
     try:
       # each benchmark's loader module knows its data set (benchmarks/<bm>/data.py, as train.py is its entrypoint)
-      detail = importlib.import_module(f"benchmarks.{self.cfg.benchmark}.data").check_prepared(self.cfg, d)
+      detail = importlib.import_module(f"tinyperf.benchmarks.{self.cfg.benchmark}.data").check_prepared(self.cfg, d)
     except Exception as e:  # DataError/ShardError carry the fix; anything else is reported the same way
       return self.record("data", False, str(e))
     self.record("data", True, detail)
@@ -164,7 +164,7 @@ class Preflight:
 
   def cores(self):
     if not self.cfg.spec.loader_shm: return
-    from benchmarks.common.feeding import banner, budget, host_cores
+    from tinyperf.benchmarks.common.feeding import banner, budget, host_cores
     b = budget(self.cfg, host_cores(self.root) if self.host_cores is None else self.host_cores)
     warnings = b.warnings()
     self.record("cores", True, b.line() + (" -- WARNING, see below" if warnings else ""))
@@ -181,8 +181,8 @@ class Preflight:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.preflight` (test_doc_commands checks the docs' commands with it)."""
-  p = argparse.ArgumentParser(prog="python -m benchmarks.preflight", description=__doc__.splitlines()[0])
+  """The parser of `python -m tinyperf.benchmarks.preflight` (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog="python -m tinyperf.benchmarks.preflight", description=__doc__.splitlines()[0])
   p.add_argument("--benchmark", required=True)
   p.add_argument("--platform", required=True)
   p.add_argument("--data", type=Path)
@@ -194,9 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
-  from benchmarks.common.io import InputError
-  from benchmarks.common.rundir import load_run_config
-  from benchmarks.registry import spec
+  from tinyperf.benchmarks.common.io import InputError
+  from tinyperf.benchmarks.common.rundir import load_run_config
+  from tinyperf.benchmarks.registry import spec
   try:
     cfg, _ = load_run_config(spec(args.benchmark), args.platform, args.config, args.work)
   except InputError as e:

@@ -2,18 +2,18 @@
 benchmarks (benchmarks/common imports none of them), so everything that takes a benchmark by name (tooling/, the
 generated scripts' seed, lab/) resolves it here.
 
-`python3 -m benchmarks.registry seed BENCHMARK PLATFORM` prints one seed of the platform's SEED_BITS (environment
+`python3 -m tinyperf.benchmarks.registry seed BENCHMARK PLATFORM` prints one seed of the platform's SEED_BITS (environment
 override included) for the generated run scripts."""
 from __future__ import annotations
 import sys
 
-from benchmarks.bert import spec as bert_spec
-from benchmarks.common import config
-from benchmarks.common.config import COMMON, ConfigError
-from benchmarks.common.io import InputError
-from benchmarks.common.rules import SEED_BITS, draw_seed
-from benchmarks.common.spec import BenchmarkSpec
-from benchmarks.resnet import spec as resnet_spec
+from tinyperf.benchmarks.bert import spec as bert_spec
+from tinyperf.benchmarks.common import config
+from tinyperf.benchmarks.common.config import COMMON, ConfigError
+from tinyperf.benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.rules import SEED_BITS, draw_seed
+from tinyperf.benchmarks.common.spec import BenchmarkSpec
+from tinyperf.benchmarks.resnet import spec as resnet_spec
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {s.name: s for s in (resnet_spec.SPEC, bert_spec.SPEC)}
 SCHEMA = {name: {**COMMON, **s.knobs} for name, s in BENCHMARKS.items()}   # every knob a benchmark's config holds
@@ -32,10 +32,10 @@ def load_config(benchmark: str, platform: str, **kw) -> config.PlatformConfig:
 
 
 def build_parser():
-  """The parser of `python3 -m benchmarks.registry seed BENCHMARK PLATFORM` (test_doc_commands checks the generated
+  """The parser of `python3 -m tinyperf.benchmarks.registry seed BENCHMARK PLATFORM` (test_doc_commands checks the generated
   scripts' commands with it)."""
   import argparse
-  p = argparse.ArgumentParser(prog="python3 -m benchmarks.registry")
+  p = argparse.ArgumentParser(prog="python3 -m tinyperf.benchmarks.registry")
   sub = p.add_subparsers(dest="cmd", required=True)
   seed = sub.add_parser("seed", help="print one seed of the platform's SEED_BITS")
   seed.add_argument("benchmark")

@@ -1,4 +1,4 @@
-"""`python -m benchmarks.selfcheck --vendor nv|amd|cpu [--gpu-libs require|skip]`: prove an image can do its job.
+"""`python -m tinyperf.benchmarks.selfcheck --vendor nv|amd|cpu [--gpu-libs require|skip]`: prove an image can do its job.
 
 Run as the last step of every image build (a failure fails the build) and usable in a running container. Checks:
   - Python >= 3.11, the locked packages import, tinyperf and tinygrad are the versions the image's labels claim;
@@ -82,7 +82,7 @@ def render_embedding_scatter(backend: str, arch: str) -> str:
   from tinygrad.helpers import Target
   from tinygrad.renderer.cstyle import CUDARenderer, HIPRenderer
   from tinygrad.uop.ops import UOp
-  from benchmarks.bert.model import scatter_add_rows
+  from tinyperf.benchmarks.bert.model import scatter_add_rows
   renderer = (HIPRenderer if backend == "AMD" else CUDARenderer)(Target(backend, arch=arch))
   args = (Tensor.empty(30522, 1024, dtype=dtypes.float32), Tensor.empty(8, 512, 1024, dtype=dtypes.half),
           Tensor.empty(8, 512, dtype=dtypes.int32))
@@ -105,8 +105,8 @@ GPU_LIBS = {"nv": ("NVRTC + nvJitLink", nv_libs), "amd": ("libamd_comgr", amd_li
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.selfcheck` (test_doc_commands checks the docs' commands with it)."""
-  p = argparse.ArgumentParser(prog="python -m benchmarks.selfcheck", description=__doc__.splitlines()[0])
+  """The parser of `python -m tinyperf.benchmarks.selfcheck` (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog="python -m tinyperf.benchmarks.selfcheck", description=__doc__.splitlines()[0])
   p.add_argument("--vendor", required=True, choices=("nv", "amd", "cpu"))
   p.add_argument("--gpu-libs", default="require", choices=("require", "skip"),
                  help="skip only when the base image is not the vendor's (CI builds on a local Debian base)")

@@ -63,7 +63,7 @@ python)
   rm -rf "$BUILD/certs" "$BUILD/ca-bundle.pem"
   ;;
 project)
-  # editable, from the copied tree that stays in the image: benchmarks.common.config.ROOT is then /opt/tinyperf/src,
+  # editable, from the copied tree that stays in the image: tinyperf.benchmarks.common.config.ROOT is then /opt/tinyperf/src,
   # where the verbs that read repository files find them (run: systems/*.json; package: the implementation, tooling,
   # locks, Dockerfiles, compose.yaml it packs); bytecode compiled now, as the tree is read-only to the image's user
   cd /opt/tinyperf/src
@@ -72,7 +72,7 @@ project)
   "$VENV/bin/pip" check
   "$VENV/bin/python" -m compileall -q /opt/tinyperf/src
   cd /
-  root="$("$VENV/bin/python" -c 'from benchmarks.common.config import ROOT; print(ROOT)')"
+  root="$("$VENV/bin/python" -c 'from tinyperf.benchmarks.common.config import ROOT; print(ROOT)')"
   [ "$root" = /opt/tinyperf/src ] || { echo "install.sh: tinyperf resolves its repository to $root" >&2; exit 1; }
   # the extra CA came along with the source tree: the image copies /opt/tinyperf from this stage without it
   rm -rf "$BUILD" /opt/tinyperf/src/docker/certs/*.crt /opt/tinyperf/src/docker/certs/*.pem

@@ -23,8 +23,8 @@ import threading
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.common.beam import RankedBeam, kernels_header, read_kernels
-from tooling.common.errors import UserError
+from tinyperf.benchmarks.common.beam import RankedBeam, kernels_header, read_kernels
+from tinyperf.tooling.common.errors import UserError
 from lab.bench import follow_beam_cache, require_saving_folder, save_beam_cache, seed_beam_cache
 
 

@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tooling.common.safe_read import GZIP_MAGIC
+from tinyperf.tooling.common.safe_read import GZIP_MAGIC
 
 ANSI = re.compile(r"\x1b\[([0-9;]*)[mK]")
 LAUNCH = re.compile(r"\*\*\* (\S+)\s+\d+ (\S+)\s.*?tm\s+([\d.]+)(us|ms)/\s*[\d.]+\w+ \(\s*([\d.]+) GFLOPS")

@@ -20,10 +20,10 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, PlatformConfig, available_platforms, bert_dropout, coerce_knob, config_path
-from benchmarks.common.rules import closed_model_changes
-from benchmarks.registry import BENCHMARKS, SCHEMA, load_config
-from tooling.common.errors import InputError, UserError, stop_on_signals
+from tinyperf.benchmarks.common.config import ROOT, PlatformConfig, available_platforms, bert_dropout, coerce_knob, config_path
+from tinyperf.benchmarks.common.rules import closed_model_changes
+from tinyperf.benchmarks.registry import BENCHMARKS, SCHEMA, load_config
+from tinyperf.tooling.common.errors import InputError, UserError, stop_on_signals
 
 TAG = "tinyperf-bench "
 
@@ -143,7 +143,7 @@ def run_tinygrad(args, varied: dict) -> dict:
       env["CACHEDB"] = str(Path(tmp) / "cache.db")
       seeded = seed_beam_cache(str(args.beam_cache), args.beam_cache, Path(env["CACHEDB"]))
       print(f"bench: {seeded} BEAM-searched kernels carried in from {args.beam_cache}", flush=True)
-    cmd = [sys.executable, "-m", f"benchmarks.{args.benchmark}.train", "--platform", cfg.platform, "--phase", "init",
+    cmd = [sys.executable, "-m", f"tinyperf.benchmarks.{args.benchmark}.train", "--platform", cfg.platform, "--phase", "init",
            "--seed", "0", "--work", tmp, "--benchmark-steps", str(args.steps)]
     t0, out, stop = time.time(), io.BytesIO(), threading.Event()
     saver = None
@@ -152,7 +152,7 @@ def run_tinygrad(args, varied: dict) -> dict:
                                kwargs={"stop": stop}, daemon=True)
       saver.start()
     try:
-      from tooling.common.process import stream_process
+      from tinyperf.tooling.common.process import stream_process
       rc, stopped = stream_process(cmd, env, out, ROOT, time_limit=args.time_limit)
     finally:
       if saver:   # the last save after the saver's (both write dest's .tmp)
@@ -321,7 +321,7 @@ def torch_command(args) -> list[str]:
 def run_torch(args, cmd: list[str]) -> list[dict]:
   # a process group of its own, as the tinygrad side's: SIGTERM (a KeyboardInterrupt, stop_on_signals) or Ctrl-C stops
   # what it started too (torch.compile's workers), not only the child as subprocess.run's kill did
-  from tooling.common.process import stop_process_group
+  from tinyperf.tooling.common.process import stop_process_group
   proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
   try: stdout, stderr = proc.communicate()
   except BaseException:
@@ -350,7 +350,7 @@ DEVICE_NODES = {"nv": "/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN", "amd": "/
 def require_gpus(args):
   """bench measures GPUs: refuse in one line before anything starts (no page-cache drop, no tinygrad device probe,
   which would fall back to the CPU and fail deep in a compile) when this machine does not show them."""
-  from benchmarks.preflight import visible_gpus
+  from tinyperf.benchmarks.preflight import visible_gpus
   cfg = config(args)
   if cfg["vendor"] == "cpu": return   # cpu_smoke's toy models: the CPU step, for tests
   have, _ = visible_gpus(cfg["vendor"])
@@ -423,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cli(argv: list[str] | None = None) -> int:
   """The command line: bad input is one line and exit 2, a stop by signal exit 130, as tinyperf's verbs."""
-  from tooling.cli import absolute_paths
+  from tinyperf.tooling.cli import absolute_paths
   args = absolute_paths(build_parser().parse_args(argv))
   try: return main(args)
   except InputError as e:

@@ -16,7 +16,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from benchmarks.common.beam import KERNEL_LINE, REPORT_LINE
+from tinyperf.benchmarks.common.beam import KERNEL_LINE, REPORT_LINE
 from lab.beamlog import read_text
 
 STEP = re.compile(r"^\s*(\d+)\s+([\d.]+) ms run,\s+([\d.]+) ms python,\s+([\d.]+) ms fetch data,\s+([\d.]+) ms (\w+)", re.M)

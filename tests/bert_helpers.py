@@ -60,6 +60,6 @@ SEQ_LEN, MAX_PREDICTIONS = 64, 10
 
 
 def run_prep(*argv) -> int:
-  """`python -m benchmarks.bert.prep ARGV` in this process, each argument made a string."""
-  from benchmarks.bert import prep   # here: it needs HF tokenizers, which the callers skip without
+  """`python -m tinyperf.benchmarks.bert.prep ARGV` in this process, each argument made a string."""
+  from tinyperf.benchmarks.bert import prep   # here: it needs HF tokenizers, which the callers skip without
   return prep.main([str(a) for a in argv])

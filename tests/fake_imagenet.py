@@ -107,7 +107,7 @@ class FileServer:
 
 def shm_entries(pid: int | None = None) -> list[str]:
   """Our loader's shared-memory segments (of one process when pid is given)."""
-  from benchmarks.common.feeding import SHM_PREFIX
+  from tinyperf.benchmarks.common.feeding import SHM_PREFIX
   prefix = SHM_PREFIX + (f"{pid}_" if pid is not None else "")
   try: return sorted(n for n in os.listdir("/dev/shm") if n.startswith(prefix))
   except FileNotFoundError: return []

@@ -1,5 +1,5 @@
 """Build what `tinyperf run --results R` leaves behind, without training: R/results/<system>/<bm>/result_<i>.txt (real
-mllog logs from mllog_builder), R/runs/<system>/<bm>/ledger.json (through tooling.common.ledger) and each attempt's raw console
+mllog logs from mllog_builder), R/runs/<system>/<bm>/ledger.json (through tinyperf.tooling.common.ledger) and each attempt's raw console
 output (provenance lines and tqdm progress with img_s, the way benchmarks/resnet/train.py prints them).
 
   root = make_runs(tmp, "resnet")                       # 5 finished runs, distinct seeds
@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.common.runtime import metrics_path
+from tinyperf.benchmarks.common.runtime import metrics_path
 from mllog_builder import T0_MS, systems_json, write_log
-from tooling.common import ledger as L
-from tooling.common import results_tree as T
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common import results_tree as T
 
 GIT_SHA = "0123456789abcdef0123456789abcdef01234567"
 
@@ -28,7 +28,7 @@ def console_output(benchmark: str, seed: int) -> str:
 
 
 def metrics_output(benchmark: str, seed: int, epochs: int = 4, steps: int = 10, rate: float = 20000.0) -> str:
-  """A RUN's metrics file (benchmarks.common.runtime.metric): one step record per train step, an eval per epoch."""
+  """A RUN's metrics file (tinyperf.benchmarks.common.runtime.metric): one step record per train step, an eval per epoch."""
   out = []
   for e in range(1, epochs + 1):
     for s in range(steps):

@@ -9,7 +9,7 @@ from tests.conftest import REPO
 
 
 def tinyperf(*args, env=None):
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=REPO, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *args], cwd=REPO, capture_output=True, text=True,
                         env={**os.environ, **(env or {})}, timeout=300)
 
 

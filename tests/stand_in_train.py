@@ -1,4 +1,4 @@
-"""A stand-in for `python -m benchmarks.<bm>.train` that writes a valid MLPerf log in a second, for tests of the run
+"""A stand-in for `python -m tinyperf.benchmarks.<bm>.train` that writes a valid MLPerf log in a second, for tests of the run
 loop (claims, kills, resume, disk full, concurrency): select it with TINYPERF_TEST_TRAIN_MODULE=tests.stand_in_train
 (tooling/launch/backends.py train_module). It takes the entrypoint's arguments (--phase all: both); INIT prints, RUN writes a whole resnet log
 with the real mllog API (tests/mllog_builder.py), seed and submission fields from the platform config (the org as
@@ -31,8 +31,8 @@ def main() -> int:
   for a in ("--platform", "--phase", "--data", "--work", "--log", "--config"): p.add_argument(a)
   p.add_argument("--seed", type=int, required=True)
   args = p.parse_args()
-  from benchmarks.common.rundir import RunDir, load_run_config
-  from benchmarks.registry import spec
+  from tinyperf.benchmarks.common.rundir import RunDir, load_run_config
+  from tinyperf.benchmarks.registry import spec
   run = RunDir(Path(args.work))
   args.log = args.log or run.log
   cache_db = Path(os.environ.get("CACHEDB") or run.cache_db)
@@ -40,7 +40,7 @@ def main() -> int:
                                    Path(args.config) if args.config else None, run.path)
   def say(phase): print(f"stand-in {phase}: pid {os.getpid()}, seed {args.seed}, page cache dropped with "
                         f"{os.environ.get('TINYPERF_CACHE_DROPPED')}", flush=True)
-  from benchmarks.common.runtime import provenance   # the entrypoint's own line: package reads the commit from it
+  from tinyperf.benchmarks.common.runtime import provenance   # the entrypoint's own line: package reads the commit from it
   print("provenance: " + ", ".join(f"{k}={v}" for k, v in provenance(cfg.knobs).items()), flush=True)
   if args.phase in ("init", "all"):
     say("init")
@@ -54,7 +54,7 @@ def main() -> int:
     Path(os.environ["STAND_IN_CHILD"]).write_text(str(child.pid))
   if os.environ.get("STAND_IN_RING"):
     from multiprocessing import shared_memory
-    from benchmarks.common.feeding import SHM_PREFIX
+    from tinyperf.benchmarks.common.feeding import SHM_PREFIX
     ring = shared_memory.SharedMemory(name=f"{SHM_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}", create=True, size=1 << 16)
     # Python's resource tracker may unlink it when this process dies, if the tracker outlives the kill of the process
     # group (a race): leave it to the launcher's cleanup, which the leak tests are about
@@ -64,13 +64,13 @@ def main() -> int:
   time.sleep(float(os.environ.get("STAND_IN_RUN_S", "0")))
   if os.environ.get("STAND_IN_CRASH"):
     import errno
-    from benchmarks.common import mlperf
+    from tinyperf.benchmarks.common import mlperf
     mlperf.open_result_log(Path(args.log))
     mlperf.start("run_start")
     with mlperf.abort_on_failure():
       raise OSError(errno.ENOSPC, "No space left on device", "/dev/shm/tinyperf_ring")
   from mllog_builder import write_log
-  from benchmarks.common.mlperf import ORG   # the submitter the entrypoint logs: config.json's, else SUBMISSION_ORG
+  from tinyperf.benchmarks.common.mlperf import ORG   # the submitter the entrypoint logs: config.json's, else SUBMISSION_ORG
   status = os.environ.get("STAND_IN_STATUS", "success")
   write_log(args.log, cfg.benchmark, seed=args.seed, division=cfg["division"], platform=cfg["system"], org=submitter or ORG,
             submission_status=cfg.get("submission_status"), init_minutes=0.1, run_minutes=2.0, status=status,

@@ -9,28 +9,28 @@ import signal
 import sys
 from pathlib import Path
 
-from benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.io import InputError
 
 # verb -> (module, one-line help). Every verb module is imported to build --help, so verb modules keep heavy imports
 # (docker, tinygrad, PIL) inside their functions: `tinyperf check` never pays for them.
 VERBS = {
-  "prep": ("tooling.prep.prep", "prepare data: ResNet's ImageNet (download/ingest, verify, extract) or a synthetic stand-in; "
+  "prep": ("tinyperf.tooling.prep.prep", "prepare data: ResNet's ImageNet (download/ingest, verify, extract) or a synthetic stand-in; "
            "BERT's Wikipedia shards, eval set and phase-1 checkpoint (`tinyperf prep wiki --help`)"),
-  "check": ("tooling.verdict.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
-  "score": ("tooling.verdict.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
-  "run": ("tooling.launch.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
-  "status": ("tooling.launch.status", "each run's state (done, running, pending, failed, missing) from the ledger and Slurm; "
+  "check": ("tinyperf.tooling.verdict.check", "check result logs or a submission tree with the real MLCommons checkers (+ the traps they miss)"),
+  "score": ("tinyperf.tooling.verdict.score", "time to train per run and the olympic mean, equal to result_summarizer's"),
+  "run": ("tinyperf.tooling.launch.run", "N seeded INIT+RUN runs of a benchmark on a platform, each checked, in a resumable ledger"),
+  "status": ("tinyperf.tooling.launch.status", "each run's state (done, running, pending, failed, missing) from the ledger and Slurm; "
              "--resume resubmits failed Slurm runs"),
-  "render": ("tooling.prep.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
+  "render": ("tinyperf.tooling.prep.render", "regenerate each implementation's scripts and README, compose.yaml and the Dockerfiles from "
              "the configs and images.lock.json"),
-  "build": ("tooling.prep.build", "build a vendor's image (nv, amd, cpu) with live progress, provenance and the base digest used"),
-  "compose": ("tooling.prep.compose", "prepare docker compose services: host directories owned by you, .env (your UID/GID, "
+  "build": ("tinyperf.tooling.prep.build", "build a vendor's image (nv, amd, cpu) with live progress, provenance and the base digest used"),
+  "compose": ("tinyperf.tooling.prep.compose", "prepare docker compose services: host directories owned by you, .env (your UID/GID, "
               "the directories), image present, GPU runtime; then `docker compose run --rm SERVICE`"),
-  "images": ("tooling.prep.images", "show the pinned base images, or pin their digests from the registry"),
-  "package": ("tooling.ship.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
+  "images": ("tinyperf.tooling.prep.images", "show the pinned base images, or pin their digests from the registry"),
+  "package": ("tinyperf.tooling.ship.package", "assemble ORG/{systems,benchmarks,results} from finished runs, check it, pack the "
               "(optionally encrypted) tarball + sha1; --verify checks and safely unpacks one"),
-  "report": ("tooling.ship.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
-  "sysinfo": ("tooling.launch.sysinfo", "write systems/<system>.json from this machine (+ an overrides file), checked by system_desc_checker"),
+  "report": ("tinyperf.tooling.ship.report", "PNG plots (accuracy, time to train, throughput) and a Markdown summary of a set of runs"),
+  "sysinfo": ("tinyperf.tooling.launch.sysinfo", "write systems/<system>.json from this machine (+ an overrides file), checked by system_desc_checker"),
 }
 
 
@@ -42,7 +42,7 @@ REPO_FILES = {"render": "images.lock.json", "images": "images.lock.json", "build
 
 
 def require_repository(verb: str, args: argparse.Namespace | None = None):
-  from benchmarks.common.config import ROOT
+  from tinyperf.benchmarks.common.config import ROOT
   need = REPO_FILES.get(verb)
   if verb == "package" and getattr(args, "verify", None): need = None   # checking a tarball reads no repository file
   if need and not (ROOT / need).exists():

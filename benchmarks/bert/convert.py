@@ -1,6 +1,6 @@
 """MLCommons TF1 BERT checkpoint (model.ckpt-28252) -> safetensors with our state-dict names, and back-check.
 
-`python -m benchmarks.bert.prep checkpoint --tf DIR --out FILE [--verify]` (DIR: the directory holding `checkpoint`
+`python -m tinyperf.benchmarks.bert.prep checkpoint --tf DIR --out FILE [--verify]` (DIR: the directory holding `checkpoint`
 and model.ckpt-28252.*, or the checkpoint prefix itself). Only this conversion imports TensorFlow (the optional
 `convert` extra: pip install tensorflow-cpu); training reads the safetensors file with tinygrad and never imports it.
 
@@ -25,7 +25,7 @@ from typing import Mapping
 
 import numpy as np
 
-from benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.io import InputError
 
 FORMAT = "tinyperf-bert-weights-v1"
 SLOT_COMPONENTS = {"adam_m", "adam_v", "LAMB", "LAMB_1"}

@@ -17,7 +17,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from benchmarks.common.io import InputError, write_atomic
+from tinyperf.benchmarks.common.io import InputError, write_atomic
 
 _SKIP_DIRS = {"test", "tests", "testing", "idlelib", "site-packages", "dist-packages", "__pycache__", "lib2to3",
               "turtledemo", "ensurepip", "_vendor", "vendor"}

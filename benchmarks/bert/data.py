@@ -1,4 +1,4 @@
-"""Batches for the BERT training loop, from shards written by `python -m benchmarks.bert.prep`.
+"""Batches for the BERT training loop, from shards written by `python -m tinyperf.benchmarks.bert.prep`.
 
 train_batches: like the reference input pipeline (a TF-style interleave): the shard list, sorted, is shuffled with
 the seed; `cycle` shards are open at once (memory maps: no RAM cost per open shard); samples are taken round-robin,
@@ -19,7 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
-from benchmarks.bert.shard import FIELD_NAMES, SUFFIX, ShardError, load_shard, to_batch
+from tinyperf.benchmarks.bert.shard import FIELD_NAMES, SUFFIX, ShardError, load_shard, to_batch
 
 
 def train_shard_paths(data_dir: str | os.PathLike) -> list[Path]:
@@ -27,7 +27,7 @@ def train_shard_paths(data_dir: str | os.PathLike) -> list[Path]:
   d = Path(data_dir) / "train"
   paths = sorted(d.glob(f"part-*{SUFFIX}"))
   if not paths:
-    raise ShardError(f"{d}: no train shards (part-*{SUFFIX}). Run `python -m benchmarks.bert.prep pretrain --data "
+    raise ShardError(f"{d}: no train shards (part-*{SUFFIX}). Run `python -m tinyperf.benchmarks.bert.prep pretrain --data "
                      f"{Path(data_dir)}` first.")
   return paths
 

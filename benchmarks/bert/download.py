@@ -14,7 +14,7 @@ import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from benchmarks.common.io import InputError, file_digest, write_atomic
+from tinyperf.benchmarks.common.io import InputError, file_digest, write_atomic
 
 GDRIVE_URL = "https://drive.google.com/uc?id={id}"
 CHECKPOINT = "model.ckpt-28252"
@@ -156,7 +156,7 @@ def download_all(out: Path, base_url: str | None = None, text: bool = True, chec
   if checkpoint: write_checkpoint_index(out)
   if text: extract_text(out, keep_archive=keep_archive, quiet=quiet)
   # the pair must belong together before anything is tokenised with it
-  from benchmarks.bert.tokenizer import load_checked_vocab
+  from tinyperf.benchmarks.bert.tokenizer import load_checked_vocab
   load_checked_vocab(out / "vocab.txt", out / "bert_config.json", config_required=True)
   if not quiet: print(f"prep download: done -> {out}")
   return out

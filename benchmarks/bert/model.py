@@ -42,7 +42,7 @@ from tinygrad.helpers import prod, USE_ATOMICS
 from tinygrad.uop.ops import UOp, Ops, KernelInfo, AxisType
 from tinygrad.nn.state import get_state_dict
 
-from benchmarks.common.config import BERT_DROPOUT, bert_dropout
+from tinyperf.benchmarks.common.config import BERT_DROPOUT, bert_dropout
 
 INIT_STD = 0.02
 LN_EPS = 1e-12
@@ -110,7 +110,7 @@ class Linear:
   def __call__(self, x: Tensor) -> Tensor:  # (..., in) -> (..., out) default float
     df = dtypes.default_float
     if self.kernels == "triton":
-      from benchmarks.kernels.matmul import linear   # imports Triton: only where the knob asks for it
+      from tinyperf.benchmarks.kernels.matmul import linear   # imports Triton: only where the knob asks for it
       return linear(x.cast(df), self.weight.cast(df), self.bias.cast(df))
     return x.cast(df).linear(self.weight.cast(df).T, self.bias.cast(df))
 
@@ -128,7 +128,7 @@ class LayerNorm:
   def __call__(self, x: Tensor, residual: Tensor | None = None, dropout: float = 0.0) -> Tensor:
     df = dtypes.default_float
     if residual is not None and self.kernels == "triton":
-      from benchmarks.kernels.layernorm import add_layernorm   # imports Triton: only where the knob asks for it
+      from tinyperf.benchmarks.kernels.layernorm import add_layernorm   # imports Triton: only where the knob asks for it
       return add_layernorm(x.cast(df), residual.cast(df), self.weight, self.bias, self.eps, dropout)
     x = x.dropout(dropout)
     if residual is not None: x = x + residual
@@ -244,7 +244,7 @@ class BertSelfAttention:
     nh, d = self.heads, H // self.heads
     q, k, v = (lin(x).reshape(B, L, nh, d).transpose(1, 2) for lin in (self.query, self.key, self.value))  # (B, nh, L, d)
     if self.kernels == "triton":   # one fused kernel each way: the (B, nh, L, L) scores never reach memory
-      from benchmarks.kernels.attention import attention
+      from tinyperf.benchmarks.kernels.attention import attention
       return attention(q, k, v, mask_add, self.dropout).transpose(1, 2).reshape(B, L, H)
     scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(d)) + mask_add         # (B, nh, L, L) f32
     # HALF: as tinygrad's scaled_dot_product_attention, so the backward keeps (B, nh, L, L) buffers in half, not float
@@ -331,7 +331,7 @@ class BertLMPredictionHead:
   def __call__(self, x: Tensor, word_embeddings: Tensor) -> Tensor:  # (B, P, H) -> (B, P, V) float32
     h = self.transform(x)
     if self.kernels == "triton":   # the step's largest GEMMs (V = 30522): 83 ms forward as tinygrad's kernel at BEAM=0
-      from benchmarks.kernels.matmul import gemm
+      from tinyperf.benchmarks.kernels.matmul import gemm
       logits = gemm(h.reshape(-1, h.shape[-1]), word_embeddings.cast(h.dtype), trans_b=True, out_dtype=dtypes.float32)
       return logits.reshape(*h.shape[:-1], -1) + self.bias
     return h.matmul(word_embeddings.cast(h.dtype).T, dtype=dtypes.float32) + self.bias

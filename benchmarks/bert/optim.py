@@ -36,7 +36,7 @@ from tinygrad import Tensor
 from tinygrad.nn.optim import LAMB, OptimizerGroup
 from tinygrad.nn.state import get_state_dict
 
-from benchmarks.common.schedule import PolyWarmupLR
+from tinyperf.benchmarks.common.schedule import PolyWarmupLR
 
 NO_DECAY = ("bias", "LayerNorm")
 

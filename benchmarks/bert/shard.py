@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.io import InputError
 
 MAGIC = b"TPBSHRD\x01"
 FORMAT = "tinyperf-bert-shard"
@@ -121,7 +121,7 @@ def read_header(path: str | os.PathLike) -> dict:
   """Parse and sanity-check the header (magic, version, file size, field layout). Raises ShardError."""
   path = Path(path)
   if not path.is_file():
-    raise ShardError(f"{path}: shard not found. Create it with `python -m benchmarks.bert.prep pretrain` (or `eval`).")
+    raise ShardError(f"{path}: shard not found. Create it with `python -m tinyperf.benchmarks.bert.prep pretrain` (or `eval`).")
   size = path.stat().st_size
   with open(path, "rb") as f:
     head = f.read(DATA_OFFSET)

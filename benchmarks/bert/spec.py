@@ -2,7 +2,7 @@
 the rules, tooling/ and the renderers. Imports nothing heavy: tooling/ reads it on every command."""
 from __future__ import annotations
 
-from benchmarks.common.spec import BenchmarkSpec, Knob
+from tinyperf.benchmarks.common.spec import BenchmarkSpec, Knob
 
 QUALITY_TARGET = 0.720   # masked-LM accuracy
 
@@ -71,22 +71,22 @@ def init_steps(cfg, stand_in: bool, require) -> str:
   if stand_in:
     return f"""# stand-in data: a small real-text corpus (Python docstrings) with the real uncased vocab, tokenised at this config's
 # MAX_SEQ_LEN / MAX_PREDICTIONS / EVAL_SAMPLES; finished shards are kept on a rerun
-[ -d "$DATA_DIR/results4" ] || python3 -m tooling.cli prep wiki corpus --out "$DATA_DIR"
-python3 -m tooling.cli prep wiki pretrain --data "$DATA_DIR" --platform {p} --workers "${{WORKERS:-2}}"
-python3 -m tooling.cli prep wiki eval --data "$DATA_DIR" --platform {p}
-python3 -m tooling.cli prep wiki verify --data "$DATA_DIR"
+[ -d "$DATA_DIR/results4" ] || python3 -m tinyperf.tooling.cli prep wiki corpus --out "$DATA_DIR"
+python3 -m tinyperf.tooling.cli prep wiki pretrain --data "$DATA_DIR" --platform {p} --workers "${{WORKERS:-2}}"
+python3 -m tinyperf.tooling.cli prep wiki eval --data "$DATA_DIR" --platform {p}
+python3 -m tinyperf.tooling.cli prep wiki verify --data "$DATA_DIR"
 """
   ckpt = ("""# the phase-1 checkpoint RUN starts from (INIT_CHECKPOINT=1), converted to safetensors; needs TensorFlow:
 #   pip install --require-hashes -r requirements-convert.lock
 [ -f "$DATA_DIR/bert-large.safetensors" ] || \\
-  python3 -m tooling.cli prep wiki checkpoint --tf "$DATA_DIR" --out "$DATA_DIR/bert-large.safetensors"
+  python3 -m tinyperf.tooling.cli prep wiki checkpoint --tf "$DATA_DIR" --out "$DATA_DIR/bert-large.safetensors"
 """ if cfg["INIT_CHECKPOINT"] else "")
   return f"""# MLCommons' files (vocab, bert_config.json, phase-1 checkpoint, results_text): gdown, resumable, md5-checked
-python3 -m tooling.cli prep wiki download --out "$DATA_DIR"
+python3 -m tinyperf.tooling.cli prep wiki download --out "$DATA_DIR"
 # tokenised, memory-mappable shards at this config's MAX_SEQ_LEN / MAX_PREDICTIONS; finished shards are kept on a rerun
-python3 -m tooling.cli prep wiki pretrain --data "$DATA_DIR" --platform {p} --parts all --workers "${{WORKERS:-$(nproc)}}"
-python3 -m tooling.cli prep wiki eval --data "$DATA_DIR" --platform {p}
-{ckpt}python3 -m tooling.cli prep wiki verify --data "$DATA_DIR"
+python3 -m tinyperf.tooling.cli prep wiki pretrain --data "$DATA_DIR" --platform {p} --parts all --workers "${{WORKERS:-$(nproc)}}"
+python3 -m tinyperf.tooling.cli prep wiki eval --data "$DATA_DIR" --platform {p}
+{ckpt}python3 -m tinyperf.tooling.cli prep wiki verify --data "$DATA_DIR"
 """
 
 

@@ -18,9 +18,9 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 from tinygrad import Tensor, TinyJit, Context, Device
 
-from benchmarks.bert.model import pretraining_loss, eval_sums
-from benchmarks.bert.optim import clip_and_unscale
-from benchmarks.common.runtime import host_scalar
+from tinyperf.benchmarks.bert.model import pretraining_loss, eval_sums
+from tinyperf.benchmarks.bert.optim import clip_and_unscale
+from tinyperf.benchmarks.common.runtime import host_scalar
 
 FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
           "next_sentence_labels")
@@ -66,12 +66,12 @@ def pad_batch(batch: Mapping[str, np.ndarray], bs: int) -> dict[str, np.ndarray]
 def eval_set_batches(path: str | os.PathLike, batch_size: int, eval_samples: int, max_seq_len: int,
                      max_predictions: int, vocab_md5: str | None = None) -> Iterator[dict[str, np.ndarray]]:
   """The first eval_samples samples of the eval shard, once, in stored order; the last batch padded (pad_batch)."""
-  from benchmarks.bert.shard import ShardError, load_shard, to_batch
+  from tinyperf.benchmarks.bert.shard import ShardError, load_shard, to_batch
   shard = load_shard(path, max_seq_len, max_predictions, mmap=True, vocab_md5=vocab_md5)
   n = len(shard["input_ids"])
   if n < eval_samples:
     raise ShardError(f"{path}: holds {n} eval samples, the config asks for EVAL_SAMPLES={eval_samples}. Remake it with "
-                     f"`python -m benchmarks.bert.prep eval --eval-samples {eval_samples}` or lower EVAL_SAMPLES.")
+                     f"`python -m tinyperf.benchmarks.bert.prep eval --eval-samples {eval_samples}` or lower EVAL_SAMPLES.")
   for start in range(0, eval_samples, batch_size):
     rows = np.arange(start, min(start + batch_size, eval_samples))
     yield pad_batch(to_batch(shard, rows), batch_size)

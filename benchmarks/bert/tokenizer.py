@@ -27,7 +27,7 @@ import unicodedata
 from itertools import chain, repeat
 from pathlib import Path
 
-from benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.io import InputError
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
@@ -81,7 +81,7 @@ def load_checked_vocab(vocab_path: Path, config_path: Path | None, config_requir
   """vocab.txt -> (vocab dict, md5); checks vocab size against bert_config.json's vocab_size when present."""
   import json
   import sys
-  from benchmarks.common.io import file_digest
+  from tinyperf.benchmarks.common.io import file_digest
   vocab = load_vocab(vocab_path)
   if config_path is not None and config_path.is_file():
     try:

@@ -1,4 +1,4 @@
-"""BERT training entrypoint: `python -m benchmarks.bert.train --platform P --phase all|init|run --seed S --data D --work W`.
+"""BERT training entrypoint: `python -m tinyperf.benchmarks.bert.train --platform P --phase all|init|run --seed S --data D --work W`.
 
 INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, JIT + BEAM search of the
 train and eval steps on fake data of the real shapes, the initial state put back, init_stop. RUN (timed): run_start,
@@ -11,7 +11,7 @@ INIT_BERT_LAYERS-layer model (kernels repeat per layer) and `run` alone builds a
 (benchmarks/bert/implementations/<platform>/config.yaml), env vars override single knobs.
 Exit codes: 0 success (RUN: target reached), 1 target not reached or a training failure, 2 bad input.
 
-Data directory D (python -m benchmarks.bert.prep): D/train/part-*.shard, D/eval.shard and, when the config's
+Data directory D (python -m tinyperf.benchmarks.bert.prep): D/train/part-*.shard, D/eval.shard and, when the config's
 INIT_CHECKPOINT is 1, D/bert-large.safetensors (prep checkpoint; --init-checkpoint overrides the path).
 """
 from __future__ import annotations
@@ -22,19 +22,19 @@ import shlex
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import BERT_DROPOUT, ClosedModelError, PlatformConfig, bert_dropout
-from benchmarks.common.io import InputError
-from benchmarks.common.rundir import RunDir
-from benchmarks.common import beam, mlperf, runtime
-from benchmarks.bert.spec import SPEC
+from tinyperf.benchmarks.common.config import BERT_DROPOUT, ClosedModelError, PlatformConfig, bert_dropout
+from tinyperf.benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.rundir import RunDir
+from tinyperf.benchmarks.common import beam, mlperf, runtime
+from tinyperf.benchmarks.bert.spec import SPEC
 
 VOCAB_SIZE = 30522          # the MLCommons uncased vocab (and the cpu_smoke one: the same bert-base-uncased vocab)
 CHECKPOINT_NAME = "bert-large.safetensors"
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.bert.train` (test_doc_commands checks the docs' commands with it)."""
-  p = argparse.ArgumentParser(prog="python -m benchmarks.bert.train", description=__doc__.splitlines()[0])
+  """The parser of `python -m tinyperf.benchmarks.bert.train` (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog="python -m tinyperf.benchmarks.bert.train", description=__doc__.splitlines()[0])
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/bert/implementations")
   p.add_argument("--phase", required=True, choices=("all", "init", "run"),
                  help="all: INIT then RUN in one process (RUN replays what INIT compiled); init or run alone")
@@ -61,7 +61,7 @@ def eval_every_steps(knobs) -> int:
 
 def log_hparams(cfg: PlatformConfig):
   from mlperf_logging.mllog import constants as C
-  from benchmarks.bert.optim import lamb_hparams
+  from tinyperf.benchmarks.bert.optim import lamb_hparams
   k = cfg.knobs
   mlperf.event(C.OPT_NAME, C.LAMB)  # "lamb": the reference logs FLAGS.optimizer, lower case (tinycorp: "LAMB"; unchecked)
   mlperf.event(C.GRADIENT_ACCUMULATION_STEPS, 1)
@@ -81,9 +81,9 @@ class Trainer:
   """Model, optimizer, schedule, dropout RNG and jitted steps for one process; shapes come from the config only.
   weights: state-dict name -> array to start from (a converted checkpoint); None = random init from the seed."""
   def __init__(self, cfg: PlatformConfig, seed: int, layers: int | None = None, weights=None):
-    from benchmarks.bert.model import build_bert, load_weights, place_model
-    from benchmarks.bert.optim import make_optimizer
-    from benchmarks.bert.steps import DropoutRNG, StepState, make_steps
+    from tinyperf.benchmarks.bert.model import build_bert, load_weights, place_model
+    from tinyperf.benchmarks.bert.optim import make_optimizer
+    from tinyperf.benchmarks.bert.steps import DropoutRNG, StepState, make_steps
     self.cfg, self.k = cfg, cfg.knobs
     self.devices = runtime.devices(cfg)
     self.ranked = beam.from_knobs(self.k)   # BEAM_COVERAGE / BEAM_BUDGET_S: search the slowest kernels first
@@ -96,18 +96,18 @@ class Trainer:
     self.train_step, self.eval_step = make_steps(self.model, self.optimizer, self.scheduler, self.k)
 
   def save(self, path: Path, step: int):
-    from benchmarks.common.checkpoint import save_state
+    from tinyperf.benchmarks.common.checkpoint import save_state
     save_state(path, self.model, self.optimizer, self.state, metadata={"step": str(step), "benchmark": "bert"})
 
   def load(self, path: Path) -> int:
-    from benchmarks.common.checkpoint import load_state
+    from tinyperf.benchmarks.common.checkpoint import load_state
     load_state(path, self.model, self.optimizer, self.state)
     return self.scheduler.steps_done()
 
 
 def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True) -> runtime.StepTimer:
   """JIT capture + BEAM search on fake data with the real shapes (what INIT is for)."""
-  from benchmarks.bert.steps import fake_batch, to_device, read_eval
+  from tinyperf.benchmarks.bert.steps import fake_batch, to_device, read_eval
   k, timer = tr.k, runtime.StepTimer()
   with beam.beam_context(k, "TRAIN_BEAM", tr.ranked):
     batch = fake_batch(k["BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"])
@@ -136,7 +136,7 @@ def init(cfg: PlatformConfig, args, full_depth: bool) -> Trainer:
   """INIT; returns the trainer with its steps captured and its state back at the seed's initial values.
   full_depth False: an INIT_BERT_LAYERS-layer model (enough to search every kernel; a RUN process compiles its own)."""
   from mlperf_logging.mllog import constants as C
-  from benchmarks.common.checkpoint import restore_state, snapshot_state
+  from tinyperf.benchmarks.common.checkpoint import restore_state, snapshot_state
   mlperf.log_submission_info(cfg)
   method = os.environ.get("TINYPERF_CACHE_DROPPED") or mlperf.drop_page_cache(
     [args.data] if args.data else [], mlperf.drops_host_cache(cfg))
@@ -155,7 +155,7 @@ def init(cfg: PlatformConfig, args, full_depth: bool) -> Trainer:
   restore_state(initial, tr.model, tr.optimizer, tr.state)   # the fake steps trained: RUN starts from the seed's init
   del initial
   if cfg.knobs.get("KERNELS") == "triton":   # the tiles that ran and what compiling them took, in the run's folder
-    from benchmarks.kernels import program
+    from tinyperf.benchmarks.kernels import program
     print(program.write_record(RunDir(args.work).kernels), flush=True)
   mlperf.event(C.INIT_STOP)
   init_s = runtime.now() - t0
@@ -174,7 +174,7 @@ def initial_weights(cfg: PlatformConfig, args):
   path = args.init_checkpoint or args.data / CHECKPOINT_NAME
   if not path.is_file():
     raise InputError(f"{path}: initial checkpoint not found (the config sets INIT_CHECKPOINT: 1). Convert the MLCommons "
-                     f"TF checkpoint with `python -m benchmarks.bert.prep checkpoint --tf DIR --out "
+                     f"TF checkpoint with `python -m tinyperf.benchmarks.bert.prep checkpoint --tf DIR --out "
                      f"{shlex.quote(str(path))}`, or pass --init-checkpoint FILE.")
   return safe_load(str(path))
 
@@ -182,8 +182,8 @@ def initial_weights(cfg: PlatformConfig, args):
 def data_files(cfg: PlatformConfig, data: Path | None) -> tuple[list[Path], Path]:
   """(train shard paths, eval shard path) of a prepared data directory, by name only (nothing is read), or InputError
   with the prep commands: all_phases asks before INIT, so a wrong DATA_DIR is not found after a whole INIT."""
-  from benchmarks.bert.data import train_shard_paths
-  from benchmarks.bert.shard import ShardError
+  from tinyperf.benchmarks.bert.data import train_shard_paths
+  from tinyperf.benchmarks.bert.shard import ShardError
   if data is None: raise InputError("--data is required for the RUN phase (the prepared BERT data directory)")
   q = shlex.quote(str(data))   # pasted into a shell as printed
   prep = (f"`tinyperf prep wiki pretrain --data {q} --platform {cfg.platform}` and `tinyperf prep wiki eval --data "
@@ -200,7 +200,7 @@ def data_files(cfg: PlatformConfig, data: Path | None) -> tuple[list[Path], Path
 
 def open_data(cfg: PlatformConfig, data: Path | None):
   """(train shard paths, eval shard path, vocab md5), validated against the config and the model's vocab."""
-  from benchmarks.bert.shard import ShardError, read_header
+  from tinyperf.benchmarks.bert.shard import ShardError, read_header
   paths, ev = data_files(cfg, data)
   try:
     h = read_header(paths[0])
@@ -213,7 +213,7 @@ def open_data(cfg: PlatformConfig, data: Path | None):
 
 
 def evaluate(tr: Trainer, eval_path: Path, vocab_md5: str | None):
-  from benchmarks.bert.steps import eval_set_batches, evaluate as run_eval
+  from tinyperf.benchmarks.bert.steps import eval_set_batches, evaluate as run_eval
   k = tr.k
   with beam.beam_context(k, "EVAL_BEAM", tr.ranked):
     batches = eval_set_batches(eval_path, k["EVAL_BS"], k["EVAL_SAMPLES"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"],
@@ -228,8 +228,8 @@ def train(tr: Trainer, args, paths, eval_path, vocab_md5, start_step: int) -> tu
   """Blocks of training steps, each followed by an eval; returns (target reached, samples trained on)."""
   import time
   from mlperf_logging.mllog import constants as C
-  from benchmarks.bert.data import train_batches
-  from benchmarks.bert.steps import to_device
+  from tinyperf.benchmarks.bert.data import train_batches
+  from tinyperf.benchmarks.bert.steps import to_device
   k, gbs = tr.k, tr.k["BS"]
   every, total = eval_every_steps(k), k["TRAIN_STEPS"]
   timer, benchmark = runtime.StepTimer(), args.benchmark_steps
@@ -323,7 +323,7 @@ def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> tuple[
   tr: INIT's trainer when both phases run in this process (the checkpoint is written into its weights), else RUN
   builds its own (and its JIT captures anew)."""
   from mlperf_logging.mllog import constants as C
-  from benchmarks.bert.model import assign_weights
+  from tinyperf.benchmarks.bert.model import assign_weights
   mlperf.event(C.SEED, args.seed)
   paths, eval_path, vocab_md5 = open_data(cfg, args.data)
   log_hparams(cfg)

@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from benchmarks.common import runtime
+from tinyperf.benchmarks.common import runtime
 
 
 @dataclass

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common.io import InputError
-from benchmarks.common.rules import SEED_BITS, closed_model_changes
-from benchmarks.common.spec import BenchmarkSpec, Knob
+from tinyperf.benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.rules import SEED_BITS, closed_model_changes
+from tinyperf.benchmarks.common.spec import BenchmarkSpec, Knob
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORMS = ("tinybox_green", "tinybox_red", "tinybox_8xMI300X", "1xH200", "2xH200", "cpu_smoke")
@@ -274,7 +274,7 @@ def write_resolved(cfg: PlatformConfig, path: Path, submitter: str) -> str:
   """One run's resolved config: cfg's facts and knobs after the environment's overrides, and the submitter its log
   records, as `tinyperf run` resolved them at claim time (what load_resolved reads back). Returns its sha256."""
   import json
-  from benchmarks.common.io import write_atomic
+  from tinyperf.benchmarks.common.io import write_atomic
   body = {"format": RESOLVED_FORMAT, "benchmark": cfg.benchmark, "platform": cfg.platform, "submitter": submitter,
           "meta": cfg.meta, "knobs": cfg.knobs, "overridden": {k: list(v) for k, v in cfg.overridden.items()}}
   digest = _resolved_hash(body)

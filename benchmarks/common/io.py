@@ -1,4 +1,4 @@
-"""Bad input and atomic files, shared by benchmarks/ and tooling/ (which may import benchmarks.common, never the reverse).
+"""Bad input and atomic files, shared by benchmarks/ and tooling/ (which may import tinyperf.benchmarks.common, never the reverse).
 
 Anything raised as InputError is bad input or environment: entrypoints and the CLI print its message (one paragraph
 naming the file and the fix) and exit 2, with no traceback."""

@@ -20,8 +20,8 @@ from pathlib import Path
 from mlperf_logging import mllog
 from mlperf_logging.mllog import constants as C
 
-from benchmarks.common.config import ROOT, PlatformConfig
-from benchmarks.common.rules import STATUS_RULESETS
+from tinyperf.benchmarks.common.config import ROOT, PlatformConfig
+from tinyperf.benchmarks.common.rules import STATUS_RULESETS
 
 ORG = os.environ.get("SUBMISSION_ORG", "tinycorp")
 _logger: mllog.MLLogger | None = None

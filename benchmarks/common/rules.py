@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import re
 
-from benchmarks.common.io import InputError
-from benchmarks.common.spec import BenchmarkSpec
+from tinyperf.benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.spec import BenchmarkSpec
 
 USAGE = "training"   # mlperf_logging's --usage for every tool and table
 STATUS_RULESETS = ("3.1.0", "4.0.0")   # the rulesets that require (and accept) submission_status in a log

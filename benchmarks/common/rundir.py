@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common.config import ConfigError, PlatformConfig, load_config, load_resolved
-from benchmarks.common.spec import BenchmarkSpec
+from tinyperf.benchmarks.common.config import ConfigError, PlatformConfig, load_config, load_resolved
+from tinyperf.benchmarks.common.spec import BenchmarkSpec
 
 RUN_LOG = "mlperf.txt"
 OUTPUT_LOG = "output.log"

@@ -8,9 +8,9 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, PlatformConfig
-from benchmarks.common.rundir import RunDir, metrics_path, triton_cache
-from benchmarks.common.spec import BenchmarkSpec
+from tinyperf.benchmarks.common.config import ROOT, PlatformConfig
+from tinyperf.benchmarks.common.rundir import RunDir, metrics_path, triton_cache
+from tinyperf.benchmarks.common.spec import BenchmarkSpec
 
 # knobs tinygrad itself reads from the environment (at import time, and memoised): they must be set before the import
 TINYGRAD_ENV = ("DEV", "DEFAULT_FLOAT", "SUM_DTYPE", "IGNORE_JIT_FIRST_BEAM", "BEAM_UOPS_MAX", "BEAM_UPCAST_MAX",
@@ -72,10 +72,10 @@ def run_entrypoint(spec: BenchmarkSpec, args, phases: dict) -> int:
   """The shared body of every training entrypoint's main(): config (the launcher's resolved one in the work folder, else
   config.yaml + env overrides; overrides printed), tinygrad knobs, the per-run kernel cache, the MLPerf log,
   provenance, then the phase. Bad input -> one paragraph on stderr, exit 2."""
-  from benchmarks.common import mlperf
-  from benchmarks.common.config import require_closed_model
-  from benchmarks.common.rundir import load_run_config
-  from benchmarks.common.io import InputError
+  from tinyperf.benchmarks.common import mlperf
+  from tinyperf.benchmarks.common.config import require_closed_model
+  from tinyperf.benchmarks.common.rundir import load_run_config
+  from tinyperf.benchmarks.common.io import InputError
   start_heartbeat("INIT (building the model, compiling the train step's kernels, BEAM search)"
                   if args.phase in ("init", "all") else "RUN")
   try:
@@ -240,7 +240,7 @@ class StepTimer:
 def no_projection(cfg: PlatformConfig) -> str:
   """Why a time to train projected from cfg's step would mean nothing, '' where it means something: a model other than
   the closed one (a toy config like cpu_smoke's, or a knob from the environment) or a CPU platform."""
-  from benchmarks.common.rules import closed_model_changes
+  from tinyperf.benchmarks.common.rules import closed_model_changes
   if changed := closed_model_changes(cfg.spec, cfg.knobs):
     return (f"{cfg.platform} times a toy model ({', '.join(f'{k}={v}' for k, v in changed.items())}), not the "
             f"closed {cfg.benchmark}")

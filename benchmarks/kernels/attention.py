@@ -28,7 +28,7 @@ from tinygrad import Tensor, dtypes
 from tinygrad.helpers import TRAINING
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
-from benchmarks.kernels import program as prg
+from tinyperf.benchmarks.kernels import program as prg
 
 try:
   import triton

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
-from benchmarks.kernels import program as prg
-from benchmarks.kernels.matmul import SMS   # the H200's multiprocessors, which the tile rules fill
+from tinyperf.benchmarks.kernels import program as prg
+from tinyperf.benchmarks.kernels.matmul import SMS   # the H200's multiprocessors, which the tile rules fill
 
 try:
   import triton

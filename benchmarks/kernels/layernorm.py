@@ -28,8 +28,8 @@ from tinygrad import Tensor, dtypes
 from tinygrad.helpers import TRAINING
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
-from benchmarks.kernels import program as prg
-from benchmarks.kernels.attention import _hash_uniform, _uniform
+from tinyperf.benchmarks.kernels import program as prg
+from tinyperf.benchmarks.kernels.attention import _hash_uniform, _uniform
 
 try:
   import triton

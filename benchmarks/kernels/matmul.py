@@ -17,7 +17,7 @@ import functools
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
-from benchmarks.kernels import program as prg
+from tinyperf.benchmarks.kernels import program as prg
 
 try:
   import triton

@@ -103,7 +103,7 @@ TILE_PARAMS = ("BM", "BN", "BK", "ROWS", "SPLIT", "GROUP")   # the constexprs a 
 
 @dataclass(frozen=True)
 class KernelRecord:
-  family: str        # the benchmarks.kernels module of the kernel: matmul, attention, conv, layernorm
+  family: str        # the tinyperf.benchmarks.kernels module of the kernel: matmul, attention, conv, layernorm
   symbol: str        # the kernel's symbol in the cubin
   shape: dict        # the problem the tile was chosen for: the constexprs not in TILE_PARAMS and the pointer types
   tile: dict         # the TILE_PARAMS it sets, num_warps, num_stages

@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchmarks.common.feeding import SHM_DIR, SHM_PREFIX
-from benchmarks.common.io import InputError, two_sizes
-from benchmarks.common.rules import IMAGENET_COUNTS
+from tinyperf.benchmarks.common.feeding import SHM_DIR, SHM_PREFIX
+from tinyperf.benchmarks.common.io import InputError, two_sizes
+from tinyperf.benchmarks.common.rules import IMAGENET_COUNTS
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "tinyperf-imagenet-manifest"

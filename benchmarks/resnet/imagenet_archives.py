@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from benchmarks.resnet.data import SPLITS, DataError
+from tinyperf.benchmarks.resnet.data import SPLITS, DataError
 
 URL_BASE = "https://image-net.org/data/ILSVRC/2012/"
 

@@ -61,7 +61,7 @@ class Conv2d:
   def __call__(self, x: Tensor) -> Tensor:
     w = self.weight.cast(dtypes.default_float)
     if self.kernels == "triton":
-      from benchmarks.kernels.conv import conv2d   # imports Triton: only where the knob asks for it
+      from tinyperf.benchmarks.kernels.conv import conv2d   # imports Triton: only where the knob asks for it
       return conv2d(x, w, self.stride, self.padding)
     return x.conv2d(w, stride=self.stride, padding=self.padding)
 
@@ -194,7 +194,7 @@ def place_model(model, devices: Sequence[str]) -> None:
 
 
 def make_model(knobs: Mapping, devices: Sequence[str], seed: int) -> ResNet:
-  """Build, initialise with `seed` and place the model on `devices` (GPUS names, see benchmarks.common.runtime.devices)."""
+  """Build, initialise with `seed` and place the model on `devices` (GPUS names, see tinyperf.benchmarks.common.runtime.devices)."""
   model = build_resnet(knobs, num_devices=len(devices), seed=seed)
   place_model(model, devices)
   return model

@@ -23,7 +23,7 @@ from typing import Mapping
 from tinygrad.nn.optim import LARS, SGD, OptimizerGroup
 from tinygrad.nn.state import get_state_dict
 
-from benchmarks.common.schedule import PolyWarmupLR
+from tinyperf.benchmarks.common.schedule import PolyWarmupLR
 
 TRUST_COEFFICIENT = 0.001
 POLY_POWER = 2.0

@@ -1,4 +1,4 @@
-"""Prepare ImageNet (ILSVRC2012) or a synthetic stand-in for the ResNet loader: `python -m benchmarks.resnet.prep CMD`.
+"""Prepare ImageNet (ILSVRC2012) or a synthetic stand-in for the ResNet loader: `python -m tinyperf.benchmarks.resnet.prep CMD`.
 
   imagenet --out DIR --val-labels FILE [--from-tars DIR | --url-base URL]   download or ingest, verify, extract
   imagenet --verify DIR                                                      re-check sizes, decode every image
@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchmarks.resnet.data import (IMAGENET_COUNTS, MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, SPLITS, DataError,
+from tinyperf.benchmarks.resnet.data import (IMAGENET_COUNTS, MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, SPLITS, DataError,
                                     load_manifest, manifest_path)
-from benchmarks.common.io import InputError, file_digest, write_atomic
-from benchmarks.resnet.imagenet_archives import (ARCHIVES, URL_BASE, Archive, check_archive, download, extract_train,
+from tinyperf.benchmarks.common.io import InputError, file_digest, write_atomic
+from tinyperf.benchmarks.resnet.imagenet_archives import (ARCHIVES, URL_BASE, Archive, check_archive, download, extract_train,
                                                  extract_val, load_checksums, progress, read_val_labels)
 
 MARKER = ".tinyperf-prep"   # says "this directory's train/ and val/ are prep's own output" (safe to replace)
@@ -372,10 +372,10 @@ def run(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.resnet.prep`, which `tinyperf prep imagenet|synthetic-imagenet` runs
+  """The parser of `python -m tinyperf.benchmarks.resnet.prep`, which `tinyperf prep imagenet|synthetic-imagenet` runs
   (test_doc_commands checks the docs' commands with it)."""
   # `tinyperf prep` runs us as a subprocess and sets the name its users typed, so usage lines read right.
-  p = argparse.ArgumentParser(prog=os.environ.get("TINYPERF_PREP_PROG", "python -m benchmarks.resnet.prep"),
+  p = argparse.ArgumentParser(prog=os.environ.get("TINYPERF_PREP_PROG", "python -m tinyperf.benchmarks.resnet.prep"),
                               description=__doc__.splitlines()[0])
   add_arguments(p)
   return p

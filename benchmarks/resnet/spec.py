@@ -2,8 +2,8 @@
 tooling/ and the renderers. Imports nothing heavy: tooling/ reads it on every command."""
 from __future__ import annotations
 
-from benchmarks.common.rules import IMAGENET_COUNTS
-from benchmarks.common.spec import BenchmarkSpec, Knob
+from tinyperf.benchmarks.common.rules import IMAGENET_COUNTS
+from tinyperf.benchmarks.common.spec import BenchmarkSpec, Knob
 
 QUALITY_TARGET = 0.759   # top-1
 # The stand-in data set of the CPU platform: what smoke.sh and the tests make (its NUM_CLASSES classes).
@@ -57,15 +57,15 @@ def init_steps(cfg, stand_in: bool, require) -> str:
   if stand_in:
     return f"""# stand-in data: learnable synthetic JPEGs in the ImageNet layout, {cfg['NUM_CLASSES']} classes (the set smoke.sh makes;
 # the same arguments give the same bytes, and a finished set is left as it is)
-python3 -m tooling.cli prep synthetic-imagenet --out "$DATA_DIR" --classes {cfg['NUM_CLASSES']} {SMOKE_IMAGENET}
-python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"
+python3 -m tinyperf.tooling.cli prep synthetic-imagenet --out "$DATA_DIR" --classes {cfg['NUM_CLASSES']} {SMOKE_IMAGENET}
+python3 -m tinyperf.tooling.cli prep imagenet --verify "$DATA_DIR"
 """
   return """if [ ! -f "$DATA_DIR/manifest.json" ]; then   # prep writes the manifest last, after verifying the extraction
 """ + require("VAL_LABELS", "the ILSVRC2012 validation ground truth, one wnid per line (docs/data.md)", "  ") + """\
   # the two ILSVRC2012 archives, downloaded (resumable, md5-checked) or taken from IMAGENET_TARS when it is set
-  python3 -m tooling.cli prep imagenet --out "$DATA_DIR" --val-labels "$VAL_LABELS" ${IMAGENET_TARS:+--from-tars "$IMAGENET_TARS"}
+  python3 -m tinyperf.tooling.cli prep imagenet --out "$DATA_DIR" --val-labels "$VAL_LABELS" ${IMAGENET_TARS:+--from-tars "$IMAGENET_TARS"}
 fi
-python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"   # every image decoded, sizes against the manifest
+python3 -m tinyperf.tooling.cli prep imagenet --verify "$DATA_DIR"   # every image decoded, sizes against the manifest
 """
 
 

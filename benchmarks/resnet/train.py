@@ -1,4 +1,4 @@
-"""ResNet-50 training entrypoint: `python -m benchmarks.resnet.train --platform P --phase all|init|run --seed S --data D --work W`.
+"""ResNet-50 training entrypoint: `python -m tinyperf.benchmarks.resnet.train --platform P --phase all|init|run --seed S --data D --work W`.
 
 INIT (untimed, <= 30 min closed): submission info, page-cache drop, cache_clear, init_start, model and optimizer from
 the seed, JIT capture + BEAM search on fake data of the real shapes, the initial state put back, init_stop. RUN (timed):
@@ -16,17 +16,17 @@ import os
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import PlatformConfig
-from benchmarks.common.io import InputError
-from benchmarks.common.rules import IMAGENET_COUNTS
-from benchmarks.common.rundir import RunDir
-from benchmarks.common import beam, mlperf, runtime
-from benchmarks.resnet.spec import SPEC
+from tinyperf.benchmarks.common.config import PlatformConfig
+from tinyperf.benchmarks.common.io import InputError
+from tinyperf.benchmarks.common.rules import IMAGENET_COUNTS
+from tinyperf.benchmarks.common.rundir import RunDir
+from tinyperf.benchmarks.common import beam, mlperf, runtime
+from tinyperf.benchmarks.resnet.spec import SPEC
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m benchmarks.resnet.train` (test_doc_commands checks the docs' commands with it)."""
-  p = argparse.ArgumentParser(prog="python -m benchmarks.resnet.train", description=__doc__.splitlines()[0])
+  """The parser of `python -m tinyperf.benchmarks.resnet.train` (test_doc_commands checks the docs' commands with it)."""
+  p = argparse.ArgumentParser(prog="python -m tinyperf.benchmarks.resnet.train", description=__doc__.splitlines()[0])
   p.add_argument("--platform", required=True, help="implementation directory under benchmarks/resnet/implementations")
   p.add_argument("--phase", required=True, choices=("all", "init", "run"),
                  help="all: INIT then RUN in one process (RUN replays what INIT compiled); init or run alone")
@@ -48,7 +48,7 @@ def should_eval(epoch: int, k) -> bool:
 
 def log_hparams(cfg: PlatformConfig, manifest):
   from mlperf_logging.mllog import constants as C
-  from benchmarks.resnet.optim import lars_hparams
+  from tinyperf.benchmarks.resnet.optim import lars_hparams
   mlperf.event(C.GLOBAL_BATCH_SIZE, cfg["BS"])
   # the split sizes, at the start of the run: as the MLCommons reference (image_classification/tensorflow2/
   # resnet_ctl_imagenet_main.py: NUM_IMAGES train / validation) and the reviewed v4.0 logs (1281167 / 50000)
@@ -62,9 +62,9 @@ def log_hparams(cfg: PlatformConfig, manifest):
 class Trainer:
   """Model, optimizer, schedule and jitted steps for one process; shapes come from the config only."""
   def __init__(self, cfg: PlatformConfig, seed: int, spe: int):
-    from benchmarks.resnet.model import make_model
-    from benchmarks.resnet.optim import make_optimizer
-    from benchmarks.resnet.steps import make_steps
+    from tinyperf.benchmarks.resnet.model import make_model
+    from tinyperf.benchmarks.resnet.optim import make_optimizer
+    from tinyperf.benchmarks.resnet.steps import make_steps
     self.cfg, self.k, self.spe = cfg, cfg.knobs, spe
     self.devices = runtime.devices(cfg)
     self.ranked = beam.from_knobs(self.k)   # BEAM_COVERAGE / BEAM_BUDGET_S: search the slowest kernels first
@@ -80,7 +80,7 @@ class Trainer:
 
 def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True):
   """JIT capture + BEAM search on fake data with the real shapes (what INIT is for)."""
-  from benchmarks.resnet.steps import to_device
+  from tinyperf.benchmarks.resnet.steps import to_device
   timer = runtime.StepTimer()
   with beam.beam_context(tr.k, "TRAIN_BEAM", tr.ranked):
     x, y = tr.fake_batch(tr.k["BS"])
@@ -106,8 +106,8 @@ def init_phase(cfg: PlatformConfig, args) -> int:
 def init(cfg: PlatformConfig, args) -> Trainer:
   """INIT; returns the trainer with its steps captured and its state back at the seed's initial values."""
   from mlperf_logging.mllog import constants as C
-  from benchmarks.common.checkpoint import restore_state, snapshot_state
-  from benchmarks.resnet.data import load_manifest
+  from tinyperf.benchmarks.common.checkpoint import restore_state, snapshot_state
+  from tinyperf.benchmarks.resnet.data import load_manifest
   mlperf.log_submission_info(cfg)
   # the train-set size fixes the LR schedule's constants, which are compiled into the step kernels that INIT searches:
   # read it from the manifest (no image is opened) so that RUN finds the same kernels in the cache
@@ -127,7 +127,7 @@ def init(cfg: PlatformConfig, args) -> Trainer:
   restore_state(initial, tr.model, tr.optimizer, tr.scheduler)   # the fake steps trained: RUN starts from the seed's init
   del initial
   if cfg.knobs.get("KERNELS") == "triton":   # the tiles that ran and what compiling them took, in the run's folder
-    from benchmarks.kernels import program
+    from tinyperf.benchmarks.kernels import program
     print(program.write_record(RunDir(args.work).kernels), flush=True)
   mlperf.event(C.INIT_STOP)
   init_s = runtime.now() - t0
@@ -140,8 +140,8 @@ def init(cfg: PlatformConfig, args) -> Trainer:
 
 
 def evaluate(tr: Trainer, manifest, seed: int, epoch: int) -> tuple[float, float]:
-  from benchmarks.resnet.data import batches
-  from benchmarks.resnet.steps import to_device
+  from tinyperf.benchmarks.resnet.data import batches
+  from tinyperf.benchmarks.resnet.steps import to_device
   k = tr.k
   loss_sum, correct, seen = 0.0, 0, 0
   with beam.beam_context(k, "EVAL_BEAM", tr.ranked):
@@ -161,8 +161,8 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
   """One epoch of jitted train steps on real data. Returns True when BENCHMARK steps are done (stop the run)."""
   from tinygrad import GlobalCounters
   from tqdm import tqdm
-  from benchmarks.resnet.data import batches
-  from benchmarks.resnet.steps import to_device
+  from tinyperf.benchmarks.resnet.data import batches
+  from tinyperf.benchmarks.resnet.steps import to_device
   k = tr.k
   first, t_epoch = len(timer.steps), runtime.now()
   with batches(train.files, train.labels, k["BS"], train=True, seed=seed, epoch=e, image_size=k["IMAGE_SIZE"],
@@ -188,7 +188,7 @@ def train_epoch(tr: Trainer, train, seed: int, e: int, spe: int, timer: runtime.
 def print_feeding_budget(cfg: PlatformConfig, host: int | None = None):
   """The cores this platform's loader needs against the cores this process may use (host: for tests); a loud
   warning on stderr when short."""
-  from benchmarks.common.feeding import banner, budget, host_cores
+  from tinyperf.benchmarks.common.feeding import banner, budget, host_cores
   b = budget(cfg, host_cores() if host is None else host)
   print(f"feeding budget: {b.line()}", flush=True)
   if b.warnings(): print(banner(b.warnings()), file=sys.stderr, flush=True)
@@ -219,8 +219,8 @@ def run_training(cfg: PlatformConfig, args, tr: Trainer | None = None) -> str | 
   """Everything of RUN between run_start and run_stop; returns the run_stop status (None for a BENCHMARK run).
   tr: INIT's trainer when both phases run in this process, else RUN builds its own (and its JIT captures anew)."""
   from mlperf_logging.mllog import constants as C
-  from benchmarks.resnet.data import load_manifest
-  from benchmarks.common.checkpoint import save_state, load_state
+  from tinyperf.benchmarks.resnet.data import load_manifest
+  from tinyperf.benchmarks.common.checkpoint import save_state, load_state
   k = cfg.knobs
   mlperf.event(C.SEED, args.seed)
   if args.data is None: raise InputError("--data is required for the RUN phase (the prepared ImageNet directory)")

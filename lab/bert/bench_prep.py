@@ -20,13 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common.io import file_digest
+from tinyperf.benchmarks.common.io import file_digest
 
 
 def generate(d: Path, parts: int, mb_per_part: float, seed: int = 0, text: Path | None = None,
              vocab: Path | None = None) -> Path:
-  from benchmarks.bert.corpus import corpus_lines
-  from benchmarks.bert.tokenizer import installed_test_vocab
+  from tinyperf.benchmarks.bert.corpus import corpus_lines
+  from tinyperf.benchmarks.bert.tokenizer import installed_test_vocab
   res = d / "results4"
   res.mkdir(parents=True)
   sents = [] if text else corpus_lines()
@@ -63,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-  from benchmarks.bert.prep import run_pretrain
-  from benchmarks.bert.pretraining import Params
+  from tinyperf.benchmarks.bert.prep import run_pretrain
+  from tinyperf.benchmarks.bert.pretraining import Params
   args = build_parser().parse_args(argv)
   base = args.keep or Path(tempfile.mkdtemp(prefix="bench_prep_"))
   try:
@@ -86,10 +86,10 @@ def main(argv=None) -> int:
       # one worker per side, as `prep pretrain --workers 1` runs (one tokenizer, so its memo carries from part to part),
       # the sides alternating part by part (fast first on even parts, reference first on odd ones) so that a burst of
       # load on this shared machine hits both
-      from benchmarks.bert.prep import discover_parts, shard_path
-      from benchmarks.bert.tokenizer import load_checked_vocab
-      from benchmarks.bert.pretraining import make_part_shard
-      from benchmarks.bert.tokenizer import make_tokenizer
+      from tinyperf.benchmarks.bert.prep import discover_parts, shard_path
+      from tinyperf.benchmarks.bert.tokenizer import load_checked_vocab
+      from tinyperf.benchmarks.bert.pretraining import make_part_shard
+      from tinyperf.benchmarks.bert.tokenizer import make_tokenizer
       toks = {}
       for kind in kinds:   # what each worker does once at start (run_pretrain times it too)
         t0 = time.perf_counter()

@@ -34,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-  from benchmarks.bert.corpus import corpus_lines
-  from benchmarks.bert.tokenizer import FastTokenizer, ReferenceTokenizer, hf_bert_tokenizer, installed_test_vocab, load_vocab
+  from tinyperf.benchmarks.bert.corpus import corpus_lines
+  from tinyperf.benchmarks.bert.tokenizer import FastTokenizer, ReferenceTokenizer, hf_bert_tokenizer, installed_test_vocab, load_vocab
   args = build_parser().parse_args(argv)
   os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")   # one core, like one prep worker
   path = args.vocab or installed_test_vocab()

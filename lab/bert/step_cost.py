@@ -1,7 +1,7 @@
 """What one BERT train step asks of the GPU, counted without one: kernels, FLOP, bytes and memory by tinygrad's own
 estimates.
 
-Runs the real train step (model, LAMB, clipping, loss scale, dropout: benchmarks.bert.train.Trainer) once, eagerly, on
+Runs the real train step (model, LAMB, clipping, loss scale, dropout: tinyperf.benchmarks.bert.train.Trainer) once, eagerly, on
 any device; DEV=NULL compiles every kernel and runs none, so it works on a laptop. Prints one JSON line per variant
 (set by environment knobs, e.g. DROPOUT=0) and the difference to the first, so a change's predicted effect on a GPU
 (bytes / bandwidth, FLOP / rate) is known before a device lease is spent on measuring it:
@@ -30,16 +30,16 @@ import time
 
 
 def one_step(platform: str, layers: int) -> dict:
-  from benchmarks.common.config import bert_dropout
-  from benchmarks.registry import load_config
-  from benchmarks.common.runtime import apply_tinygrad_env
+  from tinyperf.benchmarks.common.config import bert_dropout
+  from tinyperf.benchmarks.registry import load_config
+  from tinyperf.benchmarks.common.runtime import apply_tinygrad_env
   cfg = load_config("bert", platform)    # knobs overridden by the environment, as in a run (BS, DROPOUT, ...)
   apply_tinygrad_env(cfg, "init", keep_dev=True)   # the config's DEFAULT_FLOAT, USE_ATOMICS, ... on the caller's DEV
   from tinygrad import GlobalCounters, Tensor, dtypes
   from tinygrad.device import Buffer
   from tinygrad.helpers import USE_ATOMICS
-  from benchmarks.bert.steps import fake_batch, to_device
-  from benchmarks.bert.train import Trainer
+  from tinyperf.benchmarks.bert.steps import fake_batch, to_device
+  from tinyperf.benchmarks.bert.train import Trainer
   # GPU memory: tinygrad's own count of the buffers allocated and not freed, per device, at its highest
   peak: dict[str, int] = {}
   allocate = Buffer.allocate

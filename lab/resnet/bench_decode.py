@@ -6,7 +6,7 @@ Corpus: JPEGs made from the real photos that ship in scikit-image's wheel (a ben
 `pip install scikit-image`), cropped and resized to ImageNet-like sizes (short side 333-500, the usual 4:3 / 3:2 /
 square shapes), with film-grain noise so files weigh about what ImageNet's do (~110 KB), quality 90, 4:2:0.
 Methods (each optional library is skipped with a note when it is not installed):
-  pillow          Pillow, full decode + one resize (benchmarks.resnet.data with draft=False)
+  pillow          Pillow, full decode + one resize (tinyperf.benchmarks.resnet.data with draft=False)
   pillow-draft    Pillow, DCT-domain 1/2-1/4-1/8 decode when the crop allows it (the loader's default)
                   (run in a venv where pillow-simd replaces Pillow, with --corpus, these two measure pillow-simd)
   simplejpeg      simplejpeg decode (power-of-two downscale when legal) + Pillow resize
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from benchmarks.resnet.data import decode_eval, decode_train, eval_crop_box, image_rng, random_resized_crop_params
+from tinyperf.benchmarks.resnet.data import decode_eval, decode_train, eval_crop_box, image_rng, random_resized_crop_params
 
 PHOTOS = ("astronaut", "chelsea", "coffee", "rocket", "motorcycle_left", "motorcycle_right", "hubble_deep_field",
           "retina", "immunohistochemistry", "colorwheel")
@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
   args = build_parser().parse_args(argv)
-  from benchmarks.common.feeding import host_cores
+  from tinyperf.benchmarks.common.feeding import host_cores
   host = host_cores()   # before pinning ourselves to one core
   try: os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[-1]})  # one core: the numbers are per core
   except (AttributeError, OSError): pass
@@ -199,9 +199,9 @@ def feeding_lines(per_core: float, size: int, host: int) -> list[str]:
   """For every ResNet platform: the cores it needs at `per_core` loader img/s measured at crop `size`
   (benchmarks/common/feeding.py), against `host` cores, and what its config states. A platform with another
   IMAGE_SIZE keeps its config's own rate (this run's does not apply to it)."""
-  from benchmarks.common.config import available_platforms
-  from benchmarks.registry import load_config
-  from benchmarks.common.feeding import budget
+  from tinyperf.benchmarks.common.config import available_platforms
+  from tinyperf.benchmarks.registry import load_config
+  from tinyperf.benchmarks.common.feeding import budget
   out = []
   for plat in available_platforms("resnet"):
     cfg = load_config("resnet", plat, environ={})

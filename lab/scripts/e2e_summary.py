@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def summarize(log_path: Path) -> dict:
-  from benchmarks.common.rules import INIT_LIMIT_MIN
-  from benchmarks.common.runtime import JIT_WARMUP_STEPS, metrics_path
-  from tooling.common.mllog_reader import read_log
+  from tinyperf.benchmarks.common.rules import INIT_LIMIT_MIN
+  from tinyperf.benchmarks.common.runtime import JIT_WARMUP_STEPS, metrics_path
+  from tinyperf.tooling.common.mllog_reader import read_log
   log = read_log(log_path)
 
   def span(a: str, b: str):

@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main() -> int:
-  from benchmarks.resnet.data import DataError, batches, load_manifest
+  from tinyperf.benchmarks.resnet.data import DataError, batches, load_manifest
   args = build_parser().parse_args()
   if args.bert: return bert_rate(args.data, args.bert, args.batches)
   try: tr = load_manifest(args.data)["train"]
@@ -47,8 +47,8 @@ def main() -> int:
 
 
 def bert_rate(data: Path, bs: int, n_batches: int) -> int:
-  from benchmarks.bert.data import train_batches, train_shard_paths
-  from benchmarks.bert.shard import ShardError, read_header
+  from tinyperf.benchmarks.bert.data import train_batches, train_shard_paths
+  from tinyperf.benchmarks.bert.shard import ShardError, read_header
   try:
     paths = train_shard_paths(data)
     h = read_header(paths[0])

@@ -38,11 +38,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.common import runtime                                     # noqa: E402
-from benchmarks.common.io import InputError                              # noqa: E402
-from benchmarks.registry import load_config                              # noqa: E402
+from tinyperf.benchmarks.common import runtime                                     # noqa: E402
+from tinyperf.benchmarks.common.io import InputError                              # noqa: E402
+from tinyperf.benchmarks.registry import load_config                              # noqa: E402
 from lab.bench import DEVICE_NODES, require_saving_folder                # noqa: E402
-from tooling.common.errors import UserError                              # noqa: E402
+from tinyperf.tooling.common.errors import UserError                              # noqa: E402
 
 PROG = "python3 lab/scripts/loss_compare.py"
 SIDES = ("tinygrad", "triton")
@@ -92,8 +92,8 @@ def batches(benchmark: str, knobs: dict, seed: int, n: int) -> list:
     s = knobs["IMAGE_SIZE"]
     return [(rng.integers(0, 256, (B, s, s, 3), dtype=np.uint8), rng.integers(0, knobs["NUM_CLASSES"], B, dtype=np.int32))
             for _ in range(n)]
-  from benchmarks.bert.steps import fake_batch
-  from benchmarks.bert.train import VOCAB_SIZE
+  from tinyperf.benchmarks.bert.steps import fake_batch
+  from tinyperf.benchmarks.bert.train import VOCAB_SIZE
   L, P = knobs["MAX_SEQ_LEN"], knobs["MAX_PREDICTIONS"]
   out = []
   for _ in range(n):
@@ -111,15 +111,15 @@ def curve(benchmark: str, cfg, seed: int, data: list, side: str) -> tuple[list[f
   """(loss per step, seconds per step) of the benchmark's Trainer built from seed and stepped on data."""
   runtime.set_stage(f"{side} side: building the model")
   if benchmark == "resnet":
-    from benchmarks.common.rules import IMAGENET_COUNTS
-    from benchmarks.resnet.steps import to_device
-    from benchmarks.resnet.train import Trainer, steps_per_epoch
+    from tinyperf.benchmarks.common.rules import IMAGENET_COUNTS
+    from tinyperf.benchmarks.resnet.steps import to_device
+    from tinyperf.benchmarks.resnet.train import Trainer, steps_per_epoch
     # the schedule of a run on ImageNet, as INIT without data builds it
     tr = Trainer(cfg, seed, steps_per_epoch(IMAGENET_COUNTS["train"], cfg["BS"]))
     step = lambda b: tr.train_step(*to_device(*b, tr.devices))
   else:
-    from benchmarks.bert.steps import to_device
-    from benchmarks.bert.train import Trainer
+    from tinyperf.benchmarks.bert.steps import to_device
+    from tinyperf.benchmarks.bert.train import Trainer
     tr = Trainer(cfg, seed)
     step = lambda b: tr.train_step(**to_device(b, tr.devices))
   losses, seconds = [], []
@@ -174,7 +174,7 @@ def table(rows: list[dict]) -> str:
 
 def require_device(cfg):
   """A GPU config on a machine without its GPUs is refused in one line (tinygrad would fail deep in its device probe)."""
-  from benchmarks.preflight import visible_gpus
+  from tinyperf.benchmarks.preflight import visible_gpus
   if cfg["vendor"] == "cpu": return
   have, _ = visible_gpus(cfg["vendor"])
   if have < cfg["GPUS"]:

@@ -35,7 +35,7 @@ T0=$(date +%s); DEADLINE=$((T0 + ${BUDGET_S:-1440}))
 event() { echo "$(date +%s) t=$(( $(date +%s) - T0 ))s $*" >>"$JOB/events"; }
 stamp() { python3 -u -c 'import sys, time
 for line in sys.stdin: sys.stdout.write(f"{time.time():.1f} {line}"); sys.stdout.flush()' >"$1"; }
-tinyperf() { python3 -m tooling.cli "$@"; }
+tinyperf() { python3 -m tinyperf.tooling.cli "$@"; }
 resnet_search() {  # GPU, seconds, log, [cache, workers]
   CUDA_VISIBLE_DEVICES=$1 PARALLEL=${5:-${PARALLEL_SEARCH:-24}} DEBUG=2 python3 -m lab.bench resnet --gpus 1 --beam 1 --steps 10 \
     --against none --beam-cache "${4:-$JOB/resnet_beam.db}" --time-limit "$2" --record "$JOB/resnet.jsonl" 2>&1 | stamp "$3"

@@ -35,12 +35,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.common import runtime                                     # noqa: E402
-from benchmarks.common.io import InputError                              # noqa: E402
-from benchmarks.registry import load_config                              # noqa: E402
+from tinyperf.benchmarks.common import runtime                                     # noqa: E402
+from tinyperf.benchmarks.common.io import InputError                              # noqa: E402
+from tinyperf.benchmarks.registry import load_config                              # noqa: E402
 from lab.bench import require_saving_folder                              # noqa: E402
 from lab.scripts.loss_compare import device, require_device, versions    # noqa: E402
-from tooling.common.errors import UserError                              # noqa: E402
+from tinyperf.tooling.common.errors import UserError                              # noqa: E402
 
 PROG = "python3 lab/scripts/step_profile.py"
 PROGRESS_S = 10.0   # a line at least this often while items are timed
@@ -84,12 +84,12 @@ def captured_step(benchmark: str, cfg, steps: int):
   """(trainer, its step timer, the last replay's (linear, var_vals, inputs)) after the benchmark's own warm-up and
   `steps` replays of its jitted train step."""
   if benchmark == "resnet":
-    from benchmarks.common.rules import IMAGENET_COUNTS
-    from benchmarks.resnet.train import Trainer, run_fake_steps, steps_per_epoch
+    from tinyperf.benchmarks.common.rules import IMAGENET_COUNTS
+    from tinyperf.benchmarks.resnet.train import Trainer, run_fake_steps, steps_per_epoch
     # the schedule of a run on ImageNet, as INIT without data builds it
     tr = Trainer(cfg, 0, steps_per_epoch(IMAGENET_COUNTS["train"], cfg["BS"]))
   else:
-    from benchmarks.bert.train import Trainer, run_fake_steps
+    from tinyperf.benchmarks.bert.train import Trainer, run_fake_steps
     tr = Trainer(cfg, 0)
   runtime.set_stage("capturing the train step (its first steps compile, and search where BEAM asks)")
   with replays() as seen:
@@ -114,7 +114,7 @@ def family(call, inputs) -> str:
   from tinygrad.engine.realize import resolve_params
   from tinygrad.helpers import ansistrip, to_tuple
   from tinygrad.uop.ops import Ops
-  from benchmarks.kernels.program import SMEM
+  from tinyperf.benchmarks.kernels.program import SMEM
   ast = call.src[0]
   if ast.op is Ops.COPY:
     dest, src = resolve_params(call, inputs)[:2]

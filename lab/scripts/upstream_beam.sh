@@ -42,10 +42,10 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 python3 - "$bm" "${PLATFORM:-1xH200}" "$CACHE" "$work/cache.db" >"$work/env" <<'PY' || exit 2
 import os, sys
 from pathlib import Path
-from benchmarks.common.config import ConfigError
-from benchmarks.registry import load_config
-from benchmarks.common.runtime import TINYGRAD_BEAM_ENV
-from tooling.common.errors import UserError
+from tinyperf.benchmarks.common.config import ConfigError
+from tinyperf.benchmarks.registry import load_config
+from tinyperf.benchmarks.common.runtime import TINYGRAD_BEAM_ENV
+from tinyperf.tooling.common.errors import UserError
 from lab.bench import require_saving_folder, seed_beam_cache
 bm, platform, cache, db = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 try: env = load_config(bm, platform).env()
@@ -63,8 +63,8 @@ except UserError as e: sys.exit(f"upstream_beam.sh: {e}")
 print(f"upstream_beam: {n} searched kernels carried in from {cache}", file=sys.stderr)
 # what a record of this run names, from the run itself: date, GPU and driver, cores, versions, git sha
 import json, time
-from benchmarks.common.runtime import provenance
-from tooling.launch.sysinfo_detect import NVIDIA_QUERY, Probe, parse_nvidia_csv   # as `tinyperf sysinfo` reads the GPUs
+from tinyperf.benchmarks.common.runtime import provenance
+from tinyperf.tooling.launch.sysinfo_detect import NVIDIA_QUERY, Probe, parse_nvidia_csv   # as `tinyperf sysinfo` reads the GPUs
 gpus = parse_nvidia_csv(Probe().run(["nvidia-smi", f"--query-gpu={NVIDIA_QUERY}", "--format=csv,noheader,nounits"]) or "")
 gpu = {"gpu": gpus[0]["name"], "driver": gpus[0]["driver"]} if gpus else {"gpu": "none (nvidia-smi did not answer)"}
 print("upstream_beam: provenance " + json.dumps({"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **gpu,
@@ -77,7 +77,7 @@ mkdir "$work/hook"
 cat >"$work/hook/sitecustomize.py" <<'PY'
 import os, sys
 if sys.argv and sys.argv[0].endswith("model_train.py"):
-  from benchmarks.common.beam import activate_from_environ
+  from tinyperf.benchmarks.common.beam import activate_from_environ
   activate_from_environ(os.environ)
 PY
 # its own process group, so that the time limit stops the trainer and its BEAM workers too

@@ -28,9 +28,9 @@ def write_tf1_checkpoint(d, weights):
 def test_tf_checkpoint_converts_and_matches_a_reference_forward(tmp_path):
   from tinygrad import Tensor, Context
   from tinygrad.nn.state import safe_load
-  from benchmarks.bert import prep
-  from benchmarks.bert.convert import read_tf_checkpoint, tf_name_table
-  from benchmarks.bert.model import BertConfig, BertForPretraining, load_weights, place_model
+  from tinyperf.benchmarks.bert import prep
+  from tinyperf.benchmarks.bert.convert import read_tf_checkpoint, tf_name_table
+  from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining, load_weights, place_model
   w = tf_weights(layers=2, hidden=32, heads=2, intermediate=64, vocab=97, positions=64, slots=True)
   ckpt = write_tf1_checkpoint(tmp_path / "tf", w)
   assert (ckpt / "checkpoint").is_file() and (ckpt / "model.ckpt-28252.index").is_file()
@@ -54,7 +54,7 @@ def test_tf_checkpoint_converts_and_matches_a_reference_forward(tmp_path):
   np.testing.assert_allclose(nsp, ref_nsp, rtol=2e-4, atol=2e-4)
   # a tampered file fails verification
   bad = tmp_path / "bad.safetensors"
-  from benchmarks.bert.convert import read_safetensors, write_safetensors
+  from tinyperf.benchmarks.bert.convert import read_safetensors, write_safetensors
   t, meta = read_safetensors(out)
   t = dict(t); t["cls.predictions.bias"] = t["cls.predictions.bias"] + 1
   write_safetensors(bad, t, meta)

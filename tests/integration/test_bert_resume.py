@@ -4,10 +4,10 @@ remains is compile time (~1-2 min on 2 shared cores)."""
 import numpy as np
 import pytest
 
-from benchmarks.bert.model import build_bert, place_model
-from benchmarks.bert.optim import make_optimizer
-from benchmarks.bert.steps import DropoutRNG, StepState, make_steps, to_device
-from benchmarks.common.checkpoint import load_state, save_state, training_state
+from tinyperf.benchmarks.bert.model import build_bert, place_model
+from tinyperf.benchmarks.bert.optim import make_optimizer
+from tinyperf.benchmarks.bert.steps import DropoutRNG, StepState, make_steps, to_device
+from tinyperf.benchmarks.common.checkpoint import load_state, save_state, training_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fast_compile")]   # compile-bound
 
@@ -84,7 +84,7 @@ def no_dropout(model):
 
 
 def test_two_devices_equal_one_device():
-  from benchmarks.bert.steps import read_eval
+  from tinyperf.benchmarks.bert.steps import read_eval
   # one encoder layer (the resume test keeps two): how the batch is sharded does not depend on the depth, and the four
   # steps compiled here compile faster (this test alone: 88 -> 71 CPU-s)
   knobs = {**KNOBS, "BERT_LAYERS": 1}

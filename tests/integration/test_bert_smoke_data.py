@@ -6,10 +6,10 @@ import hashlib
 
 import pytest
 
-from benchmarks.bert import prep
-from benchmarks.bert.data import eval_batches, train_batches, train_shard_paths
-from benchmarks.bert.tokenizer import installed_test_vocab
-from benchmarks.registry import load_config
+from tinyperf.benchmarks.bert import prep
+from tinyperf.benchmarks.bert.data import eval_batches, train_batches, train_shard_paths
+from tinyperf.benchmarks.bert.tokenizer import installed_test_vocab
+from tinyperf.benchmarks.registry import load_config
 
 pytestmark = pytest.mark.integration
 
@@ -38,5 +38,5 @@ def test_smoke_corpus_end_to_end_is_deterministic(tmp_path):
   assert b["input_ids"].shape == (cfg["BS"], L) and n == cfg["BS"] * cfg["TRAIN_STEPS"]
   e = next(eval_batches(d / "eval.shard", cfg["EVAL_BS"], L, P))
   assert e["masked_lm_ids"].shape == (cfg["EVAL_BS"], P)
-  from benchmarks.bert.shard import read_header
+  from tinyperf.benchmarks.bert.shard import read_header
   assert read_header(d / "eval.shard")["count"] == E

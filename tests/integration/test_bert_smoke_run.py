@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bert.tokenizer import installed_test_vocab
-from benchmarks.registry import load_config
-from benchmarks.bert.spec import SPEC
+from tinyperf.benchmarks.bert.tokenizer import installed_test_vocab
+from tinyperf.benchmarks.registry import load_config
+from tinyperf.benchmarks.bert.spec import SPEC
 from mllog_builder import read_events, relabel_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("readme")]   # one worker: these tests share one fresh clone, its venv and the BERT README run (session fixtures are per worker)
@@ -33,7 +33,7 @@ def train(phase: str, data: Path, results: Path, log: Path, **env) -> subprocess
   e = {**os.environ, "TINYPERF_CACHE_DROPPED": "test (no page-cache drop)", "NOOPT": "1", "BERT_LAYERS": "1",
        "INIT_BERT_LAYERS": "1", "BS": "4", "EVAL_BS": "4", **env}
   for k in ("BENCHMARK", "CKPT", "RESUME"): e.pop(k, None)
-  return subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", phase,
+  return subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", phase,
                          "--seed", str(SEED), "--data", str(data), "--work", str(results), "--log", str(log)],
                         cwd=ROOT, env=e, capture_output=True, text=True, timeout=1500)
 
@@ -54,7 +54,7 @@ def kernel_cache(tmp_path_factory) -> str:
 
 
 def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp_path):
-  from tooling.common.judge.check import check_path
+  from tinyperf.tooling.common.judge.check import check_path
   _, log, _ = bert_readme_run   # run_and_time.sh with SEED=7: INIT then RUN in one process
   ev = read_events(log)
   keys = [e["key"] for e in ev]

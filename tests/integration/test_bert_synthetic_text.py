@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from benchmarks.bert.spec import SPEC
-from benchmarks.bert.tokenizer import installed_test_vocab
+from tinyperf.benchmarks.bert.spec import SPEC
+from tinyperf.benchmarks.bert.tokenizer import installed_test_vocab
 from mllog_builder import read_events
 from tests.conftest import REPO
 
@@ -27,7 +27,7 @@ def test_a_run_on_the_synthetic_text_reaches_the_real_target(tmp_path):
     r = subprocess.run(list(cmd), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, f"{cmd}: {r.stdout[-2000:]}\n{r.stderr[-2000:]}"
     return r
-  cli = (sys.executable, "-m", "tooling.cli")
+  cli = (sys.executable, "-m", "tinyperf.tooling.cli")
   env["PATH"] = f"{os.path.dirname(sys.executable)}{os.pathsep}{env['PATH']}"   # run_and_time.sh calls python3
   out = sh(*cli, "prep", "wiki", "corpus", "--out", "wiki", "--text", "synthetic", "--parts", "2", "--max-bytes", "200000")
   assert "synthetic" in out.stdout

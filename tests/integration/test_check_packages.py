@@ -7,11 +7,11 @@ import shutil
 import pytest
 
 from mllog_builder import make_package
-from tooling.common import mlperf_tools
-from tooling.common.judge.check import check_path
-from tooling.common.judge.findings import FAIL, WARN
-from tooling.cli import main as cli
-from tooling.common.judge.score import score_path
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.judge.check import check_path
+from tinyperf.tooling.common.judge.findings import FAIL, WARN
+from tinyperf.tooling.cli import main as cli
+from tinyperf.tooling.common.judge.score import score_path
 
 pytestmark = pytest.mark.integration
 

@@ -63,7 +63,7 @@ def engine():
 
 def tinyperf(*args, env=None, timeout=1800, check=False):
   t0 = time.time()
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=REPO, capture_output=True, text=True,
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *args], cwd=REPO, capture_output=True, text=True,
                      env={**os.environ, **(env or {})}, timeout=timeout)
   if check: assert r.returncode == 0, f"tinyperf {' '.join(args)} -> {r.returncode}\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
   r.seconds = time.time() - t0
@@ -129,7 +129,7 @@ def build_concurrently(vendors: list[str], record: Path, timeout: float = 3000) 
   t0, procs, outs, pumps = time.time(), {}, {}, []
   for vendor in vendors:
     args, env = _build_args(vendor, record)
-    p = procs[vendor] = subprocess.Popen([sys.executable, "-m", "tooling.cli", *args], cwd=REPO, text=True,
+    p = procs[vendor] = subprocess.Popen([sys.executable, "-m", "tinyperf.tooling.cli", *args], cwd=REPO, text=True,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **env})
     out, err, sent = outs[vendor] = ([], [], threading.Event())
     def pump(stream, lines, sent=None):
@@ -178,8 +178,8 @@ def smoke_data(tmp_path_factory):
 
 
 def test_failing_build_step_is_reported(engine, tmp_path):
-  from tooling.common import container as C
-  from tooling.common.errors import UserError
+  from tinyperf.tooling.common import container as C
+  from tinyperf.tooling.common.errors import UserError
   import docker
   # step 2 commits an image (its own, never cached: a fresh value); step 3 fails
   (tmp_path / "Dockerfile").write_text(f"FROM {BASE}\nENV TINYPERF_TEST_STEP={uuid.uuid4().hex}\n"
@@ -243,13 +243,13 @@ def test_the_image_carries_its_code_identity_and_package_compares_it(engine, cpu
   (the label says the same), and `tinyperf package` in the image refuses runs whose image held other code (an edited
   rebuild under the same tag, from the same commit)."""
   import run_builder
-  from tooling.common import ledger as L
+  from tinyperf.tooling.common import ledger as L
   img = engine.images.get(cpu_image)
   tree, build_id, sha = img.labels["io.tinyperf.code_tree"], img.labels["io.tinyperf.build_id"], _image_env(engine, cpu_image)["TINYPERF_GIT_SHA"]
   rec = json.loads(BUILD_CA["record"].read_text())
   assert (rec["build_id"], rec["code_tree"], rec["image_ids"][-1]) == (build_id, tree, img.id) and tree.startswith("sha256:")
   # what a run in the image prints in its provenance line
-  prov = engine.containers.run(cpu_image, ["python", "-c", "from benchmarks.common.runtime import provenance as p; "
+  prov = engine.containers.run(cpu_image, ["python", "-c", "from tinyperf.benchmarks.common.runtime import provenance as p; "
                                "import json; print(json.dumps(p()))"], remove=True, network_mode="none")
   prov = json.loads(prov.decode().strip().splitlines()[-1])
   assert (prov["code_tree"], prov["build"], prov["git_sha"]) == (tree, build_id, sha)
@@ -332,7 +332,7 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
   check`. That a resume keeps finished runs is the ledger's job, the same for every backend: the compose test below and
   tests/integration/test_run_attacks.py prove it with the stand-in trainer."""
   res = tmp_path / "res"
-  cmd = [sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data",
+  cmd = [sys.executable, "-m", "tinyperf.tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data",
          str(smoke_data), "--results", str(res), "--image", cpu_image]
   t0 = time.time()
   log = open(tmp_path / "first.log", "w")
@@ -368,7 +368,7 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
                                       network_mode="none").decode().strip().split("\n")
   assert (sysjson["operating_system"], stack["python"]) == (os_name, py)
   assert sysjson["submitter"] == res.name   # cpu_smoke's submitter when none is given: the results folder's name
-  from tooling.common import mlperf_tools
+  from tinyperf.tooling.common import mlperf_tools
   assert mlperf_tools.system_desc_check(sysfile, "4.0.0").passed
   sys_before = sysfile.read_bytes()
   assert not _run_containers(engine, 0), "the killed container is removed"
@@ -402,7 +402,7 @@ def test_run_container_backend_kill_and_resume(engine, cpu_image, smoke_data, tm
 
 def test_ctrl_c_stops_and_removes_the_container(engine, cpu_image, smoke_data, tmp_path):
   res = tmp_path / "res"
-  proc = subprocess.Popen([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp",
+  proc = subprocess.Popen([sys.executable, "-m", "tinyperf.tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp",
                            "1", "--data", str(smoke_data), "--results", str(res), "--image", cpu_image], cwd=REPO,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           # as from a terminal: a test run started in the background of a script inherits SIGINT
@@ -491,7 +491,7 @@ def test_readme_compose_sequence_fresh_clone_as_user(engine, cpu_image, tmp_path
     assert not (clone / "out").exists() and not (clone / ".env").exists()
     # tinyperf on the host, running the clone's code (python -m from the clone's root): this interpreter, or when the
     # user cannot execute it (e.g. under /root) the system's same-version Python with this venv's packages
-    tp, tp_env = ["python", "-m", "tooling.cli"], {}
+    tp, tp_env = ["python", "-m", "tinyperf.tooling.cli"], {}
     if subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(Path(sys.executable).resolve())]).returncode:
       system_py = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
       if not system_py.is_file(): _unavailable(f"user {user} cannot run {sys.executable} and there is no {system_py}")

@@ -20,7 +20,7 @@ REQUIRE = os.environ.get("TINYPERF_REQUIRE_GPU_LIBS") == "1"   # CI: a missing l
 
 
 def selfcheck(vendor: str, env: dict) -> subprocess.CompletedProcess:
-  return subprocess.run([sys.executable, "-m", "benchmarks.selfcheck", "--vendor", vendor], cwd=REPO,
+  return subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.selfcheck", "--vendor", vendor], cwd=REPO,
                         env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
 
 
@@ -74,8 +74,8 @@ def test_amd_selfcheck_loads_libamd_comgr():
 # the suite segfaulted there in CI (2026-11-30), while the same test alone passed
 AMD_ATOMIC_CHECK = """
 import json
-from benchmarks.bert.model import ATOMIC_ADD
-from benchmarks.selfcheck import render_embedding_scatter
+from tinyperf.benchmarks.bert.model import ATOMIC_ADD
+from tinyperf.benchmarks.selfcheck import render_embedding_scatter
 from tinygrad.runtime.support.compiler_amd import HIPCompiler
 atomic = ATOMIC_ADD["AMD"].format("x + 1", "v")
 probe = 'extern "C" __attribute__((global)) void probe(float* x, float v) { ' + atomic + " }"

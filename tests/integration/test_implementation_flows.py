@@ -9,9 +9,9 @@ import json
 import pytest
 
 from tests.conftest import readme_flow, sh
-from benchmarks.resnet.spec import SPEC
+from tinyperf.benchmarks.resnet.spec import SPEC
 from mllog_builder import read_events, relabel_log
-from tooling.common.judge.check import check_path
+from tinyperf.tooling.common.judge.check import check_path
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ import pytest
 import run_builder
 from run_builder import default_seed, make_runs
 from tests.conftest import REPO
-from tooling.ship import archive, package
-from tooling.ship import code as ship_code
-from tooling.launch import sysinfo
-from tooling.launch.run import LOCAL
-from tooling.common.judge.check import check_path
-from tooling.cli import main as cli
+from tinyperf.tooling.ship import archive, package
+from tinyperf.tooling.ship import code as ship_code
+from tinyperf.tooling.launch import sysinfo
+from tinyperf.tooling.launch.run import LOCAL
+from tinyperf.tooling.common.judge.check import check_path
+from tinyperf.tooling.cli import main as cli
 
 pytestmark = pytest.mark.integration
 ORG = "tinycorp"
@@ -162,13 +162,13 @@ def test_package_verify_check_end_to_end(capsys, tmp_path):
   # the packaged implementation is a repository root of its own: its modules, config and renderings are found there
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   impl_dir = tmp_path / "unpacked" / impl
-  p = subprocess.run([sys.executable, "-c", "import benchmarks.common.config as c, benchmarks.registry as r, tooling.cli; print(c.ROOT); "
+  p = subprocess.run([sys.executable, "-c", "import tinyperf.benchmarks.common.config as c, tinyperf.benchmarks.registry as r, tinyperf.tooling.cli; print(c.ROOT); "
                       "print(r.load_config('resnet', 'tinybox_green').path)"], cwd=impl_dir, env=env,
                      capture_output=True, text=True)
   root = impl_dir.resolve()
   assert p.returncode == 0, p.stderr
   assert p.stdout.split() == [str(root), str(root / "benchmarks/resnet/implementations/tinybox_green/config.yaml")]
-  for argv in (["-m", "tooling.cli", "render", "--check"], ["-m", "benchmarks.resnet.train", "--help"]):
+  for argv in (["-m", "tinyperf.tooling.cli", "render", "--check"], ["-m", "tinyperf.benchmarks.resnet.train", "--help"]):
     assert subprocess.run([sys.executable, *argv], cwd=impl_dir, env=env, capture_output=True).returncode == 0, argv
   # the same runs pack to the same bytes
   code, _, err = pack(capsys, tmp_path, R, "again")
@@ -231,8 +231,8 @@ def test_missing_result_file_blocks_packing(capsys, tmp_path):
 
 def test_changed_result_file_blocks_packing(capsys, tmp_path):
   # `status` calls a result file edited after its run wrote it CHANGED (broken); package packed the edited file
-  from benchmarks.common.io import file_digest
-  from tooling.common import ledger as L
+  from tinyperf.benchmarks.common.io import file_digest
+  from tinyperf.tooling.common import ledger as L
   R = make_runs(tmp_path, "resnet")
   res = R / "results" / "tinybox_green" / "resnet"
   with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
@@ -377,7 +377,7 @@ def test_runs_of_other_or_uncommitted_code_are_refused(capsys, tmp_path, clone, 
 def record_images(R: Path, sha: str, ids: dict[int, str], trees: dict[int, str] | None = None):
   """What the container backend records per attempt: the image's commit, the ID of the image that ran it and the hash
   of the code it holds (a compose service records no ID: it cannot see it)."""
-  from tooling.common import ledger as L
+  from tinyperf.tooling.common import ledger as L
   with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:
     for a in led.attempts:
       a.backend, a.image = "container", f"tinyperf:nv {ids.get(a.index, '')}".strip()
@@ -388,7 +388,7 @@ def record_images(R: Path, sha: str, ids: dict[int, str], trees: dict[int, str] 
 
 def in_an_image(monkeypatch, tmp_path, sha: str, tree: str | None):
   """`tinyperf package` as the compose service runs it: in an image (no .git) built from commit sha holding code tree."""
-  from benchmarks.common import runtime
+  from tinyperf.benchmarks.common import runtime
   monkeypatch.setattr(ship_code, "_git", lambda *a, **k: None)
   monkeypatch.setenv("TINYPERF_IMAGE_VENDOR", "cpu")
   monkeypatch.setenv("TINYPERF_GIT_SHA", sha)

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.common import runtime
-from benchmarks.common.beam import RankedBeam
+from tinyperf.benchmarks.common import runtime
+from tinyperf.benchmarks.common.beam import RankedBeam
 from tests.conftest import REPO
-from tooling.ship.report import read_beam_search
+from tinyperf.tooling.ship.report import read_beam_search
 from lab.upstream import summary
 
 pytestmark = pytest.mark.integration

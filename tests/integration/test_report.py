@@ -8,7 +8,7 @@ from PIL import Image
 
 from mllog_builder import write_log
 from run_builder import GIT_SHA, default_seed, make_runs
-from tooling.cli import main as cli
+from tinyperf.tooling.cli import main as cli
 
 pytestmark = pytest.mark.integration
 KINDS = ("accuracy", "time_to_train", "throughput")

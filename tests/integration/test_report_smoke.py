@@ -16,12 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from benchmarks.common.rules import required_runs
+from tinyperf.benchmarks.common.rules import required_runs
 from tests.conftest import REPO, sh, user_env
-from tooling.common import mlperf_tools
-from tooling.ship import report
-from tooling.cli import main as cli
-from tooling.common.mllog_reader import read_log
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.ship import report
+from tinyperf.tooling.cli import main as cli
+from tinyperf.tooling.common.mllog_reader import read_log
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("clone")]   # one worker: these tests share one fresh clone and its venv (session fixtures are per worker)
 ORG = "smoke"   # smoke.sh's default (OUT's name), not the entrypoint's: `run --org` must reach the logs
@@ -30,7 +30,7 @@ NEXP = required_runs("resnet")   # smoke.sh runs the default set
 
 
 def _cli(*args, timeout=1200, cwd=REPO):
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
                         timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 

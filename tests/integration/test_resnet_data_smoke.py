@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.resnet import data as D
-from benchmarks.resnet import prep as P
+from tinyperf.benchmarks.resnet import data as D
+from tinyperf.benchmarks.resnet import prep as P
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.integration
 def test_smoke_data_through_the_loader_is_learnable(tmp_path):
   out = tmp_path / "syn"
-  r = subprocess.run([sys.executable, "-m", "benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(out)], cwd=ROOT,
+  r = subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(out)], cwd=ROOT,
                      capture_output=True, text=True)
   assert r.returncode == 0, r.stderr
   m = D.load_manifest(out)

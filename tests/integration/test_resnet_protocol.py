@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO
 from mllog_builder import read_events
-from tooling.common.judge.check import check_path
+from tinyperf.tooling.common.judge.check import check_path
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +24,7 @@ def _run(args, env=None, timeout=900):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   d = tmp_path_factory.mktemp("smoke") / "data"
-  r = _run(["-m", "benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(d), "--classes", "4",
+  r = _run(["-m", "tinyperf.benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(d), "--classes", "4",
             "--train-per-class", "160", "--val-per-class", "40", "--size", "48", "--seed", "0"])
   assert r.returncode == 0, r.stderr
   return d
@@ -36,7 +36,7 @@ def test_non_finite_loss_ends_the_run_with_run_stop_aborted(data, tmp_path):
   end its log with one run_stop status=aborted and exit 1 with a message, not a traceback."""
   log = tmp_path / "nan.txt"
   # one stage of the toy's two: how a run ends does not depend on the depth, and the step compiles faster (37 -> 24 CPU-s)
-  r = _run(["-m", "benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "3",
+  r = _run(["-m", "tinyperf.benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "3",
             "--data", str(data), "--work", str(tmp_path / "r"), "--log", str(log)],
            env={"LOSS_SCALER": "1e39", "RESNET_LAYERS": "1"})
   assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
@@ -48,7 +48,7 @@ def test_non_finite_loss_ends_the_run_with_run_stop_aborted(data, tmp_path):
 
 
 def test_missing_data_is_exit_2_without_traceback(tmp_path):
-  r = _run(["-m", "benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "1",
+  r = _run(["-m", "tinyperf.benchmarks.resnet.train", "--platform", "cpu_smoke", "--phase", "run", "--seed", "1",
             "--data", str(tmp_path / "nope"), "--work", str(tmp_path / "r")])
   assert r.returncode == 2 and "Traceback" not in r.stderr
   assert "nope" in r.stderr and "tinyperf prep" in r.stderr
@@ -61,9 +61,9 @@ def test_host_launcher_runs_checks_and_resumes(data, tmp_path):
   ledger says is unfinished; an unknown result file is never overwritten. The trainer is the stand-in
   (tests/stand_in_train.py): the real INIT + RUN through this launcher is what tests/integration/test_report_smoke.py
   runs five times, and tests/integration/test_run_attacks.py attacks the loop."""
-  from tooling.launch.backends import TRAIN_MODULE_ENV
+  from tinyperf.tooling.launch.backends import TRAIN_MODULE_ENV
   out = tmp_path / "out"
-  def cmd(nexp): return ["-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", str(nexp),
+  def cmd(nexp): return ["-m", "tinyperf.tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", str(nexp),
                          "--data", str(data), "--results", str(out), "--runtime", "host"]
   env = {TRAIN_MODULE_ENV: "tests.stand_in_train"}
   r = _run(cmd(1), env)

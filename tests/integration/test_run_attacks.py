@@ -1,6 +1,6 @@
 """`tinyperf run` attacked as a clumsy or hostile user would: two launchers on one --results, kill -9, SIGHUP, a full
 disk at the result write and mid-INIT, deleted/changed/symlinked result files, a run inside an image. The launcher is
-real (`python -m tooling.cli run ... --runtime host`: preflight, system record, ledger, check); the trainer is the
+real (`python -m tinyperf.tooling.cli run ... --runtime host`: preflight, system record, ledger, check); the trainer is the
 stand-in (tests/stand_in_train.py, selected with TINYPERF_TEST_TRAIN_MODULE), so each run takes a second."""
 import json
 import os
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from benchmarks.common.io import file_digest
-from tooling.launch.backends import TRAIN_MODULE_ENV
+from tinyperf.benchmarks.common.io import file_digest
+from tinyperf.tooling.launch.backends import TRAIN_MODULE_ENV
 
 pytestmark = pytest.mark.integration
 BM, PLATFORM = "resnet", "cpu_smoke"
@@ -24,7 +24,7 @@ BM, PLATFORM = "resnet", "cpu_smoke"
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   d = tmp_path_factory.mktemp("attacks") / "data"
-  r = subprocess.run([sys.executable, "-m", "benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(d), "--classes",
+  r = subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(d), "--classes",
                       "4", "--train-per-class", "2", "--val-per-class", "1", "--size", "16", "--seed", "0"],
                      cwd=REPO, capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr
@@ -36,7 +36,7 @@ def _env(**kw):
 
 
 def _cmd(data, out, nexp=1, extra=()):
-  return [sys.executable, "-m", "tooling.cli", "run", BM, "--platform", PLATFORM, "--nexp", str(nexp), "--data",
+  return [sys.executable, "-m", "tinyperf.tooling.cli", "run", BM, "--platform", PLATFORM, "--nexp", str(nexp), "--data",
           str(data), "--results", str(out), "--runtime", "host", *extra]
 
 
@@ -153,7 +153,7 @@ def test_disk_full_at_the_result_write_keeps_the_run_and_the_rerun_copies_it(dat
     assert str(_result(out, 0)) in r.stderr, r.stderr             # the result log it could not write
     (att,) = _attempts(out)
     assert att["status"] == "done" and not os.path.lexists(_result(out, 0))
-    st = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", str(out)], cwd=REPO,
+    st = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "status", "--results", str(out)], cwd=REPO,
                         capture_output=True, text=True)
     assert st.returncode == 1 and "NOT COPIED YET" in st.stdout
   finally:
@@ -218,7 +218,7 @@ def test_deleted_or_changed_result_files_are_said_loudly(data, tmp_path):
   assert r.returncode == 0 and str(_result(out, 1)) in r.stderr and file_digest(_result(out, 1), "sha256") == a1["sha256"]
   _result(out, 1).unlink(); (_work(out) / f"run_1_{a1['seed']}" / "mlperf.txt").unlink()
   _result(out, 0).write_text(_result(out, 0).read_text() + "\n")
-  st = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", str(out)], cwd=REPO,
+  st = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "status", "--results", str(out)], cwd=REPO,
                       capture_output=True, text=True)
   assert st.returncode == 1 and "MISSING" in st.stderr and "CHANGED" in st.stderr and "broken" in st.stdout
   assert str(_result(out, 0)) in st.stdout

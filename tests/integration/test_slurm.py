@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tooling.common import ledger as L
-from tooling.launch import slurm_cluster, slurm_record, status as ST
-from tooling.launch.backends import TRAIN_MODULE_ENV
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.launch import slurm_cluster, slurm_record, status as ST
+from tinyperf.tooling.launch.backends import TRAIN_MODULE_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("engines")]   # one worker: the Slurm docker-runtime test uses the CPU image the container tests build
 TIMINGS: dict[str, float] = {}
@@ -38,7 +38,7 @@ def _unavailable(reason: str):
 
 
 def tinyperf(*args, env=None, timeout=600):
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *map(str, args)], cwd=REPO, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *map(str, args)], cwd=REPO, capture_output=True, text=True,
                         env={**os.environ, **(env or {})}, timeout=timeout)
 
 
@@ -252,7 +252,7 @@ def test_a_submission_stopped_after_sbatch_queued_its_job_is_adopted_not_submitt
   cmd = ["run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", smoke_data, "--results", res,
          "--scheduler", "slurm", "--partition", partition, *_shared(tmp_path), "--runtime", "host", "--sbatch-arg=--hold"]
   stand_in = {TRAIN_MODULE_ENV: "tests.stand_in_train", "STAND_IN_RUN_S": "0"}
-  p = subprocess.Popen([sys.executable, "-m", "tooling.cli", *map(str, cmd)], cwd=REPO, stdout=subprocess.PIPE,
+  p = subprocess.Popen([sys.executable, "-m", "tinyperf.tooling.cli", *map(str, cmd)], cwd=REPO, stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, start_new_session=True,
                        env={**os.environ, **stand_in, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"},
                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -366,7 +366,7 @@ def test_wait_names_a_held_run_and_the_command_that_releases_it(partition, smoke
   assert r.returncode == 0 and "submitted Slurm job" in r.stdout, r.stdout + r.stderr
   (job,) = json.loads((res / "runs/cpu_smoke/resnet/slurm.json").read_text())["jobs"]
   jid, lines = job["job_id"], queue.Queue()
-  wait = subprocess.Popen([sys.executable, "-m", "tooling.cli", "status", "--results", str(res), "--wait", "--poll", "1"],
+  wait = subprocess.Popen([sys.executable, "-m", "tinyperf.tooling.cli", "status", "--results", str(res), "--wait", "--poll", "1"],
                           cwd=REPO, stdout=subprocess.PIPE, text=True)
   threading.Thread(target=lambda: [lines.put(l) for l in wait.stdout], daemon=True).start()
   def line_with(needle):

@@ -50,7 +50,7 @@ def _tinyperf(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_wheel_alone_runs_its_own_verbs_and_refuses_the_repository_ones_with_the_fix(venv, tmp_path):
-  where = subprocess.run([str(venv / "bin/python"), "-c", "import tooling; print(tooling.__file__)"], cwd=tmp_path,
+  where = subprocess.run([str(venv / "bin/python"), "-c", "import tinyperf.tooling; print(tinyperf.tooling.__file__)"], cwd=tmp_path,
                          capture_output=True, text=True, check=True).stdout
   assert where.startswith(str(venv)), where   # the wheel's copy, not the checkout
   r = _tinyperf(venv, "--version", cwd=tmp_path)

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from benchmarks.common.io import InputError, atomic_file, write_atomic
+from tinyperf.benchmarks.common.io import InputError, atomic_file, write_atomic
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])

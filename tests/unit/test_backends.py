@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from benchmarks.common.config import load_resolved
-from benchmarks.common.rundir import RunDir
-from benchmarks.registry import load_config, spec
-from tooling import cli
-from tooling.common import ledger as L
-from tooling.common.results_tree import ResultSet
-from tooling.launch.backends import HostBackend, TRAIN_MODULE_ENV
-from tooling.launch.run import LOCAL, launch_mode
+from tinyperf.benchmarks.common.config import load_resolved
+from tinyperf.benchmarks.common.rundir import RunDir
+from tinyperf.benchmarks.registry import load_config, spec
+from tinyperf.tooling import cli
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common.results_tree import ResultSet
+from tinyperf.tooling.launch.backends import HostBackend, TRAIN_MODULE_ENV
+from tinyperf.tooling.launch.run import LOCAL, launch_mode
 
 
 def mode(*flags: str) -> tuple[str, str]:
@@ -72,7 +72,7 @@ def test_host_backend_records_the_image_it_runs_in(tmp_path, monkeypatch):
   assert inside.kind == "container" and image.startswith("tinyperf:cpu (image ID not visible")
   assert prov["TINYPERF_GIT_SHA"] == "abc123" and set(prov) == {*L.IMAGE_ENV, L.CODE_TREE}
   # the image's code, by the hash `tinyperf build` put in its tree: a tag names every rebuild alike
-  from benchmarks.common import runtime
+  from tinyperf.benchmarks.common import runtime
   monkeypatch.setattr(runtime, "ROOT", tmp_path)
   (tmp_path / runtime.IMAGE_CODE_FILE).write_text(json.dumps({"code_tree": "sha256:" + "e" * 64}))
   assert inside.image_record()[1][L.CODE_TREE] == "sha256:" + "e" * 64
@@ -81,8 +81,8 @@ def test_host_backend_records_the_image_it_runs_in(tmp_path, monkeypatch):
 def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, monkeypatch):
   # only the tag and the base image's digest were recorded: a rebuild under the same tag was indistinguishable
   from types import SimpleNamespace
-  from benchmarks.common import runtime
-  from tooling.launch.backends import ContainerBackend
+  from tinyperf.benchmarks.common import runtime
+  from tinyperf.tooling.launch.backends import ContainerBackend
   image = SimpleNamespace(id="sha256:" + "c" * 64, short_id="sha256:cccccc",
                           labels={"io.tinyperf.vendor": "cpu", "io.tinyperf.code_tree": "sha256:" + "e" * 64},
                           attrs={"Config": {"Env": ["TINYPERF_GIT_SHA=abc123"]}, "RepoDigests": ["r/tinyperf@sha256:" + "d" * 64]})
@@ -106,7 +106,7 @@ def test_container_backend_records_the_image_that_ran_each_attempt(tmp_path, mon
 def test_the_run_loop_through_the_host_backend(tmp_path, capsys, monkeypatch):
   """A real launcher (preflight, system record, ledger, check) on the host backend with the stand-in trainer; then the
   same command with --nexp 2 on the same results resumes it with the same backend and does only the run left."""
-  from benchmarks.resnet.prep import main as prep_main
+  from tinyperf.benchmarks.resnet.prep import main as prep_main
   data = tmp_path / "data"
   assert prep_main(["synthetic-imagenet", "--out", str(data), "--classes", "4", "--train-per-class", "1",
                     "--val-per-class", "1", "--size", "8", "--seed", "0"]) in (0, None)
@@ -144,7 +144,7 @@ def test_every_backend_has_the_whole_interface(tmp_path):
   """The run loop calls only Backend's members; a backend missing one fails at its first run (ContainerBackend once
   lacked `kind`, found only by the docker tests). ContainerBackend is checked on the class: constructing it needs a
   daemon."""
-  from tooling.launch.backends import Backend, ContainerBackend
+  from tinyperf.tooling.launch.backends import Backend, ContainerBackend
   members = {n for n in vars(Backend) if not n.startswith("_")} | set(Backend.__annotations__)
   assert {"kind", "describe", "image_record", "detect_system", "drop_page_cache", "run_one"} <= members
   host = HostBackend(load_config("resnet", "cpu_smoke", environ={}), tmp_path, ResultSet(tmp_path, "cpu_smoke", "resnet"), LOCAL)
@@ -158,9 +158,9 @@ def test_a_compose_service_names_the_host_directories_and_its_own_rerun_command(
   """Inside a compose service the launcher sees /data and /results; what it prints must name the host directories
   behind them (docs/containers.md), and an unfinished set is redone by running the service again."""
   import shutil
-  from benchmarks.resnet.prep import main as prep_main
-  from tooling.common.container import MOUNTS_ENV, SERVICE_ENV
-  from tooling.launch import backends
+  from tinyperf.benchmarks.resnet.prep import main as prep_main
+  from tinyperf.tooling.common.container import MOUNTS_ENV, SERVICE_ENV
+  from tinyperf.tooling.launch import backends
   data, broken, out = tmp_path / "data", tmp_path / "broken", tmp_path / "out"
   assert prep_main(["synthetic-imagenet", "--out", str(data), "--classes", "4", "--train-per-class", "1",
                     "--val-per-class", "1", "--size", "8", "--seed", "0"]) in (0, None)
@@ -202,7 +202,7 @@ def test_a_compose_service_names_the_host_directories_and_its_own_rerun_command(
 
 def test_a_redone_run_replaces_the_kernel_cache_its_killed_attempt_left(tmp_path, monkeypatch):
   """A compose service keeps one kernel cache per run in CACHE_DIR: a killed attempt's stayed there for good."""
-  from tooling.launch import backends
+  from tinyperf.tooling.launch import backends
   cache = tmp_path / "cache"; cache.mkdir()
   killed = [cache / f"cpu_smoke_resnet_1_77.db{s}" for s in ("", "-wal", "-shm")]
   kept = [cache / "cpu_smoke_resnet_0_5.db", cache / "cpu_smoke_resnet_11_9.db", cache / "cpu_smoke_bert_1_3.db"]

@@ -1,5 +1,5 @@
 """The ranked BEAM's choice of kernels (benchmarks/common/beam.py rank): slowest first, until the coverage."""
-from benchmarks.common.beam import rank
+from tinyperf.benchmarks.common.beam import rank
 
 
 def test_rank_takes_the_slowest_kernels_until_they_hold_the_coverage():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.registry import load_config
+from tinyperf.benchmarks.registry import load_config
 
 from tests.conftest import REPO
 

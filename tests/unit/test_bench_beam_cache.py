@@ -173,7 +173,7 @@ def test_time_limit_stops_the_whole_process_group(tmp_path):
   """What --time-limit relies on: the phase and the processes it started (BEAM's workers) are killed together."""
   import io
   import time
-  from tooling.common.process import stream_process
+  from tinyperf.tooling.common.process import stream_process
   pidfile = tmp_path / "child.pid"
   out, t0 = io.BytesIO(), time.time()
   rc, stopped = stream_process(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; echo started; wait"], dict(os.environ), out,

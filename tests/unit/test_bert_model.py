@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from tinygrad import Tensor, Context, dtypes
 
-from benchmarks.bert.convert import convert_arrays
-from benchmarks.bert.model import (BertConfig, BertForPretraining, assign_weights, bert_parameter_formula, count_parameters,
+from tinyperf.benchmarks.bert.convert import convert_arrays
+from tinyperf.benchmarks.bert.model import (BertConfig, BertForPretraining, assign_weights, bert_parameter_formula, count_parameters,
                                    eval_sums, load_weights, mlm_loss_sum, nsp_loss_sum, place_model, pretraining_loss)
 from bert_numpy_ref import fixed_batch, forward, tf_weights
 
@@ -44,7 +44,7 @@ def test_bert_large_parameter_count():
 
 def test_state_dict_names_follow_the_tf_table():
   from tinygrad.nn.state import get_state_dict
-  from benchmarks.bert.convert import tf_name_table
+  from tinyperf.benchmarks.bert.convert import tf_name_table
   sd = get_state_dict(BertForPretraining(BertConfig(layers=2, hidden=16, heads=2, intermediate=32, vocab=50)))
   assert set(sd) == {ours for ours, _ in tf_name_table(2).values()}
   assert "cls.predictions.decoder.weight" not in sd           # tied: the word embeddings are the decoder
@@ -156,7 +156,7 @@ def test_half_compute_keeps_fp32_weights_and_fp32_logits():
 
 
 def test_dropout_knob_reaches_the_model_and_zero_turns_it_off():
-  from benchmarks.registry import load_config
+  from tinyperf.benchmarks.registry import load_config
   default = BertConfig.from_knobs(load_config("bert", "1xH200", environ={}).knobs)
   off = BertConfig.from_knobs(load_config("bert", "1xH200", environ={"DROPOUT": "0"}).knobs)
   assert (default.hidden_dropout, default.attention_dropout) == (0.1, 0.1)     # BERT-large's, when the config is silent
@@ -172,13 +172,13 @@ def test_dropout_knob_reaches_the_model_and_zero_turns_it_off():
 
 def test_closed_run_refuses_a_changed_dropout(tmp_path):
   import os, subprocess, sys
-  from benchmarks.bert.train import check_dropout
-  from benchmarks.common.config import ClosedModelError
-  from benchmarks.registry import load_config
+  from tinyperf.benchmarks.bert.train import check_dropout
+  from tinyperf.benchmarks.common.config import ClosedModelError
+  from tinyperf.benchmarks.registry import load_config
   from tests.conftest import REPO
   with pytest.raises(ClosedModelError, match="DROPOUT=0.0"): check_dropout(load_config("bert", "1xH200", environ={"DROPOUT": "0"}))
   check_dropout(load_config("bert", "cpu_smoke", environ={"DROPOUT": "0"}))     # open: any dropout
-  r = subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "1xH200", "--phase", "run",
+  r = subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.bert.train", "--platform", "1xH200", "--phase", "run",
                       "--seed", "1", "--work", str(tmp_path / "results"), "--data", str(tmp_path / "data")],
                      cwd=REPO, env={**os.environ, "DROPOUT": "0", "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
   assert r.returncode == 2, r.stderr[-2000:]
@@ -197,7 +197,7 @@ def test_run_and_time_refuses_missing_data_before_init(tmp_path, layout, says):
   import shlex
   data = tmp_path / "my data"   # a space: the printed prep commands are pasted into a shell
   for f in layout: (data / f).parent.mkdir(parents=True, exist_ok=True); (data / f).write_bytes(b"")
-  r = subprocess.run([sys.executable, "-m", "benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", "all",
+  r = subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.bert.train", "--platform", "cpu_smoke", "--phase", "all",
                       "--seed", "1", "--work", str(tmp_path / "results"), "--data", str(data)],
                      cwd=REPO, env={**os.environ, "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
   assert r.returncode == 2, r.stderr[-2000:]
@@ -215,7 +215,7 @@ def test_atomic_embedding_gradient_is_the_one_hot_gradient(ndev, H):
   default device: CPU here, the GPU's backend with DEV=CUDA (run so on the H200, docs/decisions.md, Atomics)."""
   from tinygrad import Device
   devices = tuple(Device.canonicalize(f"{Device.DEFAULT}:{i}") for i in range(ndev)) if ndev > 1 else Device.DEFAULT
-  from benchmarks.bert.model import Embedding, _onehot_lookup
+  from tinyperf.benchmarks.bert.model import Embedding, _onehot_lookup
   V, B, L = 37, 4, 6                      # H 96: workgroups of gcd(96, 256) = 32 columns
   rng = np.random.default_rng(3)
   emb = Embedding(V, H, rng)
@@ -246,19 +246,19 @@ def test_atomic_embedding_gradient_is_the_one_hot_gradient(ndev, H):
 
 
 def test_atomic_embedding_refuses_a_backend_without_a_known_atomic():
-  from benchmarks.bert.model import scatter_add_rows
+  from tinyperf.benchmarks.bert.model import scatter_add_rows
   with pytest.raises(NotImplementedError, match="METAL.*USE_ATOMICS=0"): scatter_add_rows("METAL")
 
 
 def test_attention_softmax_knob_casts_the_scores_to_the_compute_dtype():
   # ATTENTION_SOFTMAX=HALF (the tinybox configs): the softmax reads fp16 scores, as tinygrad's scaled_dot_product_attention
   from dataclasses import replace
-  from benchmarks.registry import load_config
+  from tinyperf.benchmarks.registry import load_config
   half = {p: BertConfig.from_knobs(load_config("bert", p, environ={}).knobs).half_softmax
           for p in ("1xH200", "tinybox_green", "tinybox_red")}
   assert half == {"1xH200": False, "tinybox_green": True, "tinybox_red": True}
   # one attention block (dropout off, so the two forms see the same probabilities up to the cast)
-  from benchmarks.bert.model import BertSelfAttention
+  from tinyperf.benchmarks.bert.model import BertSelfAttention
   c = BertConfig(layers=1, hidden=16, heads=2, intermediate=32, vocab=23, max_positions=16, attention_dropout=0.0)
   x = np.random.default_rng(0).standard_normal((2, 8, 16)).astype(np.float32) * 4
   out = {}

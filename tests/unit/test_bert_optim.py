@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from tinygrad import Tensor, Context
 
-from benchmarks.bert.optim import (build_optimizer, clip_and_unscale, is_decay_key, lamb_hparams, make_optimizer,
+from tinyperf.benchmarks.bert.optim import (build_optimizer, clip_and_unscale, is_decay_key, lamb_hparams, make_optimizer,
                                    split_parameters)
-from benchmarks.common.schedule import poly_warmup_lr
+from tinyperf.benchmarks.common.schedule import poly_warmup_lr
 
 KNOBS = dict(BS=96, LR=1e-3, BETA1=0.9, BETA2=0.999, EPSILON=1e-6, DECAY=0.01, POLY_POWER=1.0, WARMUP_STEPS=1,
              TRAIN_STEPS=100, LOSS_SCALER=2048.0, CLIP_NORM=1.0, EVAL_STEP_FREQ=0)
@@ -57,7 +57,7 @@ def test_lamb_matches_numpy(adapt_no_decay):
 
 
 def test_weight_decay_excludes_layernorm_and_biases():
-  from benchmarks.bert.model import BertConfig, BertForPretraining
+  from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining
   model = BertForPretraining(BertConfig(layers=2, hidden=16, heads=2, intermediate=32, vocab=50))
   decay, plain = split_parameters(model)
   assert all(k.endswith(".weight") and "LayerNorm" not in k for k in decay)
@@ -91,7 +91,7 @@ def test_schedule_power_one():
 
 
 def test_make_optimizer_schedule_drives_both_groups():
-  from benchmarks.bert.model import build_bert
+  from tinyperf.benchmarks.bert.model import build_bert
   model = build_bert(dict(BERT_LAYERS=1, BERT_HIDDEN=8, BERT_HEADS=2, BERT_INTERMEDIATE=16, MAX_SEQ_LEN=8), seed=0, vocab=11)
   opt, sched = make_optimizer(model, {**KNOBS, "WARMUP_STEPS": 2})
   assert [o.lr.item() for o in opt.optimizers] == [0.0, 0.0]
@@ -110,7 +110,7 @@ def test_lamb_hparams_are_the_closed_bert_keys():
 
 
 def test_eval_interval_formula():
-  from benchmarks.bert.train import eval_every_steps
+  from tinyperf.benchmarks.bert.train import eval_every_steps
   # FLOOR(0.05*(230.23*GBS + 3e6), 25000) samples, rounded up to whole steps
   assert eval_every_steps({**KNOBS, "BS": 96}) == 1563 and 1563 * 96 >= 150_000 > 1562 * 96
   assert eval_every_steps({**KNOBS, "BS": 1024}) == 147
@@ -119,7 +119,7 @@ def test_eval_interval_formula():
 
 
 def test_eval_totals_are_ratios_of_totals():
-  from benchmarks.bert.steps import EvalTotals
+  from tinyperf.benchmarks.bert.steps import EvalTotals
   t = EvalTotals()
   t.add(dict(mlm_correct=9, mlm_count=10, nsp_correct=4, nsp_count=4, mlm_loss_sum=5.0, nsp_loss_sum=2.0))
   t.add(dict(mlm_correct=0, mlm_count=90, nsp_correct=0, nsp_count=1, mlm_loss_sum=45.0, nsp_loss_sum=1.0))
@@ -128,9 +128,9 @@ def test_eval_totals_are_ratios_of_totals():
 
 
 def test_eval_set_is_exact_and_padding_is_masked(tmp_path):
-  from benchmarks.bert import prep
-  from benchmarks.bert.shard import load_shard
-  from benchmarks.bert.steps import eval_set_batches
+  from tinyperf.benchmarks.bert import prep
+  from tinyperf.benchmarks.bert.shard import load_shard
+  from tinyperf.benchmarks.bert.steps import eval_set_batches
   from bert_helpers import make_data_dir
   d = make_data_dir(tmp_path / "d")
   assert prep.main(["eval", "--data", str(d), "--max-seq-len", "32", "--max-predictions", "5", "--eval-samples", "10",

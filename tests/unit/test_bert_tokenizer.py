@@ -8,8 +8,8 @@ import unicodedata
 
 import pytest
 
-from benchmarks.bert import tokenizer as T
-from benchmarks.common.io import InputError as UserError, file_digest
+from tinyperf.benchmarks.bert import tokenizer as T
+from tinyperf.benchmarks.common.io import InputError as UserError, file_digest
 
 HARD = [
   "Café Über naïve résumé Ångström façade jalapeño Øresund",
@@ -65,7 +65,7 @@ def hf():
 def english_lines():
   import sysconfig
   from pathlib import Path
-  from benchmarks.bert.corpus import corpus_lines
+  from tinyperf.benchmarks.bert.corpus import corpus_lines
   lines = corpus_lines([Path(sysconfig.get_paths()["stdlib"])], max_bytes=400_000)
   assert len(lines) > 3000
   return lines

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO
 from mllog_builder import make_package, write_log
-from tooling.cli import main as cli
+from tinyperf.tooling.cli import main as cli
 
 
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
@@ -127,13 +127,13 @@ def test_bad_input_exit_code_through_the_real_entry_point(tmp_path):
   """The installed entry point path: a subprocess, so a stray traceback or exit code 1 would show."""
   p = tmp_path / "result_0.txt"
   p.write_text(':::MLLOG {"namespace": "", "time_ms": 1, "key": "submission_benchmark", "value": "resn\n')
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "check", str(p)], cwd=REPO, capture_output=True, text=True)
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "check", str(p)], cwd=REPO, capture_output=True, text=True)
   assert r.returncode == 2 and "Traceback" not in r.stderr and f"{p}:1:" in r.stderr and r.stdout == ""
 
 
 def test_output_into_a_pipe_whose_reader_left_ends_without_a_traceback(tmp_path):
   org = make_package(tmp_path, "resnet", n=5)
-  r = subprocess.run(f"{sys.executable} -m tooling.cli score {org} | true", shell=True, cwd=REPO,
+  r = subprocess.run(f"{sys.executable} -m tinyperf.tooling.cli score {org} | true", shell=True, cwd=REPO,
                      capture_output=True, text=True)
   assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr   # `true` has left before any output
 

@@ -5,11 +5,11 @@ import json
 import pytest
 
 from mllog_builder import write_log
-from tooling.common import mlperf_tools
-from tooling.common.judge.check import check_path
-from tooling.common.judge.findings import FAIL, INFO, WARN
-from tooling.cli import main as cli
-from tooling.common.errors import UserError
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.judge.check import check_path
+from tinyperf.tooling.common.judge.findings import FAIL, INFO, WARN
+from tinyperf.tooling.cli import main as cli
+from tinyperf.tooling.common.errors import UserError
 
 
 def only(report):
@@ -215,7 +215,7 @@ def test_a_closed_log_states_the_whole_dataset(tmp_path, benchmark, key, value, 
 
 def test_the_h200_bert_log_of_a_shortened_run_is_rejected_as_closed_for_its_eval_set_alone():
   # docs/perf/2026-12-03_bert_e2e_synthetic_result.txt: BERT-large on one H200 (PERFORMANCE.md row 20), 480 eval samples
-  from benchmarks.common.config import ROOT
+  from tinyperf.benchmarks.common.config import ROOT
   f = only(check_path(ROOT / "docs" / "perf" / "2026-12-03_bert_e2e_synthetic_result.txt"))
   assert f.checker_success and f.division == "closed" and f.init_minutes == pytest.approx(20.79, abs=0.01)
   assert [(x.check, x.line) for x in f.findings if x.level == FAIL] == [("dataset", 25)]
@@ -225,7 +225,7 @@ def test_the_h200_resnet_log_of_a_perfect_eval_is_rejected_for_that_alone():
   # docs/perf/2026-12-03_resnet_e2e_open_result.txt: ResNet-50 on one H200 (PERFORMANCE.md row 21), logged open, top-1
   # 1.0 on clean synthetic classes: the MLCommons checker requires eval_accuracy < 1.0 (why synthetic val sets now hold
   # other-class images); a tool that reads only the checker's exit status or the target would have accepted it
-  from benchmarks.common.config import ROOT
+  from tinyperf.benchmarks.common.config import ROOT
   f = only(check_path(ROOT / "docs" / "perf" / "2026-12-03_resnet_e2e_open_result.txt"))
   assert f.division == "open" and not f.checker_success and not f.compliant
   assert f.init_minutes == pytest.approx(11.62, abs=0.01)
@@ -243,7 +243,7 @@ def test_the_h200_resnet_log_of_a_perfect_eval_is_rejected_for_that_alone():
 def test_the_h200_logs_at_the_configs_beam_are_accepted_open(name, init_minutes):
   # issue 20: "a 1xH200 run_and_time.sh log made on the GPU passes tinyperf check with INIT <= 30 min at the config's
   # BEAM", for ResNet and for BERT
-  from benchmarks.common.config import ROOT
+  from tinyperf.benchmarks.common.config import ROOT
   f = only(check_path(ROOT / "docs" / "perf" / name))
   assert f.division == "open" and f.checker_success and f.compliant
   assert f.init_minutes == pytest.approx(init_minutes, abs=0.01) and f.init_minutes <= 30

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from mllog_builder import make_package, relabel_log, write_log
-from tooling.cli import main as cli
-from tooling.common import mlperf_tools
-from tooling.common.judge.check import check_path
-from tooling.common.judge.findings import FAIL, WARN
+from tinyperf.tooling.cli import main as cli
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.judge.check import check_path
+from tinyperf.tooling.common.judge.findings import FAIL, WARN
 
 BENCH = ("results", "tinybox_green", "resnet")
 

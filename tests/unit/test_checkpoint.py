@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from tinygrad import Tensor
 
-from benchmarks.common.checkpoint import training_state, save_state, load_state, read_metadata
-from benchmarks.resnet.model import make_model
-from benchmarks.resnet.optim import make_optimizer
+from tinyperf.benchmarks.common.checkpoint import training_state, save_state, load_state, read_metadata
+from tinyperf.benchmarks.resnet.model import make_model
+from tinyperf.benchmarks.resnet.optim import make_optimizer
 
 pytestmark = pytest.mark.usefixtures("fast_compile")   # compile-bound
 
@@ -85,9 +85,9 @@ def test_mismatch_is_an_error(tmp_path):
 
 SNAPSHOT_ON_NULL = """
 from tinygrad import Device
-from benchmarks.resnet.model import make_model
-from benchmarks.resnet.optim import make_optimizer
-from benchmarks.common.checkpoint import snapshot_state
+from tinyperf.benchmarks.resnet.model import make_model
+from tinyperf.benchmarks.resnet.optim import make_optimizer
+from tinyperf.benchmarks.common.checkpoint import snapshot_state
 knobs = dict(RESNET_LAYERS="1", RESNET_WIDTH=4, NUM_CLASSES=3, SYNCBN=0, LR=0.5, MOMENTUM=0.9, DECAY=2e-4,
              WARMUP_EPOCHS=1, EPOCHS=4, END_LR=1e-4, LABEL_SMOOTHING=0.1, LOSS_SCALER=1.0)
 for devs in (["NULL"], ["NULL:0", "NULL:1"]):
@@ -100,12 +100,12 @@ print(sorted(Device._opened_devices))
 
 SAVE_LOAD_ON_NULL = """
 import sys, tempfile
-from benchmarks.registry import load_config
-from benchmarks.common.runtime import apply_tinygrad_env
+from tinyperf.benchmarks.registry import load_config
+from tinyperf.benchmarks.common.runtime import apply_tinygrad_env
 cfg = load_config("resnet", "2xH200")   # its knobs (fp16, unsynced BN), a small ResNet from the environment
 apply_tinygrad_env(cfg, "all", keep_dev=True)
-from benchmarks.resnet.train import Trainer
-from benchmarks.common.checkpoint import save_state, load_state
+from tinyperf.benchmarks.resnet.train import Trainer
+from tinyperf.benchmarks.common.checkpoint import save_state, load_state
 tr = Trainer(cfg, 1, 10)
 path = tempfile.mktemp(dir=sys.argv[1])
 save_state(path, tr.model, tr.optimizer, tr.scheduler)

@@ -8,14 +8,14 @@ from importlib.metadata import version
 
 import pytest
 
-from benchmarks.common.config import available_platforms
-from benchmarks.registry import BENCHMARKS
+from tinyperf.benchmarks.common.config import available_platforms
+from tinyperf.benchmarks.registry import BENCHMARKS
 from tests.conftest import REPO
 
 
 def tinyperf(*args: str, cwd) -> subprocess.CompletedProcess:
   env = {**os.environ, "PYTHONPATH": str(REPO)}
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
                         timeout=120)
 
 
@@ -65,7 +65,7 @@ def test_a_closed_stdout_ends_quietly(tmp_path):
   r, w = os.pipe()
   os.close(r)   # the reader is gone before tinyperf writes its first line
   try:
-    p = subprocess.run([sys.executable, "-m", "tooling.cli", "images", "show"], cwd=tmp_path, stdout=w, stderr=subprocess.PIPE,
+    p = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "images", "show"], cwd=tmp_path, stdout=w, stderr=subprocess.PIPE,
                        env={**os.environ, "PYTHONPATH": str(REPO)}, text=True, timeout=120)
   finally: os.close(w)
   assert p.returncode == 141 and p.stderr == "", p.stderr
@@ -92,11 +92,11 @@ def test_a_prep_service_names_the_host_directory_behind_its_mount(tmp_path):
          "TINYPERF_HOST_SYNTHETIC_DIR": "/home/me/data/synthetic"}
   prep = ["prep", "synthetic-imagenet", "--out", str(data), "--classes", "2", "--train-per-class", "2", "--val-per-class",
           "1", "--size", "8"]
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", *prep], cwd=tmp_path, env=env, capture_output=True, text=True,
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *prep], cwd=tmp_path, env=env, capture_output=True, text=True,
                      timeout=300)
   assert r.returncode == 0 and "wrote /home/me/data/synthetic/manifest.json: 2 classes" in r.stdout + r.stderr, r.stderr
   assert str(data) not in r.stdout + r.stderr
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", *prep[:-1], "9"], cwd=tmp_path, env=env, capture_output=True,
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *prep[:-1], "9"], cwd=tmp_path, env=env, capture_output=True,
                      text=True, timeout=300)   # another set in the same folder: refused, exit 2, naming the host path
   assert r.returncode == 2 and "/home/me/data/synthetic" in r.stderr and str(data) not in r.stdout + r.stderr, r.stderr
 

@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks import preflight as PF
-from benchmarks.common.config import available_platforms
-from benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.benchmarks import preflight as PF
+from tinyperf.benchmarks.common.config import available_platforms
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
 from tests.conftest import REPO, sh
-from tooling.common import compose_file as CF
-from tooling.prep import compose as CO, images as I
-from tooling.common.errors import UserError
+from tinyperf.tooling.common import compose_file as CF
+from tinyperf.tooling.prep import compose as CO, images as I
+from tinyperf.tooling.common.errors import UserError
 
 
 def tinyperf(*args, env=None, cwd=REPO):
-  return sh([sys.executable, "-m", "tooling.cli", *args], cwd, {**os.environ, **(env or {})}, timeout=300)
+  return sh([sys.executable, "-m", "tinyperf.tooling.cli", *args], cwd, {**os.environ, **(env or {})}, timeout=300)
 
 
 # ------------------------------------------------------------------------------------------------------ rendering
@@ -30,7 +30,7 @@ def tinyperf(*args, env=None, cwd=REPO):
 def test_generated_files_match_configs_and_lock():
   r = tinyperf("render", "--check")
   assert r.returncode == 0, r.stdout + r.stderr
-  from tooling.prep.render import rendered_files
+  from tinyperf.tooling.prep.render import rendered_files
   names = {p.name for p in rendered_files()}
   assert {"compose.yaml", "Dockerfile.nv", "Dockerfile.amd", "Dockerfile.cpu"} <= names
 
@@ -70,7 +70,7 @@ def test_compose_has_every_benchmark_platform_and_tool_service():
       assert all(v["type"] == "bind" for v in svc["volumes"]) and data["read_only"] is True and data["target"] == "/data"
       assert (res["source"], res["target"], cache["target"]) == ("${RESULTS_DIR:-./out}", "/results", "/cache")
       assert "read_only" not in res and "read_only" not in cache
-      assert svc["entrypoint"] == ["python", "-m", "tooling.prep.compose", "--enter", "/results=RESULTS_DIR", "/cache=CACHE_DIR",
+      assert svc["entrypoint"] == ["python", "-m", "tinyperf.tooling.prep.compose", "--enter", "/results=RESULTS_DIR", "/cache=CACHE_DIR",
                                    "--"]
       assert svc["pull_policy"] == "never" and svc["build"]["dockerfile"] == f"Dockerfile.{cfg['vendor']}"
       shm = int(svc["shm_size"].rstrip("g")) * 2**30
@@ -172,7 +172,7 @@ def test_compose_prepare_refuses_a_dir_the_container_user_cannot_write(tmp_path)
 
 
 def test_host_path_names_the_host_directory_behind_a_compose_mount(monkeypatch):
-  from tooling.common.container import MOUNTS_ENV, host_path
+  from tinyperf.tooling.common.container import MOUNTS_ENV, host_path
   svc = _compose()["resnet-cpu"]["environment"]   # the mounts as compose.yaml gives them
   monkeypatch.setenv(MOUNTS_ENV, svc[MOUNTS_ENV])
   monkeypatch.setenv("TINYPERF_HOST_RESULTS_DIR", "/srv/out/")
@@ -186,12 +186,12 @@ def test_host_path_names_the_host_directory_behind_a_compose_mount(monkeypatch):
 
 def test_compose_entry_step_names_the_host_dir(tmp_path):
   env = {**os.environ, "TINYPERF_HOST_RESULTS_DIR": "/srv/out", "TINYPERF_COMPOSE_SERVICE": "resnet-cpu"}
-  r = subprocess.run([sys.executable, "-m", "tooling.prep.compose", "--enter", f"{tmp_path}/missing=RESULTS_DIR", "--",
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.prep.compose", "--enter", f"{tmp_path}/missing=RESULTS_DIR", "--",
                       "echo", "ran"], cwd=REPO, capture_output=True, text=True, env=env)
   assert r.returncode == 2 and "ran" not in r.stdout
   assert "RESULTS_DIR (/srv/out on the host) is not writable by TINYPERF_UID=" in r.stderr
   assert "`tinyperf compose resnet-cpu`" in r.stderr and "sudo chown -R" in r.stderr and "Traceback" not in r.stderr
-  r = subprocess.run([sys.executable, "-m", "tooling.prep.compose", "--enter", f"{tmp_path}=RESULTS_DIR", "--", "echo", "ran"],
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.prep.compose", "--enter", f"{tmp_path}=RESULTS_DIR", "--", "echo", "ran"],
                      cwd=REPO, capture_output=True, text=True, env=env)
   assert r.returncode == 0 and r.stdout == "ran\n" and not list(tmp_path.iterdir())   # the probe is gone
 

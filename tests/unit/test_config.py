@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.common.config import PLATFORMS, ClosedModelError, ConfigError, available_platforms, config_path
-from benchmarks.registry import ALL_KNOBS, BENCHMARKS, SCHEMA, load_config
+from tinyperf.benchmarks.common.config import PLATFORMS, ClosedModelError, ConfigError, available_platforms, config_path
+from tinyperf.benchmarks.registry import ALL_KNOBS, BENCHMARKS, SCHEMA, load_config
 from tests.conftest import REPO
-from tooling.common.scripts import SCRIPTS
+from tinyperf.tooling.common.scripts import SCRIPTS
 
 
 @pytest.mark.parametrize("bm", BENCHMARKS)
@@ -117,12 +117,12 @@ def test_schema_docs_every_knob():
 
 def test_rendered_scripts_match_configs():
   """Scripts and READMEs are generated from the configs; a hand edit or a config change without `tinyperf render` fails."""
-  from tooling.prep.render import stale_files
+  from tinyperf.tooling.prep.render import stale_files
   assert stale_files() == []
 
 
 def test_render_detects_drift(tmp_path, monkeypatch):
-  from tooling.prep import render
+  from tinyperf.tooling.prep import render
   files = render.rendered_files()
   path, text = next((p, t) for p, t in files.items() if p.name == "run_and_time.sh")
   assert "--platform" in text and "set -euo pipefail" in text
@@ -238,7 +238,7 @@ def test_a_schedule_must_warm_up_before_it_ends(tmp_path, benchmark, env, facts)
   with pytest.raises(ConfigError) as e: load_config(benchmark, "cpu_smoke", environ={}, path=d / "config.yaml")
   assert all(f in str(e.value) for f in facts) and "environment" not in str(e.value)                  # the file's own value: the message says only the file
   load_config(benchmark, "cpu_smoke", environ={k: str(int(v) + 1) for k, v in env.items()})
-  r = subprocess.run([sys.executable, "-m", f"benchmarks.{benchmark}.train", "--platform", "cpu_smoke", "--phase", "all",
+  r = subprocess.run([sys.executable, "-m", f"tinyperf.benchmarks.{benchmark}.train", "--platform", "cpu_smoke", "--phase", "all",
                       "--seed", "1", "--work", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
                      capture_output=True, text=True, timeout=120, env={**os.environ, **env})
   assert r.returncode == 2 and all(f in r.stderr for f in facts) and "Traceback" not in r.stderr, r.stderr
@@ -246,7 +246,7 @@ def test_a_schedule_must_warm_up_before_it_ends(tmp_path, benchmark, env, facts)
 
 
 def test_out_of_range_knob_stops_run_before_anything_is_written(capsys, tmp_path, monkeypatch):
-  from tooling.cli import main as cli
+  from tinyperf.tooling.cli import main as cli
   monkeypatch.setenv("BS", "0")
   code = cli(["run", "resnet", "--platform", "cpu_smoke", "--data", str(tmp_path / "data"), "--results",
               str(tmp_path / "out"), "--runtime", "host"])
@@ -256,7 +256,7 @@ def test_out_of_range_knob_stops_run_before_anything_is_written(capsys, tmp_path
 
 
 def test_misspelt_knob_in_the_environment_warns(monkeypatch, capsys):
-  import benchmarks.common.config as C
+  import tinyperf.benchmarks.common.config as C
   monkeypatch.setattr(C, "_warned", set())
   monkeypatch.setenv("TRAIN_BAEM", "2")
   monkeypatch.setenv("EVAL_BSS", "64")
@@ -267,7 +267,7 @@ def test_misspelt_knob_in_the_environment_warns(monkeypatch, capsys):
 
 
 def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
-  import benchmarks.common.config as C
+  import tinyperf.benchmarks.common.config as C
   monkeypatch.setattr(C, "_warned", set())
   ordinary = ["PATH", "HOME", "BEAM", "DEBUG", "JIT", "GPU", "CUDA", "NV", "AMD", "CUDA_VISIBLE_DEVICES",
               "HIP_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PYTHONPATH", "NCCL_DEBUG", "SLURM_JOB_ID", "BEAM_DEBUG",
@@ -288,7 +288,7 @@ def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
 @pytest.mark.parametrize("benchmark, env", [("resnet", {"NUM_CLASSES": "10"}), ("resnet", {"RESNET_LAYERS": "2,2,2,2"}),
                                             ("bert", {"BERT_LAYERS": "2"}), ("bert", {"BERT_HIDDEN": "512", "BERT_HEADS": "8"})])
 def test_an_override_of_the_closed_model_loads_for_a_bench_and_is_refused_for_a_run(tmp_path, benchmark, env):
-  from benchmarks.common.config import require_closed_model
+  from tinyperf.benchmarks.common.config import require_closed_model
   cfg = load_config(benchmark, "1xH200", environ=env)          # `python -m lab.bench` and --phase init may time it
   with pytest.raises(ClosedModelError) as e: require_closed_model(cfg)
   assert all(f"{k}={v}" in str(e.value) for k, v in env.items()) and str(cfg.path) in str(e.value)
@@ -296,7 +296,7 @@ def test_an_override_of_the_closed_model_loads_for_a_bench_and_is_refused_for_a_
   if benchmark == "resnet": require_closed_model(load_config(benchmark, "1xH200", environ={"RESNET_LAYERS": "3, 4, 6, 3"}))
   require_closed_model(load_config(benchmark, "cpu_smoke", environ=env))      # open: any model
   # the entrypoint refuses before it writes anything (no result log, no kernel cache)
-  r = subprocess.run([sys.executable, "-m", f"benchmarks.{benchmark}.train", "--platform", "1xH200", "--phase", "all",
+  r = subprocess.run([sys.executable, "-m", f"tinyperf.benchmarks.{benchmark}.train", "--platform", "1xH200", "--phase", "all",
                       "--seed", "1", "--work", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
                      capture_output=True, text=True, timeout=120, env={**os.environ, **env})
   assert r.returncode == 2 and all(f"{k}={v}" in r.stderr for k, v in env.items()) and "Traceback" not in r.stderr, r.stderr
@@ -335,7 +335,7 @@ def test_a_value_a_command_set_from_its_flag_is_named_by_that_flag():
 
 
 def test_division_open_from_the_environment_makes_a_closed_config_open_and_never_the_other_way():
-  from benchmarks.common.config import require_closed_model
+  from tinyperf.benchmarks.common.config import require_closed_model
   cfg = load_config("bert", "1xH200", environ={"DIVISION": "open", "BERT_LAYERS": "2"})
   assert cfg["division"] == "open" and cfg.overridden["DIVISION"] == ("closed", "open")
   require_closed_model(cfg)      # an open run may train another model

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import io
 
-from tooling.launch.console import Console
+from tinyperf.tooling.launch.console import Console
 
 OUTPUT = (b':::MLLOG {"key": "init_start", "value": null}\n'
           b"init train step 0: 48628.5 ms, loss 1.386\n"
@@ -47,7 +47,7 @@ def test_busy_output_that_shows_nothing_still_gets_a_line_every_few_seconds(monk
   """A BEAM search or INIT prints lines the console filters out: the console was silent for 30-86 s. After QUIET_S
   without a line it says it is still working, and what the run printed last; the trainer's own heartbeat lines (a
   silent compile) are shown as they come."""
-  from tooling.launch import console as K
+  from tinyperf.tooling.launch import console as K
   now = [100.0]
   monkeypatch.setattr(K.time, "monotonic", lambda: now[0])
   out = io.StringIO()
@@ -69,7 +69,7 @@ def test_busy_output_that_shows_nothing_still_gets_a_line_every_few_seconds(monk
 
 def test_still_working_never_shows_a_raw_mlperf_log_line(monkeypatch):
   # the Quickstart's console showed `still working (9 s ...): :::MLLOG {"namespace": ...`: it names the event instead
-  from tooling.launch import console as K
+  from tinyperf.tooling.launch import console as K
   now = [100.0]
   monkeypatch.setattr(K.time, "monotonic", lambda: now[0])
   out = io.StringIO()

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.registry import load_config
-from benchmarks import preflight as PF
+from tinyperf.benchmarks.registry import load_config
+from tinyperf.benchmarks import preflight as PF
 from tests.conftest import REPO
-from tooling.prep import images as I
-from tooling.common import container as C
-from tooling.common.errors import UserError
+from tinyperf.tooling.prep import images as I
+from tinyperf.tooling.common import container as C
+from tinyperf.tooling.common.errors import UserError
 
 
 def tinyperf(*args, env=None, cwd=REPO):
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
                         env={**os.environ, **(env or {})}, timeout=300)
 
 
@@ -172,7 +172,7 @@ def test_a_tls_failure_in_the_build_points_at_extra_ca_without_colour_codes(tmp_
 
 def test_a_failed_pull_of_the_base_keeps_the_daemons_whole_reason(monkeypatch):
   import docker
-  from tooling.prep import build
+  from tinyperf.tooling.prep import build
   why = ('Get "https://registry-1.docker.io/v2/": dial tcp: lookup registry-1.docker.io on 10.255.255.53:53: no such '
          'host')
   class Images:
@@ -329,7 +329,7 @@ def test_no_gpu_runtime_is_a_clear_error():
 def test_builds_at_once_share_the_extra_ca_copy(tmp_path, monkeypatch):
   # nv and amd built side by side in one checkout with --extra-ca: the copy in docker/certs stays while any build packs
   # its context, and the build that ends last removes it (the first to end removed it under the other: CI, 2026-12-02)
-  from tooling.prep import build
+  from tinyperf.tooling.prep import build
   monkeypatch.setattr(build, "ROOT", tmp_path)
   (tmp_path / "docker" / "certs").mkdir(parents=True)
   ca = tmp_path / "proxy-ca.pem"
@@ -347,7 +347,7 @@ def test_build_context_is_gits_view_plus_the_build_ca(tmp_path, monkeypatch):
   # the whole checkout went to the daemon: untracked and git-ignored files (a token, a key) landed in the image
   import io
   import tarfile
-  from tooling.prep import build
+  from tinyperf.tooling.prep import build
   def git(*a): subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, check=True)
   for rel, text in {"Dockerfile.cpu": "FROM x\n", "tooling/cli.py": "x = 1\n", "tests/test_x.py": "", ".gitignore": "*.key\n",
                     ".dockerignore": "tests\n", "docker/certs/.gitignore": "*.crt\n"}.items():
@@ -374,7 +374,7 @@ def test_build_context_is_gits_view_plus_the_build_ca(tmp_path, monkeypatch):
 
 def test_the_code_tree_names_the_code_an_image_gets(tmp_path, monkeypatch):
   # compose runs recorded their image by tag only: an image rebuilt from edited code under that tag was the same name
-  from tooling.prep import build
+  from tinyperf.tooling.prep import build
   monkeypatch.setattr(build, "ROOT", tmp_path)
   for rel in ("tooling/cli.py", "run.sh", "docker/certs/proxy.crt"): (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
   (tmp_path / "tooling/cli.py").write_text("x = 1\n"); (tmp_path / "run.sh").write_text("echo\n")
@@ -391,7 +391,7 @@ def test_the_code_tree_names_the_code_an_image_gets(tmp_path, monkeypatch):
 
 def test_a_build_record_per_build_identity(tmp_path):
   # out/images/<vendor>.json was overwritten by every build: the record of the image that made the runs was gone
-  from tooling.prep import build
+  from tinyperf.tooling.prep import build
   one, other = {"build_id": "cpu-" + "1" * 16, "image_id": "sha256:a"}, {"build_id": "cpu-" + "2" * 16, "image_id": "sha256:b"}
   p1, p2 = build.save_record(tmp_path, dict(one)), build.save_record(tmp_path, dict(other))
   assert p1 != p2 and json.loads(p1.read_text())["image_ids"] == ["sha256:a"]
@@ -403,7 +403,7 @@ def test_a_build_record_per_build_identity(tmp_path):
 
 def test_runs_in_an_image_record_the_code_it_holds(tmp_path, monkeypatch):
   # the file, not a variable that a compose `environment:` could set
-  from benchmarks.common import runtime
+  from tinyperf.benchmarks.common import runtime
   tree = "sha256:" + "e" * 64
   monkeypatch.setattr(runtime, "ROOT", tmp_path)
   (tmp_path / runtime.IMAGE_CODE_FILE).write_text(json.dumps({"code_tree": tree, "git_sha": "abc"}))

@@ -25,17 +25,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import ROOT
-from benchmarks.registry import ALL_KNOBS
-from tooling import cli
-from tooling.prep import prep
+from tinyperf.benchmarks.common.config import ROOT
+from tinyperf.benchmarks.registry import ALL_KNOBS
+from tinyperf.tooling import cli
+from tinyperf.tooling.prep import prep
 
 # how a placeholder is filled in: by name where the parser checks the value (choices, int), else a plain word
 PLACEHOLDERS = {"bm": "resnet", "benchmark": "resnet", "dataset": "imagenet", "platform": "cpu_smoke", "p": "cpu_smoke",
                 "b": "resnet", "verb": "check", "step": "pretrain", "vendor": "nv", "n": "1", "i": "0", "s": "60", "gpus": "1", "index": "0",
                 "subcommand": "pretrain", "cmd": "synthetic-imagenet", "eval_samples": "1", "share": "0.9"}   # the prep modules' own
 PLACEHOLDER = re.compile(r"^(<[^>]+>|[A-Z][A-Z0-9_]*)$")   # <system>, PATH, DIR, N (a real value has a lower-case letter)
-LAUNCHERS = (["tinyperf"], ["python3", "-m", "tooling.cli"], ["python", "-m", "tooling.cli"], ["1", "-m", "tooling.cli"])
+LAUNCHERS = (["tinyperf"], ["python3", "-m", "tinyperf.tooling.cli"], ["python", "-m", "tinyperf.tooling.cli"], ["1", "-m", "tinyperf.tooling.cli"])
 
 
 @dataclass
@@ -241,7 +241,7 @@ def all_commands(command: re.Pattern = COMMAND, inline: re.Pattern = INLINE) -> 
 # ---------------------------------------------------------------------------- this repository's modules and scripts
 # `python -m lab.beamlog LOG`, `DEV=NULL python -m lab.bert.step_cost --layers 2`, `python3
 # lab/scripts/loader_rate.py DATA`, `E2E=bert VOCAB=FILE setsid nohup lab/scripts/e2e_h200.sh`, `bash scripts/env.sh`, and a
-# script named alone in prose (`lab/scripts/upstream_beam.sh`, which must exist). tooling.cli is tinyperf's, checked above.
+# script named alone in prose (`lab/scripts/upstream_beam.sh`, which must exist). tinyperf.tooling.cli is tinyperf's, checked above.
 # VAR= before a Python command is not checked: tinygrad reads most of them (DEV, DEBUG, NULL_ALLOW_COPYOUT).
 WRAPPERS = ("setsid", "nohup", "env", "time", "/usr/bin/time")
 SHELLS = ("bash", "sh", "source", ".")            # they run a script without its executable bit
@@ -252,7 +252,7 @@ TOOL_INLINE = re.compile(r"`([^`]+)`")          # any span: TOOL picks the comma
 # a script that starts runs passes the knobs set before it on to them (benchmarks/common/config.py reads the environment)
 STARTS_RUNS = re.compile(r"run_and_time\.sh|\btinyperf run\b|\blab\.bench\b")
 # modules run with arguments that no argparse parser reads: what their arguments must look like, and why
-NO_PARSER = {"tooling.prep.compose": (r"--enter( \S+)*", "compose.yaml's entrypoint: --enter TARGET=VAR... -- CMD")}
+NO_PARSER = {"tinyperf.tooling.prep.compose": (r"--enter( \S+)*", "compose.yaml's entrypoint: --enter TARGET=VAR... -- CMD")}
 
 
 @dataclass
@@ -342,8 +342,8 @@ def test_every_verb_is_documented():
   ("`BERT_LAYERS=2 tinyperf run bert --nexp eight`", "md"),                                   # after VAR=value
   ("tinyperf run resnet --platform cpu_smoke --data d --nexp two", "sh"),                    # bad int
   ("```\ntinyperf run resnet --platform cpu_smoke\n```", "md"),                              # --data is required
-  ("python3 -m tooling.cli prep bert-checkpoint --out x", "sh"),                             # no such dataset
-  ("python3 -m tooling.cli prep wiki pretrain --data d --wrkers 2", "sh"),                   # the dataset's parser
+  ("python3 -m tinyperf.tooling.cli prep bert-checkpoint --out x", "sh"),                             # no such dataset
+  ("python3 -m tinyperf.tooling.cli prep wiki pretrain --data d --wrkers 2", "sh"),                   # the dataset's parser
   ("#   tinyperf build --vendor nvidia", "yaml"),                                            # bad choice in a comment
   ("`tinyperf prep ... --outt DIR`", "md"),                                                   # no dataset takes it
   ('raise UserError(f"rebuild it with `tinyperf build --vendr {self.vendor}`")', "py"),       # a hint in the code
@@ -358,7 +358,7 @@ def test_a_wrong_command_fails(doc, kind):
 @pytest.mark.parametrize("doc, kind", [
   ("```\ntinyperf check out/results/<system>/resnet --json\n```", "md"),
   ("`tinyperf run resnet|bert --platform P --data D`", "md"),
-  ('python3 -m tooling.cli prep wiki pretrain --data "$DATA_DIR" --workers "${WORKERS:-$(nproc)}"', "sh"),
+  ('python3 -m tinyperf.tooling.cli prep wiki pretrain --data "$DATA_DIR" --workers "${WORKERS:-$(nproc)}"', "sh"),
   ("`tinyperf run ... --only-index I`", "md"),
   ('tinyperf check --json "$RES" > "$OUT/check.json" 2>&1', "sh"),
   ('tinyperf prep wiki eval --data "$DATA" --platform 1xH200 &&', "sh"),
@@ -372,7 +372,7 @@ def test_a_right_command_passes(doc, kind):
 
 def test_readme_and_usage_say_what_is_pinned():
   """The docs' claim about the base images follows images.lock.json: 'not pinned yet' exactly while a digest is null."""
-  from tooling.prep.images import load_lock
+  from tinyperf.tooling.prep.images import load_lock
   unpinned = [v for v, e in load_lock()["images"].items() if not e.get("digest")]
   for doc in ("README.md", "docs/usage.md"):
     text = " ".join((ROOT / doc).read_text().lower().split())
@@ -404,10 +404,10 @@ def test_every_documented_module_and_script_runs_as_written():
   ("`E2E=bert VOCABB=FILE lab/scripts/e2e_h200.sh`", "md"),                                     # a variable it never reads
   ("`lab/scripts/e2e_h200.sh pol`", "md"),                                                      # an argument it never reads
   ("`cp a b; UPSTREAM=u CACHE=c setsid nohup lab/scripts/upstream_beam.sh resnet 256 --fast &`", "md"),  # after `;`
-  ("`/usr/bin/time -v python -m benchmarks.bert.prep pretrain --data D --quit`", "md"),     # a step's parser
-  ("python3 -m benchmarks.registry sed resnet cpu_smoke", "sh"),                             # a generated script's line
-  ("`python -m tooling.prep.compose --entre`", "md"),                                       # a NO_PARSER module
-  ("On the smoke config `python -m benchmarks.resnet.train --platform cpu_smoke\n--phase sometimes` ran", "md"),
+  ("`/usr/bin/time -v python -m tinyperf.benchmarks.bert.prep pretrain --data D --quit`", "md"),     # a step's parser
+  ("python3 -m tinyperf.benchmarks.registry sed resnet cpu_smoke", "sh"),                             # a generated script's line
+  ("`python -m tinyperf.tooling.prep.compose --entre`", "md"),                                       # a NO_PARSER module
+  ("On the smoke config `python -m tinyperf.benchmarks.resnet.train --platform cpu_smoke\n--phase sometimes` ran", "md"),
   ('raise SystemExit("time it with `python3 lab/scripts/loader_rate.py DATA --batchez 4`")', "py"),  # a hint in the code
 ])
 def test_a_wrong_tool_command_fails(doc, kind):
@@ -419,14 +419,14 @@ def test_a_wrong_tool_command_fails(doc, kind):
   ("`python -m lab.beamlog LOG[.gz]` reads it", "md"),
   ("`python -m lab.bench resnet|bert --gpus N --beam-cache FILE`", "md"),
   ('python3 -m lab.bench bert --gpus 2 --time-limit $(( DEADLINE - $(date +%s) - 60 )) 2>&1', "sh"),
-  ("```\npython -m benchmarks.bert.prep pretrain --data data/wiki-smoke --platform cpu_smoke --workers 2\n```", "md"),
+  ("```\npython -m tinyperf.benchmarks.bert.prep pretrain --data data/wiki-smoke --platform cpu_smoke --workers 2\n```", "md"),
   ("`E2E=bert TRAIN_BEAM=2 VOCAB=.whl/vocab.txt lab/scripts/e2e_h200.sh`", "md"),              # TRAIN_BEAM: its runs' knob
   ("`UPSTREAM=.upstream CACHE=/tmp/u.db setsid nohup lab/scripts/upstream_beam.sh resnet 256 >/tmp/u.out 2>&1 &`", "md"),
   ("`source scripts/ci_docker.sh` (root; `scripts/ci_docker.sh stop` stops it)", "md"),
   ("```\nbash scripts/env.sh && source .venv/bin/activate\n```", "md"),
   ("`lab/scripts/e2e_h200.sh collect DIR` packs the logs", "md"),
-  ("`python -m tooling.prep.compose --enter` checks the mounts", "md"),
-  ("python3 -m benchmarks.registry seed resnet cpu_smoke", "sh"),
+  ("`python -m tinyperf.tooling.prep.compose --enter` checks the mounts", "md"),
+  ("python3 -m tinyperf.benchmarks.registry seed resnet cpu_smoke", "sh"),
 ])
 def test_a_right_tool_command_passes(doc, kind):
   cmds = extract("doc", doc, kind, TOOL, TOOL_INLINE)

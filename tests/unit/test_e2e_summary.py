@@ -3,7 +3,7 @@ metrics file beside it."""
 import importlib.util
 import json
 
-from benchmarks.common.runtime import metrics_path
+from tinyperf.benchmarks.common.runtime import metrics_path
 from mllog_builder import REPO, write_log
 
 spec = importlib.util.spec_from_file_location("e2e_summary", REPO / "lab" / "scripts" / "e2e_summary.py")

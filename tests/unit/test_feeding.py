@@ -6,10 +6,10 @@ import re
 import pytest
 import yaml
 
-from benchmarks.common import feeding as F
-from benchmarks import preflight as PF
-from benchmarks.common.config import ConfigError, available_platforms, config_path
-from benchmarks.registry import load_config
+from tinyperf.benchmarks.common import feeding as F
+from tinyperf.benchmarks import preflight as PF
+from tinyperf.benchmarks.common.config import ConfigError, available_platforms, config_path
+from tinyperf.benchmarks.registry import load_config
 
 
 def test_cores_needed_arithmetic():
@@ -51,7 +51,7 @@ def test_too_few_workers_is_reported():
 
 
 def test_run_phase_prints_the_budget(capsys):
-  from benchmarks.resnet.train import print_feeding_budget
+  from tinyperf.benchmarks.resnet.train import print_feeding_budget
   print_feeding_budget(load_config("resnet", "2xH200", environ={}), host=2)
   out, err = capsys.readouterr()
   assert out.startswith("feeding budget: 2xH200 needs 4 cores to feed its 2 GPU(s) at 682 img/s") and "this host has 2" in out

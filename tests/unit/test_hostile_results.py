@@ -16,15 +16,15 @@ import pytest
 from conftest import REPO
 from mllog_builder import make_package, write_log
 from run_builder import make_runs
-from tooling.common.judge.check import check_path
-from tooling.common.judge.dir_checks import _hparam_check
-from tooling.common.judge.findings import DirReport
-from tooling.common.judge.submission_checks import _oversized
-from tooling.cli import main as cli
-from tooling.common.mllog_reader import read_log
-from tooling.ship.report import throughput_series
-from tooling.common.safe_read import MAX_LOG_BYTES, MAX_TREE_DEPTH
-from tooling.common.submission_tree import discover
+from tinyperf.tooling.common.judge.check import check_path
+from tinyperf.tooling.common.judge.dir_checks import _hparam_check
+from tinyperf.tooling.common.judge.findings import DirReport
+from tinyperf.tooling.common.judge.submission_checks import _oversized
+from tinyperf.tooling.cli import main as cli
+from tinyperf.tooling.common.mllog_reader import read_log
+from tinyperf.tooling.ship.report import throughput_series
+from tinyperf.tooling.common.safe_read import MAX_LOG_BYTES, MAX_TREE_DEPTH
+from tinyperf.tooling.common.submission_tree import discover
 
 BENCH = ("results", "tinybox_green", "resnet")
 
@@ -138,7 +138,7 @@ def test_scaling_json_not_a_finite_positive_number(capsys, tmp_path, raw):
 
 def run_cli(*argv, timeout=60):
   """The real entry point in a child: a hang shows as a timeout, a traceback in stderr."""
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *argv], cwd=REPO, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *argv], cwd=REPO, capture_output=True, text=True,
                         timeout=timeout)
 
 
@@ -236,7 +236,7 @@ def test_unsearchable_directory_is_bad_input(target):
     for p in [org, *org.rglob("*")]: p.chmod(0o755 if p.is_dir() else 0o644)
     locked = org.joinpath(*BENCH)
     locked.chmod(0o600)    # readable names, not searchable
-    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tooling.cli", "check",
+    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tinyperf.tooling.cli", "check",
                         str(org if target == "org" else locked)], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "permission denied" in r.stderr and str(locked) in r.stderr
@@ -305,7 +305,7 @@ def test_a_results_tree_nested_1500_deep_is_bad_input_not_a_recursion_error(caps
 
 def test_the_second_of_two_packages_into_one_out_writes_nothing_and_says_why(capsys, tmp_path, monkeypatch):
   # both passed the up-front check; the loser's rename onto the winner's tinycorp/ was an OSError traceback
-  from tooling.ship import package
+  from tinyperf.tooling.ship import package
   R, out = make_runs(tmp_path, "resnet"), tmp_path / "out"
   def other_package_wins(org_dir):   # while this one is checked, another `tinyperf package` publishes into --out
     (out / "tinycorp").mkdir(); (out / "tinycorp" / "theirs").write_text("x")
@@ -327,15 +327,15 @@ def test_package_names_a_result_file_it_cannot_read():
   try:
     base.chmod(0o755)
     R = make_runs(base, "resnet")
-    from tooling.common import ledger as L
-    from benchmarks.common.io import file_digest
+    from tinyperf.tooling.common import ledger as L
+    from tinyperf.benchmarks.common.io import file_digest
     with L.Ledger.locked(R / "runs" / "tinybox_green" / "resnet" / "ledger.json") as led:   # as `run` records them
       for a in led.attempts: a.sha256 = file_digest(a.result, "sha256")
       led.save()
     for p in [base, *base.rglob("*")]: p.chmod(0o755 if p.is_dir() else 0o644)
     locked = R / "results" / "tinybox_green" / "resnet" / "result_1.txt"
     locked.chmod(0)
-    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tooling.cli", "package", "--org", "tinycorp", "--out",
+    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tinyperf.tooling.cli", "package", "--org", "tinycorp", "--out",
                         str(base / "out"), "--results", str(R), "--systems", str(base / "systems")],
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
@@ -346,7 +346,7 @@ def test_package_names_a_result_file_it_cannot_read():
 
 def test_evicting_a_data_folder_nested_1200_deep_is_no_recursion_error(tmp_path):
   # the page-cache eviction walked the data folder with Path.rglob, which recursed: RecursionError past ~1,000 levels
-  from benchmarks.common.mlperf import EVICT_MAX_DEPTH, evict_files
+  from tinyperf.benchmarks.common.mlperf import EVICT_MAX_DEPTH, evict_files
   (tmp_path / "top.bin").write_bytes(b"x")
   cwd = os.getcwd()
   try:

@@ -95,6 +95,6 @@ def test_tooling_meets_the_benchmarks_at_their_interfaces():
   benchmark's internals (model, loader, training) it starts as a process by module name, never imports."""
   mods, deps = graph()
   inside = sorted(f"{mods[a]} imports {b}" for a in deps if a.startswith("tooling") for b in deps[a]
-                  if b.startswith(("benchmarks.resnet", "benchmarks.bert")))
+                  if b.startswith(("tinyperf.benchmarks.resnet", "tinyperf.benchmarks.bert")))
   assert not inside, "tooling/ imports a benchmark's internals (docs/ARCHITECTURE.md, two interfaces):\n  " + \
     "\n  ".join(inside)

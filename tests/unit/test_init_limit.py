@@ -3,10 +3,10 @@ from __future__ import annotations
 import io
 import time
 
-from benchmarks.common.rundir import RunDir
-from benchmarks.registry import load_config
-from benchmarks.common.rules import CLOSED_INIT_STOP_S
-from tooling.launch import backends
+from tinyperf.benchmarks.common.rundir import RunDir
+from tinyperf.benchmarks.registry import load_config
+from tinyperf.benchmarks.common.rules import CLOSED_INIT_STOP_S
+from tinyperf.tooling.launch import backends
 
 REAL_STREAM = backends.stream_process   # before any test patches it
 INIT_STOP_LINE = ':::MLLOG {"namespace": "", "event_type": "INTERVAL_END", "key": "init_stop", "value": null}'
@@ -49,7 +49,7 @@ def test_closed_division_gets_the_limit_and_open_does_not(monkeypatch, tmp_path)
 
 
 def test_a_crash_shows_its_last_lines_and_a_missed_target_does_not(monkeypatch, tmp_path):
-  from tooling.launch.console import Console
+  from tinyperf.tooling.launch.console import Console
   cfg = load_config("resnet", "cpu_smoke", environ={})
   stop = ':::MLLOG {"namespace": "", "time_ms": 2, "event_type": "INTERVAL_END", "key": "run_stop", "value": null, ' \
          '"metadata": {"status": "aborted"}}'

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from benchmarks.common.rundir import RunDir, triton_cache
+from tinyperf.benchmarks.common.rundir import RunDir, triton_cache
 from tests.conftest import REPO
 
 
@@ -20,7 +20,7 @@ def test_a_compiled_gemm_is_recorded_with_its_tile_and_a_second_compile_comes_fr
   code = """
 import json, sys
 from pathlib import Path
-from benchmarks.kernels import matmul as mm, program as prg
+from tinyperf.benchmarks.kernels import matmul as mm, program as prg
 M, N, K = 256, 256, 256
 t = mm.tile(M, N, K, False, True)
 args = ((("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16")),
@@ -53,12 +53,12 @@ print(json.dumps({"tile": list(t), "line": line}))
 
 
 def record(family: str, symbol: str, tile: dict, seconds: float, hit: bool):
-  from benchmarks.kernels import program as prg
+  from tinyperf.benchmarks.kernels import program as prg
   return prg.KernelRecord(family, symbol, {"M": 64, "pointers": {"a": "*fp16"}}, tile, 90, seconds, hit, 1024)
 
 
 def test_the_trainers_record_is_a_line_and_a_json_file_in_the_run_folder(tmp_path):
-  from benchmarks.kernels import program as prg
+  from tinyperf.benchmarks.kernels import program as prg
   big, small = {"BM": 128, "BN": 256, "BK": 64, "num_warps": 8, "num_stages": 3}, {"BM": 64, "BN": 64, "num_warps": 4,
                                                                                        "num_stages": 2}
   records = [record("matmul", "gemm_kernel", big, 2.0, False), record("matmul", "gemm_kernel", big, 0.5, True),
@@ -79,7 +79,7 @@ def test_the_trainers_record_is_a_line_and_a_json_file_in_the_run_folder(tmp_pat
 
 
 def test_tritons_cache_goes_beside_tinygrads_kernel_cache(tmp_path, monkeypatch):
-  from benchmarks.common.runtime import prepare_cache_db
+  from tinyperf.benchmarks.common.runtime import prepare_cache_db
   run = RunDir(tmp_path / "run_0_7")
   assert triton_cache(run.cache_db) == run.cache / "triton"
   for k in ("CACHEDB", "TRITON_CACHE_DIR"):   # unset for this test, and restored after what prepare_cache_db sets
@@ -98,7 +98,7 @@ def test_tritons_cache_goes_beside_tinygrads_kernel_cache(tmp_path, monkeypatch)
 
 
 def test_tinyperf_runs_console_shows_the_kernels_line():
-  from tooling.launch.console import Console
+  from tinyperf.tooling.launch.console import Console
   out = io.StringIO()
   c = Console(out=out)
   c(b"init train step 0: 48628.5 ms\nkernels: 14 compiled in 52.3 s (0 from Triton's cache); tiles: matmul 9 kernels\n")

@@ -15,7 +15,7 @@ from tinygrad import Context, Tensor
 triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
-from benchmarks.kernels import matmul as mm                  # noqa: E402
+from tinyperf.benchmarks.kernels import matmul as mm                  # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
 
 
@@ -88,7 +88,7 @@ def test_h200_cubin_compiles_here_with_wgmma_and_the_launch_facts():
   program factory must pass (over the 48 KB a launch gets without it), and the two hidden scratch parameters."""
   code = """
 import json
-from benchmarks.kernels import matmul as mm, program as prg
+from tinyperf.benchmarks.kernels import matmul as mm, program as prg
 M, N, K = 49152, 1024, 1024
 t = mm.tile(M, N, K, False, True)
 k = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16")),
@@ -125,7 +125,7 @@ def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
 
 
 def test_bert_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
-  from benchmarks.bert.model import BertConfig, BertForPretraining, pretraining_loss
+  from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining, pretraining_loss
   rng = np.random.default_rng(0)
   B, L, P = 2, 8, 3
   batch = {"input_ids": rng.integers(0, 50, (B, L)).astype(np.int32), "segment_ids": np.zeros((B, L), np.int32),
@@ -157,7 +157,7 @@ def test_a_jitted_step_with_the_kernels_schedules_once():
   capture step must hit that cache (a miss re-schedules the whole BERT-large graph: minutes of INIT)."""
   from tinygrad import TinyJit
   from tinygrad.schedule import schedule_cache
-  from benchmarks.kernels.attention import attention
+  from tinyperf.benchmarks.kernels.attention import attention
   w = Tensor(np.random.default_rng(0).random((16, 8), np.float32)).realize()
   @TinyJit
   def step(x: Tensor) -> Tensor:
@@ -172,8 +172,8 @@ def test_a_jitted_step_with_the_kernels_schedules_once():
 
 @pytest.mark.parametrize("benchmark", ["bert", "resnet"])
 def test_config_refuses_triton_kernels_where_they_do_not_run(benchmark):
-  from benchmarks.common.config import ConfigError
-  from benchmarks.registry import load_config
+  from tinyperf.benchmarks.common.config import ConfigError
+  from tinyperf.benchmarks.registry import load_config
   assert load_config(benchmark, "1xH200", environ={"KERNELS": "triton"}).knobs["KERNELS"] == "triton"
   two_gpus = {"KERNELS": "triton", "GPUS": "2", "BS": "192", "EVAL_BS": "192"}   # batch-sharded: one launch per GPU
   assert load_config(benchmark, "1xH200", environ=two_gpus).knobs["GPUS"] == 2
@@ -182,6 +182,6 @@ def test_config_refuses_triton_kernels_where_they_do_not_run(benchmark):
 
 
 def test_every_log_and_bench_record_says_who_wrote_the_kernels():
-  from benchmarks.common.runtime import provenance
+  from tinyperf.benchmarks.common.runtime import provenance
   assert provenance({"KERNELS": "triton"})["kernels"] == "triton"
   assert provenance({})["kernels"] == "tinygrad"   # the knob unset: tinygrad's own kernels

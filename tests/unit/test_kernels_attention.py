@@ -17,7 +17,7 @@ from tinygrad import Context, Tensor, TinyJit, dtypes
 triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
-from benchmarks.kernels import attention as at               # noqa: E402
+from tinyperf.benchmarks.kernels import attention as at               # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
 from tests.unit.test_kernels import HostArray                # noqa: E402
 
@@ -179,7 +179,7 @@ def test_h200_cubins_compile_here_with_the_launch_facts():
   two scratch parameters."""
   code = """
 import json
-from benchmarks.kernels import attention as at
+from tinyperf.benchmarks.kernels import attention as at
 out = {}
 for which in ("fwd", "dkdv", "dq"):
   k, BM, BN = at.compile_attention(which, 16, 512, 64, 0.1, 90)

@@ -16,7 +16,7 @@ from tinygrad import Context, Tensor
 triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
-from benchmarks.kernels import conv as cv                    # noqa: E402
+from tinyperf.benchmarks.kernels import conv as cv                    # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
 from tests.unit.test_kernels import HostArray                # noqa: E402
 
@@ -111,7 +111,7 @@ def test_h200_cubins_compile_here_with_the_launch_facts():
   block may have, the block size of the tile, and three pointers + Triton's two scratch parameters."""
   code = """
 import json
-from benchmarks.kernels import conv as cv
+from tinyperf.benchmarks.kernels import conv as cv
 out = []
 for s, kinds in ((cv.Shape(256, 3, 224, 224, 64, 7, 7, 2, 3), ("fwd", "wgrad")),   # the stem: its dgrad goes unused
                  (cv.Shape(256, 128, 56, 56, 128, 3, 3, 2, 1), ("fwd", "dgrad", "wgrad"))):
@@ -139,7 +139,7 @@ def test_resnet_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
   CPU) gives the default's loss and gradients, the stem's, a strided 3x3's and a strided downsample's among them. The
   gradients are taken before the loss is read, as the train step does: tinygrad 0.14 gives a custom_kernel whose
   output was realized zero gradients."""
-  from benchmarks.resnet.model import ResNet
+  from tinyperf.benchmarks.resnet.model import ResNet
   rng = np.random.default_rng(0)
   x, labels = rng.standard_normal((2, 3, 8, 8)).astype(np.float32), Tensor([1, 3])
   out = {}

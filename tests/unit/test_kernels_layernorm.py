@@ -16,8 +16,8 @@ triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh 
 import triton.language as tl                                 # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
-from benchmarks.bert.model import LN_EPS, LayerNorm          # noqa: E402
-from benchmarks.kernels import layernorm as ln               # noqa: E402
+from tinyperf.benchmarks.bert.model import LN_EPS, LayerNorm          # noqa: E402
+from tinyperf.benchmarks.kernels import layernorm as ln               # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
 from tests.unit.test_kernels import HostArray                # noqa: E402
 
@@ -193,7 +193,7 @@ def test_a_jitted_step_schedules_once_and_draws_a_new_dropout_mask_each_step():
 def test_bert_sends_each_residual_layernorm_through_add_layernorm(monkeypatch, kernels, calls):
   """Under KERNELS=triton: both of each layer's LayerNorm(dense + residual) and the embeddings' (words + positions,
   types); not the MLM head's LayerNorm of gelu(dense), which has no sum. The values: test_kernels.py's knob test."""
-  from benchmarks.bert.model import BertConfig, BertForPretraining
+  from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining
   seen = []
   monkeypatch.setattr(ln, "add_layernorm", lambda *a, **k: seen.append(a[0].shape) or a[0] + a[1])
   c = BertConfig(layers=2, hidden=16, heads=2, intermediate=32, vocab=50, max_positions=16, kernels=kernels)
@@ -218,7 +218,7 @@ def test_h200_cubins_compile_here_with_the_launch_facts():
   code = """
 import json
 from tinygrad import dtypes
-from benchmarks.kernels import layernorm as ln
+from tinyperf.benchmarks.kernels import layernorm as ln
 out = {}
 for which in ("fwd", "bwd"):
   k, grid = ln.compile_layernorm(which, 96 * 512, 1024, 1e-12, 0.1, dtypes.half, 90)

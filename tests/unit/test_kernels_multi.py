@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tinygrad import Context, Tensor, dtypes
 
-from benchmarks.kernels import attention as at, conv as cv, layernorm as ln, matmul as mm, program as prg
+from tinyperf.benchmarks.kernels import attention as at, conv as cv, layernorm as ln, matmul as mm, program as prg
 
 TWO = ("CPU:0", "CPU:1")
 RNG = np.random.default_rng(0)
@@ -122,7 +122,7 @@ def test_add_layernorm_refuses_a_sharding_it_cannot_split():
 
 
 def test_bert_with_triton_kernels_knob_on_two_devices_equals_one_device():
-  from benchmarks.bert.model import BertConfig, BertForPretraining, place_model, pretraining_loss
+  from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining, place_model, pretraining_loss
   rng = np.random.default_rng(0)
   B, L, P = 4, 8, 3
   batch = {"input_ids": rng.integers(0, 50, (B, L)).astype(np.int32), "segment_ids": np.zeros((B, L), np.int32),
@@ -149,6 +149,6 @@ def test_bert_with_triton_kernels_knob_on_two_devices_equals_one_device():
 
 
 def test_the_arch_check_asks_every_device():
-  from benchmarks.kernels import program as prg
+  from tinyperf.benchmarks.kernels import program as prg
   with pytest.raises(RuntimeError, match="KERNELS=triton"):
     prg.cuda_arch(TWO)   # CPU devices: no CUDA architecture on either

@@ -11,11 +11,11 @@ from tests.conftest import REPO
 def test_the_wheel_finds_no_lab_package():
   include = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
   packages = find_packages(str(REPO), include=include)
-  assert "tooling.ship" in packages and "lab" not in {p.split(".")[0] for p in packages}, packages
+  assert "tinyperf.tooling.ship" in packages and "lab" not in {p.split(".")[0] for p in packages}, packages
 
 
 def test_the_images_get_no_lab_file():
-  from tooling.prep import build
+  from tinyperf.tooling.prep import build
   files = build.context_files("Dockerfile.cpu")
   assert files is not None, "not a git checkout: the build context cannot be listed"
   assert "tooling/ship/report.py" in files and not [f for f in files if f.startswith("lab/")]

@@ -14,12 +14,12 @@ import pytest
 from tests.conftest import REPO
 
 from mllog_builder import write_log
-from tooling.common import ledger as L
-from tooling.common.errors import UserError
-from tooling.common.results_tree import refuse_unknown_results
-from tooling.common import results_tree as T
-from tooling.launch.run import missed_target
-from benchmarks.common.io import file_digest
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.common.results_tree import refuse_unknown_results
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.launch.run import missed_target
+from tinyperf.benchmarks.common.io import file_digest
 
 
 def _ledger(root, attempts):
@@ -54,7 +54,7 @@ def test_dead_launchers_running_attempt_is_interrupted_with_one_line(tmp_path):
 def test_a_live_claim_is_respected_and_taken_over_once_its_owner_dies(tmp_path):
   path = _ledger(tmp_path, [L.Attempt(index=0, seed=5, owner={"id": "other", "host": "h", "pid": 1})])
   work = path.parent / "run_0_5"; work.mkdir()
-  holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from tooling.common.ledger import Claim; "
+  holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.path.insert(0, '.'); from tinyperf.tooling.common.ledger import Claim; "
                              f"c = Claim({str(work)!r}); print('held', flush=True); sys.stdin.read()"],
                             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
   try:
@@ -139,7 +139,7 @@ def test_status_hint_for_a_local_set_is_the_run_command(tmp_path):
   # (it answered "not a Slurm set"); a --results path with a space is typed quoted
   root = tmp_path / "my out"
   _ledger(root, [L.Attempt(index=0, seed=1, status=L.INTERRUPTED, note="interrupted by the user (Ctrl-C)")])
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", "my out"], cwd=tmp_path,
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "status", "--results", "my out"], cwd=tmp_path,
                      capture_output=True, text=True, timeout=120)
   assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
   assert "--resume" not in r.stdout, r.stdout
@@ -159,7 +159,7 @@ def test_status_counts_the_runs_a_set_asked_for_not_only_those_it_started(tmp_pa
     led.nexp = 5
     led.save()
   assert L.Ledger(path).nexp == 5
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", "out", "--json"], cwd=tmp_path,
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "status", "--results", "out", "--json"], cwd=tmp_path,
                      capture_output=True, text=True, timeout=120)
   st, = json.loads(r.stdout)["sets"]
   assert r.returncode == 1 and [x["state"] for x in st["runs"]] == ["done", "done", "missing", "missing", "missing"], r.stdout
@@ -168,7 +168,7 @@ def test_status_counts_the_runs_a_set_asked_for_not_only_those_it_started(tmp_pa
 # --- a hostile or broken ledger: bad input (exit 2) from every reader, bounded in time and memory ---------------------
 
 def _status(root, timeout=60):
-  return subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", str(root)], cwd=REPO,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "status", "--results", str(root)], cwd=REPO,
                         capture_output=True, text=True, timeout=timeout)
 
 
@@ -197,9 +197,9 @@ def test_a_ledger_of_valid_json_with_wrong_types_is_bad_input(tmp_path, raw):
 
 def test_an_unreadable_result_file_is_named_by_run_not_a_traceback(tmp_path, capsys, monkeypatch):
   # a result file with mode 000 was a PermissionError traceback in run too; root ignores modes, so the read fails here
-  from benchmarks.resnet.prep import main as prep_main
-  from tooling.cli import main as cli
-  from tooling.launch.backends import TRAIN_MODULE_ENV
+  from tinyperf.benchmarks.resnet.prep import main as prep_main
+  from tinyperf.tooling.cli import main as cli
+  from tinyperf.tooling.launch.backends import TRAIN_MODULE_ENV
   data, out = tmp_path / "data", tmp_path / "out"
   assert prep_main(["synthetic-imagenet", "--out", str(data), "--classes", "4", "--train-per-class", "1",
                     "--val-per-class", "1", "--size", "8", "--seed", "0"]) in (0, None)
@@ -237,7 +237,7 @@ def test_a_tampered_result_path_is_refused_and_nothing_is_written_outside_the_re
     att = led.latest(0); log = _finished_log(led, att)
     att.status, att.result, att.sha256 = L.DONE, str(led._expected(att, "result")), file_digest(log, "sha256")
     led.save()
-  from tooling.launch.run import verify_results
+  from tinyperf.tooling.launch.run import verify_results
   for bad in ("../escaped.txt", str(tmp_path / "escaped.txt"), "results/sys1/resnet/../../../../escaped.txt"):
     doc = json.loads(path.read_text()); doc["attempts"][0]["result"] = bad; path.write_text(json.dumps(doc))
     with pytest.raises(UserError, match=re.escape(bad)): verify_results(T.ResultSet.of_runs_dir(path.parent), fix=True)
@@ -267,7 +267,7 @@ def test_an_unreadable_result_file_is_named_by_status_not_a_traceback(tmp_path):
       led.save()
     for p in [root, *root.rglob("*")]: p.chmod(0o755 if p.is_dir() else 0o644)
     res.chmod(0)
-    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tooling.cli", "status", "--results", str(root)], cwd=REPO,
+    r = subprocess.run([*_unprivileged(), sys.executable, "-m", "tinyperf.tooling.cli", "status", "--results", str(root)], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "permission denied" in r.stdout + r.stderr and "broken" in r.stdout, r.stdout
@@ -290,7 +290,7 @@ def test_status_of_a_compose_set_after_a_kill_and_its_resume(tmp_path):
   owner = {"id": "x", "host": "h1", "pid": 999999, "compose_service": "resnet-cpu"}
   path = _ledger(root, [L.Attempt(index=0, seed=5, owner=owner)])
   (path.parent / "run_0_5").mkdir()
-  st = lambda: subprocess.run([sys.executable, "-m", "tooling.cli", "status", "--results", "out"], cwd=tmp_path,
+  st = lambda: subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "status", "--results", "out"], cwd=tmp_path,
                               capture_output=True, text=True, timeout=120)
   r = st()
   assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr

@@ -52,7 +52,7 @@ def test_a_triton_side_from_another_seed_is_out_of_tolerance(tmp_path):
 @pytest.mark.parametrize("flags", [["--steps", "0"], ["--bs", "0"], ["--rtol", "-1"], ["--platform", "nosuch"],
                                    ["--out", "/nonexistent-dir/x.jsonl"], ["--platform", "1xH200"]])
 def test_bad_input_is_refused_before_training(tmp_path, flags):
-  from benchmarks.preflight import visible_gpus
+  from tinyperf.benchmarks.preflight import visible_gpus
   if "1xH200" in flags and visible_gpus("nv")[0]: pytest.skip("this machine has the GPU 1xH200 runs on")
   r, rec = compare(tmp_path, "resnet", *flags)
   assert r.returncode == 2 and rec is None and "Traceback" not in r.stderr and r.stderr.count("\n") <= 2, r.stderr

@@ -4,7 +4,7 @@ import pytest
 from tinygrad import Tensor, TinyJit, Context, dtypes
 from tinygrad.nn.optim import SGD
 
-from benchmarks.common.schedule import poly_warmup_lr, PolyWarmupLR
+from tinyperf.benchmarks.common.schedule import poly_warmup_lr, PolyWarmupLR
 
 # the tinybox schedule: peak 7.2, end 1e-4, 2 warm-up epochs of 835 steps, 37 epochs
 PEAK, END, WARMUP, TOTAL = 7.2, 1e-4, 1670, 30895

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tooling.common import mlperf_tools as mt
-from tooling.common.errors import ToolError
+from tinyperf.tooling.common import mlperf_tools as mt
+from tinyperf.tooling.common.errors import ToolError
 
 
 def test_accepting_rulesets_come_from_the_installed_package():

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tooling.common import mlperf_tools
-from tooling.ship import archive, package
-from tooling.cli import main as cli
-from tooling.common.errors import UserError
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.ship import archive, package
+from tinyperf.tooling.cli import main as cli
+from tinyperf.tooling.common.errors import UserError
 
 NAME = "mlperf_submission_tinycorp.tar.gz"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.common.config import ROOT
+from tinyperf.benchmarks.common.config import ROOT
 
 PERF = ROOT / "docs" / "perf"
 NAMED = re.compile(r"docs/perf/([A-Za-z0-9_.\-]+[A-Za-z0-9_\-])")     # a file named in prose, a command or a comment

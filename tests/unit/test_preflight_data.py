@@ -2,11 +2,11 @@
 train shards and eval set."""
 import pytest
 
-from benchmarks import preflight as PF
-from benchmarks.registry import load_config
-from benchmarks.resnet.prep import synthetic_imagenet
-from tooling.common.errors import UserError
-from tooling.common.dataset import check_prepared
+from tinyperf.benchmarks import preflight as PF
+from tinyperf.benchmarks.registry import load_config
+from tinyperf.benchmarks.resnet.prep import synthetic_imagenet
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.common.dataset import check_prepared
 
 
 def test_a_data_set_without_val_images_fails_the_preflight(tmp_path, capsys):
@@ -65,7 +65,7 @@ def test_resnet_data_hints_paste_into_a_shell_as_printed(tmp_path):
   import shlex
   import subprocess
   import sys
-  from benchmarks.resnet.data import DataError, load_manifest
+  from tinyperf.benchmarks.resnet.data import DataError, load_manifest
   data = tmp_path / "my data"
   data.mkdir()
   with pytest.raises(DataError) as e:
@@ -73,7 +73,7 @@ def test_resnet_data_hints_paste_into_a_shell_as_printed(tmp_path):
   cmd = str(e.value).split("`tinyperf prep synthetic-imagenet ")[1].split("`")[0]
   assert shlex.split(cmd) == ["--out", str(data)], e.value
   # and what it says to run makes the data this check then accepts
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "prep", "synthetic-imagenet", *shlex.split(cmd), "--classes",
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "prep", "synthetic-imagenet", *shlex.split(cmd), "--classes",
                       "2", "--train-per-class", "1", "--val-per-class", "1", "--size", "8"], capture_output=True,
                      text=True, timeout=300)
   assert r.returncode == 0, r.stdout[-800:] + r.stderr[-800:]

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from conftest import shared_dir
-from tooling.common import mlperf_tools
-from tooling.common.judge.check import check_path
-from tooling.common.judge.findings import FAIL
-from tooling.common.judge.score import score_path
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.judge.check import check_path
+from tinyperf.tooling.common.judge.findings import FAIL
+from tinyperf.tooling.common.judge.score import score_path
 
 STATUS_ERROR = "Field status contains a non valid value: available"
 

@@ -5,7 +5,7 @@ import ast
 import subprocess
 import sys
 
-from benchmarks.registry import BENCHMARKS
+from tinyperf.benchmarks.registry import BENCHMARKS
 from tests.conftest import REPO
 
 
@@ -41,7 +41,7 @@ def test_each_spec_is_its_benchmarks():
 
 
 def test_the_registry_imports_nothing_heavy():
-  code = ("import sys, benchmarks.registry, tooling.cli; heavy = {'tinygrad', 'numpy'} & set(sys.modules); "
+  code = ("import sys, tinyperf.benchmarks.registry, tinyperf.tooling.cli; heavy = {'tinygrad', 'numpy'} & set(sys.modules); "
           "sys.exit(f'imported {heavy}' if heavy else 0)")
   r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
   assert r.returncode == 0, r.stdout + r.stderr
@@ -50,8 +50,8 @@ def test_the_registry_imports_nothing_heavy():
 def test_a_closed_config_stops_at_mlperfs_quality_target():
   """The spec owns MLPerf's target; a closed config's TARGET is it (lower, the checker rejects the log; higher, the run
   trains past the point MLPerf times)."""
-  from benchmarks.common.config import available_platforms
-  from benchmarks.registry import load_config
+  from tinyperf.benchmarks.common.config import available_platforms
+  from tinyperf.benchmarks.registry import load_config
   closed = [load_config(b, p, environ={}) for b in BENCHMARKS for p in available_platforms(b)]
   closed = [c for c in closed if c["division"] == "closed"]
   assert {c.benchmark for c in closed} == set(BENCHMARKS)

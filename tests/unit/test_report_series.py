@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mllog_builder import write_log
 from run_builder import GIT_SHA, console_output, metrics_output
-from tooling.ship import report
-from tooling.common.mllog_reader import read_log
+from tinyperf.tooling.ship import report
+from tinyperf.tooling.common.mllog_reader import read_log
 
 
 def test_throughput_and_output_parsing(tmp_path):

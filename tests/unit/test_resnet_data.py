@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchmarks.resnet import data as D
-from benchmarks.resnet.prep import synthetic_imagenet
+from tinyperf.benchmarks.resnet import data as D
+from tinyperf.benchmarks.resnet.prep import synthetic_imagenet
 from fake_imagenet import shm_entries
 
 SIZE = 32
@@ -378,7 +378,7 @@ def test_len_and_ring_capped(syn):
 
 _CHILD = r"""
 import os, sys, time
-from benchmarks.resnet import data as D
+from tinyperf.benchmarks.resnet import data as D
 if __name__ == "__main__":
   sp = D.load_manifest(sys.argv[1])["train"]
   it = D.batches(sp.files * 50, list(sp.labels) * 50, 4, True, 0, 0, 32, 2, 3)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tinygrad import Tensor, Context
 
-from benchmarks.common.checkpoint import training_state, save_state, load_state, snapshot_state, restore_state
-from benchmarks.resnet.model import make_model
-from benchmarks.resnet.optim import make_optimizer
-from benchmarks.resnet.steps import make_steps, to_device, normalize, MEAN_RGB
+from tinyperf.benchmarks.common.checkpoint import training_state, save_state, load_state, snapshot_state, restore_state
+from tinyperf.benchmarks.resnet.model import make_model
+from tinyperf.benchmarks.resnet.optim import make_optimizer
+from tinyperf.benchmarks.resnet.steps import make_steps, to_device, normalize, MEAN_RGB
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fast_compile")]   # compile-bound
 

@@ -6,7 +6,7 @@ import pytest
 from tinygrad import Tensor, dtypes, Context
 from tinygrad.nn.state import get_state_dict
 
-from benchmarks.resnet.model import (ResNet, Conv2d, Linear, BatchNorm2d, TRUNC_NORMAL_STD, build_resnet,
+from tinyperf.benchmarks.resnet.model import (ResNet, Conv2d, Linear, BatchNorm2d, TRUNC_NORMAL_STD, build_resnet,
                                      count_parameters, parse_layers, trunc_normal)
 
 R50_PARAMS = 25_557_032  # torchvision resnet50: weights + biases of conv/BN/FC, no running stats

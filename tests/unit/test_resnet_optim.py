@@ -4,8 +4,8 @@ import pytest
 from tinygrad import Tensor, Context
 from tinygrad.nn.state import get_state_dict
 
-from benchmarks.resnet.model import ResNet, Conv2d, BatchNorm2d, make_model
-from benchmarks.resnet.optim import split_parameters, build_optimizer, make_optimizer, lars_hparams, TRUST_COEFFICIENT
+from tinyperf.benchmarks.resnet.model import ResNet, Conv2d, BatchNorm2d, make_model
+from tinyperf.benchmarks.resnet.optim import split_parameters, build_optimizer, make_optimizer, lars_hparams, TRUST_COEFFICIENT
 from tests.unit.test_resnet_model import modules
 
 KNOBS = dict(RESNET_LAYERS="1,1,1,1", RESNET_WIDTH=4, NUM_CLASSES=3, SYNCBN=0, LR=2.0, MOMENTUM=0.9, DECAY=2e-4,

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from tinygrad import Device
 
-from benchmarks.resnet import data as D
-from benchmarks.resnet.prep import synthetic_imagenet
-from benchmarks.resnet.steps import to_device
+from tinyperf.benchmarks.resnet import data as D
+from tinyperf.benchmarks.resnet.prep import synthetic_imagenet
+from tinyperf.benchmarks.resnet.steps import to_device
 
 SIX = tuple(f"CPU:{i}" for i in range(6))
 

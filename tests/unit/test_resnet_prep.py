@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from benchmarks.resnet import data as D
-from benchmarks.resnet import prep as P
-from benchmarks.resnet.imagenet_archives import ARCHIVES, URL_BASE, Archive
+from tinyperf.benchmarks.resnet import data as D
+from tinyperf.benchmarks.resnet import prep as P
+from tinyperf.benchmarks.resnet.imagenet_archives import ARCHIVES, URL_BASE, Archive
 from fake_imagenet import ROOT, FileServer, make_fake_ilsvrc
 
 
@@ -296,7 +296,7 @@ def test_synthetic_is_learnable_from_random_crops_but_never_perfectly(tmp_path):
 # ---------------------------------------------------------------------------------------------- tinyperf prep (tooling)
 
 def _tooling_args(*argv):
-  from tooling.prep import prep as TP
+  from tinyperf.tooling.prep import prep as TP
   p = argparse.ArgumentParser(prog="tinyperf prep")
   TP.add_arguments(p)
   return TP, p.parse_args([str(a) for a in argv])
@@ -305,7 +305,7 @@ def _tooling_args(*argv):
 def test_tinyperf_prep_passes_exit_codes_through(tmp_path, capfd):
   TP, args = _tooling_args("synthetic-imagenet", "--out", tmp_path / "s", "--classes", 2, "--train-per-class", 2,
                            "--val-per-class", 1, "--size", 16)
-  assert TP.command(args)[1:4] == ["-m", "benchmarks.resnet.prep", "synthetic-imagenet"]
+  assert TP.command(args)[1:4] == ["-m", "tinyperf.benchmarks.resnet.prep", "synthetic-imagenet"]
   assert TP.main(args) == 0 and (tmp_path / "s" / "manifest.json").is_file()
   TP, args = _tooling_args("imagenet", "--verify", tmp_path / "s")
   assert TP.main(args) == 0
@@ -327,12 +327,12 @@ def test_tinyperf_prep_help_is_the_modules(capfd):
 
 
 def test_cli_registers_prep():
-  from tooling import cli
-  assert cli.VERBS["prep"][0] == "tooling.prep.prep"
+  from tinyperf.tooling import cli
+  assert cli.VERBS["prep"][0] == "tinyperf.tooling.prep.prep"
 
 
 def test_module_runs_standalone(tmp_path):
-  r = subprocess.run([sys.executable, "-m", "benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(tmp_path / "x"),
+  r = subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(tmp_path / "x"),
                       "--classes", "0"], cwd=ROOT, capture_output=True, text=True)
   assert r.returncode == 2 and "--classes" in r.stderr and "Traceback" not in r.stderr
 
@@ -357,7 +357,7 @@ def test_corrupt_manifest_blocks_prep_with_a_way_out(tmp_path, fake, capsys):
 
 
 def test_through_the_tinyperf_cli(tmp_path, capfd, monkeypatch):
-  from tooling import cli
+  from tinyperf.tooling import cli
   monkeypatch.setattr(cli, "VERBS", {"prep": cli.VERBS["prep"]})  # the other verbs live on other branches
   assert cli.main(["prep", "synthetic-imagenet", "--out", str(tmp_path / "s"), "--classes", "2", "--train-per-class",
                    "2", "--val-per-class", "0", "--size", "16"]) == 0

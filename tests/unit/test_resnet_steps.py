@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from tinygrad import Tensor, Context, dtypes
 
-from benchmarks.resnet.model import BatchNorm2d
-from benchmarks.resnet.steps import MEAN_RGB, normalize, smoothed_ce_sum, top1_correct, to_device
+from tinyperf.benchmarks.resnet.model import BatchNorm2d
+from tinyperf.benchmarks.resnet.steps import MEAN_RGB, normalize, smoothed_ce_sum, top1_correct, to_device
 
 S = 0.1
 LOGITS = [[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]]

@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from benchmarks.common.config import ConfigError, load_resolved, write_resolved
-from benchmarks.registry import load_config, spec
-from benchmarks.common.rundir import RunDir, load_run_config
+from tinyperf.benchmarks.common.config import ConfigError, load_resolved, write_resolved
+from tinyperf.benchmarks.registry import load_config, spec
+from tinyperf.benchmarks.common.rundir import RunDir, load_run_config
 
 
 def _resolved(tmp_path, environ=None, submitter="myorg"):
@@ -44,7 +44,7 @@ def test_an_edited_or_foreign_file_is_refused_naming_it(tmp_path, edit, what):
                                          ({"NOPE": 1}, "NOPE")])
 def test_its_knobs_meet_the_rules_config_yaml_does(tmp_path, knobs, what):
   """A hand-made file with a consistent hash still passes the same type, range and consistency checks."""
-  from benchmarks.common.config import _resolved_hash
+  from tinyperf.benchmarks.common.config import _resolved_hash
   _, run, _ = _resolved(tmp_path, {"GPUS": "2", "BS": "8"})
   doc = json.loads(run.config.read_text()); doc.pop("sha256"); doc["knobs"].update(knobs)
   run.config.write_text(json.dumps({**doc, "sha256": _resolved_hash(doc)}))
@@ -74,9 +74,9 @@ def test_a_run_folder_with_config_json_runs_with_it_and_ignores_the_environment(
 def test_report_takes_the_target_a_run_ran_with(tmp_path):
   """`tinyperf report` read the target from whichever platform config names the system; a run's config.json says what
   it trained to (an override included), as long as it is the one the ledger recorded."""
-  from tooling.common import ledger as L
-  from tooling.common.results_tree import ResultSet
-  from tooling.ship.report import _target
+  from tinyperf.tooling.common import ledger as L
+  from tinyperf.tooling.common.results_tree import ResultSet
+  from tinyperf.tooling.ship.report import _target
   rs = ResultSet(tmp_path, "cpu_smoke", "resnet")
   run = rs.run(0, 7)
   sha = write_resolved(load_config("resnet", "cpu_smoke", environ={"TARGET": "0.5"}), run.config, "o")

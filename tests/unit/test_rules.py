@@ -11,14 +11,14 @@ import pytest
 import yaml
 from mlperf_logging import benchmark_meta
 
-from benchmarks.common import rules
-from benchmarks.common.config import ConfigError
-from benchmarks.registry import BENCHMARKS, load_config
-from benchmarks.common.io import InputError
+from tinyperf.benchmarks.common import rules
+from tinyperf.benchmarks.common.config import ConfigError
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.benchmarks.common.io import InputError
 from tests.conftest import REPO
-from tooling.common.judge import dir_checks, findings
-from tooling.launch import run
-from tooling.common.submission_tree import choose_ruleset
+from tinyperf.tooling.common.judge import dir_checks, findings
+from tinyperf.tooling.launch import run
+from tinyperf.tooling.common.submission_tree import choose_ruleset
 
 
 @pytest.mark.parametrize("bm", BENCHMARKS)
@@ -69,8 +69,8 @@ def test_the_generated_scripts_draw_their_seed_here():
   """run_and_time.sh asks benchmarks/registry.py for its seed (drawn by rules.draw_seed), with the platform's SEED_BITS
   (the environment overrides it)."""
   script = (REPO / "benchmarks/resnet/implementations/cpu_smoke/run_and_time.sh").read_text()
-  assert "python3 -m benchmarks.registry seed resnet cpu_smoke" in script and "urandom" not in script
-  cmd = [sys.executable, "-m", "benchmarks.registry", "seed", "resnet", "cpu_smoke"]
+  assert "python3 -m tinyperf.benchmarks.registry seed resnet cpu_smoke" in script and "urandom" not in script
+  cmd = [sys.executable, "-m", "tinyperf.benchmarks.registry", "seed", "resnet", "cpu_smoke"]
   seeds = {int(subprocess.run(cmd, cwd=REPO, env={**os.environ, "SEED_BITS": "16"}, capture_output=True, text=True,
                               check=True).stdout) for _ in range(3)}
   assert all(0 <= s < 2 ** 16 for s in seeds)

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from mllog_builder import make_package, write_log
-from tooling.cli import main as cli
-from tooling.common.mllog_reader import read_log
-from tooling.common.judge.score import olympic_mean, score_path, time_to_train_minutes
+from tinyperf.tooling.cli import main as cli
+from tinyperf.tooling.common.mllog_reader import read_log
+from tinyperf.tooling.common.judge.score import olympic_mean, score_path, time_to_train_minutes
 
 
 def test_olympic_mean_drops_fastest_and_slowest():

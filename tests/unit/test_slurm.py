@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.registry import SCHEMA, load_config
+from tinyperf.benchmarks.registry import SCHEMA, load_config
 from slurm_helpers import bad_input, spec, tinyperf
 from tests.conftest import REPO
-from benchmarks.common.io import file_digest
-from tooling.common import results_tree as T
-from tooling.common import ledger as L
-from tooling.launch import slurm_cluster, slurm_record, slurm_script, status as ST
-from tooling.common.errors import UserError
+from tinyperf.benchmarks.common.io import file_digest
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.launch import slurm_cluster, slurm_record, slurm_script, status as ST
+from tinyperf.tooling.common.errors import UserError
 
 
 def render(cfg, sp, indices=(0, 1, 2, 3, 4)):
@@ -53,8 +53,8 @@ def test_script_docker_runtime_is_one_task_per_run_on_a_whole_node(tmp_path):
   assert "--job-name=tinyperf-resnet-tinybox_green" in d
   assert "--output=/shared/out/runs/tinybox_green/resnet/slurm/job_%A_%a.out" in d
   # the task is the local backend's own entrypoint, run from the submitting checkout with its Python, in the image
-  cmd = next(l for l in text.splitlines() if "-m tooling.cli run" in l)
-  assert cmd.startswith("/shared/venv/bin/python -m tooling.cli run resnet --platform tinybox_green --nexp 5 "
+  cmd = next(l for l in text.splitlines() if "-m tinyperf.tooling.cli run" in l)
+  assert cmd.startswith("/shared/venv/bin/python -m tinyperf.tooling.cli run resnet --platform tinybox_green --nexp 5 "
                         "--data /shared/imagenet --results /shared/out --image tinyperf:nv --only-index \"$SLURM_ARRAY_TASK_ID\"")
   assert "--runtime" not in cmd and "cd /shared/tinyperf" in text and "srun" not in text
   # a task Slurm requeues appends to its output and writes an exit record per attempt (named by SLURM_RESTART_COUNT)
@@ -71,9 +71,9 @@ def test_script_host_runtime_and_knob_overrides(tmp_path):
   d = directives(text)
   assert "--array=1,3-4" in d and "--account=mlperf" in d and "--qos=high" in d
   assert not [x for x in d if x.startswith("--gpus")], "a CPU platform asks for no GPUs"
-  cmd = next(l for l in text.splitlines() if "-m tooling.cli run" in l)
+  cmd = next(l for l in text.splitlines() if "-m tinyperf.tooling.cli run" in l)
   assert "--runtime host" in cmd and "--no-check" in cmd and "--image" not in cmd and "--org" not in cmd
-  cmd = next(l for l in render(cfg, spec(org="myorg")).splitlines() if "-m tooling.cli run" in l)
+  cmd = next(l for l in render(cfg, spec(org="myorg")).splitlines() if "-m tinyperf.tooling.cli run" in l)
   assert "--org myorg" in cmd   # each task records the submitter the submitting run settled on
   # the recorded override is exported; every other knob is cleared so the resubmitting shell cannot change the runs
   assert "export BS=32" in text
@@ -91,7 +91,7 @@ def test_script_pyxis_runtime_runs_the_image_with_srun(tmp_path):
   k = next(i for i, l in enumerate(lines) if l.startswith("srun "))
   assert "--container-image='registry.example.com#tinyperf:nv'" in lines[k]
   assert "--container-mounts=/shared/imagenet:/shared/imagenet:ro,/shared/out:/shared/out" in lines[k]
-  assert lines[k + 1].strip().startswith(f"{slurm_script.IMAGE_PYTHON} -m tooling.cli run bert --platform 2xH200 --nexp 10")
+  assert lines[k + 1].strip().startswith(f"{slurm_script.IMAGE_PYTHON} -m tinyperf.tooling.cli run bert --platform 2xH200 --nexp 10")
   assert "--runtime host" in lines[k + 1] and "cd /shared/tinyperf" not in text
   assert "export TINYPERF_SLURM_IMAGE='registry.example.com#tinyperf:nv'" in text
 
@@ -297,7 +297,7 @@ def test_ledger_lock_is_a_posix_lock_that_excludes_other_processes(tmp_path):
   ledger = tmp_path / "ledger.json"
   holder = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
-from tooling.common import ledger as L
+from tinyperf.tooling.common import ledger as L
 with L.Ledger.locked({str(ledger)!r}):
   print("locked", flush=True); time.sleep(30)
 """], cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -315,7 +315,7 @@ def test_concurrent_writers_lose_no_attempt(tmp_path):
   ledger = tmp_path / "ledger.json"
   code = f"""
 import sys
-from tooling.common import ledger as L
+from tinyperf.tooling.common import ledger as L
 w = int(sys.argv[1])
 for k in range(25): L.add_attempt({str(ledger)!r}, L.Attempt(index=w, seed=w * 1000 + k))
 """

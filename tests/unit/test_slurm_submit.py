@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.registry import load_config
+from tinyperf.benchmarks.registry import load_config
 from slurm_helpers import bad_input, spec, tinyperf
 from tests.conftest import REPO
-from tooling.common import results_tree as T
-from tooling.common import ledger as L
-from tooling.launch import slurm as S, slurm_cluster, slurm_record, slurm_script, status as ST
-from tooling.common.errors import InputError, UserError
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.launch import slurm as S, slurm_cluster, slurm_record, slurm_script, status as ST
+from tinyperf.tooling.common.errors import InputError, UserError
 
 
 FAKE_SBATCH = r'''
@@ -59,7 +59,7 @@ def fake_slurm(tmp_path):
 
 def user(cwd: Path, *args, env=None):
   """tinyperf as a user types it: from cwd, with relative paths, this checkout's code."""
-  return subprocess.run([sys.executable, "-m", "tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
+  return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", *args], cwd=cwd, capture_output=True, text=True,
                         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=300)
 
 
@@ -146,7 +146,7 @@ def test_a_submission_that_fails_after_making_its_folders_leaves_none(fake_slurm
   cleaned up. Now: one paragraph naming the file and the fix, exit 2, and --results as it was."""
   (tmp_path / "data").symlink_to(tiny_data)
   (tmp_path / "out").mkdir(); (tmp_path / "out/notes.txt").write_text("mine")
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1",
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1",
                       "--data", "data", "--results", "out", "--scheduler", "slurm", "--runtime", "host", "--assume-shared"],
                      cwd=tmp_path, capture_output=True, text=True, timeout=300, preexec_fn=_no_write_over_1k,
                      env={**os.environ, **fake_slurm, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1",
@@ -212,7 +212,7 @@ def _ctrl_c_while(tool: str, fake_slurm: dict, tiny_data: Path, tmp_path: Path, 
   (tmp_path / "data").symlink_to(tiny_data)
   started = tmp_path / f"{tool}-started"
   (Path(fake_slurm["PATH"].split(os.pathsep)[0]) / tool).write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 60\n")
-  p = subprocess.Popen([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "2",
+  p = subprocess.Popen([sys.executable, "-m", "tinyperf.tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "2",
                         "--data", "data", "--results", "out", "--scheduler", "slurm", "--runtime", "host", "--assume-shared"],
                        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                        env={**os.environ, **fake_slurm, "PYTHONPATH": str(REPO)},

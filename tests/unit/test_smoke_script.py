@@ -33,7 +33,7 @@ def test_a_data_set_an_older_prep_drew_is_refused_not_reused(tmp_path):
   # smoke.sh once prepped only where no manifest was: a set drawn before val held other-class images was reused, and
   # a run that scored 1.0 on it failed the checker's eval_accuracy < 1.0 with no word about the data
   import json
-  from benchmarks.resnet.prep import manifest_path, synthetic_imagenet
+  from tinyperf.benchmarks.resnet.prep import manifest_path, synthetic_imagenet
   data = tmp_path / "out" / "data"
   synthetic_imagenet(data, classes=4, train_per_class=1, val_per_class=1, size=8)
   m = json.loads(manifest_path(data).read_text())

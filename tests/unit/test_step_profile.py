@@ -73,7 +73,7 @@ def test_a_graph_batch_is_timed_by_its_items():
 
 def test_families_by_what_made_the_kernel(monkeypatch):
   from tinygrad.uop.ops import Ops, ProgramInfo, UOp
-  from benchmarks.kernels import program
+  from tinyperf.benchmarks.kernels import program
   from lab.scripts import step_profile as sp
   def prog(name: str, binary: bytes = b"cubin") -> UOp:
     return UOp(Ops.PROGRAM, src=(UOp(Ops.BINARY, arg=binary),), arg=ProgramInfo(name=name)).call()
@@ -87,7 +87,7 @@ def test_families_by_what_made_the_kernel(monkeypatch):
 @pytest.mark.parametrize("flags", [["--platform", "nosuch"], ["--repeats", "0"], ["--steps", "0"],
                                    ["--out", "/nonexistent-dir/x.jsonl"], ["--platform", "1xH200"]])
 def test_bad_input_is_refused_before_anything_is_built(tmp_path, flags):
-  from benchmarks.preflight import visible_gpus
+  from tinyperf.benchmarks.preflight import visible_gpus
   if "1xH200" in flags and visible_gpus("nv")[0]: pytest.skip("this machine has the GPU 1xH200 runs on")
   r, rec = profile_run(tmp_path, "resnet", *flags)
   assert r.returncode == 2 and rec is None and "Traceback" not in r.stderr and r.stderr.count("\n") <= 2, r.stderr

@@ -1,5 +1,5 @@
 """StepTimer: what a BENCHMARK run reports. The JIT's two compiling steps must not decide the median."""
-from benchmarks.common.runtime import JIT_WARMUP_STEPS, StepTimer, epoch_summary
+from tinyperf.benchmarks.common.runtime import JIT_WARMUP_STEPS, StepTimer, epoch_summary
 
 
 def timer_with(steps):
@@ -42,8 +42,8 @@ def test_epoch_summary_sets_a_runs_first_steps_apart():
 
 def test_a_toy_or_cpu_config_projects_no_time_to_train():
   """cpu_smoke's toy ResNet timed on ImageNet's step count projected '7h1m' to train: a figure of no model anyone trains."""
-  from benchmarks.registry import load_config
-  from benchmarks.common.runtime import no_projection
+  from tinyperf.benchmarks.registry import load_config
+  from tinyperf.benchmarks.common.runtime import no_projection
   toy = load_config("resnet", "cpu_smoke", environ={})
   why = no_projection(toy)
   assert "cpu_smoke" in why and "toy" in why
@@ -56,7 +56,7 @@ def test_a_toy_or_cpu_config_projects_no_time_to_train():
 
 def test_provenance_names_a_dirty_checkout(tmp_path, monkeypatch):
   # a host run from a checkout with uncommitted changes recorded the clean commit, which `tinyperf package` then shipped
-  from benchmarks.common import runtime
+  from tinyperf.benchmarks.common import runtime
   import subprocess
   def git(*a): return subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True).stdout.strip()
   git("init", "-q"); (tmp_path / "f.py").write_text("a = 1\n"); git("add", "f.py")

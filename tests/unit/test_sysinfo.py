@@ -8,12 +8,12 @@ import time
 import pytest
 
 from conftest import REPO
-from tooling.common import mlperf_tools
-from tooling.launch import sysinfo, sysinfo_detect
-from tooling.launch.run import this_scheduler
-from tooling.common import results_tree as T
-from tooling.common.errors import UserError
-from tooling.cli import main as cli
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.launch import sysinfo, sysinfo_detect
+from tinyperf.tooling.launch.run import this_scheduler
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.cli import main as cli
 
 FIX = REPO / "tests" / "fixtures" / "sysinfo"
 H200 = FIX / "h200x2"
@@ -287,7 +287,7 @@ def cpu_probe(**env) -> RecordedProbe:
 
 
 def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
-  from benchmarks.registry import load_config
+  from tinyperf.benchmarks.registry import load_config
   cfg = load_config("resnet", "cpu_smoke", environ={})
   base = json.loads((REPO / "systems" / "cpu_smoke.json").read_text())
   f, notes = sysinfo_detect.detect(cpu_probe())
@@ -301,8 +301,8 @@ def test_run_description_is_valid_and_takes_the_configs_division(tmp_path):
 
 
 def test_run_description_names_the_overrides_file_and_the_allowed_values(tmp_path):
-  from benchmarks.registry import load_config
-  from tooling.common.errors import UserError
+  from tinyperf.benchmarks.registry import load_config
+  from tinyperf.tooling.common.errors import UserError
   f, notes = sysinfo_detect.detect(cpu_probe())
   with pytest.raises(UserError) as e:
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), f, notes, {"status": "onprem"},
@@ -323,13 +323,13 @@ def test_a_slurm_task_with_a_bad_overrides_file_names_the_fix_that_applies(tmp_p
   import subprocess
   import sys
   d = tmp_path / "data"
-  r = subprocess.run([sys.executable, "-m", "tooling.cli", "prep", "synthetic-imagenet", "--out", str(d), "--classes", "4",
+  r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "prep", "synthetic-imagenet", "--out", str(d), "--classes", "4",
                       "--train-per-class", "2", "--val-per-class", "1", "--size", "16", "--seed", "0"], cwd=REPO,
                      capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr
   (tmp_path / "o.yaml").write_text("status: onprem\n")
   def run(env):
-    return subprocess.run([sys.executable, "-m", "tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1",
+    return subprocess.run([sys.executable, "-m", "tinyperf.tooling.cli", "run", "resnet", "--platform", "cpu_smoke", "--nexp", "1",
                            "--data", "data", "--results", "out", "--runtime", "host", "--only-index", "0",
                            "--system-overrides", "o.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(REPO), **env})
@@ -344,7 +344,7 @@ def test_a_slurm_task_with_a_bad_overrides_file_names_the_fix_that_applies(tmp_p
 def test_a_slurm_task_without_an_overrides_file_names_the_resubmission(monkeypatch, tmp_path):
   """A set submitted without --system-overrides: `status --resume` resubmits the last submission's arguments, which
   have no file, so the fix is the submitting command again with the file added."""
-  from benchmarks.registry import load_config
+  from tinyperf.benchmarks.registry import load_config
   for k, v in TASK.items(): monkeypatch.setenv(k, v)
   f, notes = sysinfo_detect.detect(cpu_probe())
   broken = {**f, "operating_system": ""}      # what the systems JSON cannot lack, missing
@@ -385,7 +385,7 @@ def test_detect_entrypoint_writes_this_machines_facts(tmp_path):
   import subprocess
   import sys
   out = tmp_path / "detected.json"
-  p = subprocess.run([sys.executable, "-m", "tooling.launch.sysinfo", "--detect-json", str(out)], cwd=REPO, text=True,
+  p = subprocess.run([sys.executable, "-m", "tinyperf.tooling.launch.sysinfo", "--detect-json", str(out)], cwd=REPO, text=True,
                      capture_output=True, env={"PATH": "/usr/bin:/bin", "TINYPERF_IMAGE": IMAGE}, timeout=120)
   assert p.returncode == 0, p.stderr
   found = json.loads(out.read_text())
@@ -405,7 +405,7 @@ def test_run_refuses_a_bad_overrides_file_before_anything(capsys, tmp_path):
 
 
 def test_record_run_system_unwritable_is_a_clear_error(tmp_path):
-  from tooling.common.errors import UserError
+  from tinyperf.tooling.common.errors import UserError
   (tmp_path / "R").write_text("a file, not a directory")
   with pytest.raises(UserError, match=re.escape(str(tmp_path / "R" / "systems" / "x.json"))):
     sysinfo.record_run_system(tmp_path / "R", "x", {"submitter": "a"}, this_scheduler())
@@ -439,7 +439,7 @@ def test_packages_missing_systems_json_hint_pastes_as_printed(tmp_path):
   """`tinyperf package` without a systems JSON prints the sysinfo command that writes one where it looks; a results
   directory with a space in its name made that command's --out two arguments."""
   import shlex
-  from tooling.ship.package import systems_source
+  from tinyperf.tooling.ship.package import systems_source
   results = tmp_path / "my results"
   with pytest.raises(UserError) as e:
     systems_source("nobox", results, None)

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from conftest import REPO
-from benchmarks.common.config import PLATFORMS
-from tooling.common import mlperf_tools
+from tinyperf.benchmarks.common.config import PLATFORMS
+from tinyperf.tooling.common import mlperf_tools
 
 SYSTEMS = REPO / "systems"
 STATUS = "Available on-premise"

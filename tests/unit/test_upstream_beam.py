@@ -12,7 +12,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.common.beam import KERNELS_FORMAT
+from tinyperf.benchmarks.common.beam import KERNELS_FORMAT
 from tests.conftest import REPO
 from tinygrad.helpers import VERSION
 
@@ -157,7 +157,7 @@ def test_tinycorps_trainer_gets_our_ranked_search(tmp_path):
   on the CPU as tinycorp's model_train.py would run it, its capture searched by benchmarks/common/beam.py, which says so
   in the log; other Python processes (BEAM's workers, our scripts) start without it."""
   up = _stand_in(tmp_path, '#!/usr/bin/env bash\nhere=$(cd "$(dirname "$0")" && pwd)\n'
-                           'python3 -c "import sys; print(\'other process ranked:\', \'benchmarks.common.beam\' in sys.modules)"\n'
+                           'python3 -c "import sys; print(\'other process ranked:\', \'tinyperf.benchmarks.common.beam\' in sys.modules)"\n'
                            'DEV=CPU python3 "$here/examples/mlperf/model_train.py" >"$LOG" 2>&1\n')
   (up / "examples" / "mlperf").mkdir(parents=True)
   (up / "examples" / "mlperf" / "model_train.py").write_text(TRAINER)

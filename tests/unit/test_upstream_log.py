@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from benchmarks.common.config import ROOT
+from tinyperf.benchmarks.common.config import ROOT
 from lab import upstream
 
 RECORDS = ["2026-12-02_upstream_resnet_beam1.jsonl", "2026-12-03_upstream_bert_ranked.jsonl",

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 
-TINYPERF = [sys.executable, "-m", "tooling.cli"]
+TINYPERF = [sys.executable, "-m", "tinyperf.tooling.cli"]
 
 
 def tinyperf(cwd: Path, *args: str) -> tuple[int, str]:
@@ -51,8 +51,8 @@ def test_symlinked_directory_keeps_the_name_given(reference, tmp_path):
 
 def test_a_crashed_checker_is_a_tool_error_not_a_verdict(tmp_path):
   """A traceback from an MLCommons tool is exit 2 with the tool and the file named, never NON-COMPLIANT."""
-  from tooling.common import mlperf_tools
-  from tooling.common.errors import ToolError
+  from tinyperf.tooling.common import mlperf_tools
+  from tinyperf.tooling.common.errors import ToolError
   missing = Path("results") / "result_0.txt"        # relative: the checker runs in a scratch directory and crashes
   with pytest.raises(ToolError, match=r"mlperf_logging\.compliance_checker\b.*results/result_0\.txt.*FileNotFoundError"):
     mlperf_tools.compliance_check(missing, "4.0.0")

@@ -12,11 +12,11 @@ through deploy.resources.reservations.devices, no BuildKit-only build features);
 from __future__ import annotations
 import yaml
 
-from benchmarks.common.config import ROOT, available_platforms, PlatformConfig
-from benchmarks.common.rules import required_runs
-from benchmarks.preflight import shm_size_for
-from benchmarks.registry import BENCHMARKS, load_config
-from tooling.common.container import MOUNTS_ENV, SERVICE_ENV
+from tinyperf.benchmarks.common.config import ROOT, available_platforms, PlatformConfig
+from tinyperf.benchmarks.common.rules import required_runs
+from tinyperf.benchmarks.preflight import shm_size_for
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.tooling.common.container import MOUNTS_ENV, SERVICE_ENV
 
 COMPOSE = ROOT / "compose.yaml"
 # service suffix per platform; a platform not listed gets its lower-cased name
@@ -71,7 +71,7 @@ def _bound_var(bind: dict) -> str:
 def _entry(binds: list[dict]) -> list[str]:
   """The entry step: check the writable mounts, naming the host directories, then exec the command."""
   writable = [f"{b['target']}={_bound_var(b)}" for b in binds if not b.get("read_only")]
-  return ["python", "-m", "tooling.prep.compose", "--enter", *writable, "--"]
+  return ["python", "-m", "tinyperf.tooling.prep.compose", "--enter", *writable, "--"]
 
 
 # An nv service's runtime: the daemon's default, which `tinyperf compose` writes to .env once it has found the NVIDIA GPU

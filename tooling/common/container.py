@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tooling.common.errors import UserError
+from tinyperf.tooling.common.errors import UserError
 
 LABEL = "io.tinyperf"
 # In a compose service (tooling/common/compose_file.py writes both): "TARGET=VAR ..." for its bind mounts, and

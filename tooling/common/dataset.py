@@ -4,9 +4,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from benchmarks.common.config import PlatformConfig
-from tooling.common.container import host_path
-from tooling.common.errors import UserError
+from tinyperf.benchmarks.common.config import PlatformConfig
+from tinyperf.tooling.common.container import host_path
+from tinyperf.tooling.common.errors import UserError
 
 
 def stand_in_data(cfg: PlatformConfig) -> bool:

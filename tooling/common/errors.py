@@ -3,7 +3,7 @@ one paragraph on stderr and exit code 2, no traceback; a verb stopped by a signa
 exit 130."""
 import signal
 
-from benchmarks.common.io import InputError, write_atomic  # noqa: F401  (re-exported for tooling modules)
+from tinyperf.benchmarks.common.io import InputError, write_atomic  # noqa: F401  (re-exported for tooling modules)
 
 
 class UserError(InputError):

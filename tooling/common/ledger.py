@@ -29,12 +29,12 @@ from contextlib import contextmanager
 from dataclasses import MISSING, dataclass, field, asdict, fields
 from pathlib import Path
 
-from benchmarks.common.io import file_digest
-from benchmarks.common.mlperf import CRASHED
-from tooling.common.container import SERVICE_ENV
-from tooling.common.errors import UserError, write_atomic
-from tooling.common import results_tree as T
-from tooling.common import safe_read
+from tinyperf.benchmarks.common.io import file_digest
+from tinyperf.benchmarks.common.mlperf import CRASHED
+from tinyperf.tooling.common.container import SERVICE_ENV
+from tinyperf.tooling.common.errors import UserError, write_atomic
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common import safe_read
 
 DONE, FAILED, INTERRUPTED, RUNNING = "done", "failed", "interrupted", "running"
 CLAIM = "claim.lock"      # in the run's work directory; its owner holds a POSIX lock on it
@@ -125,7 +125,7 @@ class Claim:
 
 def _run_stop(log: Path) -> dict | None:
   """The metadata of the MLPerf log's run_stop; None without one (killed, unreadable)."""
-  from tooling.common.mllog_reader import read_log
+  from tinyperf.tooling.common.mllog_reader import read_log
   try: stop = read_log(log, require_benchmark=False).first("run_stop")
   except (UserError, OSError): return None
   return None if stop is None else stop.metadata if isinstance(stop.metadata, dict) else {}

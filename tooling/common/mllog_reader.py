@@ -11,8 +11,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tooling.common.errors import UserError
-from tooling.common.safe_read import ENC_MAGIC, GZIP_MAGIC, MAX_LOG_BYTES, read_bytes
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.common.safe_read import ENC_MAGIC, GZIP_MAGIC, MAX_LOG_BYTES, read_bytes
 
 TOKEN = ":::MLLOG "
 REQUIRED_FIELDS = ("time_ms", "key", "value", "metadata")

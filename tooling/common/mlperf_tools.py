@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.common.rules import USAGE
-from tooling.common.errors import ToolError, UserError
+from tinyperf.benchmarks.common.rules import USAGE
+from tinyperf.tooling.common.errors import ToolError, UserError
 
 SEPARATOR = "-" * 30
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

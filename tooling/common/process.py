@@ -43,7 +43,7 @@ def stop_process_group(proc: subprocess.Popen, grace_s: float = 30) -> None:
 
 def stream_process(cmd: list[str], env: dict, out_file, cwd: Path, time_limit: float | None = None,
                    console=raw_stdout, limit_until: bytes | None = None) -> tuple[int, bool]:
-  """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tooling.launch.console
+  """Run one process, teeing its output to out_file (if any) and to console (all of it by default; a tinyperf.tooling.launch.console
   Console shows milestones) as it arrives (a crash keeps what was printed). With time_limit, its whole process group
   (BEAM's workers too) is killed after that many seconds, unless limit_until appeared in its output before (the limit
   then no longer applies: INIT's limit ends at init_stop).

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import subprocess
 
-from benchmarks.common.config import ROOT
+from tinyperf.benchmarks.common.config import ROOT
 
 
 def git_revision() -> str:

@@ -19,10 +19,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common.rules import result_name
-from benchmarks.common.rundir import OUTPUT_LOG, RUN_LOG, RunDir  # noqa: F401  (the layout's readers name the files here)
-from tooling.common.container import host_path
-from tooling.common.errors import UserError
+from tinyperf.benchmarks.common.rules import result_name
+from tinyperf.benchmarks.common.rundir import OUTPUT_LOG, RUN_LOG, RunDir  # noqa: F401  (the layout's readers name the files here)
+from tinyperf.tooling.common.container import host_path
+from tinyperf.tooling.common.errors import UserError
 
 RESULTS, SYSTEMS, RUNS = "results", "systems", "runs"
 LEDGER = "ledger.json"

@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Iterator
 
-from tooling.common.errors import UserError
+from tinyperf.tooling.common.errors import UserError
 
 MiB = 2 ** 20
 MAX_LOG_BYTES = 32 * MiB      # one MLPerf result log: real ones are 30 KB (ours) to a few MB (per-step loggers)

@@ -7,9 +7,9 @@ differ from what this renders (`tinyperf render --check`). Scripts pass only --p
 the same config, so a value cannot disagree between a script and a run."""
 from __future__ import annotations
 
-from benchmarks.common.config import PlatformConfig
-from benchmarks.common.rules import required_runs
-from tooling.common.dataset import stand_in_data
+from tinyperf.benchmarks.common.config import PlatformConfig
+from tinyperf.benchmarks.common.rules import required_runs
+from tinyperf.tooling.common.dataset import stand_in_data
 
 HEADER = "# Generated from config.yaml by `tinyperf render`: edit the config, not this file."
 # where the repository root is, seen from a script: benchmarks/<bm>/implementations/<platform>/ in the repository; "."
@@ -30,7 +30,7 @@ def _prerequisites(cfg: PlatformConfig) -> list[str]:
 
 
 def _entry(cfg: PlatformConfig, phase: str, extra: str = "") -> str:
-  return (f'python3 -m benchmarks.{cfg.benchmark}.train --platform {cfg.platform} --phase {phase} \\\n'
+  return (f'python3 -m tinyperf.benchmarks.{cfg.benchmark}.train --platform {cfg.platform} --phase {phase} \\\n'
           f'  --seed "$SEED" --data "$DATA_DIR" --work "$RESULTS_DIR"{extra}')
 
 
@@ -47,7 +47,7 @@ for v in DATA_DIR RESULTS_DIR CACHEDB; do if [ -n "${{!v:-}}" ] && [ "${{!v#/}}"
 cd "$(dirname "${{BASH_SOURCE[0]}}")/{root}"   # repository root: the entrypoint is a module of this tree
 {_require(var, desc)}RESULTS_DIR="${{RESULTS_DIR:-$PWD/results/{cfg['system']}/{cfg.benchmark}}}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
-SEED="${{SEED:-$(python3 -m benchmarks.registry seed {cfg.benchmark} {cfg.platform})}}"
+SEED="${{SEED:-$(python3 -m tinyperf.benchmarks.registry seed {cfg.benchmark} {cfg.platform})}}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${{CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}}"
 """
@@ -134,7 +134,7 @@ VENV="${{VENV:-.venv}}"
 "$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
 "$VENV/bin/python" -m pip install --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
 {cfg.spec.stand_in_setup if stand_in_data(cfg) else ''}if [ "${{BUILD_IMAGE:-1}}" = 1 ]; then
-  "$VENV/bin/python" -m tooling.cli build --platform {cfg.platform}
+  "$VENV/bin/python" -m tinyperf.tooling.cli build --platform {cfg.platform}
 fi
 here="$(printf %q "$(dirname "${{BASH_SOURCE[0]}}")")"   # as the caller named it: the commands work from where they are
 echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and {_org_arg(cfg)}DATA_DIR=... $here/run_and_time.sh"

@@ -9,13 +9,13 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common.rules import RESULT_GLOB
-from benchmarks.registry import BENCHMARKS
-from tooling.common.errors import UserError
-from tooling.common.mllog_reader import TOKEN, MLLog, read_log
-from tooling.common import mlperf_tools
-from tooling.common import results_tree as T
-from tooling.common.safe_read import (MAX_JSON_BYTES, MAX_LOG_BYTES, kind_of, list_dir, os_error, read_bytes, read_text,
+from tinyperf.benchmarks.common.rules import RESULT_GLOB
+from tinyperf.benchmarks.registry import BENCHMARKS
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.common.mllog_reader import TOKEN, MLLog, read_log
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common.safe_read import (MAX_JSON_BYTES, MAX_LOG_BYTES, kind_of, list_dir, os_error, read_bytes, read_text,
                                       walk_dirs)
 
 # a submitter name: it names the <org>/ directory of a submission and its tarball

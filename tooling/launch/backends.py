@@ -2,7 +2,7 @@
 
   HostBackend       `--runtime host`: this Python on this machine, INIT + RUN as one process (host_run). It is also what
                     runs inside an image: a compose service's `tinyperf run`, a Slurm task with --runtime pyxis, and
-                    `python -m tooling.launch.inside` in each container of the container backend.
+                    `python -m tinyperf.tooling.launch.inside` in each container of the container backend.
   ContainerBackend  `--runtime docker` (the default): one container per run in the platform's image (preflight + INIT +
                     RUN inside), the host's page cache dropped before each, its output streamed to the run's output.log.
 
@@ -17,7 +17,7 @@ The container runs as the host user (or, when the launcher is root, as the image
 run directory handed to it) with the platform's GPUs, a /dev/shm sized from the config, memlock/stack ulimits, no
 network and never --privileged: the same settings compose.yaml gives its services (both come from the config).
 
-Test-only: TRAIN_MODULE_ENV names the module host_run starts instead of benchmarks.<bm>.train (a stand-in that writes a
+Test-only: TRAIN_MODULE_ENV names the module host_run starts instead of tinyperf.benchmarks.<bm>.train (a stand-in that writes a
 valid MLPerf log in seconds, for tests of the run loop)."""
 from __future__ import annotations
 import json
@@ -30,17 +30,17 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from benchmarks.common.config import ROOT, PlatformConfig
-from benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN
-from benchmarks.common.rundir import RunDir
-from benchmarks.common.runtime import image_code
-from benchmarks.preflight import shm_size_for
-from tooling.common import container as C
-from tooling.common.errors import UserError
-from tooling.common.process import raw_stdout, stream_process
-from tooling.common import ledger as L
-from tooling.common import results_tree as T
-from tooling.launch.scheduler import Scheduler
+from tinyperf.benchmarks.common.config import ROOT, PlatformConfig
+from tinyperf.benchmarks.common.rules import CLOSED_INIT_STOP_S, INIT_LIMIT_MIN
+from tinyperf.benchmarks.common.rundir import RunDir
+from tinyperf.benchmarks.common.runtime import image_code
+from tinyperf.benchmarks.preflight import shm_size_for
+from tinyperf.tooling.common import container as C
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.common.process import raw_stdout, stream_process
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.launch.scheduler import Scheduler
 
 class Backend(Protocol):
   """What the run loop of `tinyperf run` (tooling/launch/run.py) needs of a place to run, and all it knows of one."""
@@ -59,7 +59,7 @@ class Backend(Protocol):
     folder): UserError if the machine, data or config is unfit."""
   def run_one(self, index: int, seed: int, run: RunDir, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
     """INIT + RUN of run `index` with the config.json of its work folder, the output to out_file and console (a
-    tooling.launch.console.Console). Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
+    tinyperf.tooling.launch.console.Console). Returns (exit codes, the MLPerf log's path, a note for the ledger or "")."""
 
 
 RUNTIMES = ("docker", "pyxis", "host")   # `tinyperf run --runtime`: what runs each run (pyxis: a Slurm task's only)
@@ -80,7 +80,7 @@ TRAIN_MODULE_ENV = "TINYPERF_TEST_TRAIN_MODULE"   # test-only, read in train_mod
 
 def train_module(benchmark: str) -> str:
   """The training entrypoint host_run starts; TRAIN_MODULE_ENV swaps in a test stand-in (never set outside tests)."""
-  return os.environ.get(TRAIN_MODULE_ENV) or f"benchmarks.{benchmark}.train"
+  return os.environ.get(TRAIN_MODULE_ENV) or f"tinyperf.benchmarks.{benchmark}.train"
 
 
 # the MLLOG line that ends INIT (mllog prints `"key": "init_stop"`): the INIT time limit stops applying there
@@ -95,7 +95,7 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, run: RunDir, out_file, 
   service's volume).
   init_limit_s: stop the process if INIT has not ended (init_stop) after this long (default: CLOSED_INIT_STOP_S in the
   closed division, none in open). Returns ({"run": exit code}, log), or {"init": exit code} when INIT was stopped.
-  console: a tooling.launch.console.Console (milestones, the tail of a failed run); None: all output raw.
+  console: a tinyperf.tooling.launch.console.Console (milestones, the tail of a failed run); None: all output raw.
   cache_drop: how the launcher dropped the page cache (INIT logs it instead of dropping it again)."""
   log = run.log
   # a CACHEDB in the launcher's environment must not move the run's cache out of its folder
@@ -123,7 +123,7 @@ def host_run(cfg: PlatformConfig, seed: int, data: Path, run: RunDir, out_file, 
 
 
 def _host_preflight(cfg: PlatformConfig, data: Path, rs: T.ResultSet, config: Path, verbose: bool, scheduler: Scheduler):
-  cmd = [sys.executable, "-m", "benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
+  cmd = [sys.executable, "-m", "tinyperf.benchmarks.preflight", "--benchmark", cfg.benchmark, "--platform", cfg.platform,
          "--data", str(data), "--work", str(rs.runs_dir), "--config", str(config)]
   r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
   lines = r.stdout.strip().splitlines()
@@ -138,7 +138,7 @@ def _host_preflight(cfg: PlatformConfig, data: Path, rs: T.ResultSet, config: Pa
 def drop_host_page_cache(cfg: PlatformConfig, data: Path) -> str:
   """The page-cache drop before a run (benchmarks/common/mlperf.drop_page_cache; the CPU smoke's evicts its data files
   only); INIT logs the method it returns."""
-  from benchmarks.common.mlperf import drop_page_cache, drops_host_cache   # mllog: not for every `tinyperf --help`
+  from tinyperf.benchmarks.common.mlperf import drop_page_cache, drops_host_cache   # mllog: not for every `tinyperf --help`
   return drop_page_cache([data] if data.is_dir() else [], drops_host_cache(cfg))
 
 
@@ -161,7 +161,7 @@ class HostBackend:
             {**{k: os.environ.get(k) for k in L.IMAGE_ENV}, L.CODE_TREE: image_code().get("code_tree")})
 
   def detect_system(self) -> tuple[dict, list[str]]:
-    from tooling.launch import sysinfo_detect
+    from tinyperf.tooling.launch import sysinfo_detect
     return sysinfo_detect.detect()
 
   def drop_page_cache(self) -> str: return drop_host_page_cache(self.cfg, self.data)   # INIT logs the method instead of dropping again
@@ -256,7 +256,7 @@ class ContainerBackend:
   def preflight(self, config: Path):
     """Preflight in a container exactly like the runs' (same image, devices, mounts, user): UserError if unfit."""
     self._own(self.work_root)
-    cmd = ["python", "-m", "benchmarks.preflight", "--benchmark", self.cfg.benchmark, "--platform",
+    cmd = ["python", "-m", "tinyperf.benchmarks.preflight", "--benchmark", self.cfg.benchmark, "--platform",
            self.cfg.platform, "--data", "/data", "--work", "/work", "--config", f"/work/{config.relative_to(self.work_root)}"]
     spec = self._spec(self._name(f"preflight-{os.getpid()}"), cmd,
                       [(str(self.data), "/data", True), (str(self.work_root), "/work", False)], {}, "preflight", {})
@@ -272,12 +272,12 @@ class ContainerBackend:
 
   # ------------------------------------------------------------------------------------------------------ sysinfo
   def detect_system(self) -> tuple[dict, list[str]]:
-    """The machine as the runs see it: `python -m tooling.launch.sysinfo` in a container like the runs' (same image, devices
+    """The machine as the runs see it: `python -m tinyperf.tooling.launch.sysinfo` in a container like the runs' (same image, devices
     and user), told its image in TINYPERF_IMAGE. Returns (fields, notes) for sysinfo.run_description."""
     d = Path(tempfile.mkdtemp(prefix="sysinfo-", dir=self.work_root))
     try:
       d.chmod(0o755); self._own(d)
-      cmd = ["python", "-m", "tooling.launch.sysinfo", "--detect-json", "/work/detected.json"]
+      cmd = ["python", "-m", "tinyperf.tooling.launch.sysinfo", "--detect-json", "/work/detected.json"]
       spec = self._spec(self._name(f"sysinfo-{os.getpid()}"), cmd, [(str(d), "/work", False)],
                         {"TINYPERF_IMAGE": self.image_ref()}, "sysinfo", {})
       out = bytearray()
@@ -290,7 +290,7 @@ class ContainerBackend:
       if rc != 0 or not isinstance(fields, dict):
         tail = "\n    ".join(out.decode(errors="replace").strip().splitlines()[-8:])
         raise UserError(f"detecting the system in {self.tag} failed (exit {rc}):\n    {tail}\nAn image built before "
-                        f"`tinyperf run` recorded the system has no `python -m tooling.launch.sysinfo`: rebuild it with "
+                        f"`tinyperf run` recorded the system has no `python -m tinyperf.tooling.launch.sysinfo`: rebuild it with "
                         f"`tinyperf build --vendor {self.vendor}`. Nothing was run or timed.")
       return fields, list(notes)
     finally:
@@ -300,10 +300,10 @@ class ContainerBackend:
   def drop_page_cache(self) -> str: return drop_host_page_cache(self.cfg, self.data)
 
   def run_one(self, index: int, seed: int, run: RunDir, out_file, cache_drop: str, console) -> tuple[dict, Path, str]:
-    """One INIT + RUN in a fresh container; its output goes to out_file and console (a tooling.launch.console.Console).
+    """One INIT + RUN in a fresh container; its output goes to out_file and console (a tinyperf.tooling.launch.console.Console).
     Returns (exit codes, MLPerf log path, note for the ledger)."""
     self._own(run.path)
-    cmd = ["python", "-m", "tooling.launch.inside", "--benchmark", self.cfg.benchmark, "--platform", self.cfg.platform,
+    cmd = ["python", "-m", "tinyperf.tooling.launch.inside", "--benchmark", self.cfg.benchmark, "--platform", self.cfg.platform,
            "--seed", str(seed), "--data", "/data", "--work", "/work"]
     spec = self._spec(self._name(f"{index}-{seed}"), cmd, [(str(self.data), "/data", True), (str(run.path), "/work", False)],
                       {"TINYPERF_CACHE_DROPPED": cache_drop, "TINYPERF_IMAGE": self.image_ref()}, "run", {f"{C.LABEL}.index": str(index), f"{C.LABEL}.seed": str(seed)})

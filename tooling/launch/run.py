@@ -27,22 +27,22 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common.config import available_platforms, PlatformConfig, require_closed_model, write_resolved
-from benchmarks.registry import BENCHMARKS, load_config
-from benchmarks.common.io import file_digest
-from benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
-from tooling.common.container import SERVICE_ENV, compose_run, host_path
-from tooling.common.errors import UserError, stop_on_signals, write_atomic
-from tooling.common import ledger as L
-from tooling.common import results_tree as T
-from tooling.common import safe_read
-from tooling.common.dataset import check_prepared, stand_in_data
-from tooling.launch import slurm
-from tooling.launch.backends import RUNTIMES
-from tooling.launch.scheduler import OVERRIDES_FILE, Scheduler
+from tinyperf.benchmarks.common.config import available_platforms, PlatformConfig, require_closed_model, write_resolved
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.benchmarks.common.io import file_digest
+from tinyperf.benchmarks.common.rules import SEED_BITS, draw_seed, required_runs
+from tinyperf.tooling.common.container import SERVICE_ENV, compose_run, host_path
+from tinyperf.tooling.common.errors import UserError, stop_on_signals, write_atomic
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common import safe_read
+from tinyperf.tooling.common.dataset import check_prepared, stand_in_data
+from tinyperf.tooling.launch import slurm
+from tinyperf.tooling.launch.backends import RUNTIMES
+from tinyperf.tooling.launch.scheduler import OVERRIDES_FILE, Scheduler
 if TYPE_CHECKING:
-  from benchmarks.common.rundir import RunDir
-  from tooling.launch.backends import Backend
+  from tinyperf.benchmarks.common.rundir import RunDir
+  from tinyperf.tooling.launch.backends import Backend
 
 
 
@@ -131,7 +131,7 @@ def launch_mode(args) -> tuple[str, str]:
 
 
 def _org(name: str) -> str:
-  from tooling.common.submission_tree import ORG_NAME
+  from tinyperf.tooling.common.submission_tree import ORG_NAME
   if not ORG_NAME.fullmatch(name):
     raise argparse.ArgumentTypeError(f"{name!r}: the submitter name names a directory and the tarball; use letters, "
                                      f"digits and _ . + - (no spaces, no leading dot)")
@@ -143,8 +143,8 @@ def _org(name: str) -> str:
 def check_log(log: Path) -> tuple[bool | None, str]:
   """Compliance of one finished log with the real checker (+ our extra checks). Returns (accepted, one-line summary);
   accepted is None when a checker crashed: no verdict is recorded, `tinyperf check` can be rerun on the result."""
-  from tooling.common.judge.check import check_path
-  from tooling.common.errors import ToolError
+  from tinyperf.tooling.common.judge.check import check_path
+  from tinyperf.tooling.common.errors import ToolError
   try: report = check_path(log)
   except ToolError as e: return None, f"not checked ({e})"
   fr = report.files[0]
@@ -166,7 +166,7 @@ def _pid_alive(pid: int) -> bool:
 def reap_rings() -> list[str]:
   """Remove the shared-memory rings of ResNet loaders whose process is gone: kill -9 of a run leaks its ring (0.6-6.9
   GiB on GPU configs). Only this user's segments named <SHM_PREFIX><pid>_<hex> whose pid no longer exists here."""
-  from benchmarks.common.feeding import SHM_DIR, SHM_PREFIX
+  from tinyperf.benchmarks.common.feeding import SHM_DIR, SHM_PREFIX
   said = []
   try: segs = list(Path(SHM_DIR).glob(f"{SHM_PREFIX}*"))
   except OSError: return said
@@ -255,7 +255,7 @@ def main(args) -> int:
   if nexp < 1: raise UserError(f"--nexp {nexp}: need at least one run.")
   if nexp > L.MAX_NEXP:
     raise UserError(f"--nexp {nexp}: a set is 1 to {L.MAX_NEXP} runs (MLPerf asks for {required_runs(args.benchmark)}).")
-  from tooling.launch import sysinfo
+  from tinyperf.tooling.launch import sysinfo
   overrides = sysinfo.load_overrides(args.system_overrides) if args.system_overrides else {}   # bad file: exit 2 now
   # the machine's record names the same submitter as the logs (package and check compare them), and records it for the
   # later runs of the tree (submitter() reads it back)
@@ -274,7 +274,7 @@ def submitter(cfg: PlatformConfig, rs: T.ResultSet, args) -> str:
   the first run into a results tree (--org, or $SUBMISSION_ORG, held to the same rule), then read back from the tree,
   so that every run of a tree names one submitter and `tinyperf package --org` can match it. A toy platform's runs need
   none: they take the results directory's name, as smoke.sh's ORG does (else smoke)."""
-  from tooling.common.submission_tree import ORG_NAME, recorded_submitter
+  from tinyperf.tooling.common.submission_tree import ORG_NAME, recorded_submitter
   given, how = args.org, "--org"
   if not given and (env := os.environ.get("SUBMISSION_ORG")):   # empty: unset (compose's ${ORG:-})
     given, how = env, "SUBMISSION_ORG"
@@ -298,8 +298,8 @@ def submitter(cfg: PlatformConfig, rs: T.ResultSet, args) -> str:
 
 def run_here(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict, org: str) -> int:
   """The local scheduler: the runs not yet finished (or run --only-index), one after the other, on the runtime's backend."""
-  from tooling.launch import sysinfo
-  from tooling.launch.backends import open_backend
+  from tinyperf.tooling.launch import sysinfo
+  from tinyperf.tooling.launch.backends import open_backend
   check_prepared(cfg, args.data)
   T.ensure_writable(rs.root)
   backend = open_backend(runtime, cfg, args.image, args.data, rs, this_scheduler(), args.verbose)  # docker: UserError if unusable
@@ -345,7 +345,7 @@ def run_here(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str
   # scancel, a Slurm time limit, `kill` or a closed terminal: the except KeyboardInterrupt in _one_run stops the run's
   # processes (or container) and records the run as interrupted
   stop_on_signals()
-  from tooling.launch.console import Console
+  from tinyperf.tooling.launch.console import Console
   console = Console(verbose=args.verbose)
   tried: set[int] = set()
   while (claimed := _claim_next(cfg, rs, nexp, args.only_index, tried, backend, org)):

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
   import argparse
-  from benchmarks.common.config import PlatformConfig
-  from tooling.common.results_tree import ResultSet
+  from tinyperf.benchmarks.common.config import PlatformConfig
+  from tinyperf.tooling.common.results_tree import ResultSet
 
 OVERRIDES_FILE = "YAML or JSON of systems-JSON fields"   # what a --system-overrides file holds, as hints word it
 

@@ -32,14 +32,14 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, PlatformConfig
-from benchmarks.registry import load_config
-from tooling.common import ledger as L
-from tooling.common import results_tree as T
-from tooling.common.dataset import check_prepared
-from tooling.launch import slurm_cluster, slurm_record, slurm_script
-from tooling.launch.scheduler import OVERRIDES_FILE
-from tooling.common.errors import UserError, stop_on_signals, write_atomic
+from tinyperf.benchmarks.common.config import ROOT, PlatformConfig
+from tinyperf.benchmarks.registry import load_config
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common.dataset import check_prepared
+from tinyperf.tooling.launch import slurm_cluster, slurm_record, slurm_script
+from tinyperf.tooling.launch.scheduler import OVERRIDES_FILE
+from tinyperf.tooling.common.errors import UserError, stop_on_signals, write_atomic
 
 SUBMIT_LOCK = "slurm.lock"   # beside the ledger: two submitters of one result set never both submit a run
 
@@ -259,7 +259,7 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
 
 def submit_runs(cfg: PlatformConfig, rs: T.ResultSet, spec: dict) -> int:
   """Write the script for the runs that are neither finished nor queued/running, sbatch it, record the job."""
-  from tooling.common.provenance import git_revision
+  from tinyperf.tooling.common.provenance import git_revision
   results_dir, work_root = rs.results_dir, rs.runs_dir
   slurm_dir = T.slurm_dir(work_root)
   try:

@@ -8,7 +8,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from tooling.common.errors import UserError
+from tinyperf.tooling.common.errors import UserError
 
 # Where Slurm states (squeue %T) put a task. Anything else has ended: COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL,...
 QUEUED = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}

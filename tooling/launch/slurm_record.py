@@ -7,11 +7,11 @@ import os
 import re
 from pathlib import Path
 
-from tooling.common import ledger as L
-from tooling.common import results_tree as T
-from tooling.common import safe_read
-from tooling.common.errors import UserError, write_atomic
-from tooling.launch.slurm_cluster import QUEUED, RUNNING
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common import safe_read
+from tinyperf.tooling.common.errors import UserError, write_atomic
+from tinyperf.tooling.launch.slurm_cluster import QUEUED, RUNNING
 
 # the script sbatch is given, until sbatch has answered and the job is recorded; one kept by a submission stopped
 # while sbatch ran (Slurm may have queued it) is matched to its job by squeue's %o on the next submission

@@ -8,10 +8,10 @@ import textwrap
 import time
 from pathlib import Path
 
-from benchmarks.common.config import PlatformConfig
-from benchmarks.registry import SCHEMA
-from tooling.common import results_tree as T
-from tooling.common.errors import UserError
+from tinyperf.benchmarks.common.config import PlatformConfig
+from tinyperf.benchmarks.registry import SCHEMA
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common.errors import UserError
 
 IMAGE_PYTHON = "/opt/tinyperf/venv/bin/python"  # docker/install.sh installs the project into this venv in every image
 TIME_MARGIN_MIN = 10  # on top of the platform's INIT+RUN limit: preflight, page-cache drop, image start, tinyperf check
@@ -108,11 +108,11 @@ def render_script(cfg: PlatformConfig, spec: dict, indices: list[int], files_dir
     # outside the container too
     mounts = f"{spec['data']}:{spec['data']}:ro,{spec['results']}:{spec['results']}"
     s += [f"srun --ntasks=1 --container-image={q(spec['image'])} --container-mounts={q(mounts)} --container-workdir=/tmp \\",
-          f"  {IMAGE_PYTHON} -m tooling.cli {tinyperf} || rc=$?"]
+          f"  {IMAGE_PYTHON} -m tinyperf.tooling.cli {tinyperf} || rc=$?"]
   else:
     # the same checkout and Python that submitted: both must be at the same path on the nodes (a shared filesystem)
     s += [f"cd {q(spec['repo'])} || exit 2",
-          f"{q(spec['python'])} -m tooling.cli {tinyperf} || rc=$?"]
+          f"{q(spec['python'])} -m tinyperf.tooling.cli {tinyperf} || rc=$?"]
   exit_file = "$files_dir/" + T.slurm_task_name("${SLURM_ARRAY_JOB_ID}", "${SLURM_ARRAY_TASK_ID}", "exit", "${restart}")
   s += ["# how this attempt of the task ended, for `tinyperf status` (which needs no sacct); no file means Slurm killed it",
         f'echo "$rc" > "{exit_file}.tmp" &&',

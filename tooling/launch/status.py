@@ -19,13 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-from tooling.common.container import compose_run
-from tooling.common import ledger as L
-from tooling.common import results_tree as T
-from tooling.launch import slurm, slurm_cluster, slurm_record, slurm_script
-from tooling.launch.slurm_cluster import QUEUED, RUNNING
-from benchmarks.common.io import require_dir_possible
-from tooling.common.errors import UserError
+from tinyperf.tooling.common.container import compose_run
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.launch import slurm, slurm_cluster, slurm_record, slurm_script
+from tinyperf.tooling.launch.slurm_cluster import QUEUED, RUNNING
+from tinyperf.benchmarks.common.io import require_dir_possible
+from tinyperf.tooling.common.errors import UserError
 
 
 MIN_POLL_S = 1.0   # each poll is an squeue call to slurmctld, which sites ask users not to run in a tight loop

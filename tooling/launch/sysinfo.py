@@ -10,7 +10,7 @@ The result is validated with the real system_desc_checker for every ruleset the 
 configs that name it, or --ruleset) before anything is written, and an existing file is never replaced without --force.
 
 `tinyperf run` records the machine its runs ran on as RESULTS/systems/<system>.json (record_run_system): detected in
-the run's container (`python -m tooling.launch.sysinfo --detect-json FILE`, with the image in TINYPERF_IMAGE) or on the host
+the run's container (`python -m tinyperf.tooling.launch.sysinfo --detect-json FILE`, with the image in TINYPERF_IMAGE) or on the host
 with --runtime host, layered over the repository's systems/<system>.json and under --system-overrides.
 
 Detection (tooling/launch/sysinfo_detect.py) reads through a Probe (files, commands, environment), so tests feed
@@ -24,14 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, available_platforms, load_yaml
-from benchmarks.registry import BENCHMARKS, load_config
-from tooling.common import mlperf_tools
-from tooling.common.container import host_path
-from tooling.common.errors import UserError, write_atomic
-from tooling.common import results_tree as T
-from tooling.launch.scheduler import Scheduler
-from tooling.launch.sysinfo_detect import detect
+from tinyperf.benchmarks.common.config import ROOT, available_platforms, load_yaml
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.container import host_path
+from tinyperf.tooling.common.errors import UserError, write_atomic
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.launch.scheduler import Scheduler
+from tinyperf.tooling.launch.sysinfo_detect import detect
 
 # The fields system_desc_checker requires (presence only), in its order.
 FIELDS = (
@@ -171,7 +171,7 @@ def run_description(cfg, detected: dict, notes: list[str], overrides: dict, over
   the overrides; the division is the config's. Validated like `tinyperf sysinfo`; UserError naming the field and the
   fix that applies where it runs (results: the runs' --results, for a Slurm task's `status --resume`; scheduler: the
   one whose hints it gives)."""
-  from tooling.common.submission_tree import read_systems_json
+  from tinyperf.tooling.common.submission_tree import read_systems_json
   system = cfg["system"]
   base_path = T.systems_json(ROOT, system)
   base = read_systems_json(base_path) if base_path.is_file() else {}
@@ -206,7 +206,7 @@ def record_run_system(results: Path, system: str, data: dict, scheduler: Schedul
   (a reboot into a new kernel is enough to differ), while this keeps both descriptions for the reviewer."""
   # Slurm array tasks on several nodes start together: compare-then-write happens under a lock across nodes, or the
   # second writer would find the first one's file appearing under it
-  from tooling.common.ledger import file_lock
+  from tinyperf.tooling.common.ledger import file_lock
   try:
     with file_lock(T.systems_lock(Path(results))):
       return _record_run_system(Path(results), system, data, scheduler)
@@ -253,15 +253,15 @@ def _record_run_system(results: Path, system: str, data: dict, scheduler: Schedu
 
 
 def build_parser() -> argparse.ArgumentParser:
-  """The parser of `python -m tooling.launch.sysinfo` (detect_main; `tinyperf sysinfo`'s options are add_arguments';
+  """The parser of `python -m tinyperf.tooling.launch.sysinfo` (detect_main; `tinyperf sysinfo`'s options are add_arguments';
   test_doc_commands checks the docs' commands with it)."""
-  p = argparse.ArgumentParser(prog="python -m tooling.launch.sysinfo", description=detect_main.__doc__.splitlines()[0])
+  p = argparse.ArgumentParser(prog="python -m tinyperf.tooling.launch.sysinfo", description=detect_main.__doc__.splitlines()[0])
   p.add_argument("--detect-json", type=Path, required=True, help="where to write {fields, notes}")
   return p
 
 
 def detect_main(argv: list[str] | None = None) -> int:
-  """`python -m tooling.launch.sysinfo --detect-json FILE`: this machine's facts as JSON, for `tinyperf run` (which runs it in
+  """`python -m tinyperf.tooling.launch.sysinfo --detect-json FILE`: this machine's facts as JSON, for `tinyperf run` (which runs it in
   the run's container and merges and validates the result on the host)."""
   args = build_parser().parse_args(argv)
   fields, notes = detect()
@@ -305,7 +305,7 @@ def sysinfo_base(system: str) -> dict:
   """What detection cannot tell, when no overrides file says it: the description `tinyperf run` recorded for this system
   under the default results directory (its submitter is the runs'), else the repository's systems/<system>.json less
   its submitter (tinycorp's: a submitter names themselves, in the overrides file)."""
-  from tooling.common.submission_tree import read_systems_json
+  from tinyperf.tooling.common.submission_tree import read_systems_json
   recorded = T.systems_json(T.default_root(quiet=True), system)
   if recorded.is_file(): return read_systems_json(recorded)
   repo = T.systems_json(ROOT, system)

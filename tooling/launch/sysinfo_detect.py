@@ -13,7 +13,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.common.config import ROOT
+from tinyperf.benchmarks.common.config import ROOT
 
 NVIDIA_QUERY = "index,name,memory.total,driver_version,clocks.max.sm,pci.bus_id"
 ROCM_ARGS = ["--showproductname", "--showmeminfo", "vram", "--showdriverversion", "--json"]

@@ -1,1 +1,1 @@
-"""Before a run: the data check, the images, `tinyperf render` and `tinyperf compose`. Imports tooling.common only."""
+"""Before a run: the data check, the images, `tinyperf render` and `tinyperf compose`. Imports tinyperf.tooling.common only."""

@@ -18,12 +18,12 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.common.config import ROOT
-from benchmarks.common.runtime import IMAGE_CODE_FILE
-from benchmarks.registry import BENCHMARKS, load_config
-from tooling.common.errors import UserError, write_atomic
-from tooling.common.provenance import git_revision
-from tooling.prep import images as I
+from tinyperf.benchmarks.common.config import ROOT
+from tinyperf.benchmarks.common.runtime import IMAGE_CODE_FILE
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.tooling.common.errors import UserError, write_atomic
+from tinyperf.tooling.common.provenance import git_revision
+from tinyperf.tooling.prep import images as I
 
 
 def add_arguments(p: argparse.ArgumentParser):
@@ -91,7 +91,7 @@ def base_digest(client, ref: str) -> tuple[str, bool]:
   """(digest, pinned): the registry digest of the base this build will use, or its local image ID when the image has no
   registry digest (a locally imported base). Pulls the base first when the daemon lacks it, so the digest is exact."""
   import docker
-  from tooling.common import container
+  from tinyperf.tooling.common import container
   if "@sha256:" in ref: return ref.split("@", 1)[1], True
   try:
     img = client.images.get(ref)
@@ -108,7 +108,7 @@ def base_digest(client, ref: str) -> tuple[str, bool]:
 
 
 def main(args) -> int:
-  from tooling.common import container
+  from tinyperf.tooling.common import container
   if args.platform:
     cfg = load_config(*_split_platform(args.platform))
     vendor, closed = cfg["vendor"], cfg["division"] == "closed"

@@ -15,9 +15,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from benchmarks.common.config import ROOT
-from tooling.common.compose_file import DIRS, MISSING_IMAGE, NV_RUNTIME_VAR, compose_dict
-from tooling.common.errors import UserError, write_atomic
+from tinyperf.benchmarks.common.config import ROOT
+from tinyperf.tooling.common.compose_file import DIRS, MISSING_IMAGE, NV_RUNTIME_VAR, compose_dict
+from tinyperf.tooling.common.errors import UserError, write_atomic
 
 ENV_FILE = ".env"
 SETUP = "tinyperf compose {service}"
@@ -34,7 +34,7 @@ COPY ["image tinyperf:{vendor} (or the one TINYPERF_IMAGE_{V} names) is not on t
 
 
 def missing_image_dockerfiles() -> dict[Path, str]:
-  from tooling.prep.images import VENDORS
+  from tinyperf.tooling.prep.images import VENDORS
   return {ROOT / MISSING_IMAGE / f"Dockerfile.{v}": MISSING_IMAGE_DOCKERFILE.format(vendor=v, V=v.upper())
           for v in VENDORS}
 
@@ -83,7 +83,7 @@ def prepare(services: list[str], cwd: Path | None = None, environ: dict | None =
   """The host side of `services`: the values compose needs, written to .env (the invoking user's UID/GID, absolute
   host directories), the writable directories created by this user, the read-only ones present. UserError naming the
   host directory and the fix. A data directory not prepared yet is a warning (appended to `warnings`)."""
-  from tooling.common import container as C
+  from tinyperf.tooling.common import container as C
   warnings = [] if warnings is None else warnings
   cwd, environ = cwd or compose_dir(), os.environ if environ is None else environ
   known = compose_dict()["services"]
@@ -142,7 +142,7 @@ def check_engine(services: list[str], values: dict[str, str], environ: dict | No
   (before compose would pull, or the daemon say `could not select device driver "nvidia"`). Where an nv service's
   runtime is there, the daemon's default runtime goes into .env as TINYPERF_NV_RUNTIME (NV_RUNTIME)."""
   import docker
-  from tooling.common import container as C
+  from tinyperf.tooling.common import container as C
   environ = os.environ if environ is None else environ
   known, c = compose_dict()["services"], client or C.connect()
   for s in services:

@@ -15,9 +15,9 @@ import re
 import time
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, available_platforms
-from benchmarks.registry import BENCHMARKS, load_config
-from tooling.common.errors import UserError, write_atomic
+from tinyperf.benchmarks.common.config import ROOT, available_platforms
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.tooling.common.errors import UserError, write_atomic
 
 LOCK = ROOT / "images.lock.json"
 VENDORS = ("nv", "amd", "cpu")
@@ -130,7 +130,7 @@ LABEL org.opencontainers.image.title="tinyperf-{vendor}" \
 # fails the build when the image cannot do its job, run as the user the image runs as: Python, the locked packages,
 # clang + tinygrad CPU, and the vendor's GPU compiler libraries (skipped, loudly, only when the build was told the base
 # is not the vendor image)
-RUN python -m benchmarks.selfcheck --vendor {vendor} --gpu-libs "${{SELFCHECK_GPU_LIBS}}"
+RUN python -m tinyperf.benchmarks.selfcheck --vendor {vendor} --gpu-libs "${{SELFCHECK_GPU_LIBS}}"
 """
 
 
@@ -161,7 +161,7 @@ def add_arguments(p: argparse.ArgumentParser):
 
 def pin(vendors, client=None, lock_path: Path = LOCK) -> dict:
   """Fill digests from the registry. Returns {vendor: digest}. Writes the lock; the caller re-renders the Dockerfiles."""
-  from tooling.common import container
+  from tinyperf.tooling.common import container
   client = client or container.connect()
   lock = load_lock(lock_path)
   got = {}

@@ -4,16 +4,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.common.config import ROOT, available_platforms
-from benchmarks.registry import BENCHMARKS, load_config
-from tooling.common.scripts import RENDERERS
+from tinyperf.benchmarks.common.config import ROOT, available_platforms
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.tooling.common.scripts import RENDERERS
 
 
 def rendered_files() -> dict[Path, str]:
   """Every generated file and its text: implementation scripts/READMEs, compose.yaml, the Dockerfiles."""
-  from tooling.common.compose_file import COMPOSE, render_compose
-  from tooling.prep.compose import missing_image_dockerfiles
-  from tooling.prep.images import rendered_dockerfiles
+  from tinyperf.tooling.common.compose_file import COMPOSE, render_compose
+  from tinyperf.tooling.prep.compose import missing_image_dockerfiles
+  from tinyperf.tooling.prep.images import rendered_dockerfiles
   out = {COMPOSE: render_compose(), **rendered_dockerfiles(), **missing_image_dockerfiles()}
   for b in BENCHMARKS:
     for p in available_platforms(b):

@@ -1,1 +1,1 @@
-"""The submission: `tinyperf package` (assemble, check, pack, verify) and `tinyperf report`. Imports tooling.common only."""
+"""The submission: `tinyperf package` (assemble, check, pack, verify) and `tinyperf report`. Imports tinyperf.tooling.common only."""

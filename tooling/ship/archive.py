@@ -18,9 +18,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from benchmarks.common.io import file_digest, require_dir_possible
-from tooling.common.errors import UserError
-from tooling.common.safe_read import ENC_MAGIC, GZIP_MAGIC, MAX_TREE_DEPTH, MiB, read_bytes, require_regular
+from tinyperf.benchmarks.common.io import file_digest, require_dir_possible
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.common.safe_read import ENC_MAGIC, GZIP_MAGIC, MAX_TREE_DEPTH, MiB, read_bytes, require_regular
 
 MAX_FILE_BYTES = 50 * MiB              # repo_checker's limit (its "50MB" is 50 MiB)
 # --verify's bounds on an archive (docs/package.md): a resnet + bert package of one system is 201 members and 1.8 MB

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
-from benchmarks.common.config import ROOT
-from benchmarks.common.runtime import image_code
-from benchmarks.registry import BENCHMARKS
-from tooling.common import ledger as L
-from tooling.common.errors import UserError
-from tooling.common.safe_read import iter_lines
-from tooling.ship.selection import BenchSelection
+from tinyperf.benchmarks.common.config import ROOT
+from tinyperf.benchmarks.common.runtime import image_code
+from tinyperf.benchmarks.registry import BENCHMARKS
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.common.safe_read import iter_lines
+from tinyperf.tooling.ship.selection import BenchSelection
 
 # What a packaged implementation holds, relative to the repository root: all of benchmarks/ but the other benchmarks'
 # packages, of which the registry (benchmarks/registry.py) needs only each spec; of implementations/ only the packaged

@@ -41,22 +41,22 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from benchmarks.common.config import ROOT
-from benchmarks.common.io import require_dir_possible
-from benchmarks.registry import BENCHMARKS
-from tooling.common import results_tree as T
-from tooling.common import mlperf_tools
-from tooling.common import scripts
-from tooling.common.compose_file import render_compose
-from tooling.common.container import host_path
-from tooling.common.errors import UserError, write_atomic
-from tooling.common.mllog_reader import read_log
-from tooling.common.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, read_bytes
-from tooling.common.submission_tree import ORG_NAME, read_systems_json, recorded_submitter
-from tooling.ship.archive import (MAX_FILE_BYTES, openssl_enc, openssl_path, read_passphrase, sha1_name, sha1_of,
+from tinyperf.benchmarks.common.config import ROOT
+from tinyperf.benchmarks.common.io import require_dir_possible
+from tinyperf.benchmarks.registry import BENCHMARKS
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common import scripts
+from tinyperf.tooling.common.compose_file import render_compose
+from tinyperf.tooling.common.container import host_path
+from tinyperf.tooling.common.errors import UserError, write_atomic
+from tinyperf.tooling.common.mllog_reader import read_log
+from tinyperf.tooling.common.safe_read import MAX_JSON_BYTES, MAX_LOG_BYTES, read_bytes
+from tinyperf.tooling.common.submission_tree import ORG_NAME, read_systems_json, recorded_submitter
+from tinyperf.tooling.ship.archive import (MAX_FILE_BYTES, openssl_enc, openssl_path, read_passphrase, sha1_name, sha1_of,
                                   tarball_name, verify, write_tarball)
-from tooling.ship.code import Code, resolve_code, run_code_tree, run_commit, run_image
-from tooling.ship.selection import BenchSelection, find_ledgers, platform_for, select_runs
+from tinyperf.tooling.ship.code import Code, resolve_code, run_code_tree, run_commit, run_image
+from tinyperf.tooling.ship.selection import BenchSelection, find_ledgers, platform_for, select_runs
 
 
 def _write(path: Path, data: bytes | str, executable: bool = False) -> None:
@@ -167,7 +167,7 @@ def repo_rules(org_dir: Path) -> list[str]:
 
 def check_tree(org_dir: Path) -> tuple[bool, str]:
   """The full `tinyperf check`, the repository rules and the real repo_checker. Returns (accepted, report text)."""
-  from tooling.common.judge.check import check_path
+  from tinyperf.tooling.common.judge.check import check_path
   report = check_path(org_dir)
   text = [report.render()]
   ok = report.accepted

@@ -28,16 +28,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common.config import available_platforms, load_resolved
-from benchmarks.common.runtime import metrics_path
-from benchmarks.registry import BENCHMARKS, load_config
-from tooling.common import ledger as L
-from tooling.common import results_tree as T
-from benchmarks.common.io import require_dir_possible
-from tooling.common.errors import UserError, write_atomic
-from tooling.common.mllog_reader import MLLog
-from tooling.common.safe_read import iter_lines
-from tooling.common.submission_tree import BenchDir, discover
+from tinyperf.benchmarks.common.config import available_platforms, load_resolved
+from tinyperf.benchmarks.common.runtime import metrics_path
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.benchmarks.common.io import require_dir_possible
+from tinyperf.tooling.common.errors import UserError, write_atomic
+from tinyperf.tooling.common.mllog_reader import MLLog
+from tinyperf.tooling.common.safe_read import iter_lines
+from tinyperf.tooling.common.submission_tree import BenchDir, discover
 
 @dataclass
 class RunData:
@@ -186,9 +186,9 @@ def _target(system: str, benchmark: str, ledger: Path | None, done: dict[int, L.
 
 
 def collect(path: Path) -> list[BenchData]:
-  from tooling.common.judge.check import check_path
-  from tooling.common.judge.findings import WARN
-  from tooling.common.judge.score import score_bench_dir
+  from tinyperf.tooling.common.judge.check import check_path
+  from tinyperf.tooling.common.judge.findings import WARN
+  from tinyperf.tooling.common.judge.score import score_bench_dir
   t = discover(path)
   if t.kind == "file":
     raise UserError(f"{path}: one result log; give the directory of a set of runs (a `tinyperf run` --results "

@@ -6,14 +6,14 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common.config import available_platforms, PlatformConfig
-from benchmarks.registry import BENCHMARKS, load_config
-from benchmarks.common.rules import required_runs, result_name
-from tooling.common import ledger as L
-from tooling.common import results_tree as T
-from tooling.common.container import host_path
-from tooling.common.errors import UserError
-from tooling.common.mllog_reader import read_log
+from tinyperf.benchmarks.common.config import available_platforms, PlatformConfig
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config
+from tinyperf.benchmarks.common.rules import required_runs, result_name
+from tinyperf.tooling.common import ledger as L
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common.container import host_path
+from tinyperf.tooling.common.errors import UserError
+from tinyperf.tooling.common.mllog_reader import read_log
 
 
 @dataclass

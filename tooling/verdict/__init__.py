@@ -1,1 +1,1 @@
-"""`tinyperf check` and `tinyperf score`, the verbs over tooling/common/judge/. Imports tooling.common only."""
+"""`tinyperf check` and `tinyperf score`, the verbs over tooling/common/judge/. Imports tinyperf.tooling.common only."""

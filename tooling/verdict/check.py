@@ -7,15 +7,15 @@ Verdicts come from the tools' parsed output, never their exit codes. On top (see
 margin, run_stop status, a closed log's dataset sizes, seeds (present, unique, wide enough), result file names and
 count, keys logged twice, and for a submitter tree the log <-> directory <-> systems JSON cross-checks.
 
-Python API: tooling.common.judge.check.check_path.
+Python API: tinyperf.tooling.common.judge.check.check_path.
 """
 from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
 
-from tooling.common import results_tree as T
-from tooling.common.judge.check import check_path
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common.judge.check import check_path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

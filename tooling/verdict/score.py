@@ -5,9 +5,9 @@ import argparse
 import json
 from pathlib import Path
 
-from tooling.common import results_tree as T
-from tooling.common.judge.score import BenchmarkScore, score_path
-from tooling.common.safe_read import shown
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common.judge.score import BenchmarkScore, score_path
+from tinyperf.tooling.common.safe_read import shown
 
 
 def _fmt(x: float | None) -> str: return "-" if x is None else f"{x:.2f}"

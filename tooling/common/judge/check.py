@@ -3,14 +3,14 @@ report.to_dict()), what `tinyperf check` prints and `tinyperf run` and `tinyperf
 from __future__ import annotations
 from pathlib import Path
 
-from benchmarks.common.rules import required_runs
-from tooling.common import mlperf_tools
-from tooling.common.submission_tree import discover
-from tooling.common.judge.dir_checks import check_dir, summary
-from tooling.common.judge.file_checks import analyse_file
-from tooling.common.judge.findings import FAIL, WARN, DirReport, Finding, Report
-from tooling.common.judge.score import score_bench_dir
-from tooling.common.judge.submission_checks import check_systems, package_checker
+from tinyperf.benchmarks.common.rules import required_runs
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.submission_tree import discover
+from tinyperf.tooling.common.judge.dir_checks import check_dir, summary
+from tinyperf.tooling.common.judge.file_checks import analyse_file
+from tinyperf.tooling.common.judge.findings import FAIL, WARN, DirReport, Finding, Report
+from tinyperf.tooling.common.judge.score import score_bench_dir
+from tinyperf.tooling.common.judge.submission_checks import check_systems, package_checker
 
 
 def check_path(path: str | Path, ruleset: str | None = None, werror: bool = False, strict: bool = False) -> Report:

@@ -6,13 +6,13 @@ import json
 import shlex
 from collections import Counter, defaultdict
 
-from benchmarks.common.rules import (RANDOM_BITS, RESULT_GLOB, RESULT_NAME, SEED_BITS, SEED_EVIDENCE, beyond_rules,
+from tinyperf.benchmarks.common.rules import (RANDOM_BITS, RESULT_GLOB, RESULT_NAME, SEED_BITS, SEED_EVIDENCE, beyond_rules,
                                      max_dropped_runs, required_runs, result_name)
-from tooling.common import mlperf_tools
-from tooling.common.mllog_reader import MLLog
-from tooling.common.submission_tree import BenchDir, Target
-from tooling.common.judge.file_checks import collision_probability, division_of
-from tooling.common.judge.findings import FAIL, WARN, DirReport, Finding
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.mllog_reader import MLLog
+from tinyperf.tooling.common.submission_tree import BenchDir, Target
+from tinyperf.tooling.common.judge.file_checks import collision_probability, division_of
+from tinyperf.tooling.common.judge.findings import FAIL, WARN, DirReport, Finding
 
 
 def check_dir(t: Target, bd: BenchDir, dr: DirReport, strict: bool = False) -> None:

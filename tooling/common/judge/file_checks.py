@@ -2,13 +2,13 @@
 and its margin, run_stop status, the clock, a closed log's dataset sizes, seeds."""
 from __future__ import annotations
 
-from benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, SAMPLES_SLACK, SEED_BITS,
+from tinyperf.benchmarks.common.rules import (INIT_LIMIT_MIN, NEAR_LIMIT, RANDOM_BITS, SAMPLES_SLACK, SEED_BITS,
                                      beyond_rules, required_runs)
-from benchmarks.registry import BENCHMARKS
-from tooling.common import mlperf_tools
-from tooling.common.mllog_reader import MLLog
-from tooling.common.judge.findings import FAIL, INFO, WARN, FileReport, Finding
-from tooling.common.judge.score import time_to_train_minutes
+from tinyperf.benchmarks.registry import BENCHMARKS
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.mllog_reader import MLLog
+from tinyperf.tooling.common.judge.findings import FAIL, INFO, WARN, FileReport, Finding
+from tinyperf.tooling.common.judge.score import time_to_train_minutes
 
 
 def collision_probability(n: int, bits: int) -> float:

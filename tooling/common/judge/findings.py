@@ -3,7 +3,7 @@ verdicts they make, and the report as printed (or as JSON)."""
 from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
-from tooling.common.safe_read import shown
+from tinyperf.tooling.common.safe_read import shown
 
 FAIL, WARN, INFO = "fail", "warn", "info"
 
@@ -126,7 +126,7 @@ def render(report: Report) -> str:
   kind = {"file": "result log", "results": "results directory",
           "submission": "results tree of `tinyperf run`" if report.results_tree else
                         f"submitter directory {report.org!r}"}[report.kind]
-  from tooling.common.container import host_path   # a compose service checks /results: name the host's directory
+  from tinyperf.tooling.common.container import host_path   # a compose service checks /results: name the host's directory
   lines = [f"tinyperf check {shown(host_path(report.path))}  ({shown(kind)}{', --werror' if report.werror else ''})", ""]
   if report.kind == "file":
     lines += _file_table(report.files)

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.common.rules import RESULT_GLOB, max_dropped_runs
-from tooling.common.mllog_reader import MLLog
-from tooling.common import mlperf_tools
-from tooling.common.submission_tree import BenchDir, discover
+from tinyperf.benchmarks.common.rules import RESULT_GLOB, max_dropped_runs
+from tinyperf.tooling.common.mllog_reader import MLLog
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common.submission_tree import BenchDir, discover
 
 
 def time_to_train_minutes(log: MLLog) -> float | None:

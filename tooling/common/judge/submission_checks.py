@@ -7,14 +7,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from benchmarks.common.rules import beyond_rules
-from tooling.common import mlperf_tools
-from tooling.common import results_tree as T
-from tooling.common.errors import ToolError
-from tooling.common.safe_read import MAX_LOG_BYTES
-from tooling.common.submission_tree import BenchDir, Target, read_scaling
-from tooling.common.judge.dir_checks import submitter
-from tooling.common.judge.findings import FAIL, INFO, WARN, DirReport, Finding, Report
+from tinyperf.benchmarks.common.rules import beyond_rules
+from tinyperf.tooling.common import mlperf_tools
+from tinyperf.tooling.common import results_tree as T
+from tinyperf.tooling.common.errors import ToolError
+from tinyperf.tooling.common.safe_read import MAX_LOG_BYTES
+from tinyperf.tooling.common.submission_tree import BenchDir, Target, read_scaling
+from tinyperf.tooling.common.judge.dir_checks import submitter
+from tinyperf.tooling.common.judge.findings import FAIL, INFO, WARN, DirReport, Finding, Report
 
 COUNT_FIELDS = ("number_of_nodes", "host_processors_per_node", "accelerators_per_node")
 

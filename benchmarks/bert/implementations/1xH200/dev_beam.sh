@@ -10,14 +10,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypo
 [ -n "${DATA_DIR:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): DATA_DIR is not set: set it to the prepared Wikipedia shards, eval set and checkpoint (tinyperf prep wiki download|pretrain|eval|checkpoint)." >&2; exit 2; }
 RESULTS_DIR="${RESULTS_DIR:-$PWD/results/1xH200/bert}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
-SEED="${SEED:-$(python3 -m benchmarks.registry seed bert 1xH200)}"
+SEED="${SEED:-$(python3 -m tinyperf.benchmarks.registry seed bert 1xH200)}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 
 export BENCHMARK="${BENCHMARK:-10}" DEBUG="${DEBUG:-2}"
 LOG="$RESULTS_DIR/dev_beam_$SEED.txt"
 rc=0
-python3 -m benchmarks.bert.train --platform 1xH200 --phase init \
+python3 -m tinyperf.benchmarks.bert.train --platform 1xH200 --phase init \
   --seed "$SEED" --data "$DATA_DIR" --work "$RESULTS_DIR" --log "$LOG" || rc=$?
 echo "MLPerf log (exit $rc): $(printf %q "$LOG")"
 exit $rc

@@ -10,7 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypo
 [ -n "${DATA_DIR:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): DATA_DIR is not set: set it to the prepared Wikipedia shards, eval set and checkpoint (tinyperf prep wiki download|pretrain|eval|checkpoint)." >&2; exit 2; }
 RESULTS_DIR="${RESULTS_DIR:-$PWD/results/tinybox_green/bert}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
-SEED="${SEED:-$(python3 -m benchmarks.registry seed bert tinybox_green)}"
+SEED="${SEED:-$(python3 -m tinyperf.benchmarks.registry seed bert tinybox_green)}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 ORG="${ORG:-${SUBMISSION_ORG:-}}"
@@ -19,7 +19,7 @@ ORG="${ORG:-${SUBMISSION_ORG:-}}"
 export SUBMISSION_ORG="$ORG"   # what the entrypoint logs as submission_org
 LOG="$RESULTS_DIR/result_bert_$SEED.txt"
 rc=0
-python3 -m benchmarks.bert.train --platform tinybox_green --phase all \
+python3 -m tinyperf.benchmarks.bert.train --platform tinybox_green --phase all \
   --seed "$SEED" --data "$DATA_DIR" --work "$RESULTS_DIR" --log "$LOG" || rc=$?
 echo "MLPerf log (exit $rc): $(printf %q "$LOG"); check it with: tinyperf check $(printf %q "$LOG")"
 exit $rc

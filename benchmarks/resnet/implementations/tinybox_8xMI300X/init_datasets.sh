@@ -9,8 +9,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the tools a
 if [ ! -f "$DATA_DIR/manifest.json" ]; then   # prep writes the manifest last, after verifying the extraction
   [ -n "${VAL_LABELS:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): VAL_LABELS is not set: set it to the ILSVRC2012 validation ground truth, one wnid per line (docs/data.md)." >&2; exit 2; }
   # the two ILSVRC2012 archives, downloaded (resumable, md5-checked) or taken from IMAGENET_TARS when it is set
-  python3 -m tooling.cli prep imagenet --out "$DATA_DIR" --val-labels "$VAL_LABELS" ${IMAGENET_TARS:+--from-tars "$IMAGENET_TARS"}
+  python3 -m tinyperf.tooling.cli prep imagenet --out "$DATA_DIR" --val-labels "$VAL_LABELS" ${IMAGENET_TARS:+--from-tars "$IMAGENET_TARS"}
 fi
-python3 -m tooling.cli prep imagenet --verify "$DATA_DIR"   # every image decoded, sizes against the manifest
+python3 -m tinyperf.tooling.cli prep imagenet --verify "$DATA_DIR"   # every image decoded, sizes against the manifest
 # the next command as the caller can type it: this directory as they named it (the cd above leaves BASH_SOURCE)
 echo "data ready and verified: ORG=myorg DATA_DIR=$(printf %q "$DATA_DIR") $(printf %q "$(dirname "${BASH_SOURCE[0]}")")/run_and_time.sh"

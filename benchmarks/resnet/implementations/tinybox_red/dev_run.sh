@@ -10,13 +10,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../../../.."   # repository root: the entrypo
 [ -n "${DATA_DIR:-}" ] || { echo "$(basename "${BASH_SOURCE[0]}"): DATA_DIR is not set: set it to the prepared ImageNet (tinyperf prep imagenet, or tinyperf prep synthetic-imagenet for smoke runs)." >&2; exit 2; }
 RESULTS_DIR="${RESULTS_DIR:-$PWD/results/tinybox_red/resnet}"
 # a SEED_BITS-wide seed from the OS entropy pool (not $RANDOM: 15 bits collide across runs)
-SEED="${SEED:-$(python3 -m benchmarks.registry seed resnet tinybox_red)}"
+SEED="${SEED:-$(python3 -m tinyperf.benchmarks.registry seed resnet tinybox_red)}"
 # INIT's kernel/BEAM cache; one file per run so runs never share a search
 export CACHEDB="${CACHEDB:-$RESULTS_DIR/cache/tinygrad_$SEED.db}"
 
 LOG="$RESULTS_DIR/dev_$SEED.txt"
 rc=0
-python3 -m benchmarks.resnet.train --platform tinybox_red --phase run \
+python3 -m tinyperf.benchmarks.resnet.train --platform tinybox_red --phase run \
   --seed "$SEED" --data "$DATA_DIR" --work "$RESULTS_DIR" --log "$LOG" || rc=$?
 echo "MLPerf log (exit $rc): $(printf %q "$LOG")"
 exit $rc

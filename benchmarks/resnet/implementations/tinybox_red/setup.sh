@@ -22,7 +22,7 @@ VENV="${VENV:-.venv}"
 "$VENV/bin/python" -m pip install --require-hashes -r requirements.lock
 "$VENV/bin/python" -m pip install --no-deps -e .   # editable: tinyperf reads this checkout's files (systems/, locks)
 if [ "${BUILD_IMAGE:-1}" = 1 ]; then
-  "$VENV/bin/python" -m tooling.cli build --platform tinybox_red
+  "$VENV/bin/python" -m tinyperf.tooling.cli build --platform tinybox_red
 fi
 here="$(printf %q "$(dirname "${BASH_SOURCE[0]}")")"   # as the caller named it: the commands work from where they are
 echo "setup done: source $(cd "$VENV" && pwd)/bin/activate; then DATA_DIR=... $here/init_datasets.sh and ORG=myorg DATA_DIR=... $here/run_and_time.sh"
