@@ -128,8 +128,8 @@ def extract_text(out: Path, keep_archive: bool = False, quiet: bool = False) -> 
       shutil.rmtree(tmp, ignore_errors=True)
       bad = archive.with_name(archive.name + ".corrupt")
       os.replace(archive, bad)
-      raise InputError(f"{TEXT_DIR}/{name}: md5 {got}, {want} expected by {out / MD5_LIST}. The archive is corrupt: "
-                      f"moved to {bad}, nothing extracted was kept. Rerun to download it again.")
+      raise InputError(f"{TEXT_DIR}/{name}: md5 {got}, {want} expected by {out / MD5_LIST}; the archive, corrupt, is "
+                       f"now {bad} and nothing extracted was kept. Rerun to download it again.")
   os.replace(root, final)
   shutil.rmtree(tmp, ignore_errors=True)
   if not keep_archive: archive.unlink()

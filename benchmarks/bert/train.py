@@ -22,7 +22,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from tinyperf.benchmarks.common.config import BERT_DROPOUT, ConfigError, PlatformConfig, bert_dropout
+from tinyperf.benchmarks.common.config import BERT_DROPOUT, ClosedModelError, PlatformConfig, bert_dropout
 from tinyperf.benchmarks.common.io import InputError
 from tinyperf.benchmarks.common.rundir import RunDir
 from tinyperf.benchmarks.common import beam, mlperf, runtime
@@ -290,9 +290,9 @@ def all_phases(cfg: PlatformConfig, args) -> int:
 
 def check_dropout(cfg: PlatformConfig):
   if cfg["division"] == "closed" and bert_dropout(cfg.knobs) != BERT_DROPOUT:   # the model is fixed in closed; no key logs it
-    raise ConfigError(f"{cfg.path}: DROPOUT={cfg['DROPOUT']} changes BERT-large's dropout ({BERT_DROPOUT}), which the closed division "
-                      f"fixes and no MLPerf log key records. Unset DROPOUT for a closed run (it is meant for `tinyperf "
-                      f"bench --dropout`), or make the platform config's division open.")
+    raise ClosedModelError(f"{cfg.path}: DROPOUT={cfg['DROPOUT']} changes BERT-large's dropout ({BERT_DROPOUT}), which "
+                           f"the closed division fixes. Unset DROPOUT for a closed run (it is for `python -m lab.bench "
+                           f"bert --dropout`), or make the platform config's division open.")
 
 
 def run_phase(cfg: PlatformConfig, args, tr: Trainer | None = None) -> int:

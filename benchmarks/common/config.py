@@ -32,6 +32,10 @@ class ConfigError(InputError):
   """A config or override is invalid. The message names the file, the key and the fix."""
 
 
+class ClosedModelError(ConfigError):
+  """A closed-division config or run that changes the closed model (the spec's closed_model knobs)."""
+
+
 MAX_YAML_BYTES = 1 << 20   # a config or an overrides file: a few KB
 
 
@@ -252,7 +256,7 @@ def load_config(spec: BenchmarkSpec, platform: str, environ: dict | None = None,
     meta["division"] = "open"
   # the file's model; an environment override of it is refused where a run starts (require_closed_model)
   if meta["division"] == "closed" and (changed := closed_model_changes(spec, in_file)):
-    raise ConfigError(f"{path}: division closed requires {_closed_model(spec)}, not "
+    raise ClosedModelError(f"{path}: division closed requires {_closed_model(spec)}, not "
                       f"{', '.join(f'{k} {v}' for k, v in changed.items())}; set those or division: open.")
   return PlatformConfig(spec, meta["platform"], path, meta, knobs, overridden)
 
@@ -390,7 +394,7 @@ def require_closed_model(cfg: PlatformConfig):
   catches environment overrides (NUM_CLASSES=10, BERT_LAYERS=2), which stay allowed for measurements without a result
   (`python -m lab.bench`, --phase init)."""
   if cfg["division"] != "closed" or not (changed := closed_model_changes(cfg.spec, cfg.knobs)): return
-  raise ConfigError(f"{cfg.path}: division closed requires {_closed_model(cfg.spec)}; the environment sets "
+  raise ClosedModelError(f"{cfg.path}: division closed requires {_closed_model(cfg.spec)}; the environment sets "
                     f"{', '.join(f'{k}={v}' for k, v in changed.items())}, which would make this closed log an open-"
                     f"division run. Unset {' '.join(changed)}; a smaller model can be timed without a result with "
                     f"`python -m lab.bench {cfg.benchmark} --against none`.")

@@ -83,8 +83,7 @@ def draw_seed(bits: int = SEED_BITS, taken: set[int] = frozenset(), where: str =
   space = 1 << max(bits, 0)
   if bits < 0 or len({s for s in taken if 0 <= s < space}) >= space:
     raise InputError(f"SEED_BITS={bits} allows {space if bits >= 0 else 0} seed(s) and {where or 'the ledger'} already "
-                     f"used them all: every run needs its own seed. Raise SEED_BITS (default {SEED_BITS}) and rerun. "
-                     f"Nothing was run.")
+                     f"used them all: raise SEED_BITS (default {SEED_BITS}) and rerun. Nothing was run.")
   while True:
     seed = int.from_bytes(os.urandom(8), "little") % space
     if seed not in taken: return seed

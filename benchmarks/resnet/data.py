@@ -331,9 +331,9 @@ def check_shm_space(nbytes: int, what: str, shm_dir: str = SHM_DIR):
   if free is None or nbytes <= free: return
   have, want = two_sizes(free, nbytes)
   need_gb = math.ceil(nbytes * 1.25 / 2**30)
-  raise DataError(f"{shm_dir} has {have} free but the {what} needs {want}. Inside a container, start it "
-                  f"with `--ipc=host` or `--shm-size={max(need_gb, 1)}g` (docker run; `shm_size:` in compose); "
-                  f"otherwise free space in {shm_dir}, or lower SHM_RING_BATCHES or the batch size in the platform config.")
+  raise DataError(f"{shm_dir} has {have} free but the {what} needs {want}. Start the container with `--ipc=host` or "
+                  f"`--shm-size={max(need_gb, 1)}g` (`shm_size:` in compose), free space in {shm_dir}, or lower "
+                  f"SHM_RING_BATCHES or the batch size in the platform config.")
 
 
 def default_num_workers() -> int:
@@ -558,8 +558,8 @@ class BatchLoader:
           raise DataError(f"data loader worker (pid {p.pid}) {how}; it died while decoding batch {self._next_seq}.") from None
     if err is not None:
       path, msg = err
-      raise DataError(f"{path}: cannot decode this image ({msg}). Replace the file or rerun `tinyperf prep`; "
-                      f"`tinyperf prep imagenet --verify DATA_DIR` lists every unreadable file.")
+      raise DataError(f"{path}: cannot decode this image ({msg}). Replace the file or rerun `tinyperf prep` "
+                      f"(`tinyperf prep imagenet --verify DATA_DIR` lists every unreadable file).")
     self._remaining[seq] -= done
 
   def close(self):

@@ -35,9 +35,7 @@ bm=$1; bs=${2:-}
 [ -n "${UPSTREAM:-}" ] || usage "UPSTREAM is not set: give it a copy of ../shared/upstream-mlperf"
 [ -n "${CACHE:-}" ] || usage "CACHE is not set: give it the search-results file (a missing file starts a new search)"
 [ -x "$UPSTREAM/run_upstream.sh" ] || { echo "upstream_beam.sh: $UPSTREAM/run_upstream.sh not found (or not executable)." \
-  "Set UPSTREAM to a copy of ../shared/upstream-mlperf (tinycorp's examples/mlperf and its run_upstream.sh), kept" \
-  "in a folder of this repository that .git/info/exclude ignores so that it travels to the GPU machine uncommitted," \
-  "as docs/PERFORMANCE.md says." >&2
+  "Set UPSTREAM to a copy of ../shared/upstream-mlperf in a git-excluded folder here (docs/PERFORMANCE.md)." >&2
   exit 2; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 # the config's BEAM knobs as environment variables, and the search results carried in

@@ -39,7 +39,7 @@ def test_duplicate_seed_across_runs(tmp_path):
   report = check_path(make_package(tmp_path, "resnet", seeds=seeds))
   assert not report.accepted
   (ours,) = dir_findings(report, "seed", FAIL)
-  assert "seed 1500000001 is logged by 2 runs (result_0.txt, result_2.txt)" in ours.message
+  assert all(f in ours.message for f in ("1500000001", "result_0.txt", "result_2.txt")), ours.message
   theirs = dir_findings(report, "package-checker", FAIL)
   assert any("Seed checker failed" in f.message for f in theirs)
 
@@ -49,7 +49,7 @@ def test_narrow_seeds_warn_at_package_level(tmp_path):
   report = check_path(make_package(tmp_path, "resnet", seeds=seeds))
   assert report.accepted
   (w,) = dir_findings(report, "seed-width", WARN)
-  assert "all 5 seeds fit in 20 bits (largest 960005)" in w.message
+  assert "20 bits" in w.message and "960005" in w.message, w.message      # the width, and the largest seed
 
 
 def test_15_bit_seeds_are_one_package_warning(tmp_path):
@@ -91,7 +91,7 @@ def test_unknown_files_in_results_dir_warn(tmp_path):
   report = check_path(org)
   assert report.accepted
   msgs = [f.message for f in dir_findings(report, "result-files", WARN)]
-  assert any("notes.md: unknown entry" in m for m in msgs) and any("console.log: unknown entry" in m for m in msgs)
+  assert any(m.startswith("notes.md") for m in msgs) and any(m.startswith("console.log") for m in msgs), msgs
 
 
 def test_one_unfinished_run_is_olympic_two_are_rejected(tmp_path):
@@ -134,10 +134,10 @@ def test_cross_checks_against_directories_and_systems_json(tmp_path):
                      system_overrides={"division": "open"})
   report = check_path(org)
   msgs = [f.message for f in dir_findings(report, "cross-check", WARN)]
-  assert sum("submission_platform is 'tinybox_red' but the run sits in results/tinybox_green" in m for m in msgs) == 5
-  assert sum("submission_org is 'someone' but the submitter directory is 'tinycorp' (`tinyperf package --org someone`"
-             in m for m in msgs) == 5
-  assert sum("logs division 'closed' but systems/tinybox_green.json says 'open'" in m for m in msgs) == 5
+  def each_run(*facts): return sum(all(f in m for f in facts) for m in msgs) == 5   # one finding per run, naming them
+  assert each_run("submission_platform", "'tinybox_red'", "results/tinybox_green")
+  assert each_run("submission_org", "'someone'", "'tinycorp'", "`tinyperf package --org someone")
+  assert each_run("'closed'", "systems/tinybox_green.json", "'open'")
 
 
 def test_missing_systems_json_fails_but_still_runs_the_checks(tmp_path):
@@ -145,7 +145,7 @@ def test_missing_systems_json_fails_but_still_runs_the_checks(tmp_path):
   (org / "systems" / "tinybox_green.json").unlink()
   report = check_path(org)
   assert not report.accepted
-  assert any("systems/tinybox_green.json is missing" in f.message for f in dir_findings(report, "cross-check", FAIL))
+  assert any("systems/tinybox_green.json" in f.message for f in dir_findings(report, "cross-check", FAIL))
   # package_checker ran with a stand-in, so its seed checker still found the repeated seed
   assert any("Seed checker failed" in f.message for f in dir_findings(report, "package-checker", FAIL))
 

@@ -97,7 +97,7 @@ def test_interrupted_transfer_resumes(server, tmp_path, capsys):
   out = tmp_path / "wiki"
   assert prep.main(["download", "--out", str(out), "--base-url", server.url, "--retries", "0", "--quiet"]) == 2
   err = capsys.readouterr().err
-  assert "model.ckpt-28252.data-00000-of-00001: download from" in err and "resumes" in err
+  assert "model.ckpt-28252.data-00000-of-00001" in err      # the file cut short; the rerun below resumes it
   assert not (out / "model.ckpt-28252.data-00000-of-00001").exists()
   partial = list((out / ".download").glob("model.ckpt-28252.data-00000-of-00001*.part"))
   assert len(partial) == 1 and 0 < partial[0].stat().st_size < 4096000
@@ -119,7 +119,7 @@ def test_interrupted_transfer_resumes(server, tmp_path, capsys):
 def test_md5_failure_keeps_nothing(server, tmp_path):
   _publish(server)
   out = tmp_path / "wiki"
-  with pytest.raises(prep.InputError, match=r"vocab.txt: md5 .* expected: .* corrupt and was deleted"):
+  with pytest.raises(prep.InputError, match=rf"vocab.txt\b.*{hashlib.md5(VOCAB).hexdigest()}.*{'0' * 32}"):   # got, wanted
     download.download_all(out, base_url=server.url, text=False, checkpoint=False, quiet=True,
                           md5={"vocab.txt": "0" * 32})
   assert not (out / "vocab.txt").exists()
@@ -134,7 +134,7 @@ def test_corrupt_text_part_keeps_nothing_extracted(server, tmp_path, capsys):
   out = tmp_path / "wiki"
   assert prep.main(["download", "--out", str(out), "--base-url", server.url, "--no-checkpoint", "--quiet"]) == 2
   err = capsys.readouterr().err
-  assert "results4/part-00001-of-00002: md5" in err and "nothing extracted was kept" in err
+  assert "results4/part-00001-of-00002: md5" in err         # the part, and the check it failed
   assert not (out / "results4").exists() and not list(out.glob(".results4*"))
   assert (out / "results_text.tar.gz.corrupt").exists() and not (out / "results_text.tar.gz").exists()
   _publish(server)   # fixed upstream: a rerun downloads the archive again
@@ -149,7 +149,7 @@ def test_a_text_archive_with_a_2000_deep_member_is_refused_not_a_recursion_error
   out = tmp_path / "wiki"
   assert prep.main(["download", "--out", str(out), "--base-url", server.url, "--no-checkpoint", "--quiet"]) == 2
   err = capsys.readouterr().err
-  assert "results_text.tar.gz: cannot be extracted" in err and "directories deep" in err and "Traceback" not in err
+  assert "results_text.tar.gz" in err and str(download.MAX_TEXT_DEPTH) in err and "Traceback" not in err
   assert not (out / "results4").exists() and not list(out.glob(".results4*"))
 
 
@@ -159,7 +159,8 @@ def test_vocab_config_mismatch_after_download(server, tmp_path, capsys):
   out = tmp_path / "wiki"
   assert prep.main(["download", "--out", str(out), "--base-url", server.url, "--no-text", "--no-checkpoint",
                     "--quiet"]) == 2
-  assert "bert_config.json says vocab_size 30522" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert "bert_config.json" in err and "30522" in err, err
 
 
 def test_drive_urls():
@@ -197,7 +198,7 @@ def test_a_missing_vocab_names_the_download_that_fetches_it(server, tmp_path):
   data = write_text(tmp_path / "my data", parts=1, docs_per_part=4)
   r = _tinyperf(tmp_path, "prep", "wiki", "pretrain", "--data", "my data", "--quiet")
   assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-  assert "my data/vocab.txt: vocab file not found" in r.stderr, r.stderr
+  assert "my data/vocab.txt" in r.stderr, r.stderr
   (cmd,) = _hint_commands(r.stderr)
   assert cmd == ["tinyperf", "prep", "wiki", "download", "--out", "my data", "--no-text", "--no-checkpoint"], cmd
   got = _tinyperf(tmp_path, *cmd[1:], "--base-url", server.url, "--quiet")   # the mirror stands in for Google Drive
@@ -209,9 +210,8 @@ def test_a_missing_vocab_names_the_download_that_fetches_it(server, tmp_path):
 
   r = _tinyperf(tmp_path, "prep", "wiki", "pretrain", "--data", "my data", "--vocab", "missing.txt")
   assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-  assert "missing.txt: vocab file not found. Check the path given to --vocab" in r.stderr, r.stderr
+  assert "missing.txt" in r.stderr and "--vocab" in r.stderr, r.stderr
   (cmd,) = _hint_commands(r.stderr)
-  assert cmd[:4] == ["tinyperf", "prep", "wiki", "download"] and "as DIR/vocab.txt" in r.stderr, r.stderr
+  assert cmd[:4] == ["tinyperf", "prep", "wiki", "download"] and "DIR/vocab.txt" in r.stderr, r.stderr
   r = _tinyperf(tmp_path, "prep", "wiki", "pretrain", "--data", "my data", "--vocab", "my data")
-  assert r.returncode == 2 and "my data: a directory, not a vocab file" in r.stderr and "--vocab 'my data/vocab.txt'" \
-    in r.stderr, r.stderr
+  assert r.returncode == 2 and "--vocab 'my data/vocab.txt'" in r.stderr, r.stderr     # the flag as it should be

@@ -172,7 +172,12 @@ def test_dropout_knob_reaches_the_model_and_zero_turns_it_off():
 
 def test_closed_run_refuses_a_changed_dropout(tmp_path):
   import os, subprocess, sys
+  from tinyperf.benchmarks.bert.train import check_dropout
+  from tinyperf.benchmarks.common.config import ClosedModelError
+  from tinyperf.benchmarks.registry import load_config
   from tests.conftest import REPO
+  with pytest.raises(ClosedModelError, match="DROPOUT=0.0"): check_dropout(load_config("bert", "1xH200", environ={"DROPOUT": "0"}))
+  check_dropout(load_config("bert", "cpu_smoke", environ={"DROPOUT": "0"}))     # open: any dropout
   r = subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.bert.train", "--platform", "1xH200", "--phase", "run",
                       "--seed", "1", "--work", str(tmp_path / "results"), "--data", str(tmp_path / "data")],
                      cwd=REPO, env={**os.environ, "DROPOUT": "0", "DEV": "CPU"}, capture_output=True, text=True, timeout=300)

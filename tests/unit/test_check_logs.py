@@ -66,7 +66,7 @@ def test_init_over_30_minutes(tmp_path):
   assert f.first_failure.message.startswith("CHECK for 'init_stop' failed") and f.first_failure.line == 8
   (init,) = [x for x in f.findings if x.check == "init-time"]
   assert init.level == FAIL and init.line == 8
-  assert "init took 31.50 min" in init.message and "1.50 min over the 30-min closed limit" in init.message
+  assert all(n in init.message for n in ("31.50 min", "1.50 min", "30-min")), init.message   # took, over, the limit
   assert f.init_margin_minutes == pytest.approx(-1.5)
 
 
@@ -74,7 +74,7 @@ def test_init_close_to_the_limit_warns_and_passes(tmp_path):
   f = only(check_path(write_log(tmp_path / "result_0.txt", "resnet", init_minutes=28.0)))
   assert f.compliant
   (init,) = [x for x in f.findings if x.check == "init-time"]
-  assert init.level == WARN and "only 2.00 min under the 30-min closed limit" in init.message
+  assert init.level == WARN and "2.00 min" in init.message and "30-min" in init.message
 
 
 def test_open_division_gets_240_minutes_of_init(tmp_path):
@@ -85,7 +85,7 @@ def test_open_division_gets_240_minutes_of_init(tmp_path):
 def test_division_logged_after_init_stop(tmp_path):
   f = only(check_path(write_log(tmp_path / "result_0.txt", "resnet", division_after_init=True)))
   assert not f.checker_success and not f.compliant
-  assert any(x.check == "init-time" and "submission_division is logged after init_stop" in x.message
+  assert any(x.check == "init-time" and "submission_division" in x.message and "init_stop" in x.message
              for x in f.findings)
 
 
@@ -115,7 +115,7 @@ def test_key_logged_twice_warns_and_fails_with_werror(tmp_path):
   f = only(r)
   assert r.accepted and f.checker_success
   (d,) = [x for x in f.findings if x.check == "duplicate-key"]
-  assert d.level == WARN and d.line == second and "opt_base_learning_rate logged 2 times" in d.message
+  assert d.level == WARN and d.line == second and "opt_base_learning_rate" in d.message and "2 times" in d.message
   r = check_path(p, werror=True)
   f = only(r)
   assert not r.accepted and not f.checker_success        # the real checker ran with --werror
@@ -144,14 +144,14 @@ def test_wrong_ruleset_is_refused_with_the_accepting_ones(capsys, tmp_path, bm, 
   accepted = mlperf_tools.accepting_rulesets(bm, "closed")
   assert accepted[-1] == last and ruleset not in accepted
   msg = str(e.value)
-  assert f"ruleset {ruleset} does not accept closed {bm}" in msg and ", ".join(accepted) in msg
+  assert ruleset in msg and bm in msg and ", ".join(accepted) in msg
   assert cli(["check", "--ruleset", ruleset, str(p)]) == 2
   assert "Traceback" not in capsys.readouterr().err
 
 
 def test_unknown_ruleset_is_refused(tmp_path):
   p = write_log(tmp_path / "result_0.txt", "bert")
-  with pytest.raises(UserError, match=r"ruleset 9\.9\.9 is not one the installed mlperf_logging knows"):
+  with pytest.raises(UserError, match=r"\b9\.9\.9\b"):
     check_path(p, ruleset="9.9.9")
 
 

@@ -1,6 +1,7 @@
 """Training-state save/load: dedup of shared tensors, exact round trip into fresh objects, mismatch errors."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,7 +70,7 @@ def test_mismatch_is_an_error(tmp_path):
   saved[2].step(); saved[2].step()
   save_state(tmp_path / "s.safetensors", *saved)
   wide = build(0, RESNET_WIDTH=8)
-  with pytest.raises(ValueError, match="conv1.weight is .* in the file but"):
+  with pytest.raises(ValueError, match=r"conv1\.weight\b"):        # the first tensor whose shape differs
     load_state(tmp_path / "s.safetensors", *wide)
   assert wide[2].steps_done() == 0     # validated before loading: the matching counter was not half-loaded
   with pytest.raises(ValueError, match="missing|unexpected"):
@@ -77,7 +78,7 @@ def test_mismatch_is_an_error(tmp_path):
   (tmp_path / "w.safetensors").write_bytes((tmp_path / "s.safetensors").read_bytes())
   from tinygrad.nn.state import safe_save
   safe_save({"x": Tensor([1.0])}, str(tmp_path / "other.safetensors"))
-  with pytest.raises(ValueError, match="not a training state"):
+  with pytest.raises(ValueError, match=re.escape(str(tmp_path / "other.safetensors"))):
     load_state(tmp_path / "other.safetensors", *build(0))
   assert json.loads(read_metadata(tmp_path / "w.safetensors")["aliases"])
 

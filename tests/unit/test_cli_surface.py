@@ -34,7 +34,7 @@ def test_run_help_lists_every_platform(tmp_path):
 @pytest.mark.parametrize("typo, meant", [("tinybox-green", "tinybox_green"), ("1xh200", "1xH200"), ("cpusmoke", "cpu_smoke")])
 def test_a_mistyped_platform_gets_did_you_mean(tmp_path, typo, meant):
   r = tinyperf("run", "resnet", "--platform", typo, "--data", str(tmp_path), "--runtime", "host", cwd=tmp_path)
-  assert r.returncode == 2 and f"Did you mean {meant}?" in r.stderr, r.stderr
+  assert r.returncode == 2 and meant in r.stderr and typo in r.stderr, r.stderr     # the typo and the platform meant
   assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
 
 

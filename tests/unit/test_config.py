@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tinyperf.benchmarks.common.config import PLATFORMS, ConfigError, available_platforms, config_path
+from tinyperf.benchmarks.common.config import PLATFORMS, ClosedModelError, ConfigError, available_platforms, config_path
 from tinyperf.benchmarks.registry import ALL_KNOBS, BENCHMARKS, SCHEMA, load_config
 from tests.conftest import REPO
 from tinyperf.tooling.common.scripts import SCRIPTS
@@ -48,10 +48,11 @@ def test_env_overrides_one_knob_typed():
   assert cfg["EVAL_BS"] == 192  # untouched
 
 
-@pytest.mark.parametrize("env,msg", [({"BS": "lots"}, "BS must be int"), ({"DEV": "TPU"}, "allowed: NV"),
-                                     ({"BS": "1000"}, "not divisible by GPUS=6")])
-def test_bad_env_override_names_the_variable(env, msg):
-  with pytest.raises(ConfigError, match=msg): load_config("resnet", "tinybox_green", environ=env)
+@pytest.mark.parametrize("env,facts", [({"BS": "lots"}, ["BS", "'lots'"]), ({"DEV": "TPU"}, ["DEV", "NV"]),
+                                       ({"BS": "1000"}, ["BS=1000", "GPUS=6"])])
+def test_bad_env_override_names_the_variable(env, facts):
+  with pytest.raises(ConfigError) as e: load_config("resnet", "tinybox_green", environ=env)
+  assert all(f in str(e.value) for f in facts), e.value
 
 
 def _write(tmp_path, mutate, platform="tinybox_green"):
@@ -62,26 +63,34 @@ def _write(tmp_path, mutate, platform="tinybox_green"):
   return d / "config.yaml"
 
 
-@pytest.mark.parametrize("mutate,msg", [
-  (lambda r: r.update(BS_TYPO=1), "unknown key\\(s\\) BS_TYPO"),
-  (lambda r: r.pop("LR"), "missing required key LR"),
-  (lambda r: r.update(LR="fast"), "LR must be float"),
-  (lambda r: r.update(EPOCHS=37.5), "EPOCHS must be int"),
-  (lambda r: r.update(division="closed", ruleset="5.0.0"), "ruleset 5.0.0 does not accept closed resnet; use 4.0.0"),
-  (lambda r: r.update(RESNET_LAYERS="3,0,6"), "RESNET_LAYERS='3,0,6' must be positive integers"),
-  (lambda r: r.update(RESNET_LAYERS="3,4,6"), "division closed requires ResNet-50"),
-  (lambda r: r.update(platform="other"), "platform is 'other' but the directory is 'tinybox_green'"),
+@pytest.mark.parametrize("mutate,facts", [
+  (lambda r: r.update(BS_TYPO=1), ["BS_TYPO"]),
+  (lambda r: r.pop("LR"), ["LR"]),
+  (lambda r: r.update(LR="fast"), ["LR", "'fast'"]),
+  (lambda r: r.update(EPOCHS=37.5), ["EPOCHS", "37.5"]),
+  (lambda r: r.update(division="closed", ruleset="5.0.0"), ["5.0.0", "4.0.0"]),   # the ruleset and the one to use
+  (lambda r: r.update(RESNET_LAYERS="3,0,6"), ["RESNET_LAYERS", "'3,0,6'"]),
+  (lambda r: r.update(platform="other"), ["'other'", "'tinybox_green'"]),
 ])
-def test_invalid_config_names_file_and_key(tmp_path, mutate, msg):
+def test_invalid_config_names_file_and_key(tmp_path, mutate, facts):
   path = _write(tmp_path, mutate)
-  with pytest.raises(ConfigError, match=msg) as e: load_config("resnet", "tinybox_green", environ={}, path=path)
-  assert str(path) in str(e.value)
+  with pytest.raises(ConfigError) as e: load_config("resnet", "tinybox_green", environ={}, path=path)
+  assert str(path) in str(e.value) and all(f in str(e.value) for f in facts), e.value
+  assert not isinstance(e.value, ClosedModelError)
+
+
+def test_a_closed_config_with_another_model_is_refused(tmp_path):
+  path = _write(tmp_path, lambda r: r.update(RESNET_LAYERS="3,4,6"))
+  with pytest.raises(ClosedModelError) as e: load_config("resnet", "tinybox_green", environ={}, path=path)
+  assert str(path) in str(e.value) and "RESNET_LAYERS" in str(e.value)
 
 
 def test_bad_yaml_and_unknown_platform(tmp_path):
   p = tmp_path / "tinybox_green"; p.mkdir(); (p / "config.yaml").write_text("BS: [1,\n")
-  with pytest.raises(ConfigError, match="not valid YAML"): load_config("resnet", "tinybox_green", path=p / "config.yaml")
-  with pytest.raises(ConfigError, match="Valid platforms: .*tinybox_green"): load_config("resnet", "tinybox_blue")
+  with pytest.raises(ConfigError, match=f"^{re.escape(str(p / 'config.yaml'))}:[0-9]+: "):   # the file and line
+    load_config("resnet", "tinybox_green", path=p / "config.yaml")
+  with pytest.raises(ConfigError) as e: load_config("resnet", "tinybox_blue")
+  assert "tinybox_blue" in str(e.value) and "tinybox_green" in str(e.value)      # the bad name and the valid ones
 
 
 # a billion laughs: nine levels of nine aliases each, 9**9 strings once expanded; its repr never ends
@@ -179,20 +188,19 @@ def test_an_unset_data_dir_is_one_line_naming_the_script_and_exit_2(bm, tmp_path
   ("bert", {"CLIP_NORM": "-inf"}, "CLIP_NORM"),
 ])
 def test_out_of_range_knob_is_refused(bm, env, knob):
-  with pytest.raises(ConfigError, match=f"{knob}=.* is out of range: it must be in ") as e:
-    load_config(bm, "tinybox_green", environ=env)
-  assert f"environment variable {knob}" in str(e.value)
+  with pytest.raises(ConfigError) as e: load_config(bm, "tinybox_green", environ=env)
+  assert f"environment variable {knob}" in str(e.value) and SCHEMA[bm][knob].range in str(e.value)   # the allowed range
 
 
 @pytest.mark.parametrize("mutate,msg", [
-  (lambda r: r.update(GPUS=0), "GPUS=0 is out of range"),              # once a ZeroDivisionError in BS % GPUS
-  (lambda r: r.update(LR=float("nan")), "LR=nan is out of range"),
-  (lambda r: r.update(IMAGE_SIZE=-224), "IMAGE_SIZE=-224 is out of range"),
+  (lambda r: r.update(GPUS=0), "GPUS=0"),              # once a ZeroDivisionError in BS % GPUS
+  (lambda r: r.update(LR=float("nan")), "LR=nan"),
+  (lambda r: r.update(IMAGE_SIZE=-224), "IMAGE_SIZE=-224"),
 ])
 def test_out_of_range_in_the_file_names_it(tmp_path, mutate, msg):
   path = _write(tmp_path, mutate)
-  with pytest.raises(ConfigError, match=msg) as e: load_config("resnet", "tinybox_green", environ={}, path=path)
-  assert str(path) in str(e.value)
+  with pytest.raises(ConfigError) as e: load_config("resnet", "tinybox_green", environ={}, path=path)
+  assert str(path) in str(e.value) and msg in str(e.value)
 
 
 def test_every_numeric_knob_has_a_range():
@@ -201,39 +209,39 @@ def test_every_numeric_knob_has_a_range():
       if knob.type in (int, float): assert knob.range or knob.choices, f"{bm} {key} has no range"
 
 
-@pytest.mark.parametrize("env,msg", [({"BERT_HEADS": "3"}, "not divisible by BERT_HEADS=3"),
-                                     ({"MAX_PREDICTIONS": "600"}, "exceeds MAX_SEQ_LEN"),
-                                     ({"INIT_BERT_LAYERS": "30"}, "exceeds BERT_LAYERS")])
-def test_bert_shapes_must_agree(env, msg):
-  with pytest.raises(ConfigError, match=msg) as e: load_config("bert", "tinybox_green", environ=env)
-  assert f"({next(iter(env))} comes from the environment.)" in str(e.value)
+@pytest.mark.parametrize("env,other", [({"BERT_HEADS": "3"}, "BERT_HIDDEN="), ({"MAX_PREDICTIONS": "600"}, "MAX_SEQ_LEN="),
+                                       ({"INIT_BERT_LAYERS": "30"}, "BERT_LAYERS=")])
+def test_bert_shapes_must_agree(env, other):
+  with pytest.raises(ConfigError) as e: load_config("bert", "tinybox_green", environ=env)
+  key = next(iter(env))
+  assert f"{key}={env[key]}" in str(e.value) and other in str(e.value), e.value   # both values that disagree
+  assert f"({key} comes from the environment.)" in str(e.value)                   # and where the value came from
 
 
 def test_a_consistency_error_names_only_the_environment_values_it_involves(tmp_path):
   # the file's EVAL_BS is what is wrong; BS, set in the environment, is not part of it (though "BS=" is in "EVAL_BS=")
   raw = yaml.safe_load(config_path("bert", "tinybox_green").read_text()); raw["EVAL_BS"] = 97
   d = tmp_path / "tinybox_green"; d.mkdir(); (d / "config.yaml").write_text(yaml.safe_dump(raw))
-  with pytest.raises(ConfigError, match="EVAL_BS=97 is not divisible by GPUS=6") as e:
-    load_config("bert", "tinybox_green", environ={"BS": "192"}, path=d / "config.yaml")
-  assert "environment" not in str(e.value)
+  with pytest.raises(ConfigError) as e: load_config("bert", "tinybox_green", environ={"BS": "192"}, path=d / "config.yaml")
+  assert "EVAL_BS=97" in str(e.value) and "GPUS=6" in str(e.value) and "environment" not in str(e.value)
 
 
-@pytest.mark.parametrize("benchmark, env, msg", [("resnet", {"EPOCHS": "1"}, "WARMUP_EPOCHS=1 is not below EPOCHS=1"),
-                                                 ("bert", {"TRAIN_STEPS": "20"}, "WARMUP_STEPS=20 is not below TRAIN_STEPS=20")])
-def test_a_schedule_must_warm_up_before_it_ends(tmp_path, benchmark, env, msg):
+@pytest.mark.parametrize("benchmark, env, facts", [("resnet", {"EPOCHS": "1"}, ["WARMUP_EPOCHS=1", "EPOCHS=1"]),
+                                                   ("bert", {"TRAIN_STEPS": "20"}, ["WARMUP_STEPS=20", "TRAIN_STEPS=20"])])
+def test_a_schedule_must_warm_up_before_it_ends(tmp_path, benchmark, env, facts):
   # cpu_smoke warms up for 1 epoch (ResNet) and 20 steps (BERT); a shortened schedule no longer than that died in the
   # LR scheduler's assert with a traceback after the log was opened
-  with pytest.raises(ConfigError, match=msg) as e: load_config(benchmark, "cpu_smoke", environ=env)
-  assert f"({next(iter(env))} comes from the environment.)" in str(e.value)
+  with pytest.raises(ConfigError) as e: load_config(benchmark, "cpu_smoke", environ=env)
+  assert all(f in str(e.value) for f in facts) and f"({next(iter(env))} comes from the environment.)" in str(e.value)
   raw = yaml.safe_load(config_path(benchmark, "cpu_smoke").read_text()); raw.update({k: int(v) for k, v in env.items()})
   d = tmp_path / "cpu_smoke"; d.mkdir(); (d / "config.yaml").write_text(yaml.safe_dump(raw))
-  with pytest.raises(ConfigError, match=msg) as e: load_config(benchmark, "cpu_smoke", environ={}, path=d / "config.yaml")
-  assert "environment" not in str(e.value)                  # the file's own value: the message says only the file
+  with pytest.raises(ConfigError) as e: load_config(benchmark, "cpu_smoke", environ={}, path=d / "config.yaml")
+  assert all(f in str(e.value) for f in facts) and "environment" not in str(e.value)                  # the file's own value: the message says only the file
   load_config(benchmark, "cpu_smoke", environ={k: str(int(v) + 1) for k, v in env.items()})
   r = subprocess.run([sys.executable, "-m", f"tinyperf.benchmarks.{benchmark}.train", "--platform", "cpu_smoke", "--phase", "all",
                       "--seed", "1", "--work", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
                      capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-  assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert r.returncode == 2 and all(f in r.stderr for f in facts) and "Traceback" not in r.stderr, r.stderr
   assert not (tmp_path / "r").exists()
 
 
@@ -243,7 +251,7 @@ def test_out_of_range_knob_stops_run_before_anything_is_written(capsys, tmp_path
   code = cli(["run", "resnet", "--platform", "cpu_smoke", "--data", str(tmp_path / "data"), "--results",
               str(tmp_path / "out"), "--runtime", "host"])
   err = capsys.readouterr().err
-  assert code == 2 and "BS=0 is out of range" in err and "Traceback" not in err
+  assert code == 2 and "BS=0" in err and "Traceback" not in err
   assert not (tmp_path / "out").exists()
 
 
@@ -254,8 +262,8 @@ def test_misspelt_knob_in_the_environment_warns(monkeypatch, capsys):
   monkeypatch.setenv("EVAL_BSS", "64")
   load_config("resnet", "tinybox_green")
   err = capsys.readouterr().err
-  assert "TRAIN_BAEM is not a knob and is ignored; did you mean TRAIN_BEAM?" in err
-  assert "EVAL_BSS is not a knob and is ignored; did you mean EVAL_BS?" in err
+  for typo, knob in (("TRAIN_BAEM", "TRAIN_BEAM"), ("EVAL_BSS", "EVAL_BS")):   # the misspelt name and the knob meant
+    assert re.search(rf"^warning: .*\b{typo}\b.*\b{knob}\b", err, re.M), err
 
 
 def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
@@ -266,7 +274,7 @@ def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
               "BEAM_TIMEOUT_SEC", "CACHEDB", "CACHELEVEL", "SEED", "DATADIR", "LRU", "WARMUP_STEPS", "EVAL_STEP_FREQ"]
   for name in ordinary: monkeypatch.setenv(name, os.environ.get(name, "1"))
   for bm in BENCHMARKS: load_config(bm, "tinybox_green")
-  assert "did you mean" not in capsys.readouterr().err
+  assert "warning:" not in capsys.readouterr().err
   # and none of tinygrad's own variables looks like a knob
   import re, tinygrad
   src = "\n".join(p.read_text() for p in Path(tinygrad.__file__).parent.rglob("*.py"))
@@ -282,7 +290,7 @@ def test_ordinary_environment_variables_never_warn(monkeypatch, capsys):
 def test_an_override_of_the_closed_model_loads_for_a_bench_and_is_refused_for_a_run(tmp_path, benchmark, env):
   from tinyperf.benchmarks.common.config import require_closed_model
   cfg = load_config(benchmark, "1xH200", environ=env)          # `python -m lab.bench` and --phase init may time it
-  with pytest.raises(ConfigError, match="division closed requires") as e: require_closed_model(cfg)
+  with pytest.raises(ClosedModelError) as e: require_closed_model(cfg)
   assert all(f"{k}={v}" in str(e.value) for k, v in env.items()) and str(cfg.path) in str(e.value)
   require_closed_model(load_config(benchmark, "1xH200", environ={}))           # the closed model itself
   if benchmark == "resnet": require_closed_model(load_config(benchmark, "1xH200", environ={"RESNET_LAYERS": "3, 4, 6, 3"}))
@@ -291,14 +299,14 @@ def test_an_override_of_the_closed_model_loads_for_a_bench_and_is_refused_for_a_
   r = subprocess.run([sys.executable, "-m", f"tinyperf.benchmarks.{benchmark}.train", "--platform", "1xH200", "--phase", "all",
                       "--seed", "1", "--work", str(tmp_path / "r"), "--data", str(tmp_path)], cwd=REPO,
                      capture_output=True, text=True, timeout=120, env={**os.environ, **env})
-  assert r.returncode == 2 and "division closed requires" in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert r.returncode == 2 and all(f"{k}={v}" in r.stderr for k, v in env.items()) and "Traceback" not in r.stderr, r.stderr
   assert not (tmp_path / "r").exists()
 
 
 def test_a_closed_bert_config_file_must_be_bert_large(tmp_path):
   raw = yaml.safe_load(config_path("bert", "1xH200").read_text()); raw["BERT_LAYERS"] = 12
   d = tmp_path / "1xH200"; d.mkdir(); (d / "config.yaml").write_text(yaml.safe_dump(raw))
-  with pytest.raises(ConfigError, match="division closed requires BERT-large .*not BERT_LAYERS 12"):
+  with pytest.raises(ClosedModelError, match="BERT_LAYERS 12"):
     load_config("bert", "1xH200", environ={}, path=d / "config.yaml")
 
 
@@ -306,9 +314,9 @@ def test_a_closed_bert_config_file_must_be_bert_large(tmp_path):
 def test_a_ranked_search_needs_the_first_uncaptured_step_without_beam(env):
   # without IGNORE_JIT_FIRST_BEAM=1 tinygrad searched every kernel in the first, uncaptured step (cpu_smoke ResNet: a
   # 247 s step 0 under BEAM_BUDGET_S=0) before the bounded search began
-  with pytest.raises(ConfigError, match="bounds? the BEAM search only with IGNORE_JIT_FIRST_BEAM=1") as e:
+  with pytest.raises(ConfigError, match="IGNORE_JIT_FIRST_BEAM=1") as e:    # the setting that fixes it
     load_config("resnet", "cpu_smoke", environ=env)
-  assert "comes from the environment" in str(e.value) or "come from the environment" in str(e.value)
+  assert all(k in str(e.value) for k in env) and "environment" in str(e.value)
   load_config("resnet", "cpu_smoke", environ={**env, "IGNORE_JIT_FIRST_BEAM": "1"})
   load_config("resnet", "cpu_smoke", environ={**env, "TRAIN_BEAM": "0", "EVAL_BEAM": "0"})   # no BEAM: nothing to bound
   load_config("resnet", "1xH200", environ={})                                                  # the configs that rank
@@ -318,10 +326,10 @@ def test_a_ranked_search_needs_the_first_uncaptured_step_without_beam(env):
 def test_a_value_a_command_set_from_its_flag_is_named_by_that_flag():
   # `python -m lab.bench --bs 0` sets BS in its tinygrad side's environment: the refusal names the flag the user typed, not an
   # environment variable the user never set; what the environment itself set is still named as such
-  with pytest.raises(ConfigError, match=r"^--bs 0: BS=0 is out of range") as e:
+  with pytest.raises(ConfigError, match=r"^--bs 0: BS=0\b") as e:
     load_config("resnet", "cpu_smoke", environ={"BS": "0"}, given_as={"BS": "--bs 0"})
   assert "environment" not in str(e.value)
-  with pytest.raises(ConfigError, match="bounds? the BEAM search only with IGNORE_JIT_FIRST_BEAM=1") as e:
+  with pytest.raises(ConfigError, match="IGNORE_JIT_FIRST_BEAM=1") as e:
     load_config("resnet", "cpu_smoke", environ={"TRAIN_BEAM": "1", "BEAM_BUDGET_S": "10"}, given_as={"TRAIN_BEAM": "--beam 1"})
   assert str(e.value).endswith("(BEAM_BUDGET_S comes from the environment; TRAIN_BEAM from --beam 1.)"), e.value
 
@@ -335,5 +343,5 @@ def test_division_open_from_the_environment_makes_a_closed_config_open_and_never
   smoke = load_config("bert", "cpu_smoke", environ={"DIVISION": "open"})
   assert smoke["division"] == "open" and "DIVISION" not in smoke.overridden
   for bad in ("closed", "Open"):
-    with pytest.raises(ConfigError, match=f"DIVISION='{bad}': only DIVISION=open is accepted"):
+    with pytest.raises(ConfigError, match=f"DIVISION='{bad}'.*DIVISION=open"):   # the value given and the one accepted
       load_config("resnet", "cpu_smoke", environ={"DIVISION": bad})

@@ -34,7 +34,7 @@ def test_a_rerun_refuses_a_corpus_of_another_text(tmp_path):
   r = e2e(cwd=tmp_path, E2E="bert", TEXT="synthetic", DATA="d", JOB="j", VOCAB="v",
           PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}")
   assert r.returncode == 2, r
-  assert f"{tmp_path / 'd'} holds a corpus of TEXT=docstrings, not TEXT=synthetic" in r.stderr, r.stderr
+  assert all(f in r.stderr for f in (str(tmp_path / "d"), "TEXT=docstrings", "TEXT=synthetic")), r.stderr
   assert not (tmp_path / "j" / "run.log").exists()
 
 
@@ -42,8 +42,8 @@ def test_a_python_without_the_packages_is_refused_before_anything_runs(tmp_path)
   # a leased machine whose wheels did not travel: every step failed in seconds and the run still said "done"
   r = e2e(cwd=tmp_path, E2E="resnet", JOB="j", PYTHONPATH="", PATH=f"/usr/bin{os.pathsep}/bin")
   events = (tmp_path / "j" / "events").read_text()
-  assert r.returncode == 2 and "cannot import: tinygrad mlperf_logging" in r.stderr and "Traceback" not in r.stderr, r
-  assert "refused: e2e_h200.sh: python3" in events and events.rstrip().endswith("done")
+  assert r.returncode == 2 and "tinygrad mlperf_logging" in r.stderr and "Traceback" not in r.stderr, r   # what is missing
+  assert "refused: " in events and events.rstrip().endswith("done")
   assert not (tmp_path / "j" / "data").exists() and not (tmp_path / "j" / "run.log").exists()
   typed = (tmp_path / "j" / "command").read_text()   # the command as typed, for lab/scripts/e2e_record.py
   assert typed.startswith("E2E=resnet ") and typed.endswith(" JOB=j lab/scripts/e2e_h200.sh\n"), typed
@@ -65,13 +65,13 @@ def test_a_second_run_on_the_machine_is_refused_while_the_first_holds_the_lock(t
       time.sleep(0.05)
     r = e2e(cwd=tmp_path, E2E="bert", JOB="b", PATH=venv_path())
     assert r.returncode == 2 and "Traceback" not in r.stderr, r
-    assert f"another e2e_h200.sh runs on this machine (JOB={tmp_path / 'job'}" in r.stderr, r.stderr
+    assert f"JOB={tmp_path / 'job'}" in r.stderr, r.stderr          # the run that holds the machine
     events = (tmp_path / "b" / "events").read_text()
-    assert "refused: e2e_h200.sh: another" in events and events.rstrip().endswith("done")
+    assert "refused: " in events and events.rstrip().endswith("done")
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["events"]   # nothing else written
     # the running job's own folder again: its events and command are the running one's, left as they were
     r = e2e(cwd=tmp_path, E2E="resnet", JOB="job", PATH=venv_path())
-    assert r.returncode == 2 and "another e2e_h200.sh runs" in r.stderr, r
+    assert r.returncode == 2 and f"JOB={tmp_path / 'job'}" in r.stderr, r
     assert (tmp_path / "job" / "events").read_text() == "1 t=0s start resnet\n"
     assert not (tmp_path / "job" / "command").exists()
   finally:
@@ -85,6 +85,6 @@ def test_a_gpu_another_process_holds_is_refused_and_the_lock_let_go(tmp_path):
   (bin_ / "nvidia-smi").chmod(0o755)
   for job in ("j1", "j2"):   # the second is refused for the GPU too, not for a lock the first kept
     r = e2e(cwd=tmp_path, E2E="bert", JOB=job, PATH=venv_path(bin_))
-    assert r.returncode == 2 and "the GPU is in use by another process (4242, python3, 22451 MiB)" in r.stderr, r
+    assert r.returncode == 2 and "4242, python3, 22451 MiB" in r.stderr, r      # the process nvidia-smi listed
     assert not (tmp_path / job / "data").exists() and not (tmp_path / job / "host.txt").exists()
   assert (tmp_path / "e2e_h200.lock").read_text() == f"{tmp_path / 'j2'}\n"

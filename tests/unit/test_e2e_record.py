@@ -78,14 +78,14 @@ def test_the_record_of_a_gpu_job_carries_its_machine_figures_and_verdict(tmp_pat
 
 def test_bad_input_is_refused_with_exit_2_naming_it(tmp_path, job):
   r = record("job.tgz", "--record", "perf/x.jsonl", "--what", "w", cwd=tmp_path)
-  assert r.returncode == 2 and "job.tgz has no command file" in r.stderr and "--command" in r.stderr, r
+  assert r.returncode == 2 and "job.tgz" in r.stderr and "--command" in r.stderr, r      # the archive and the flag
   with tarfile.open(job) as t, tarfile.open(tmp_path / "no_result.tgz", "w:gz") as out:   # a run that made no log
     for m in t.getmembers():
       if "result_" not in m.name: out.addfile(m, t.extractfile(m) if m.isfile() else None)
   r = record("no_result.tgz", "--record", "perf/x.jsonl", "--what", "w", "--command", COMMAND, cwd=tmp_path)
-  assert r.returncode == 2 and "no_result.tgz holds no results/result_*.txt" in r.stderr, r
+  assert r.returncode == 2 and "no_result.tgz" in r.stderr and "results/result_*.txt" in r.stderr, r
   r = record(".", "--record", "perf/x.jsonl", "--what", "w", "--command", COMMAND, cwd=tmp_path)   # a folder
-  assert r.returncode == 2 and "is not the e2e.tgz that `lab/scripts/e2e_h200.sh collect DIR` writes" in r.stderr, r
+  assert r.returncode == 2 and "`lab/scripts/e2e_h200.sh collect DIR`" in r.stderr, r   # the command that makes one
   r = record("job.tgz", "--record", "perf/x.json", "--what", "w", "--command", COMMAND, cwd=tmp_path)
-  assert r.returncode == 2 and "a record is a .jsonl file" in r.stderr and "Traceback" not in r.stderr, r
+  assert r.returncode == 2 and "perf/x.json" in r.stderr and ".jsonl" in r.stderr and "Traceback" not in r.stderr, r
   assert not (tmp_path / "perf").exists()

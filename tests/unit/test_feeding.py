@@ -1,6 +1,8 @@
 """The CPU feeding budget of ResNet platforms: arithmetic, the line and the warning at run start and in the preflight,
 cgroup limits, the config knobs behind it."""
 from __future__ import annotations
+import re
+
 import pytest
 import yaml
 
@@ -37,16 +39,15 @@ def test_line_and_warning_on_a_host_with_few_cores():
                       "measured by bench_decode, so 14 loader core(s) + 1 for the training process); this host has 4")
   assert not b.ok
   (w,) = b.warnings()
-  assert "this host has 4 core(s) but tinybox_red needs 15" in w
-  assert "about 945 of the 4,380 img/s" in w and "(22 %)" in w      # 3 loader cores x 315
-  assert "at least 15 cores" in w
+  # the host's cores, the platform's need, what 3 loader cores x 315 feed, and its share of the GPUs' rate
+  assert all(f in w for f in ("4 core(s)", "tinybox_red", "15 cores", "945", "4,380 img/s", "(22 %)")), w
   assert F.budget(load_config("resnet", "tinybox_red", environ={}), host=15).warnings() == []
 
 
 def test_too_few_workers_is_reported():
   cfg = load_config("resnet", "tinybox_green", environ={"NUM_WORKERS": "8"})
   (w,) = F.budget(cfg, host=64).warnings()
-  assert "NUM_WORKERS=8" in w and "20 are needed" in w
+  assert "NUM_WORKERS=8" in w and re.search(r"\b20\b", w), w
 
 
 def test_run_phase_prints_the_budget(capsys):
@@ -54,7 +55,8 @@ def test_run_phase_prints_the_budget(capsys):
   print_feeding_budget(load_config("resnet", "2xH200", environ={}), host=2)
   out, err = capsys.readouterr()
   assert out.startswith("feeding budget: 2xH200 needs 4 cores to feed its 2 GPU(s) at 682 img/s") and "this host has 2" in out
-  assert "!" * 100 in err and "WARNING: this host has 2 core(s) but 2xH200 needs 4" in err
+  (warning,) = [l for l in err.splitlines() if l.startswith("WARNING:")]
+  assert "!" * 100 in err and all(f in warning for f in ("2 core(s)", "2xH200", "4")), err
   print_feeding_budget(load_config("resnet", "2xH200", environ={}), host=4)
   out, err = capsys.readouterr()
   assert "this host has 4" in out and err == ""
@@ -89,7 +91,7 @@ def test_preflight_warns_but_passes(tmp_path, monkeypatch, capsys):
   assert pf.run() == 0
   out = capsys.readouterr().out
   assert "preflight ok     cores: cpu_smoke needs 2 cores" in out and "this host has 1 -- WARNING" in out
-  assert "WARNING: this host has 1 core(s) but cpu_smoke needs 2" in out
+  assert any(l.startswith("WARNING:") and "1 core(s)" in l and "cpu_smoke" in l for l in out.splitlines()), out
   assert "0 failed, warnings: cores" in out
   pf = PF.Preflight(cfg, tmp_path, work, host_cores=2)
   assert pf.run() == 0
@@ -111,13 +113,12 @@ def test_every_resnet_config_states_its_budget():
 def test_bad_budget_values(tmp_path):
   raw = yaml.safe_load(config_path("resnet", "tinybox_green").read_text())
   d = tmp_path / "tinybox_green"; d.mkdir()
-  for key, val, msg in (("FEED_IMG_S_PER_GPU", 0, "out of range: it must be in \\(0,\\)"),
-                        ("LOADER_IMG_S_PER_CORE", "fast", "must be float")):
+  for key, val, fact in (("FEED_IMG_S_PER_GPU", 0, "(0,"), ("LOADER_IMG_S_PER_CORE", "fast", "'fast'")):
     (d / "config.yaml").write_text(yaml.safe_dump({**raw, key: val}))
-    with pytest.raises(ConfigError, match=f"{key}.*{msg}|{msg}"):
-      load_config("resnet", "tinybox_green", environ={}, path=d / "config.yaml")
+    with pytest.raises(ConfigError) as e: load_config("resnet", "tinybox_green", environ={}, path=d / "config.yaml")
+    assert key in str(e.value) and fact in str(e.value), e.value     # the knob, and its range or bad value
   (d / "config.yaml").write_text(yaml.safe_dump({k: v for k, v in raw.items() if k != "LOADER_IMG_S_PER_CORE"}))
-  with pytest.raises(ConfigError, match="missing required key LOADER_IMG_S_PER_CORE"):
+  with pytest.raises(ConfigError, match="LOADER_IMG_S_PER_CORE"):
     load_config("resnet", "tinybox_green", environ={}, path=d / "config.yaml")
 
 

@@ -23,7 +23,7 @@ from tinyperf.tooling.common.judge.submission_checks import _oversized
 from tinyperf.tooling.cli import main as cli
 from tinyperf.tooling.common.mllog_reader import read_log
 from tinyperf.tooling.ship.report import throughput_series
-from tinyperf.tooling.common.safe_read import MAX_LOG_BYTES
+from tinyperf.tooling.common.safe_read import MAX_LOG_BYTES, MAX_TREE_DEPTH
 from tinyperf.tooling.common.submission_tree import discover
 
 BENCH = ("results", "tinybox_green", "resnet")
@@ -64,7 +64,7 @@ def set_event(path: Path, key: str, field: str, raw: str, nth: int = 0) -> None:
 def test_time_ms_not_a_finite_integer_is_a_malformed_file(capsys, tmp_path, key, raw, verb):
   p = write_log(tmp_path / "result_0.txt", "resnet")
   set_event(p, key, "time_ms", raw)
-  bad_input(capsys, verb, p, f"{p}:", "not a finite integer")
+  bad_input(capsys, verb, p, f"{p}:", "time_ms")
   assert "score" not in capsys.readouterr().out
 
 
@@ -82,7 +82,7 @@ def test_package_refuses_a_nan_run_stop_instead_of_packing_it(capsys, tmp_path):
   code = cli(["package", "--org", "tinycorp", "--out", str(tmp_path / "out"), "--results", str(R),
               "--systems", str(tmp_path / "systems")])
   err = capsys.readouterr().err
-  assert code == 2 and f"{p}:" in err and "time_ms nan" in err and "Traceback" not in err
+  assert code == 2 and f"{p}:" in err and "time_ms nan" in err and "Traceback" not in err   # the file, field and value
   assert not (tmp_path / "out").exists()
 
 
@@ -100,14 +100,14 @@ def test_integral_float_time_ms_is_accepted(tmp_path):
 def test_submission_value_not_a_string(capsys, tmp_path, key, raw, verb):
   p = write_log(tmp_path / "result_0.txt", "resnet")
   set_event(p, key, "value", raw)
-  bad_input(capsys, verb, p, f"{p}:", key, "not a string")
+  bad_input(capsys, verb, p, f"{p}:", key)
 
 
 def test_seed_infinity_is_a_failed_run_not_a_traceback(tmp_path):
   p = write_log(tmp_path / "result_0.txt", "resnet")
   set_event(p, "seed", "value", "Infinity")
   report = check_path(p)
-  assert not report.accepted and any("seed inf is not an integer" in f.message for f in report.files[0].findings)
+  assert not report.accepted and any(f.check == "seed" and "inf" in f.message for f in report.files[0].findings)
 
 
 def test_seed_logged_as_a_padded_string(tmp_path):
@@ -131,7 +131,7 @@ def test_scaling_json_not_a_finite_positive_number(capsys, tmp_path, raw):
   org = make_package(tmp_path, "resnet")
   sj = org.joinpath(*BENCH, "scaling.json")
   sj.write_text('{"scaling_factor": %s}' % raw)
-  bad_input(capsys, "score", org.joinpath(*BENCH), str(sj), "finite positive")
+  bad_input(capsys, "score", org.joinpath(*BENCH), str(sj))
 
 
 # --- what sits in a results directory: only regular files are read, and never more than the cap ------------------
@@ -149,7 +149,7 @@ def test_fifo_named_console_txt_does_not_hang_check(tmp_path):
   t = time.monotonic()
   r = run_cli("check", str(org.joinpath(*BENCH)))
   assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-  assert f"{fifo}: a FIFO (named pipe)" in r.stderr and time.monotonic() - t < 30
+  assert f"{fifo}: " in r.stderr and "FIFO" in r.stderr and time.monotonic() - t < 30
 
 
 def test_fifo_as_the_log_itself(capsys, tmp_path):
@@ -162,7 +162,7 @@ def test_link_to_dev_zero_is_not_read(capsys, tmp_path):
   org = make_package(tmp_path, "resnet")
   junk = org.joinpath(*BENCH, "junk.log")
   junk.symlink_to("/dev/zero")
-  bad_input(capsys, "check", org.joinpath(*BENCH), str(junk), "a character device in a results directory")
+  bad_input(capsys, "check", org.joinpath(*BENCH), str(junk), "character device")
   bad_input(capsys, "check", junk, str(junk), "character device")
 
 
@@ -216,7 +216,7 @@ def test_directory_link_loop_under_power_is_refused_before_it_is_copied(capsys, 
   org = make_package(tmp_path, "resnet")
   (org.joinpath(*BENCH, "power")).mkdir()
   org.joinpath(*BENCH, "power", "up").symlink_to("..")      # copytree would follow it forever
-  bad_input(capsys, "check", org, "power/up", "a symbolic link to a directory")
+  bad_input(capsys, "check", org, "power/up", "symbolic link")
 
 
 def _unprivileged() -> list[str]:
@@ -255,7 +255,7 @@ def test_runs_of_one_set_with_different_batch_sizes_are_rejected(tmp_path):
   (dr,) = report.dirs
   hp = [f for f in dr.findings if f.check == "hyperparameters"]
   assert not report.accepted and len(hp) == 1
-  assert "global_batch_size is 1536 in result_0.txt but 768 in result_3.txt" in hp[0].message
+  assert all(f in hp[0].message for f in ("global_batch_size", "1536", "result_0.txt", "768", "result_3.txt")), hp
 
 
 def hparam_findings(bench_dir: Path) -> list[str]:
@@ -271,7 +271,7 @@ def test_a_hyperparameter_missing_from_one_run_is_a_disagreement(tmp_path):
   p = org.joinpath("results", "tinybox_green", "bert", "result_7.txt")
   p.write_text("".join(l for l in p.read_text().splitlines(keepends=True) if '"key": "opt_lamb_beta_2"' not in l))
   (msg,) = hparam_findings(p.parent)
-  assert "opt_lamb_beta_2 is logged by result_0.txt (0.999) but not by result_7.txt" in msg
+  assert all(f in msg for f in ("opt_lamb_beta_2", "result_0.txt", "0.999", "result_7.txt")), msg
 
 
 def test_identical_settings_and_per_run_values_do_not_trip_the_hyperparameter_check(tmp_path):
@@ -293,7 +293,7 @@ def test_a_results_tree_nested_1500_deep_is_bad_input_not_a_recursion_error(caps
   finally:
     os.chdir(cwd)
   try:
-    bad_input(capsys, verb, org, "nested more than")
+    bad_input(capsys, verb, org, str(org), str(MAX_TREE_DEPTH))      # the tree and the depth it may not pass
   finally:   # shutil.rmtree, and so pytest's cleanup of old temp folders, recurses: take the chain apart bottom up
     try:
       os.chdir(d)
@@ -315,7 +315,7 @@ def test_the_second_of_two_packages_into_one_out_writes_nothing_and_says_why(cap
   code = cli(["package", "--org", "tinycorp", "--out", str(out), "--results", str(R), "--systems", str(tmp_path / "systems"),
               "--allow-dirty"])   # the runs' made-up commit: the race is the point here, not the code
   err = capsys.readouterr().err
-  assert code == 2 and "appeared while this package was assembled" in err and "Traceback" not in err, err
+  assert code == 2 and str(out / "tinycorp") in err and "Traceback" not in err, err
   assert sorted(p.name for p in out.iterdir()) == ["mlperf_submission_tinycorp.tar.gz", "tinycorp"]
   assert [p.name for p in (out / "tinycorp").iterdir()] == ["theirs"]
   assert (out / "mlperf_submission_tinycorp.tar.gz").read_bytes() == b"theirs"

@@ -2,6 +2,7 @@
 an exhausted seed space. Real files and real POSIX locks (a second process holds a claim)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def test_a_dead_launchers_finished_log_is_recorded_done_not_redone(tmp_path):
   log = _finished_log(led, led.latest(0), status="aborted")
   (msg,) = led.settle()
   att = led.latest(0)
-  assert "recorded as done" in msg and att.status == L.DONE and att.converged is False
+  assert msg.startswith("run 0 (seed 7):") and att.status == L.DONE and att.converged is False
   assert att.sha256 == file_digest(log, "sha256") and att.result.endswith("results/sys1/resnet/result_0.txt")
   assert led.pending(1) == [] and led.check_result(att)[0] == "copy"   # its copy is what is left to do
 
@@ -93,7 +94,7 @@ def test_result_file_missing_or_changed_is_reported(tmp_path):
   assert led.check_result(att)[0] == "copy"            # the run's own log is intact: run copies it again
   log.unlink()
   kind, msg = led.check_result(att)
-  assert kind == "missing" and "MISSING" in msg and "not redone" in msg
+  assert kind == "missing" and "MISSING" in msg and str(res) in msg
 
 
 def test_restore_command_for_a_changed_result_is_pasteable_with_a_space_in_the_path(tmp_path):
@@ -119,8 +120,8 @@ def test_paths_are_stored_relative(tmp_path):
 
 def test_a_dangling_symlink_result_is_refused_before_the_run(tmp_path):
   (tmp_path / "result_0.txt").symlink_to(tmp_path / "nowhere")
-  with pytest.raises(UserError, match="never overwritten"):
-    refuse_unknown_results(tmp_path, tmp_path / "ledger.json", [0])
+  with pytest.raises(UserError) as e: refuse_unknown_results(tmp_path, tmp_path / "ledger.json", [0])
+  assert str(tmp_path / "result_0.txt") in str(e.value) and str(tmp_path / "ledger.json") in str(e.value)
 
 
 def test_finished_runs_that_missed_the_target_are_named(tmp_path):
@@ -142,7 +143,7 @@ def test_status_hint_for_a_local_set_is_the_run_command(tmp_path):
                      capture_output=True, text=True, timeout=120)
   assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
   assert "--resume" not in r.stdout, r.stdout
-  assert "Rerun the same `tinyperf run` command" in r.stdout, r.stdout
+  assert "`tinyperf run`" in r.stdout, r.stdout
 
 
 def test_status_counts_the_runs_a_set_asked_for_not_only_those_it_started(tmp_path):
@@ -239,7 +240,7 @@ def test_a_tampered_result_path_is_refused_and_nothing_is_written_outside_the_re
   from tinyperf.tooling.launch.run import verify_results
   for bad in ("../escaped.txt", str(tmp_path / "escaped.txt"), "results/sys1/resnet/../../../../escaped.txt"):
     doc = json.loads(path.read_text()); doc["attempts"][0]["result"] = bad; path.write_text(json.dumps(doc))
-    with pytest.raises(UserError, match="where `tinyperf run` writes it"): verify_results(T.ResultSet.of_runs_dir(path.parent), fix=True)
+    with pytest.raises(UserError, match=re.escape(bad)): verify_results(T.ResultSet.of_runs_dir(path.parent), fix=True)
     assert not (tmp_path / "escaped.txt").exists()
 
 
@@ -293,7 +294,7 @@ def test_status_of_a_compose_set_after_a_kill_and_its_resume(tmp_path):
                               capture_output=True, text=True, timeout=120)
   r = st()
   assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
-  assert "Rerun `docker compose run --rm resnet-cpu`" in r.stdout and "tinyperf run" not in r.stdout, r.stdout
+  assert "`docker compose run --rm resnet-cpu`" in r.stdout and "tinyperf run" not in r.stdout, r.stdout
   # the service runs again: it settles the killed attempt (interrupted) and redoes the run with a new seed
   with L.Ledger.locked(path) as led:
     led.settle()

@@ -13,7 +13,7 @@ def test_an_unknown_argument_starts_nothing(tmp_path):
   job = tmp_path / "job"
   r = subprocess.run([str(SCRIPT), "pol"], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                      env={**os.environ, "JOB": str(job)})
-  assert r.returncode == 2 and "unknown argument 'pol'" in r.stderr and "Usage:" in r.stderr, r.stderr
+  assert r.returncode == 2 and "'pol'" in r.stderr and "Usage:" in r.stderr, r.stderr
   assert not job.exists()
 
 

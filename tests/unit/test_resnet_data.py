@@ -5,6 +5,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import re
 import shutil
 
 import numpy as np
@@ -71,7 +72,7 @@ def _edit_manifest(root, fn):
 
 
 def test_missing_data_dir_and_manifest(tmp_path):
-  with pytest.raises(D.DataError, match=r"does not exist.*tinyperf prep"):
+  with pytest.raises(D.DataError, match=rf"{re.escape(str(tmp_path / 'nope'))}.*`tinyperf prep "):   # the folder, the fix
     D.load_manifest(tmp_path / "nope")
   with pytest.raises(D.DataError) as e:
     D.load_manifest(tmp_path)
@@ -81,17 +82,17 @@ def test_missing_data_dir_and_manifest(tmp_path):
 
 def test_manifest_wrong_version(syn_copy):
   _edit_manifest(syn_copy, lambda r: r.update(version=99))
-  with pytest.raises(D.DataError, match=r"version 99.*reads version 1.*tinyperf prep"):
-    D.load_manifest(syn_copy)
+  with pytest.raises(D.DataError) as e: D.load_manifest(syn_copy)
+  assert all(f in str(e.value) for f in ("99", f"version {D.MANIFEST_VERSION}", "`tinyperf prep ")), e.value
 
 
 @pytest.mark.parametrize("edit, match", [
-  (lambda r: r.update(format="something-else"), "not a tinyperf ImageNet manifest"),
-  (lambda r: r["splits"]["train"]["labels"].__setitem__(0, 1), r"is not train/n00000001/<file>"),
-  (lambda r: r["splits"]["train"]["files"].pop(), "count 36 but 35 files"),
-  (lambda r: r.update(classes=["b", "a"]), "sorted and unique"),
+  (lambda r: r.update(format="something-else"), "'something-else'"),       # each: the offending value or field
+  (lambda r: r["splits"]["train"]["labels"].__setitem__(0, 1), "train/n00000001/"),
+  (lambda r: r["splits"]["train"]["files"].pop(), r"\b36\b.*\b35\b"),
+  (lambda r: r.update(classes=["b", "a"]), "'classes'"),
   (lambda r: r["splits"]["val"]["per_class"].update(n00000000=4), "per_class"),
-  (lambda r: r["splits"]["val"]["files"].__setitem__(0, "val/n00000000/../../../etc/passwd"), "is not val/"),
+  (lambda r: r["splits"]["val"]["files"].__setitem__(0, "val/n00000000/../../../etc/passwd"), r"\.\./\.\./\.\./etc/passwd"),
 ])
 def test_manifest_corrupt(syn_copy, edit, match):
   _edit_manifest(syn_copy, edit)
@@ -102,7 +103,7 @@ def test_manifest_corrupt(syn_copy, edit, match):
 
 def test_manifest_not_json(syn_copy):
   (syn_copy / D.MANIFEST_NAME).write_text('{"format": ')
-  with pytest.raises(D.DataError, match="not valid JSON"):
+  with pytest.raises(D.DataError, match=re.escape(str(syn_copy / D.MANIFEST_NAME))):
     D.load_manifest(syn_copy)
 
 
@@ -120,13 +121,13 @@ def test_imagenet_kind_warns_on_unofficial_counts(syn_copy, capsys):
   _edit_manifest(syn_copy, lambda r: r.update(kind="imagenet"))
   D.load_manifest(syn_copy)
   err = capsys.readouterr().err
-  assert "train has 36 images, official ILSVRC2012 has 1,281,167" in err and "val has 12" in err
+  assert re.search(r"train\b.*\b36\b.*\b1,281,167\b", err) and re.search(r"val\b.*\b12\b", err), err   # ours, official
 
 
 def test_missing_split(syn_copy):
   _edit_manifest(syn_copy, lambda r: r["splits"].pop("val"))
   m = D.load_manifest(syn_copy)
-  with pytest.raises(D.DataError, match="has no 'val' split"):
+  with pytest.raises(D.DataError, match="'val'"):
     m["val"]
 
 
@@ -277,7 +278,7 @@ def test_batches_are_views_valid_for_keep(syn):
       if prev is not None: np.testing.assert_array_equal(prev, ref[k - 1][0])  # still intact one batch later
       np.testing.assert_array_equal(x, ref[k][0])
       prev = x
-  with pytest.raises(D.DataError, match="ring_batches=1 must be >= keep=2"):
+  with pytest.raises(D.DataError, match="ring_batches=1.*keep=2"):
     D.batches(sp.files, sp.labels, 4, True, 1, 0, SIZE, 1, 1, keep=2)
   no_leftovers()
 
@@ -309,7 +310,7 @@ def test_corrupt_jpeg_in_batch_names_file_and_cleans_up(syn_copy):
   assert bad in str(e.value) and "--verify" in str(e.value)
   no_leftovers()
   with open(bad, "wb") as f: f.write(b"this is not a jpeg")
-  with pytest.raises(D.DataError, match=r"cannot decode this image \(UnidentifiedImageError"):
+  with pytest.raises(D.DataError, match=rf"{re.escape(bad)}.*UnidentifiedImageError"):   # the file, the decoder's error
     collect(sp, 4, False, workers=1)
   no_leftovers()
 
@@ -317,7 +318,7 @@ def test_corrupt_jpeg_in_batch_names_file_and_cleans_up(syn_copy):
 def test_missing_file_in_batch(syn_copy):
   sp = D.load_manifest(syn_copy)["train"]
   os.unlink(sp.files[3])
-  with pytest.raises(D.DataError, match=f"{sp.files[3]}: cannot decode this image \\(FileNotFoundError"):
+  with pytest.raises(D.DataError, match=rf"{re.escape(sp.files[3])}.*FileNotFoundError"):
     collect(sp, 8, False)
   no_leftovers()
 
@@ -328,7 +329,7 @@ def test_shm_too_small(syn, monkeypatch):
   with pytest.raises(D.DataError) as e:
     D.batches(sp.files, sp.labels, 256, True, 0, 0, 224, 1, 16)
   msg = str(e.value)  # 36 files make one batch, so the ring is capped at 1 batch of 256 x 224x224x3 bytes
-  assert "/dev/shm has 16.00 MiB free" in msg and f"needs {256 * 224 * 224 * 3 / 2**20:.2f} MiB" in msg
+  assert "/dev/shm" in msg and "16.00 MiB" in msg and f"{256 * 224 * 224 * 3 / 2**20:.2f} MiB" in msg   # free, needed
   assert "--ipc=host" in msg and "--shm-size=1g" in msg and "SHM_RING_BATCHES" in msg
   no_leftovers()
 
@@ -351,18 +352,18 @@ def test_dead_worker_is_reported(syn):
   it = D.batches(sp.files, sp.labels, 1, True, 0, 0, SIZE, 2, 1)
   next(it)
   for p in it._res.procs: p.kill()
-  with pytest.raises(D.DataError, match="killed by signal 9"):
+  with pytest.raises(D.DataError, match=r"signal 9\b"):
     for _ in it: pass
   no_leftovers()
 
 
 def test_bad_arguments(syn):
   sp = D.load_manifest(syn)["train"]
-  with pytest.raises(D.DataError, match="36 files but 35 labels"):
+  with pytest.raises(D.DataError, match=r"\b36\b.*\b35\b"):
     D.batches(sp.files, sp.labels[:-1], 4, True, 0, 0, SIZE, 1, 2)
-  with pytest.raises(D.DataError, match="batch_size must be a positive integer"):
+  with pytest.raises(D.DataError, match="batch_size.*0"):
     D.batches(sp.files, sp.labels, 0, True, 0, 0, SIZE, 1, 2)
-  with pytest.raises(D.DataError, match="file list is empty"):
+  with pytest.raises(D.DataError):
     D.batches([], [], 4, True, 0, 0, SIZE, 1, 2)
   no_leftovers()
 

@@ -5,6 +5,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -104,7 +105,8 @@ def test_size_mismatch_announced_by_server(tmp_path, fake, capsys):
   with FileServer(fake["dir"]) as srv:
     rc = run_prep("imagenet", "--out", tmp_path / "o", "--val-labels", fake["dir"] / "val_labels.txt",
                   "--checksums", tmp_path / "sums.json", "--url-base", srv.url)
-  assert rc == 2 and "the server announces" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert rc == 2 and f"{sums['train']['size']:,}" in err and f"{sums['train']['size'] - 1:,}" in err, err   # both sizes
   assert not list((tmp_path / "o").rglob("*.part"))
 
 
@@ -128,7 +130,7 @@ def test_from_tars_no_network(tmp_path, fake):
 def test_from_tars_missing_archive(tmp_path, fake, capsys):
   (tmp_path / "empty").mkdir()
   assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", tmp_path / "empty")) == 2
-  assert "ILSVRC2012_img_train.tar does not exist" in capsys.readouterr().err
+  assert str(tmp_path / "empty" / "ILSVRC2012_img_train.tar") in capsys.readouterr().err
 
 
 def test_val_labels_required_and_checked(tmp_path, fake, capsys):
@@ -139,7 +141,8 @@ def test_val_labels_required_and_checked(tmp_path, fake, capsys):
   rc = run_prep("imagenet", "--out", tmp_path / "o", "--from-tars", fake["dir"], "--val-labels", short,
                 "--checksums", fake["dir"] / "checksums.json")
   err = capsys.readouterr().err
-  assert rc == 2 and f"{short} has 6 labels but" in err and "holds 7 images" in err
+  (line,) = [l for l in err.splitlines() if str(short) in l]
+  assert rc == 2 and " 6 " in line and " 7 " in line, err    # the labels file, its count and the archive's
   assert not (tmp_path / "o" / "manifest.json").exists() and not (tmp_path / "o" / "val").exists()
   # the next run, with the right file, cleans up the staging left behind and succeeds
   assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", fake["dir"])) == 0
@@ -151,9 +154,8 @@ def test_interrupted_extraction_leaves_no_manifest(tmp_path, fake, monkeypatch, 
   def boom(*a, **k): raise KeyboardInterrupt
   monkeypatch.setattr(P, "extract_val", boom)
   assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 130
-  assert "interrupted" in capsys.readouterr().err
   assert not (out / "manifest.json").exists() and not (out / "train").exists()  # train was extracted, not installed
-  with pytest.raises(D.DataError, match="manifest.json is missing"):
+  with pytest.raises(D.DataError, match=re.escape(str(out / "manifest.json"))):
     D.load_manifest(out)
   monkeypatch.undo()
   assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0
@@ -163,7 +165,7 @@ def test_interrupted_extraction_leaves_no_manifest(tmp_path, fake, monkeypatch, 
 def test_refuses_foreign_output_dir(tmp_path, fake, capsys):
   (tmp_path / "o" / "train").mkdir(parents=True)
   assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", fake["dir"])) == 2
-  assert "was not made by prep" in capsys.readouterr().err
+  assert str(tmp_path / "o") in capsys.readouterr().err
   assert (tmp_path / "o" / "train").is_dir()
 
 
@@ -204,12 +206,12 @@ def test_verify_ok_and_corrupt(tmp_path, fake, capsys):
   assert run_prep("imagenet", "--verify", out, "--workers", "2") == 1
   o = capsys.readouterr()
   assert f"BAD {bad}:" in o.out and f"BAD {gone}: missing" in o.out and f"BAD {grown}: size" in o.out
-  assert o.out.count("BAD ") == 3 and "3 of 19 files failed verification" in o.err
+  assert o.out.count("BAD ") == 3 and "3 of 19" in o.err
 
 
 def test_verify_not_prepared(tmp_path, capsys):
   assert run_prep("imagenet", "--verify", tmp_path) == 2
-  assert "manifest.json is missing" in capsys.readouterr().err
+  assert str(tmp_path / "manifest.json") in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------------------- synthetic
@@ -237,10 +239,9 @@ def test_synthetic_deterministic_and_layout(tmp_path, capsys):
       assert im.format == "JPEG" and im.mode == "RGB" and 30 <= im.width <= 52 and 30 <= im.height <= 52
   # rerun with the same arguments: nothing to do; other arguments: refuse rather than mix two data sets
   capsys.readouterr()
-  assert run_prep("synthetic-imagenet", "--out", tmp_path / "a", *args[:-1], 9) == 0
-  assert "nothing to do" in capsys.readouterr().err
+  assert run_prep("synthetic-imagenet", "--out", tmp_path / "a", *args[:-1], 9) == 0 and _tree(tmp_path / "a") == a
   assert run_prep("synthetic-imagenet", "--out", tmp_path / "a", *args) == 2
-  assert "made with other settings" in capsys.readouterr().err
+  assert str(tmp_path / "a" / "manifest.json") in capsys.readouterr().err and _tree(tmp_path / "a") == a
   assert run_prep("synthetic-imagenet", "--out", tmp_path / "d", "--classes", 0) == 2
 
 
@@ -252,10 +253,10 @@ def test_broken_synthetic_set_hints_lead_out(tmp_path, capsys):
   (out / "train" / "n00000000" / "n00000000_00000.JPEG").unlink()
   capsys.readouterr()
   assert run_prep("imagenet", "--verify", out) == 1
-  assert f"delete {out / 'manifest.json'} and rerun" in capsys.readouterr().err
+  assert f"delete {out / 'manifest.json'}" in capsys.readouterr().err
   (out / "manifest.json").write_text("{")
   assert run_prep("synthetic-imagenet", "--out", out, *args) == 2
-  assert f"delete {out / 'manifest.json'} and rerun" in capsys.readouterr().err
+  assert f"delete {out / 'manifest.json'}" in capsys.readouterr().err
   (out / "manifest.json").unlink()
   assert run_prep("synthetic-imagenet", "--out", out, *args) == 0
   assert run_prep("imagenet", "--verify", out) == 0
@@ -315,7 +316,7 @@ def test_tinyperf_prep_passes_exit_codes_through(tmp_path, capfd):
   TP, args = _tooling_args("imagenet", "--verify", tmp_path / "nothing-here")
   assert TP.main(args) == 2
   err = capfd.readouterr().err
-  assert "prep imagenet: error:" in err and "does not exist" in err and "Traceback" not in err
+  assert "prep imagenet: error:" in err and str(tmp_path / "nothing-here") in err and "Traceback" not in err
 
 
 def test_tinyperf_prep_help_is_the_modules(capfd):
@@ -333,14 +334,14 @@ def test_cli_registers_prep():
 def test_module_runs_standalone(tmp_path):
   r = subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.resnet.prep", "synthetic-imagenet", "--out", str(tmp_path / "x"),
                       "--classes", "0"], cwd=ROOT, capture_output=True, text=True)
-  assert r.returncode == 2 and "--classes must be >= 1" in r.stderr and "Traceback" not in r.stderr
+  assert r.returncode == 2 and "--classes" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_not_enough_disk_for_extraction(tmp_path, fake, monkeypatch, capsys):
   real = shutil.disk_usage
   monkeypatch.setattr(P.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
   assert run_prep(*imagenet_args(tmp_path / "o", fake, "--from-tars", fake["dir"])) == 2
-  assert "GB free, extracting needs about" in capsys.readouterr().err
+  assert re.search(rf"{re.escape(str(tmp_path / 'o'))}\D+0\.0 GB\D+[0-9.]+ GB", capsys.readouterr().err)   # free, needed
   assert not (tmp_path / "o" / "train").exists()
 
 
@@ -349,7 +350,7 @@ def test_corrupt_manifest_blocks_prep_with_a_way_out(tmp_path, fake, capsys):
   assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0
   (out / "manifest.json").write_text("{")
   assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 2
-  assert f"delete {out / 'manifest.json'} and rerun" in capsys.readouterr().err
+  assert f"delete {out / 'manifest.json'}" in capsys.readouterr().err
   (out / "manifest.json").unlink()
   assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 0  # replaces its own train/ and val/
   assert_prepared(out, fake)
@@ -385,7 +386,7 @@ def test_an_archive_that_is_no_readable_tar_is_bad_data(tmp_path, fake, capsys, 
   out = tmp_path / "o"
   assert run_prep(*imagenet_args(out, fake, "--from-tars", fake["dir"])) == 2
   err = capsys.readouterr().err
-  assert f"ILSVRC2012_img_{split}.tar: not a readable" in err and "Traceback" not in err, err
+  assert str(fake["dir"] / f"ILSVRC2012_img_{split}.tar") in err and "Traceback" not in err, err
   assert not (out / "manifest.json").exists()
 
 

@@ -3,6 +3,7 @@ when it claims a run, read by the run's trainer (benchmarks/common/rundir.py loa
 config.yaml has, the environment overriding nothing any more."""
 from __future__ import annotations
 import json
+import re
 
 import pytest
 
@@ -28,9 +29,9 @@ def test_a_resolved_config_reads_back_as_written_with_its_hash_and_submitter(tmp
 
 
 @pytest.mark.parametrize("edit, what", [
-  (lambda d: d["knobs"].update(BS=16), "sha256 does not match"),                    # edited after it was written
-  (lambda d: d.update(format="other"), "not a resolved config"),
-  (lambda d: d.pop("submitter"), "its keys are not"),
+  (lambda d: d["knobs"].update(BS=16), "sha256"),                    # edited after it was written
+  (lambda d: d.update(format="other"), "tinyperf-config-v1"),     # the format it must be
+  (lambda d: d.pop("submitter"), "submitter"),
 ])
 def test_an_edited_or_foreign_file_is_refused_naming_it(tmp_path, edit, what):
   _, run, _ = _resolved(tmp_path)
@@ -39,8 +40,8 @@ def test_an_edited_or_foreign_file_is_refused_naming_it(tmp_path, edit, what):
   assert str(run.config) in str(e.value)
 
 
-@pytest.mark.parametrize("knobs, what", [({"BS": 0}, "out of range"), ({"BS": "8"}, "must be int"),
-                                         ({"BS": 9}, "not divisible"), ({"NOPE": 1}, "unknown key")])
+@pytest.mark.parametrize("knobs, what", [({"BS": 0}, "BS=0"), ({"BS": "8"}, "'8'"), ({"BS": 9}, "BS=9.*GPUS=2"),
+                                         ({"NOPE": 1}, "NOPE")])
 def test_its_knobs_meet_the_rules_config_yaml_does(tmp_path, knobs, what):
   """A hand-made file with a consistent hash still passes the same type, range and consistency checks."""
   from tinyperf.benchmarks.common.config import _resolved_hash
@@ -51,9 +52,9 @@ def test_its_knobs_meet_the_rules_config_yaml_does(tmp_path, knobs, what):
 
 
 def test_unreadable_or_not_json_is_a_config_error(tmp_path):
-  with pytest.raises(ConfigError, match="cannot be read"): load_resolved(tmp_path / "none.json", spec("resnet"))
+  with pytest.raises(ConfigError, match=re.escape(str(tmp_path / "none.json"))): load_resolved(tmp_path / "none.json", spec("resnet"))
   (tmp_path / "bad.json").write_text("{")
-  with pytest.raises(ConfigError, match="not a resolved config"): load_resolved(tmp_path / "bad.json", spec("resnet"))
+  with pytest.raises(ConfigError, match=re.escape(str(tmp_path / "bad.json"))): load_resolved(tmp_path / "bad.json", spec("resnet"))
 
 
 def test_a_run_folder_with_config_json_runs_with_it_and_ignores_the_environment(tmp_path, monkeypatch):

@@ -46,7 +46,7 @@ def test_the_ruleset_of_a_benchmark_is_read_from_its_spec(monkeypatch):
   """A config whose closed ruleset differs from the spec's is refused, and `check` picks the spec's ruleset."""
   assert load_config("resnet", "tinybox_green", environ={})["ruleset"] == BENCHMARKS["resnet"].ruleset
   monkeypatch.setitem(BENCHMARKS, "resnet", dataclasses.replace(BENCHMARKS["resnet"], ruleset="3.1.0"))
-  with pytest.raises(ConfigError, match="ruleset 4.0.0 does not accept closed resnet; use 3.1.0"):
+  with pytest.raises(ConfigError, match=r"4\.0\.0.*3\.1\.0"):      # the config's ruleset, then the spec's
     load_config("resnet", "tinybox_green", environ={})
   monkeypatch.setitem(BENCHMARKS, "bert", dataclasses.replace(BENCHMARKS["bert"], ruleset="4.1.0"))
   assert choose_ruleset("bert", "closed", None, "x") == "4.1.0"
@@ -59,7 +59,7 @@ def test_result_names_match_the_package_pattern():
 
 
 def test_an_exhausted_seed_space_is_a_clear_error_not_a_hang():
-  with pytest.raises(InputError, match="SEED_BITS=0 allows 1 seed"):
+  with pytest.raises(InputError, match="SEED_BITS=0"):
     rules.draw_seed(0, {0})
   assert rules.draw_seed(2, {0, 1, 2}) == 3
   assert all(0 <= rules.draw_seed() < 2 ** rules.SEED_BITS for _ in range(100))

@@ -2,6 +2,7 @@
 real system_desc_checker, and bad input (exit 2, one paragraph, no traceback, nothing written)."""
 from __future__ import annotations
 import json
+import re
 import time
 
 import pytest
@@ -195,7 +196,7 @@ def test_invalid_status_names_the_field_and_the_four_values(capsys, tmp_path, re
   (tmp_path / "o.yaml").write_text(GOOD.replace("Available on-premise", "onprem"))
   out = tmp_path / "s.json"
   err = bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out,
-            needles=["status is 'onprem'", "system_desc_checker", *STATUS_REPRS])
+            needles=["'onprem'", "system_desc_checker", *STATUS_REPRS])     # the value, who refuses it, the four
   assert not out.exists() and str(tmp_path / "o.yaml") in err
 
 
@@ -205,17 +206,17 @@ STATUS_REPRS = [repr(s) for s in sysinfo.STATUS_VALUES]
 def test_fields_that_cannot_be_detected_must_be_given(capsys, tmp_path, recorded):
   (tmp_path / "o.yaml").write_text("cooling: air\n")
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "s.json",
-      needles=["submitter is empty", "division is empty", "status is empty", "'closed', 'open'", STATUS_REPRS[0]])
+      needles=["submitter", "division", "status", "'closed', 'open'", STATUS_REPRS[0]])   # each empty field, its values
 
 
 @pytest.mark.parametrize("text,needles", [
-  ("submitter: [a, b\n", ["o.yaml:", "not valid YAML"]),
-  ("cooling: air\ncooling: water\n", ["o.yaml:2", "'cooling' is written twice"]),
-  ("- just\n- a list\n", ["must be a mapping"]),
-  ("colling: air\n", ["unknown field(s) colling", "cooling"]),
-  (GOOD + "hw_notes: yes\n", ["hw_notes is the YAML boolean True"]),
-  (GOOD.replace("closed", "closd"), ["division is 'closd'", "'closed', 'open'"]),
-  (GOOD + "number_of_nodes: one\n", ["number_of_nodes is 'one'", "integer"]),
+  ("submitter: [a, b\n", ["o.yaml:"]),                     # each: the file (and line), the field, the value
+  ("cooling: air\ncooling: water\n", ["o.yaml:2", "'cooling'"]),
+  ("- just\n- a list\n", ["o.yaml"]),
+  ("colling: air\n", ["colling", "cooling"]),
+  (GOOD + "hw_notes: yes\n", ["hw_notes", "True"]),
+  (GOOD.replace("closed", "closd"), ["'closd'", "'closed', 'open'"]),
+  (GOOD + "number_of_nodes: one\n", ["number_of_nodes", "'one'"]),
 ])
 def test_bad_overrides(capsys, tmp_path, recorded, text, needles):
   (tmp_path / "o.yaml").write_text(text)
@@ -225,17 +226,17 @@ def test_bad_overrides(capsys, tmp_path, recorded, text, needles):
 
 def test_missing_overrides_file_and_bad_json(capsys, tmp_path, recorded):
   bad(capsys, "--system", "x", "--overrides", tmp_path / "nope.yaml", "--out", tmp_path / "s.json",
-      needles=["nope.yaml", "not found"])
+      needles=[str(tmp_path / "nope.yaml")])
   (tmp_path / "o.json").write_text('{"submitter": "a",}')
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.json", "--out", tmp_path / "s.json",
-      needles=["o.json:1", "not valid JSON"])
+      needles=["o.json:1"])
 
 
 def test_never_overwrites_without_force(capsys, tmp_path, recorded):
   (tmp_path / "o.yaml").write_text(GOOD)
   out = tmp_path / "s.json"
   out.write_text("keep me")
-  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out, needles=["already exists", "--force"])
+  bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out, needles=[str(out), "--force"])
   assert out.read_text() == "keep me"
   code, _, err = run(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", out, "--force")
   assert code == 0, err
@@ -244,14 +245,14 @@ def test_never_overwrites_without_force(capsys, tmp_path, recorded):
 
 def test_bad_names_and_arguments(capsys, tmp_path, recorded):
   bad(capsys, needles=["--system", "--platform"])
-  bad(capsys, "--system", "has space", "--out", tmp_path / "s.json", needles=["not git-friendly"])
-  bad(capsys, "--platform", "nope", needles=["unknown platform 'nope'"])
+  bad(capsys, "--system", "has space", "--out", tmp_path / "s.json", needles=["'has space'"])
+  bad(capsys, "--platform", "nope", needles=["'nope'"])
   (tmp_path / "o.yaml").write_text(GOOD)
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "s.json", "--ruleset", "9.9.9",
-      needles=["9.9.9", "not a ruleset"])
+      needles=["9.9.9"])
   (tmp_path / "f").write_text("")
   bad(capsys, "--system", "x", "--overrides", tmp_path / "o.yaml", "--out", tmp_path / "f" / "s.json",
-      needles=["cannot write", f"{tmp_path / 'f'}: a file, not a directory"])   # it said "(File exists)"
+      needles=[f"{tmp_path / 'f'}:"])   # the file in the way (it said "(File exists)")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -307,8 +308,8 @@ def test_run_description_names_the_overrides_file_and_the_allowed_values(tmp_pat
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), f, notes, {"status": "onprem"},
                             tmp_path / "mine.yaml", tmp_path / "R", this_scheduler())
   msg = str(e.value)
-  assert msg.startswith(f"{tmp_path / 'mine.yaml'}: ") and "status is 'onprem'" in msg and STATUS_REPRS[0] in msg
-  assert "--system-overrides" in msg and "Nothing was run" in msg
+  assert msg.startswith(f"{tmp_path / 'mine.yaml'}: ") and "'onprem'" in msg and STATUS_REPRS[0] in msg
+  assert "--system-overrides" in msg
 
 
 TASK = {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_JOB_ID": "9", "SLURM_JOB_ID": "10", "TINYPERF_SLURM_RUNTIME": "host"}
@@ -334,11 +335,10 @@ def test_a_slurm_task_with_a_bad_overrides_file_names_the_fix_that_applies(tmp_p
                           env={**os.environ, "PYTHONPATH": str(REPO), **env})
   r = run(TASK)
   assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-  assert "status is 'onprem'" in r.stderr and "the same command" not in r.stderr, r.stderr
-  assert f"fix them in {tmp_path / 'o.yaml'}" in r.stderr, r.stderr
-  assert f"run `tinyperf status --results {tmp_path / 'out'} --resume`" in r.stderr, r.stderr
+  assert "'onprem'" in r.stderr and str(tmp_path / "o.yaml") in r.stderr, r.stderr
+  assert f"`tinyperf status --results {tmp_path / 'out'} --resume`" in r.stderr, r.stderr   # the set's fix, not a rerun
   r = run({})
-  assert r.returncode == 2 and f"fix them in {tmp_path / 'o.yaml'}" in r.stderr and "rerun the same command" in r.stderr
+  assert r.returncode == 2 and str(tmp_path / "o.yaml") in r.stderr and "tinyperf status" not in r.stderr, r.stderr
 
 
 def test_a_slurm_task_without_an_overrides_file_names_the_resubmission(monkeypatch, tmp_path):
@@ -352,9 +352,8 @@ def test_a_slurm_task_without_an_overrides_file_names_the_resubmission(monkeypat
     sysinfo.run_description(load_config("resnet", "cpu_smoke", environ={}), broken, notes, {"status": ""}, None,
                             tmp_path / "out", this_scheduler())   # the task's environment picks the Slurm hints
   msg = str(e.value)
-  assert "rerun the same command" not in msg and "run `tinyperf status" not in msg   # --resume would not carry the file
-  assert ("submit the runs again with it: your `tinyperf run ... --scheduler slurm` command with `--system-overrides "
-          "FILE` added") in msg and "a path every node sees" in msg
+  assert "tinyperf status" not in msg                                  # --resume would not carry the file
+  assert "`tinyperf run ... --scheduler slurm`" in msg and "`--system-overrides FILE`" in msg   # the resubmission
 
 
 def test_record_run_system_never_replaces_a_different_description(tmp_path, capsys):
@@ -376,7 +375,7 @@ def test_record_run_system_never_replaces_a_different_description(tmp_path, caps
   assert v1.parent == v2.parent == T.variants_dir(R) and v1 != v2 and v1.name.startswith("cpu_smoke-")
   assert json.loads(v1.read_text()) == newer and json.loads(v2.read_text())["cooling"] == "water"
   assert err.count("WARNING") == 2 and "other_software_stack.kernel: '6.1.0' -> '6.9.1'" in err
-  assert "cooling: '' -> 'water'" in err and str(first) in err and "move it over" in err
+  assert "cooling: '' -> 'water'" in err and str(first) in err
   assert sorted(p.name for p in (R / "systems").glob("*.json")) == ["cpu_smoke.json"]    # check/package see one file
 
 
@@ -401,14 +400,14 @@ def test_run_refuses_a_bad_overrides_file_before_anything(capsys, tmp_path):
   code = cli(["run", "resnet", "--platform", "cpu_smoke", "--data", str(tmp_path / "no-data"), "--results",
               str(tmp_path / "R"), "--runtime", "host", "--system-overrides", str(tmp_path / "o.yaml")])
   err = capsys.readouterr().err
-  assert code == 2 and "o.yaml: unknown field(s) colling" in err and "Traceback" not in err
+  assert code == 2 and f"{tmp_path / 'o.yaml'}:" in err and "colling" in err and "Traceback" not in err
   assert not (tmp_path / "R").exists()
 
 
 def test_record_run_system_unwritable_is_a_clear_error(tmp_path):
   from tinyperf.tooling.common.errors import UserError
   (tmp_path / "R").write_text("a file, not a directory")
-  with pytest.raises(UserError, match="cannot write the system description .*R/systems/x.json.*Nothing was run"):
+  with pytest.raises(UserError, match=re.escape(str(tmp_path / "R" / "systems" / "x.json"))):
     sysinfo.record_run_system(tmp_path / "R", "x", {"submitter": "a"}, this_scheduler())
 
 
@@ -432,8 +431,7 @@ def test_record_run_system_from_simultaneous_tasks_writes_one_file(tmp_path):
 def test_a_description_that_cannot_be_written_is_bad_input_with_the_fix(tmp_path, monkeypatch):
   def full_disk(path, text, **options): raise OSError(28, "No space left on device")
   monkeypatch.setattr(sysinfo, "write_atomic", full_disk)
-  with pytest.raises(UserError, match=r"\(No space left on device\); make .* writable and rerun the same command\. "
-                                      r"Nothing was run\."):
+  with pytest.raises(UserError, match=rf"{re.escape(str(tmp_path / 'r'))}.*No space left on device"):   # where, and why
     sysinfo.record_run_system(tmp_path / "r", "cpu_smoke", {"system_name": "a"}, this_scheduler())
 
 

@@ -61,8 +61,7 @@ def test_the_time_limit_stops_the_run_and_its_search_is_kept(tmp_path):
   prov = json.loads(out.split("upstream_beam: provenance ", 1)[1].splitlines()[0])
   sha = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
   assert prov["git_sha"] == sha and prov["tinygrad"] == metadata.version("tinygrad") and prov["cores"] >= 1, prov
-  assert "time limit reached" in out
-  assert "stopped at the time limit or by a signal (exit 143); rerun to go on" in out, out
+  assert "(exit 143)" in out, out     # the stop and its exit status are said, not only returned
   # stopped after its steps, the figure is still printed, read from tinycorp's log
   assert "upstream: median of 1 replayed steps 390.5 ms = 655.6 items/s at BS 256" in out, out
   con = sqlite3.connect(cache)
@@ -106,19 +105,20 @@ def test_the_search_reaches_cache_while_it_runs(tmp_path):
 def test_a_missing_upstream_copy_is_bad_input(tmp_path):
   r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
                      timeout=60, env={**os.environ, "UPSTREAM": str(tmp_path / "none"), "CACHE": str(tmp_path / "c.db")})
-  assert r.returncode == 2 and "run_upstream.sh not found" in r.stderr and "Traceback" not in r.stderr
-  assert "Set UPSTREAM to a copy of ../shared/upstream-mlperf" in r.stderr   # the fix, not only the failure
+  assert r.returncode == 2 and f"{tmp_path}/none/run_upstream.sh" in r.stderr and "Traceback" not in r.stderr
+  assert "UPSTREAM" in r.stderr and "upstream-mlperf" in r.stderr   # the fix: the variable and what it points at
   assert not (tmp_path / "c.db").exists()
 
 
 def test_a_missing_argument_or_setting_is_bad_input(tmp_path):
   env = {k: v for k, v in os.environ.items() if k not in ("UPSTREAM", "CACHE")}
-  for args, extra, why in ((["resnet"], {"CACHE": "c.db"}, "UPSTREAM is not set"),
-                           (["bert", "96"], {"UPSTREAM": "up"}, "CACHE is not set"),
-                           ([], {"UPSTREAM": "up", "CACHE": "c.db"}, "no benchmark given")):
+  for args, extra, why in ((["resnet"], {"CACHE": "c.db"}, "UPSTREAM"), (["bert", "96"], {"UPSTREAM": "up"}, "CACHE"),
+                           ([], {"UPSTREAM": "up", "CACHE": "c.db"}, None)):     # the missing setting, named first
     r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), *args], cwd=tmp_path, capture_output=True, text=True,
                        timeout=60, env={**env, **extra})
-    assert r.returncode == 2 and why in r.stderr and "Usage: UPSTREAM=DIR CACHE=FILE" in r.stderr, r.stderr
+    said = r.stderr.split("Usage:")[0]
+    assert r.returncode == 2 and ({why} if why else set()) == {v for v in ("UPSTREAM", "CACHE") if v in said}, r.stderr
+    assert "UPSTREAM=DIR CACHE=FILE lab/scripts/upstream_beam.sh" in r.stderr     # the command line to type
     assert "line " not in r.stderr    # bash's own "line N:" wording was what the user saw before
   assert list(tmp_path.iterdir()) == []
 
@@ -126,17 +126,17 @@ def test_a_missing_argument_or_setting_is_bad_input(tmp_path):
 def test_a_cache_it_could_not_save_into_is_refused_before_the_search(tmp_path):
   up = _stand_in(tmp_path, FAKE.replace("TABLE", TABLE))
   bad = tmp_path / "bad.db"; bad.write_bytes(b"not sqlite" * 100)
-  for cache, why in ((tmp_path / "no-such-dir" / "c.db", "does not exist or is not writable"), (bad, "not a BEAM cache")):
+  for cache in (tmp_path / "no-such-dir" / "c.db", bad):
     r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True,
                        text=True, timeout=60, env={**os.environ, "UPSTREAM": str(up), "CACHE": str(cache)})
-    assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2 and str(cache) in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (up / "child.pid").exists()       # nothing started
   assert bad.read_bytes() == b"not sqlite" * 100
   # the kernels file too: written after step 0 and the capture's timings, its folder is checked before them
   r = subprocess.run([str(REPO / "lab" / "scripts" / "upstream_beam.sh"), "resnet"], cwd=tmp_path, capture_output=True, text=True,
                      timeout=60, env={**os.environ, "UPSTREAM": str(up), "CACHE": "c.db", "BEAM_KERNELS_OUT": "no/k.pkl"})
   assert r.returncode == 2 and f"BEAM_KERNELS_OUT={tmp_path}/no/k.pkl" in r.stderr, r.stderr
-  assert "does not exist or is not writable" in r.stderr and not (up / "child.pid").exists()
+  assert not (up / "child.pid").exists()
 
 
 TRAINER = """import os, sys
@@ -211,7 +211,7 @@ def test_a_file_that_is_not_kernels_is_bad_input_and_the_cache_is_left_alone(tmp
   cache = tmp_path / "c.db"; _cache(cache, ["kernel-a"])
   before = cache.read_bytes()
   (tmp_path / "k.pkl").write_bytes(b"SQLite format 3\x00" + bytes(100))
-  for kernels, why in (("k.pkl", "k.pkl: not a kernels file"), ("none.pkl", "cannot read none.pkl")):
+  for kernels, why in (("k.pkl", "k.pkl"), ("none.pkl", "none.pkl")):
     r = subprocess.run([sys.executable, "-m", "lab.beam_kernels", kernels, "--cache", "c.db"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and why in r.stderr and "BEAM_KERNELS_OUT=FILE" in r.stderr, r.stderr
@@ -220,8 +220,7 @@ def test_a_file_that_is_not_kernels_is_bad_input_and_the_cache_is_left_alone(tmp
   # a copy cut short after its header: the kernels do not read
   (tmp_path / "cut.pkl").write_bytes(pickle.dumps({"format": KERNELS_FORMAT, "tinygrad": metadata.version("tinygrad"),
                                                    "env": {}}) + b"\x80\x04")
-  for args, why in ((["cut.pkl"], "cut.pkl: its kernels cannot be read"),
-                    (["k.pkl", "--coverage", "0"], "--coverage 0.0 is not a share")):
+  for args, why in ((["cut.pkl"], "cut.pkl"), (["k.pkl", "--coverage", "0"], "--coverage 0.0")):
     r = subprocess.run([sys.executable, "-m", "lab.beam_kernels", *args, "--cache", "c.db"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
@@ -236,5 +235,5 @@ def test_a_python_without_tinygrad_is_told_where_to_run_it(tmp_path, monkeypatch
   monkeypatch.chdir(tmp_path)
   assert beam_kernels.main(["k.pkl", "--cache", "c.db"]) == 2
   err = capsys.readouterr().err
-  assert "has no tinygrad" in err and "k.pkl" in err and "scripts/env.sh" in err, err
+  assert "tinygrad" in err and "k.pkl" in err and "scripts/env.sh" in err, err
   assert not (tmp_path / "c.db").exists()

@@ -26,5 +26,5 @@ def check_prepared(cfg, data: Path, nothing: str = "Nothing was run."):
   if not marker.is_file():
     q = shlex.quote(host_path(data))   # inside a compose service: the host directory behind /data
     how = cfg.spec.prep_hint(q, cfg.platform)
-    raise UserError(f"{host_path(data)} is not a prepared, verified data set ({marker.name} is missing; prep writes it last, after "
-                    f"verifying). Run `{how}. {nothing}")
+    raise UserError(f"{host_path(data)} is not a prepared, verified data set ({marker.name} is missing): run `{how}. "
+                    f"{nothing}")

@@ -100,9 +100,9 @@ def read_log(path: str | Path, require_benchmark: bool = True) -> MLLog:
       obj = json.loads(body)
     except json.JSONDecodeError as e:
       col = raw.rindex(TOKEN) + len(TOKEN) + e.pos + 1
-      raise UserError(f"{path}:{lineno}: `:::MLLOG` line is not valid JSON ({e.msg.removesuffix(' at')} at column {col}); the line is "
-                      f"truncated or corrupted (a killed run or a full disk). The compliance checker rejects the whole "
-                      f"file for it: repair or drop the line only if you know why it broke.") from None
+      raise UserError(f"{path}:{lineno}: `:::MLLOG` line is not valid JSON ({e.msg.removesuffix(' at')} at column {col}): "
+                      f"truncated or corrupted (a killed run, a full disk). Repair or drop the line only if you know why "
+                      f"it broke.") from None
     if not isinstance(obj, dict) or any(k not in obj for k in REQUIRED_FIELDS):
       missing = [k for k in REQUIRED_FIELDS if not isinstance(obj, dict) or k not in obj]
       raise UserError(f"{path}:{lineno}: `:::MLLOG` event lacks {', '.join(missing)}; every event needs "
@@ -110,13 +110,12 @@ def read_log(path: str | Path, require_benchmark: bool = True) -> MLLog:
     time_ms = _time_ms(obj["time_ms"])
     if time_ms is None:
       raise UserError(f"{path}:{lineno}: `:::MLLOG` event has time_ms {obj['time_ms']!r}, not a finite integer number "
-                      f"of milliseconds (mllog writes int(time.time() * 1000)); the file is malformed, so it gives no "
-                      f"time to train. Rerun or restore the original log.")
+                      f"of milliseconds. Rerun or restore the original log.")
     if not isinstance(obj["key"], str):
       raise UserError(f"{path}:{lineno}: `:::MLLOG` event key {obj['key']!r} is not a string.")
     if obj["key"] in STRING_KEYS and not isinstance(obj["value"], str):
-      raise UserError(f"{path}:{lineno}: `:::MLLOG` {obj['key']} is {obj['value']!r}, not a string; the file is "
-                      f"malformed (mllog logs it as a plain string, e.g. \"closed\"). Fix the line that logs it.")
+      raise UserError(f"{path}:{lineno}: `:::MLLOG` {obj['key']} is {obj['value']!r}, not a string. Fix the line that "
+                      f"logs it.")
     meta = obj["metadata"] if isinstance(obj["metadata"], dict) else {}
     log.events.append(Event(obj["key"], obj["value"], meta, time_ms, lineno, len(log.events), TOKEN + body))
   if require_benchmark:

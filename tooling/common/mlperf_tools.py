@@ -180,10 +180,8 @@ def run_tool(tool: str, args: list[str], cwd: Path | None = None, log_output: bo
 
 def raise_crash(tool: str, args: list[str], cwd: Path | None, what: str):
   where = f" in {cwd}" if cwd else ""
-  raise ToolError(f"mlperf_logging.{tool} crashed on {' '.join(args)}{where}: {what}. That is a failure of the "
-                  f"MLCommons tool, not a verdict: nothing was recorded as compliant or not. Check that the file is a "
-                  f"complete MLPerf log (tinyperf check names the malformed line when it can), or rerun with the pinned "
-                  f"mlperf-logging (pip install mlperf-logging==4.1.68).")
+  raise ToolError(f"mlperf_logging.{tool} crashed on {' '.join(args)}{where}: {what}; no verdict was recorded. Check "
+                  f"that the file is a complete MLPerf log, or rerun with the pinned mlperf-logging (requirements.lock).")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

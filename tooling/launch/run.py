@@ -260,9 +260,9 @@ def main(args) -> int:
   # the machine's record names the same submitter as the logs (package and check compare them), and records it for the
   # later runs of the tree (submitter() reads it back)
   if overrides.get("submitter", org) != org:
-    raise UserError(f"{args.system_overrides} says submitter {overrides['submitter']!r} but the logs record {org!r}: a "
-                    f"submission has one submitter. Remove `submitter` from that file (the runs' name is recorded "
-                    f"there), or pass --org {shlex.quote(str(overrides['submitter']))}. Nothing was run.")
+    raise UserError(f"{args.system_overrides} says submitter {overrides['submitter']!r} but the logs record {org!r}: "
+                    f"remove `submitter` from that file, or pass --org {shlex.quote(str(overrides['submitter']))}. "
+                    f"Nothing was run.")
   overrides["submitter"] = org
   if args.only_index is not None and not 0 <= args.only_index < nexp:
     raise UserError(f"--only-index {args.only_index}: runs are numbered 0 to {nexp - 1} (--nexp {nexp}).")
@@ -279,23 +279,21 @@ def submitter(cfg: PlatformConfig, rs: T.ResultSet, args) -> str:
   if not given and (env := os.environ.get("SUBMISSION_ORG")):   # empty: unset (compose's ${ORG:-})
     given, how = env, "SUBMISSION_ORG"
     if not ORG_NAME.fullmatch(env):
-      raise UserError(f"SUBMISSION_ORG={env!r} (from the environment) is not a submitter name: it names a directory and "
-                      f"the tarball, so letters, digits and _ . + - only (no spaces, no leading dot). Unset it, or "
-                      f"pass --org NAME. Nothing was run.")
+      raise UserError(f"SUBMISSION_ORG={env!r} (from the environment) is not a submitter name (letters, digits and "
+                      f"_ . + -, no leading dot): unset it, or pass --org NAME. Nothing was run.")
   recorded = recorded_submitter(rs.root)
   if given and recorded and given != recorded[0]:
     name, where = recorded
-    raise UserError(f"{how} {given}: the runs in {rs.shown} record submitter {name!r} ({host_path(where)}), "
-                    f"and a submission has one submitter. Pass --org {shlex.quote(name)} (or no --org) to go on with "
-                    f"them, or give {given}'s runs a --results directory of their own. Nothing was run.")
+    raise UserError(f"{how} {given}: the runs in {rs.shown} record submitter {name!r} ({host_path(where)}): pass "
+                    f"--org {shlex.quote(name)} (or no --org), or give {given}'s runs their own --results directory. "
+                    f"Nothing was run.")
   if given: return given
   if recorded: return recorded[0]
   if stand_in_data(cfg):   # smoke.sh's default: the results directory's name, if it can name a submitter
     return name if ORG_NAME.fullmatch(name := rs.root.name) else "smoke"
-  raise UserError(f"who submits these runs? Their logs record the submitter's name (submission_org), and it cannot "
-                  f"change after the runs: pass --org NAME (letters, digits and _ . + -; the name you will give "
-                  f"`tinyperf package --org`; ORG=NAME for a docker compose service). It is asked once: later runs into "
-                  f"{rs.shown} reuse it. Nothing was run.")
+  raise UserError(f"no submitter for the runs in {rs.shown}: pass --org NAME (letters, digits and _ . + -; ORG=NAME "
+                  f"for a docker compose service), the submission_org their logs record and later runs reuse. "
+                  f"Nothing was run.")
 
 
 def run_here(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, overrides: dict, org: str) -> int:

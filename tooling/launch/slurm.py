@@ -384,8 +384,7 @@ class Slurm:
     if overrides is not None:
       return f"fix them in {overrides} (the --system-overrides file: {OVERRIDES_FILE}) and {self.redo_hint(results)}"
     return (f"give them in a file ({OVERRIDES_FILE}) on a path every node sees and submit the runs again with it: your "
-            f"`tinyperf run ... --scheduler slurm` command with `--system-overrides FILE` added "
-            f"(`{resume_command(results)}` resubmits the last submission's arguments, which have no such file)")
+            f"`tinyperf run ... --scheduler slurm` command with `--system-overrides FILE` added")
 
 
 SLURM = Slurm()

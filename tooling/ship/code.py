@@ -198,13 +198,12 @@ def resolve_code(sels: list[BenchSelection], allow_dirty: bool) -> Code:
     other = bool(trees) and mine not in trees   # the runs' images hold other code than this one (or this one says none)
     if other and not allow_dirty:
       raise UserError(f"this image holds code {mine[:19] if mine else 'of no recorded hash'} but the runs ran code "
-                      f"{', '.join(t[:19] for t in trees)}: it is not the code that made them. Package with an image "
-                      f"built from the same tree as the runs' (`tinyperf build --vendor cpu` in the checkout that built "
-                      f"theirs; out/images/ holds a record of every build), {fix}.")
+                      f"{', '.join(t[:19] for t in trees)}. Package with an image built from the runs' tree (`tinyperf "
+                      f"build --vendor cpu` in the checkout that built theirs; out/images/ records every build), {fix}.")
     if image != recorded and not allow_dirty:
-      raise UserError(f"this image holds the code of commit {image} but the runs were made by commit {recorded}: it is "
-                      f"not the code that made them. Package with the image that made the runs (rebuild it from "
-                      f"that commit: `git checkout {commit}` then `tinyperf build`), {fix}.")
+      raise UserError(f"this image holds the code of commit {image} but the runs were made by commit {recorded}. "
+                      f"Package with the image that made the runs (`git checkout {commit}` then `tinyperf build`), "
+                      f"{fix}.")
     if image.endswith("-dirty") and not allow_dirty:
       raise UserError(f"this image was built from commit {image}, uncommitted changes that no commit holds; rebuild it "
                       f"from a clean checkout with `tinyperf build`, {fix}.")

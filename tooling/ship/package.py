@@ -227,8 +227,7 @@ def refuse_other_org(sels: list[BenchSelection], org: str, args: argparse.Namesp
          f"`tinyperf run ... --org {org}` into a new --results directory"
          if len(logged) == 1 and len(logged[next(iter(logged))]) == sum(len(s.runs) for s in sels) else
          f"Redo the runs that name another submitter with `tinyperf run ... --org {org}`")
-  raise UserError(f"--org {org}: the runs to pack record another submitter as submission_org: {said}. {fix}. Nothing "
-                  f"was written.")
+  raise UserError(f"--org {org}: the runs to pack record another submitter as submission_org: {said}. {fix}.")
 
 
 def pack(args: argparse.Namespace) -> int:

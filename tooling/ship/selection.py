@@ -92,8 +92,7 @@ def select_runs(results: Path, system: str, benchmark: str, ledger_path: Path, c
                       f"is cherry-picking.")
     if a.sha256 is not None and L.digest(src) != a.sha256:   # mode 000: bad input naming it
       raise UserError(f"{src}: CHANGED since run {a.index} (seed {a.seed}) wrote it (its sha256 differs from "
-                      f"{ledger_path}); a package holds the logs the runs wrote. `tinyperf status --results "
-                      f"{shlex.quote(str(results))}` says how to restore it.")
+                      f"{ledger_path}). `tinyperf status --results {shlex.quote(str(results))}` says how to restore it.")
     log = read_log(src)
     if log.benchmark != benchmark:
       raise UserError(f"{src}: logs submission_benchmark {log.benchmark!r} but sits in results/{system}/{benchmark}.")
