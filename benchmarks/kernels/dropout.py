@@ -1,0 +1,79 @@
+"""The dropout masks of the Triton kernels (attention.py, layernorm.py), drawn in-kernel from a seed, never stored.
+
+Element j of row i (rows of N elements, numbered across the whole tensor) is kept with probability 1 - p. RNG_GROUP
+picks how its 32 random bits are drawn:
+  4: one Philox4x32-10 call (tl.randint4x) per 4 adjacent elements of a row, at offset i * (N // 4) + j // 4, its four
+     outputs going to columns 4g, 4g+1, 4g+2, 4g+3 in order: a quarter of the integer work of
+  1: one call per element, tl.rand(seed, i * N + j) >= p, keeping one output of four (the first kernels' draw).
+Both keep an element exactly when tl.rand's float of its 32 bits is >= p (keep_threshold): the same keep probability.
+The mask is a function of the seed and the element's (row, column) only, so kernels with other tile shapes (the
+forward's and the backwards') draw the same mask, given tiles whose width and first column are multiples of the group.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:
+  import triton
+  import triton.language as tl
+except ImportError:   # CPU-only installs: no Triton kernel is built there
+  triton = None
+
+RNG_GROUP = 4   # elements per Philox call in the kernels built; a module global, like TILES, for the benches to vary
+GROUPS = (1, 4)
+SCALE = np.float32(4.6566127342e-10)   # tl.rand's uint_to_uniform_float: the folded 31 bits times this, in fp32
+
+
+def keep_threshold(p: float) -> int:
+  """The least folded value x in [0, 2^31) that tl.rand maps to a float >= p (fp32(x) * SCALE >= fp32(p), monotone in
+  x): tl.rand(seed, i) >= p exactly when the fold of Philox's uint32 u (u below 2^31, else 2^32 - 1 - u) is >= it."""
+  p32 = np.float32(getattr(p, "value", p))   # a Triton constexpr at compile time, a float on the host
+  lo, hi = 0, 2 ** 31   # the answer is in [lo, hi]; hi: no x qualifies (p >= 1)
+  while lo < hi:
+    mid = (lo + hi) // 2
+    if np.float32(mid) * SCALE >= p32: hi = mid
+    else: lo = mid + 1
+  return lo
+
+
+def check_group(group: int, width: int, row: int, what: str):
+  """Raise ValueError unless a tile of width columns and rows of row elements can draw groups of group: whole groups
+  within a row, tiles starting on a group's first column."""
+  if group not in GROUPS: raise ValueError(f"{what}: RNG_GROUP {group} is not one of {GROUPS}")
+  if width % group or row % group:
+    raise ValueError(f"{what}: the dropout draws {group} adjacent elements per Philox call; the tile width {width} "
+                     f"and the row length {row} must be multiples of {group}")
+
+
+def rng_groups(text: str) -> tuple[int, ...]:
+  """A comma-separated list of GROUPS ("1,4"), as the benches take it; ValueError for anything else."""
+  groups = tuple(int(g) for g in text.split(","))
+  if any(g not in GROUPS for g in groups): raise ValueError(f"{text!r}: elements per Philox call are one of {GROUPS}")
+  return groups
+
+
+def keep_bits(u, P_DROP: tl.constexpr):
+  """Whether tl.rand's float of the uint32 u is >= P_DROP, in integers: T <= u <= 2^32 - 1 - T is one unsigned
+  compare of u - T (wrapping) against the span."""
+  T: tl.constexpr = _threshold(P_DROP)
+  return (u - tl.full((), T, tl.uint32)) <= tl.full((), 2 ** 32 - 1 - 2 * T, tl.uint32)
+
+
+def keep_mask(seed, rows, col0, N: tl.constexpr, BN: tl.constexpr, P_DROP: tl.constexpr, RNG_GROUP: tl.constexpr):
+  """The (len(rows), BN) keep mask of columns col0 .. col0 + BN - 1 of rows (absolute row numbers, (BM,) int32) of
+  N elements each, from the uint32 seed."""
+  if RNG_GROUP == 1:
+    keep = tl.rand(seed, rows[:, None] * N + col0 + tl.arange(0, BN)[None, :]) >= P_DROP
+  else:
+    tl.static_assert(RNG_GROUP == 4, "RNG_GROUP is 1 or 4")
+    tl.static_assert(BN % 4 == 0 and N % 4 == 0, "RNG_GROUP 4 draws whole groups of 4 columns")
+    u0, u1, u2, u3 = tl.randint4x(seed, rows[:, None] * (N // 4) + col0 // 4 + tl.arange(0, BN // 4)[None, :])
+    # (BM, BN/4, 2, 2) indexed [g, a, b] = u_(2a + b): row-major, column 4g + 2a + b gets output 2a + b
+    u = tl.reshape(tl.join(tl.join(u0, u2), tl.join(u1, u3)), (rows.shape[0], BN))
+    keep = keep_bits(u, P_DROP)
+  return keep
+
+
+if triton is not None:   # jitted before the kernels that call them (Triton functions call Triton functions)
+  _threshold = triton.constexpr_function(keep_threshold)
+  keep_bits, keep_mask = triton.jit(keep_bits), triton.jit(keep_mask)
