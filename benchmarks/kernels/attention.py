@@ -6,8 +6,9 @@
 
 q, k, v (B, H, L, D) fp16; mask_add (B, 1, 1, L) fp32 (BERT's (1 - input_mask) * -10000). The forward stores each row's
 logsumexp (B, H, L) fp32 so the backward recomputes the probabilities instead of storing them. Dropout keeps element
-(b, h, i, j) when Philox(seed, ((b*H + h)*L + i)*L + j) >= p: the forward and both backward kernels draw the same mask
-from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT step gets a new mask each step. With the
+(b, h, i, j) as dropout.keep_mask draws element j of row (b*H + h)*L + i (Philox, one call per 4 keys): the forward and
+both backward kernels draw the same mask from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT
+step gets a new mask each step. With the
 batch sharded over devices, b is the index in the device's own piece and each device has its own seed
 (program.device_seeds).
 
@@ -28,7 +29,7 @@ from tinygrad import Tensor, dtypes
 from tinygrad.helpers import TRAINING
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
-from tinyperf.benchmarks.kernels import program as prg
+from tinyperf.benchmarks.kernels import dropout, program as prg
 
 try:
   import triton
@@ -41,7 +42,8 @@ LOG2E = tl.constexpr(1.4426950408889634) if triton is not None else 1.4426950408
 
 
 def attn_fwd_kernel(q, k, v, mask, seed, o, lse, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
-                    SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                    SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                    RNG_GROUP: tl.constexpr):
   """One (BM, D) block of out per program, for one (batch, head): walks the keys in blocks of BN with an online softmax
   (running max m_i, running sum l_i), so the (BM, L) scores never leave registers. Programs are ordered head-major:
   neighbours read the same K and V from L2."""
@@ -67,7 +69,7 @@ def attn_fwd_kernel(q, k, v, mask, seed, o, lse, H: tl.constexpr, L: tl.constexp
     p = tl.math.exp2(s - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)   # the softmax's denominator counts dropped elements too
     if P_DROP > 0:
-      keep = tl.rand(s0, (bh * L + rm)[:, None] * L + start + rn[None, :]) >= P_DROP
+      keep = dropout.keep_mask(s0, bh * L + rm, start, L, BN, P_DROP, RNG_GROUP)
       p = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), 0.0)
     acc = acc * alpha[:, None] + tl.dot(p.to(vb.dtype), vb)
     m_i = m_new
@@ -77,7 +79,7 @@ def attn_fwd_kernel(q, k, v, mask, seed, o, lse, H: tl.constexpr, L: tl.constexp
 
 def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, H: tl.constexpr, L: tl.constexpr,
                          D: tl.constexpr, SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr,
-                         BN: tl.constexpr):
+                         BN: tl.constexpr, RNG_GROUP: tl.constexpr):
   """dK and dV of one (BN, D) key block per program: walks the queries in blocks of BM, recomputing P from lse."""
   pid = tl.program_id(0)
   bh, pn = pid // (L // BN), pid % (L // BN)
@@ -100,7 +102,7 @@ def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, H: tl.cons
     p = tl.math.exp2(tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + mb[None, :] - lse_i[:, None])   # (BM, BN)
     dp = tl.dot(dob, tl.trans(vb))                                              # (BM, BN) d(dropped probs)
     if P_DROP > 0:
-      keep = tl.rand(s0, (bh * L + start + rm)[:, None] * L + rn[None, :]) >= P_DROP
+      keep = dropout.keep_mask(s0, bh * L + start + rm, pn * BN, L, BN, P_DROP, RNG_GROUP)
       pd = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), 0.0)
       dp = tl.where(keep, dp * (1.0 / (1.0 - P_DROP)), 0.0)
     else:
@@ -113,7 +115,8 @@ def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, H: tl.cons
 
 
 def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
-                       SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                       SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                       RNG_GROUP: tl.constexpr):
   """dQ of one (BM, D) query block per program: walks the keys in blocks of BN, recomputing P from lse."""
   pid = tl.program_id(0)
   bh, pm = pid // (L // BM), pid % (L // BM)
@@ -135,7 +138,7 @@ def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, H: tl.constexpr,
     p = tl.math.exp2(tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + mb[None, :] - lse_i[:, None])   # (BM, BN)
     dp = tl.dot(dob, tl.trans(vb))                                              # (BM, BN)
     if P_DROP > 0:
-      keep = tl.rand(s0, (bh * L + rm)[:, None] * L + start + rn[None, :]) >= P_DROP
+      keep = dropout.keep_mask(s0, bh * L + rm, start, L, BN, P_DROP, RNG_GROUP)
       dp = tl.where(keep, dp * (1.0 / (1.0 - P_DROP)), 0.0)
     ds = p * (dp - d_i[:, None])
     dq_acc += tl.dot(ds.to(kb.dtype), kb)
@@ -172,9 +175,11 @@ def compile_attention(which: str, H: int, L: int, D: int, p_drop: float, arch: i
   BM, BN = min(BM, L), min(BN, L)
   if L % BM or L % BN or D & (D - 1):   # the kernels have no bounds masks: whole tiles, power-of-two head dim
     raise ValueError(f"attention: L {L} must be a multiple of the tile ({BM}, {BN}) and D {D} a power of two")
+  # the mask's columns: BN in fwd and dq, the key block BN in dkdv; every tile starts at a multiple of its width
+  dropout.check_group(dropout.RNG_GROUP, BN, L, f"attention {which}")
   fn = {"fwd": compiled_fwd, "dkdv": compiled_dkdv, "dq": compiled_dq}[which]
   consts = (("H", H), ("L", L), ("D", D), ("SM_SCALE", 1.0 / math.sqrt(D)), ("P_DROP", float(p_drop)), ("BM", BM),
-            ("BN", BN))
+            ("BN", BN), ("RNG_GROUP", dropout.RNG_GROUP))
   return prg.compile_kernel(fn, POINTERS[which], consts, warps, stages, arch), BM, BN
 
 

@@ -18,6 +18,7 @@ triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh 
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.kernels import attention as at               # noqa: E402
+from tinyperf.benchmarks.kernels import dropout as dr                 # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
 from tests.unit.test_kernels import HostArray                # noqa: E402
 
@@ -34,23 +35,28 @@ def inputs(L: int, D: int, seed: int = 0):
   return q, k, v, do, mask
 
 
-def run_forward(q, k, v, mask, p_drop=0.0, seed=0):
+def run_forward(q, k, v, mask, p_drop=0.0, seed=0, tile=(BLOCK, BLOCK), group=dr.RNG_GROUP):
   L, D = q.shape[2:]
+  BM, BN = tile
   o, lse = np.zeros_like(q), np.zeros(q.shape[:3], np.float32)
   args = (q, k, v, mask, np.array([seed], np.uint32), o, lse)
-  InterpretedFunction(at.attn_fwd_kernel)[(B * H * L // BLOCK,)](
-    *map(HostArray, args), H, L, D, 1 / math.sqrt(D), p_drop, BLOCK, BLOCK)
+  InterpretedFunction(at.attn_fwd_kernel)[(B * H * L // BM,)](
+    *map(HostArray, args), H, L, D, 1 / math.sqrt(D), p_drop, BM, BN, group)
   return o, lse
 
 
-def run_backward(q, k, v, mask, o, lse, do, p_drop=0.0, seed=0):
+def run_backward(q, k, v, mask, o, lse, do, p_drop=0.0, seed=0, dkdv=(BLOCK, BLOCK), dq_tile=(BLOCK, BLOCK),
+                 group=dr.RNG_GROUP, delta=None):
+  """dq, dk, dv of the two backward kernels at their (BM, BN) tiles; delta rowsum(dO * O) unless given."""
   L, D = q.shape[2:]
-  delta = (do.astype(np.float32) * o.astype(np.float32)).sum(-1)   # as attention._grad computes it, in tinygrad
+  if delta is None: delta = (do.astype(np.float32) * o.astype(np.float32)).sum(-1)   # as attention._grad computes it
   dq, dk, dv = np.zeros_like(q), np.zeros_like(q), np.zeros_like(q)
   ins = (q, k, v, mask, np.array([seed], np.uint32), do, lse, delta)
-  consts = (H, L, D, 1 / math.sqrt(D), p_drop, BLOCK, BLOCK)
-  InterpretedFunction(at.attn_bwd_dkdv_kernel)[(B * H * L // BLOCK,)](*map(HostArray, ins + (dk, dv)), *consts)
-  InterpretedFunction(at.attn_bwd_dq_kernel)[(B * H * L // BLOCK,)](*map(HostArray, ins + (dq,)), *consts)
+  consts = (H, L, D, 1 / math.sqrt(D), p_drop)
+  InterpretedFunction(at.attn_bwd_dkdv_kernel)[(B * H * L // dkdv[1],)](*map(HostArray, ins + (dk, dv)), *consts,
+                                                                         *dkdv, group)
+  InterpretedFunction(at.attn_bwd_dq_kernel)[(B * H * L // dq_tile[0],)](*map(HostArray, ins + (dq,)), *consts,
+                                                                          *dq_tile, group)
   return dq, dk, dv
 
 
@@ -68,14 +74,29 @@ def reference(q, k, v, mask, do, keep=None, p_drop=0.0):
   return (out.numpy(), scores.exp().sum(-1).log().numpy(), *(g.float().numpy() for g in grads))
 
 
-def kept_mask(L: int, p_drop: float, seed: int) -> np.ndarray:
-  """The kernel's dropout mask (B, H, L, L) read back: with q = 0 every unmasked probability is 1/L, and with v the
-  identity (D = L) out[i, j] = keep[i, j] / (L (1 - p))."""
+def kept_mask(L: int, p_drop: float, seed: int, tile=(BLOCK, BLOCK), group=dr.RNG_GROUP) -> np.ndarray:
+  """The forward kernel's dropout mask (B, H, L, L) read back: with q = 0 every unmasked probability is 1/L, and with
+  v the identity (D = L) out[i, j] = keep[i, j] / (L (1 - p))."""
   q = np.zeros((B, H, L, L), np.float16)
   v = np.broadcast_to(np.eye(L, dtype=np.float16), q.shape).copy()
-  o, _ = run_forward(q, q, v, np.zeros((B, L), np.float32), p_drop, seed)
+  o, _ = run_forward(q, q, v, np.zeros((B, L), np.float32), p_drop, seed, tile, group)
   assert set(np.unique(o * L * (1 - p_drop)).round(2)) <= {0.0, 1.0}
   return o > 0
+
+
+def backward_kept_masks(L: int, p_drop: float, seed: int, dkdv, dq_tile, group) -> tuple[np.ndarray, np.ndarray]:
+  """The masks (B, H, L, L) the dK/dV and the dQ kernels draw, read back. With q = 0 and lse = ln L every probability
+  is 1/L; with dO = K = the identity (D = L), V all ones and delta 0, dP = dO V^T is all ones, so
+  dv[j, i] = (P Z)[i, j] = keep[i, j] / (L (1 - p)) and dq[i, j] = dS[i, j] / sqrt(D) with
+  dS[i, j] = keep[i, j] / (L (1 - p))."""
+  eye = np.broadcast_to(np.eye(L, dtype=np.float16), (B, H, L, L)).copy()
+  q, ones = np.zeros_like(eye), np.ones_like(eye)
+  lse = np.full((B, H, L), math.log(L), np.float32)
+  dq, dk, dv = run_backward(q, eye, ones, np.zeros((B, L), np.float32), None, lse, eye, p_drop, seed, dkdv, dq_tile,
+                            group, delta=np.zeros((B, H, L), np.float32))
+  assert not dk.any()   # dS^T Q with Q = 0
+  assert set(np.unique(dv.astype(np.float32) * L * (1 - p_drop)).round(2)) <= {0.0, 1.0}
+  return dv.transpose(0, 1, 3, 2) > 0, dq > 0
 
 
 def max_err(got, ref): return float(np.abs(got.astype(np.float32) - ref).max())
@@ -98,28 +119,42 @@ def test_forward_and_backward_interpreted_equal_the_models_math(L, D):
   assert not dk[1, :, 5 * L // 8:].any() and not dv[1, :, 5 * L // 8:].any()
 
 
-def test_dropout_is_seeded_and_keeps_one_minus_p():
+@pytest.mark.parametrize("group", dr.GROUPS, ids=lambda g: f"rng_group{g}")
+def test_dropout_is_seeded_and_keeps_one_minus_p(group):
   L, p = 64, 0.1
-  a, b, c = kept_mask(L, p, seed=7), kept_mask(L, p, seed=7), kept_mask(L, p, seed=8)
+  a, b, c = (kept_mask(L, p, seed=s, group=group) for s in (7, 7, 8))
   assert (a == b).all() and (a != c).mean() > 0.1
   assert abs(a.mean() - (1 - p)) < 0.01   # 16384 draws: 0.01 is over 4 standard deviations
   # different elements of every (batch, head) draw differently: the index covers b, h, i and j
   assert all((a[0, 0] != a[x, y]).any() for x, y in ((0, 1), (1, 0), (1, 1)))
 
 
-def test_backward_uses_the_forwards_dropout_mask():
+@pytest.mark.parametrize("group", dr.GROUPS, ids=lambda g: f"rng_group{g}")
+def test_both_backward_kernels_draw_the_forwards_mask_at_other_tile_shapes(group):
+  """The forward at (BM 32, BN 64), dK/dV at (32, 16), dQ at (64, 32): each kernel walks its own tiles, and all three
+  draw the same element's mask."""
+  L, p, seed = 128, 0.25, 13
+  fwd = kept_mask(L, p, seed, tile=(32, 64), group=group)
+  dkdv, dq = backward_kept_masks(L, p, seed, dkdv=(32, 16), dq_tile=(64, 32), group=group)
+  assert abs(fwd.mean() - (1 - p)) < 0.02   # 65536 draws: over 10 standard deviations, a mask and not all-kept
+  np.testing.assert_array_equal(dkdv, fwd)
+  np.testing.assert_array_equal(dq, fwd)
+
+
+@pytest.mark.parametrize("group", dr.GROUPS, ids=lambda g: f"rng_group{g}")
+def test_backward_uses_the_forwards_dropout_mask(group):
   L, D, p, seed = 64, 64, 0.25, 11
-  keep = kept_mask(L, p, seed)
+  keep = kept_mask(L, p, seed, group=group)
   q, k, v, do, mask = inputs(L, D, seed=3)
-  o, lse = run_forward(q, k, v, mask, p, seed)
-  dq, dk, dv = run_backward(q, k, v, mask, o, lse, do, p, seed)
+  o, lse = run_forward(q, k, v, mask, p, seed, group=group)
+  dq, dk, dv = run_backward(q, k, v, mask, o, lse, do, p, seed, group=group)
   ref_o, ref_lse, ref_dq, ref_dk, ref_dv = reference(q, k, v, mask, do, keep, p)
   assert max_err(o, ref_o) < 2e-3 * max(1.0, np.abs(ref_o).max())   # seen 8e-4 of 1.4
   assert max_err(lse, ref_lse) < 1e-4   # the softmax's denominator counts dropped elements too
   for got, ref in ((dq, ref_dq), (dk, ref_dk), (dv, ref_dv)):   # seen <= 1.2e-3 of ~2.4
     assert max_err(got, ref) < 4e-3 * max(1.0, np.abs(ref).max())
   # a backward with another seed's mask is measurably wrong: the check above can tell masks apart
-  _, _, dv8 = run_backward(q, k, v, mask, o, lse, do, p, seed + 1)
+  _, _, dv8 = run_backward(q, k, v, mask, o, lse, do, p, seed + 1, group=group)
   assert max_err(dv8, ref_dv) > 0.1 * np.abs(ref_dv).max()
 
 
@@ -174,9 +209,9 @@ def test_a_captured_jit_step_draws_a_new_dropout_mask_each_step():
 
 def test_h200_cubins_compile_here_with_the_launch_facts():
   """The three kernels compiled ahead for sm_90 at BERT-large's shapes (16 heads, L 512, head dim 64, dropout 0.1) by
-  Triton's own ptxas, without a GPU: Hopper's wgmma in the forward, Philox in all three (and in none at dropout 0),
-  shared memory within the 227 KB a block may have, the block size of the tile, and the kernel's pointers + Triton's
-  two scratch parameters."""
+  Triton's own ptxas, without a GPU: Hopper's wgmma in the forward, Philox in all three (and in none at dropout 0; at
+  the committed RNG_GROUP a quarter of the per-element draw's), shared memory within the 227 KB a block may have, the
+  block size of the tile, and the kernel's pointers + Triton's two scratch parameters."""
   code = """
 import json
 from tinyperf.benchmarks.kernels import attention as at
@@ -187,6 +222,10 @@ for which in ("fwd", "dkdv", "dq"):
   out[which] = {"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
                 "wgmma": "wgmma.mma_async" in k.ptx, "philox": "mul.hi.u32" in k.ptx, "warps": at.TILES[which][2]}
   out[which]["philox_at_p0"] = "mul.hi.u32" in at.compile_attention(which, 16, 512, 64, 0.0, 90)[0].ptx
+  out[which]["mul_hi"] = k.ptx.count("mul.hi.u32")
+  committed, at.dropout.RNG_GROUP = at.dropout.RNG_GROUP, 1   # the per-element draw, for its count
+  out[which]["mul_hi_group1"] = at.compile_attention(which, 16, 512, 64, 0.1, 90)[0].ptx.count("mul.hi.u32")
+  at.dropout.RNG_GROUP = committed
 print(json.dumps(out))
 """
   env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -198,4 +237,6 @@ print(json.dumps(out))
     assert g["name"] == name and g["cubin"] > 1000 and g["philox"] and not g["philox_at_p0"], g   # p 0: compiled out
     assert 0 < g["smem"] <= 227 * 1024 and g["threads"] == 32 * g["warps"], g
     assert g["params"] == len(at.POINTERS[which]) + 2, g
+    # one Philox call per 4 keys: Philox's multiplies (2 per round) fall to about a quarter (seen 146 of 514)
+    assert g["mul_hi"] < g["mul_hi_group1"] / 3, g
   assert got["fwd"]["wgmma"], got["fwd"]

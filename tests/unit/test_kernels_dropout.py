@@ -13,6 +13,7 @@ import triton.language as tl                                 # noqa: E402
 from triton.language.random import uint_to_uniform_float     # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
+from tinyperf.benchmarks.kernels import attention as at      # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr        # noqa: E402
 from tests.unit.test_kernels import HostArray                # noqa: E402
 
@@ -95,3 +96,6 @@ def test_tiles_that_split_a_group_are_refused():
   with pytest.raises(ValueError, match="RNG_GROUP"):
     dr.check_group(2, 64, 64, "attention fwd")
   dr.check_group(1, 6, 6, "attention fwd")   # one element per call: any tile
+  # attention's own check: L 6 makes the tile 6 keys wide, which no group of 4 divides (refused before compiling)
+  with pytest.raises(ValueError, match="multiples of 4"):
+    at.compile_attention("fwd", 1, 6, 8, 0.1, 90)
