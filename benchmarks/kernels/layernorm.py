@@ -9,9 +9,9 @@ rstd (fp32); the backward recomputes s from x and residual (no copy of s is kept
   ds = (w*dy - xhat * mean(xhat * w*dy) - mean(w*dy)) * rstd     residual's gradient; x's is ds through the dropout
   dweight = sum over rows of dy * xhat,  dbias = sum over rows of dy
 each program summing its own block of rows into one partial row (fp32), the partials then summed by tinygrad: no
-atomics, the same sums every run. Dropout keeps element (i, j) of x when Philox(seed, i*N + j) >= p, drawn again in the
-backward from the same seed (a uint32 tensor from tinygrad's RNG: a captured JIT step gets a new mask each step), so no
-mask is stored.
+atomics, the same sums every run. Dropout keeps element (i, j) of x as dropout.keep_mask draws element j of row i
+(Philox, one call per 4 columns), drawn again in the backward from the same seed (a uint32 tensor from tinygrad's RNG:
+a captured JIT step gets a new mask each step), so no mask is stored.
 
 On several devices x and residual are sharded on their first axis (BERT's batch) and weight and bias replicated: each
 device normalizes its own rows with its own dropout seed (program.device_seeds), and the partial dweight and dbias of
@@ -28,7 +28,7 @@ from tinygrad import Tensor, dtypes
 from tinygrad.helpers import TRAINING
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
-from tinyperf.benchmarks.kernels import program as prg
+from tinyperf.benchmarks.kernels import dropout, program as prg
 from tinyperf.benchmarks.kernels.attention import _hash_uniform, _uniform
 
 try:
@@ -38,24 +38,26 @@ except ImportError:   # CPU-only installs: the Triton path is never taken there
   triton = None
 
 
-def _dropped_sum(x, r, seed, off, mask, P_DROP: tl.constexpr):
-  """dropout(x) + residual at off, in x's dtype (the kept x scaled in fp32 and rounded once), as fp32."""
+def _dropped_sum(x, r, seed, rows, off, mask, N: tl.constexpr, BN: tl.constexpr, P_DROP: tl.constexpr,
+                 RNG_GROUP: tl.constexpr):
+  """dropout(x) + residual of rows (off: their elements), in x's dtype (the kept x scaled in fp32 and rounded once),
+  as fp32."""
   xv = tl.load(x + off, mask=mask, other=0.0)
   if P_DROP > 0:
-    keep = tl.rand(tl.load(seed), off) >= P_DROP
+    keep = dropout.keep_mask(tl.load(seed), rows, 0, N, BN, P_DROP, RNG_GROUP)
     xv = tl.where(keep, xv.to(tl.float32) * (1.0 / (1.0 - P_DROP)), 0.0).to(xv.dtype)
   return (xv + tl.load(r + off, mask=mask, other=0.0)).to(tl.float32)
 
 
 def add_ln_fwd_kernel(x, r, w, b, seed, y, mean, rstd, M: tl.constexpr, N: tl.constexpr, EPS: tl.constexpr,
-                      P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                      P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, RNG_GROUP: tl.constexpr):
   """BM whole rows per program (BN: N rounded up to a power of two, the extra columns masked off)."""
   rows = tl.program_id(0) * BM + tl.arange(0, BM)
   cols = tl.arange(0, BN)
   rmask, cmask = rows < M, cols < N
   mask = rmask[:, None] & cmask[None, :]
   off = rows[:, None] * N + cols[None, :]
-  s = _dropped_sum(x, r, seed, off, mask, P_DROP)
+  s = _dropped_sum(x, r, seed, rows, off, mask, N, BN, P_DROP, RNG_GROUP)
   mu = tl.sum(s, 1) / N
   d = tl.where(mask, s - mu[:, None], 0.0)
   rs = tl.math.rsqrt(tl.sum(d * d, 1) / N + EPS)
@@ -68,7 +70,8 @@ def add_ln_fwd_kernel(x, r, w, b, seed, y, mean, rstd, M: tl.constexpr, N: tl.co
 
 
 def add_ln_bwd_kernel(x, r, w, seed, dy, mean, rstd, dr, dx, dw, db, M: tl.constexpr, N: tl.constexpr,
-                      P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, ROWS: tl.constexpr):
+                      P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, ROWS: tl.constexpr,
+                      RNG_GROUP: tl.constexpr):
   """The sum's gradient dr (residual's) and, with dropout, dx (x's: dr through the same mask) of ROWS rows per
   program, BM at a time, and the program's partial dweight and dbias (row pid of dw, db)."""
   pid = tl.program_id(0)
@@ -82,7 +85,7 @@ def add_ln_bwd_kernel(x, r, w, seed, dy, mean, rstd, dr, dx, dw, db, M: tl.const
     rmask = rows < M
     mask = rmask[:, None] & cmask[None, :]
     off = rows[:, None] * N + cols[None, :]
-    s = _dropped_sum(x, r, seed, off, mask, P_DROP)
+    s = _dropped_sum(x, r, seed, rows, off, mask, N, BN, P_DROP, RNG_GROUP)
     mu = tl.load(mean + rows, mask=rmask, other=0.0)
     rs = tl.load(rstd + rows, mask=rmask, other=0.0)
     xhat = tl.where(mask, (s - mu[:, None]) * rs[:, None], 0.0)
@@ -93,7 +96,7 @@ def add_ln_bwd_kernel(x, r, w, seed, dy, mean, rstd, dr, dx, dw, db, M: tl.const
     ds = (wg - (xhat * c1[:, None] + c2[:, None])) * rs[:, None]
     tl.store(dr + off, ds.to(dr.dtype.element_ty), mask=mask)
     if P_DROP > 0:
-      keep = tl.rand(tl.load(seed), off) >= P_DROP
+      keep = dropout.keep_mask(tl.load(seed), rows, 0, N, BN, P_DROP, RNG_GROUP)
       tl.store(dx + off, tl.where(keep, ds * (1.0 / (1.0 - P_DROP)), 0.0).to(dx.dtype.element_ty), mask=mask)
     dw_acc += g * xhat
     db_acc += g
@@ -137,13 +140,16 @@ def pointers(which: str, dtype) -> tuple[tuple[str, str], ...]:
 def compile_layernorm(which: str, M: int, N: int, eps: float, p_drop: float, dtype,
                       arch: int) -> tuple[prg.Compiled, int]:
   """The cubin of the forward or backward kernel for sm_<arch>, with its grid (programs)."""
+  dropout.check_group(dropout.RNG_GROUP, _pow2(N), N, f"add_layernorm {which}")   # a tile is whole rows
   if which == "fwd":
     BM, warps = TILES["fwd"]
-    consts = (("M", M), ("N", N), ("EPS", float(eps)), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", _pow2(N)))
+    consts = (("M", M), ("N", N), ("EPS", float(eps)), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", _pow2(N)),
+              ("RNG_GROUP", dropout.RNG_GROUP))
     return prg.compile_kernel(compiled_fwd, pointers("fwd", dtype), consts, warps, 1, arch), -(-M // BM)
   BM, per_sm, warps = TILES["bwd"]
   rows = bwd_rows(M, BM, per_sm)
-  consts = (("M", M), ("N", N), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", _pow2(N)), ("ROWS", rows))
+  consts = (("M", M), ("N", N), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", _pow2(N)), ("ROWS", rows),
+            ("RNG_GROUP", dropout.RNG_GROUP))
   return prg.compile_kernel(compiled_bwd, pointers("bwd", dtype), consts, warps, 1, arch), -(-M // rows)
 
 

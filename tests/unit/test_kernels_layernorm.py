@@ -13,13 +13,14 @@ import pytest
 from tinygrad import Context, Tensor, TinyJit, dtypes
 
 triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
-import triton.language as tl                                 # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.bert.model import LN_EPS, LayerNorm          # noqa: E402
+from tinyperf.benchmarks.kernels import dropout as dr                 # noqa: E402
 from tinyperf.benchmarks.kernels import layernorm as ln               # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
 from tests.unit.test_kernels import HostArray                # noqa: E402
+from tests.unit.test_kernels_dropout import keep_mask        # noqa: E402
 
 BM, ROWS = 4, 12   # interpreter tiles: 37 or 50 rows give a partial last block and several backward programs
 
@@ -33,36 +34,24 @@ def inputs(M: int, N: int, seed: int = 0):
   return x, r, w, b, dy
 
 
-def run_forward(x, r, w, b, p_drop=0.0, seed=0):
+def run_forward(x, r, w, b, p_drop=0.0, seed=0, group=dr.RNG_GROUP):
   M, N = x.shape
   y, mean, rstd = np.zeros_like(x), np.zeros(M, np.float32), np.zeros(M, np.float32)
   args = (x, r, w, b, np.array([seed], np.uint32), y, mean, rstd)
   InterpretedFunction(ln.add_ln_fwd_kernel)[(-(-M // BM),)](*map(HostArray, args), M, N, LN_EPS, p_drop, BM,
-                                                            ln._pow2(N))
+                                                            ln._pow2(N), group)
   return y, mean, rstd
 
 
-def run_backward(x, r, w, dy, mean, rstd, p_drop=0.0, seed=0):
+def run_backward(x, r, w, dy, mean, rstd, p_drop=0.0, seed=0, group=dr.RNG_GROUP):
   """-> dr, dx (x's gradient: dr itself without dropout, the kernel then writes none), dweight, dbias."""
   M, N = x.shape
   grid = -(-M // ROWS)
   dr, dx, dw, db = np.zeros_like(x), np.zeros_like(x), np.zeros((grid, N), np.float32), np.zeros((grid, N), np.float32)
   args = (x, r, w, np.array([seed], np.uint32), dy, mean, rstd, dr, dx, dw, db)
-  InterpretedFunction(ln.add_ln_bwd_kernel)[(grid,)](*map(HostArray, args), M, N, p_drop, BM, ln._pow2(N), ROWS)
+  InterpretedFunction(ln.add_ln_bwd_kernel)[(grid,)](*map(HostArray, args), M, N, p_drop, BM, ln._pow2(N), ROWS,
+                                                      group)
   return dr, dx if p_drop > 0 else dr, dw.sum(0), db.sum(0)
-
-
-def philox_uniform_kernel(seed, out, n: tl.constexpr, BLOCK: tl.constexpr):
-  offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-  tl.store(out + offs, tl.rand(tl.load(seed), offs), mask=offs < n)
-
-
-def kept(M: int, N: int, p_drop: float, seed: int) -> np.ndarray:
-  """The kernels' dropout mask: Triton's Philox draw of each element's row-major index, drawn here on its own."""
-  u = np.zeros(M * N, np.float32)
-  InterpretedFunction(philox_uniform_kernel)[(-(-M * N // 256),)](HostArray(np.array([seed], np.uint32)), HostArray(u),
-                                                                  M * N, 256)
-  return (u >= p_drop).reshape(M, N)
 
 
 def reference(x, r, w, b, dy):
@@ -107,15 +96,18 @@ def test_the_backward_reads_the_forwards_statistics():
   assert np.abs(dr.astype(np.float32) - ref_ds).max() > 0.1 * np.abs(ref_ds).max()
 
 
-def test_dropout_is_seeded_keeps_one_minus_p_and_the_backward_draws_the_same_mask():
+@pytest.mark.parametrize("group", dr.GROUPS, ids=lambda g: f"rng_group{g}")
+def test_dropout_is_seeded_keeps_one_minus_p_and_the_backward_draws_the_same_mask(group):
+  """The kernels against the model's math with the mask dropout.keep_mask draws for each element (its own tests:
+  test_kernels_dropout.py), over rows of 64 drawn here in one tile per 16 rows."""
   M, N, p, seed = 64, 64, 0.25, 7
-  keep = kept(M, N, p, seed)
+  keep = keep_mask(M, N, p, seed, group, tile=(16, N))
   assert abs(keep.mean() - (1 - p)) < 0.03   # 4096 draws: 0.03 is over 4 standard deviations
-  assert (keep != kept(M, N, p, seed + 1)).mean() > 0.2
+  assert (keep != keep_mask(M, N, p, seed + 1, group, tile=(16, N))).mean() > 0.2
   x, r, w, b, dy = inputs(M, N, seed=2)
   xd = np.where(keep, (x.astype(np.float32) * np.float32(1 / (1 - p))).astype(np.float16), np.float16(0))
-  y, mean, rstd = run_forward(x, r, w, b, p, seed)
-  dr, dx, dw, db = run_backward(x, r, w, dy, mean, rstd, p, seed)
+  y, mean, rstd = run_forward(x, r, w, b, p, seed, group)
+  dr, dx, dw, db = run_backward(x, r, w, dy, mean, rstd, p, seed, group)
   ref_y, ref_mean, _, ref_ds, ref_dw, ref_db = reference(xd, r, w, b, dy)
   np.testing.assert_allclose(mean, ref_mean, rtol=1e-5, atol=1e-6)
   assert within_fp16_rounding(y, ref_y, 1e-5) and within_fp16_rounding(dr, ref_ds, 1e-4)
@@ -123,7 +115,7 @@ def test_dropout_is_seeded_keeps_one_minus_p_and_the_backward_draws_the_same_mas
   np.testing.assert_allclose(dw, ref_dw, rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(db, ref_db, rtol=1e-4, atol=1e-4)
   # a backward drawing another seed's mask is measurably wrong: the checks above can tell masks apart
-  dx8 = run_backward(x, r, w, dy, mean, rstd, p, seed + 1)[1]
+  dx8 = run_backward(x, r, w, dy, mean, rstd, p, seed + 1, group)[1]
   assert np.abs(dx8.astype(np.float32) - np.where(keep, ref_ds / (1 - p), 0)).max() > 0.1 * np.abs(ref_ds).max()
 
 
