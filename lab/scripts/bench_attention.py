@@ -2,9 +2,10 @@
 
 At --bs sequences of --seq tokens (16 heads, head dim 64, a quarter of each sequence padded): the largest difference of
 out, dq, dk, dv from tinygrad's ops doing the model's math (BertSelfAttention, no dropout), then for each tile set of
-CANDIDATES the forward alone and forward + backward (dropout 0.1) per replayed JIT call, TFLOP/s and ms, beside
-tinygrad's own attention of the same math. One JSON line per measurement (the fastest tiles go in attention.TILES).
-  DEV=CUDA python lab/scripts/bench_attention.py [--bs 96] [--seq 512]
+CANDIDATES and each --rng (dropout elements per Philox call, dropout.RNG_GROUP) the forward alone and forward + backward
+(dropout 0.1) per replayed JIT call, TFLOP/s and ms, beside tinygrad's own attention of the same math. One JSON line per
+measurement (the fastest tiles go in attention.TILES).
+  DEV=CUDA python lab/scripts/bench_attention.py [--bs 96] [--seq 512] [--rng 1,4]
 """
 import argparse
 import json
@@ -19,8 +20,10 @@ import numpy as np                                             # noqa: E402
 from tinygrad import Context, Device, Tensor, TinyJit, dtypes   # noqa: E402
 
 from tinyperf.benchmarks.kernels import attention as at                   # noqa: E402
+from tinyperf.benchmarks.kernels import dropout as dr                     # noqa: E402
 
 HEADS, HEAD_DIM, P_DROP, CALLS = 16, 64, 0.1, 5
+DEFAULT_GROUP = dr.RNG_GROUP   # as committed, restored after the --rng variants
 # tile sets to try: {kernel: (BM, BN, warps, stages)}; the first is attention.TILES as committed
 CANDIDATES = [dict(at.TILES),
               {"fwd": (128, 128, 8, 2), "dkdv": (64, 128, 8, 2), "dq": (128, 64, 8, 2)},
@@ -49,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--bs", type=int, default=96, help="sequences per step")
   p.add_argument("--seq", type=int, default=512, help="tokens per sequence")
+  p.add_argument("--rng", type=dr.rng_groups, default=dr.GROUPS,
+                 help="dropout elements per Philox call to time, comma-separated (dropout.RNG_GROUP; default 1,4)")
   return p
 
 
@@ -71,18 +76,24 @@ def main():
   def fwd(fn): return lambda q, k, v, m: fn(q, k, v, m, P_DROP).realize()
   def fwd_bwd(fn):
     return lambda q, k, v, m: Tensor.realize(*(fn(q, k, v, m, P_DROP).float() * g.float()).sum().gradient(q, k, v))
+  variants = [("tinygrad", model_attention, None, None)]
+  variants += [("triton", at.attention, t, g) for g in args.rng for t in CANDIDATES]
   with Context(TRAINING=1):
-    for name, fn, tiles in [("tinygrad", model_attention, None)] + [("triton", at.attention, t) for t in CANDIDATES]:
+    for name, fn, tiles, group in variants:
       if tiles: at.TILES.update(tiles)
+      if group: dr.RNG_GROUP = group
       try:
         s_f, s_fb = step_time(fwd(fn), q, k, v, mask_add), step_time(fwd_bwd(fn), q, k, v, mask_add)
       except Exception as e:   # a tile that does not fit (shared memory, registers) is reported, not fatal
-        print(json.dumps({"impl": name, "tiles": tiles, "error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
+        print(json.dumps({"impl": name, "tiles": tiles, "rng_group": group, "error": f"{type(e).__name__}: {e}"[:300]}),
+              flush=True)
         continue
-      print(json.dumps({"impl": name, "tiles": tiles, "bs": B, "seq": L, "fwd_ms": round(s_f * 1e3, 3),
-                        "fwd_tflops": round(flops_fwd / s_f / 1e12, 1), "fwd_bwd_ms": round(s_fb * 1e3, 3),
-                        "fwd_bwd_tflops": round(3.5 * flops_fwd / s_fb / 1e12, 1)}), flush=True)
+      print(json.dumps({"impl": name, "tiles": tiles, "rng_group": group, "bs": B, "seq": L,
+                        "fwd_ms": round(s_f * 1e3, 3), "fwd_tflops": round(flops_fwd / s_f / 1e12, 1),
+                        "fwd_bwd_ms": round(s_fb * 1e3, 3), "fwd_bwd_tflops": round(3.5 * flops_fwd / s_fb / 1e12, 1)}),
+            flush=True)
   at.TILES.update(CANDIDATES[0])
+  dr.RNG_GROUP = DEFAULT_GROUP
 
 
 if __name__ == "__main__":

@@ -3,11 +3,12 @@ TinyJit, on one NVIDIA GPU.
 
 At --rows rows of --hidden (BERT-large BS 96: 96 x 512 = 49152 rows of 1024) in fp16, fp32 weight and bias: the
 largest difference of out, dx, dresidual, dweight, dbias from the model's LayerNorm(x + residual) in tinygrad (no
-dropout), then for each tile set of CANDIDATES, with dropout 0.1 as BERT trains, the forward alone and forward +
-backward per replayed JIT call, ms and GB/s (the fp16 rows the kernels must move: x, residual, out forward; x,
-residual, dy, dresidual, dx backward), beside tinygrad's own kernels doing the same math. One JSON line per
-measurement (the fastest tiles go in layernorm.TILES).
-  DEV=CUDA python lab/scripts/bench_layernorm.py [--rows 49152] [--hidden 1024]    (BEAM=2: tinygrad's kernels searched)
+dropout), then for each tile set of CANDIDATES and each --rng (dropout elements per Philox call, dropout.RNG_GROUP),
+with dropout 0.1 as BERT trains, the forward alone and forward + backward per replayed JIT call, ms and GB/s (the
+fp16 rows the kernels must move: x, residual, out forward; x, residual, dy, dresidual, dx backward), beside tinygrad's
+own kernels doing the same math. One JSON line per measurement (the fastest tiles go in layernorm.TILES).
+  DEV=CUDA python lab/scripts/bench_layernorm.py [--rows 49152] [--hidden 1024] [--rng 1,4]
+  (BEAM=2: tinygrad's kernels searched)
 """
 import argparse
 import json
@@ -22,8 +23,10 @@ from tinygrad.dtype import DEFAULT_FLOAT                # noqa: E402
 
 from tinyperf.benchmarks.bert.model import LayerNorm             # noqa: E402
 from tinyperf.benchmarks.kernels import layernorm as ln          # noqa: E402
+from tinyperf.benchmarks.kernels import dropout as dr            # noqa: E402
 
 CALLS, P_DROP = 10, 0.1
+DEFAULT_GROUP = dr.RNG_GROUP   # as committed, restored after the --rng variants
 # tile sets to try: {"fwd": (BM, warps), "bwd": (BM, programs per multiprocessor, warps)}; the first is ln.TILES
 CANDIDATES = [dict(ln.TILES),
               {"fwd": (1, 4), "bwd": (1, 4, 4)},
@@ -47,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--rows", type=int, default=96 * 512, help="rows (tokens per step)")
   p.add_argument("--hidden", type=int, default=1024, help="row length")
+  p.add_argument("--rng", type=dr.rng_groups, default=dr.GROUPS,
+                 help="dropout elements per Philox call to time, comma-separated (dropout.RNG_GROUP; default 1,4)")
   return p
 
 
@@ -72,21 +77,24 @@ def main():
   print(json.dumps(check), flush=True)
 
   nbytes = {"fwd": 3 * M * N * 2, "fwd_bwd": 8 * M * N * 2}
-  for name, tiles in [("tinygrad", None)] + [("triton", t) for t in CANDIDATES]:
+  for name, tiles, group in [("tinygrad", None, None)] + [("triton", t, g) for g in args.rng for t in CANDIDATES]:
     if tiles: ln.TILES.update(tiles)
+    if group: dr.RNG_GROUP = group
     layer = layers[name]
     try:
       with Context(TRAINING=1):
         s_f = step_time(lambda x, r: layer(x, r, P_DROP).realize(), x, r)
         s_fb = step_time(fwd_bwd(layer, P_DROP), x, r)
     except Exception as e:   # a tile that does not fit (registers, shared memory) is reported, not fatal
-      print(json.dumps({"impl": name, "tiles": tiles, "error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
+      print(json.dumps({"impl": name, "tiles": tiles, "rng_group": group, "error": f"{type(e).__name__}: {e}"[:300]}),
+            flush=True)
       continue
-    print(json.dumps({"impl": name, "tiles": tiles, "rows": M, "hidden": N, "dropout": P_DROP,
+    print(json.dumps({"impl": name, "tiles": tiles, "rng_group": group, "rows": M, "hidden": N, "dropout": P_DROP,
                       "fwd_ms": round(s_f * 1e3, 3),
                       "fwd_gbps": round(nbytes["fwd"] / s_f / 1e9, 1), "fwd_bwd_ms": round(s_fb * 1e3, 3),
                       "fwd_bwd_gbps": round(nbytes["fwd_bwd"] / s_fb / 1e9, 1)}), flush=True)
   ln.TILES.update(CANDIDATES[0])
+  dr.RNG_GROUP = DEFAULT_GROUP
 
 
 if __name__ == "__main__":

@@ -237,9 +237,10 @@ print(json.dumps(out))
 
 def test_bench_script_checks_and_times_every_candidate_on_the_cpu():
   """lab/scripts/bench_layernorm.py at a small shape on the CPU (both layers run tinygrad kernels there): the check line
-  and one timing line per implementation and tile set, so the GPU command that measures it cannot fail on the script."""
-  r = subprocess.run([sys.executable, "lab/scripts/bench_layernorm.py", "--rows", "40", "--hidden", "64"], cwd=REPO,
-                     env={**os.environ, "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
+  and one timing line per implementation, tile set and dropout grouping, so the GPU command that measures it cannot
+  fail on the script."""
+  cmd = [sys.executable, "lab/scripts/bench_layernorm.py", "--rows", "40", "--hidden", "64", "--rng", "1,4"]
+  r = subprocess.run(cmd, cwd=REPO, env={**os.environ, "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr[-3000:]
   check, *timed = (json.loads(line) for line in r.stdout.splitlines())
   for n in ("out", "dx", "dresidual", "dweight", "dbias"):
@@ -247,5 +248,7 @@ def test_bench_script_checks_and_times_every_candidate_on_the_cpu():
   sys.path.insert(0, str(REPO / "lab" / "scripts"))
   try: import bench_layernorm
   finally: sys.path.pop(0)
-  assert [t["impl"] for t in timed] == ["tinygrad"] + ["triton"] * len(bench_layernorm.CANDIDATES)
+  n = len(bench_layernorm.CANDIDATES)
+  want = [("tinygrad", None)] + [("triton", 1)] * n + [("triton", 4)] * n
+  assert [(t["impl"], t["rng_group"]) for t in timed] == want
   assert all(t["fwd_ms"] > 0 and t["fwd_bwd_ms"] > 0 for t in timed), timed
