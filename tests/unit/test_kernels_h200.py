@@ -95,7 +95,7 @@ def test_dry_run_prints_the_selected_commands_and_runs_nothing(tmp_path):
                                        (("collect",), {}), (("poll",), {}), (("go",), {})])
 def test_bad_input_exits_2_before_anything_runs(tmp_path, args, env):
   r = kernels(*args, cwd=tmp_path, JOB="job", **env)
-  assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.startswith("kernels_h200.sh: "), r
+  assert r.returncode == 2 and r.stderr.strip() and "Traceback" not in r.stderr, r
   assert not (tmp_path / "job").exists()
 
 
