@@ -103,14 +103,15 @@ def test_script_pyxis_runtime_runs_the_image_with_srun(tmp_path):
   (lambda j: j.update(job_id="12; rm"), "not a Slurm job id"),
   (lambda j: j["spec"].pop("results"), "job 0 spec: 'results' is missing"),
   (lambda j: j["spec"].update(nexp=True), "job 0 spec: 'nexp' is True"),
-  (lambda j: j.update(files="../.."), "job 0: files '../..' is not the name of a directory in slurm/"),
+  (lambda j: j.update(files="../.."), "job 0: files '../..'"),
+  (lambda j: j.pop("files"), "job 0: 'files' is missing"),   # every submission has a directory of its own
 ])
 def test_a_damaged_record_is_bad_input(tmp_path, damage, needle):
   """A hand-edited slurm.json: status and --resume name the file and what is wrong (they ended in a KeyError or
   TypeError traceback)."""
   work = tmp_path / "out/runs/cpu_smoke/resnet"; work.mkdir(parents=True)
-  job = {"job_id": "7", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [0, 1], "submitted": 0.0,
-         "spec": spec(platform="cpu_smoke", runtime="host", nexp=2)}
+  job = {"job_id": "7", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [0, 1], "files": "submission_1",
+         "submitted": 0.0, "spec": spec(platform="cpu_smoke", runtime="host", nexp=2)}
   damage(job)
   slurm_record.record_path(work).write_text(json.dumps({"format": "tinyperf-slurm-v1", "jobs": [job]}))
   for extra in ((), ("--resume",)):
@@ -138,15 +139,15 @@ def test_parse_squeue():
 
 def _set(tmp_path, attempts, jobs):
   work = tmp_path / "runs" / "cpu_smoke" / "resnet"
-  (work / "slurm").mkdir(parents=True)
+  (work / "slurm/submission_1").mkdir(parents=True)
   for a in attempts:   # a finished run's result file exists (status checks it)
     if a.status == L.DONE:
       res = tmp_path / "results" / "cpu_smoke" / "resnet" / f"result_{a.index}.txt"
       res.parent.mkdir(parents=True, exist_ok=True); res.write_text("log"); a.result = str(res)
   led = L.Ledger(work / "ledger.json"); led.attempts = attempts; led.save()
   rec = {"format": "tinyperf-slurm-v1", "jobs": [
-    {"job_id": j, "job_name": "tinyperf-resnet-cpu_smoke", "indices": idx, "submitted": t, "spec": spec(nexp=n)}
-    for j, idx, t, n in jobs]}
+    {"job_id": j, "job_name": "tinyperf-resnet-cpu_smoke", "indices": idx, "files": "submission_1", "submitted": t,
+     "spec": spec(nexp=n)} for j, idx, t, n in jobs]}
   slurm_record.record_path(work).write_text(json.dumps(rec))
   return work
 
@@ -159,9 +160,9 @@ def test_states_from_ledger_record_and_queue(tmp_path):
     L.Attempt(index=2, seed=12, status=L.RUNNING, slurm={"job": "5_2"}),           # running now
     L.Attempt(index=3, seed=13, status=L.INTERRUPTED, note="stopped by SIGTERM", slurm={"job": "5_3"}),
   ], [("5", [0, 1, 2, 3, 4], t - 100, 6)])
-  (work / "slurm/job_5_3.restart0.exit").write_text("130\n")
-  (work / "slurm/job_5_4.out").write_text("preflight: 4 passed, 1 failed\ntinyperf run: error: data is gone\n")
-  (work / "slurm/job_5_4.restart0.exit").write_text("2\n")
+  (work / "slurm/submission_1/job_5_3.restart0.exit").write_text("130\n")
+  (work / "slurm/submission_1/job_5_4.out").write_text("preflight: 4 passed, 1 failed\ntinyperf run: error: data is gone\n")
+  (work / "slurm/submission_1/job_5_4.restart0.exit").write_text("2\n")
   tasks = {("5", 2): ("RUNNING", "node3"), ("5", 0): ("COMPLETING", "node1"), ("5", 1): ("CANCELLED", "None"),
            ("9", 4): ("RUNNING", "x")}   # another result set's job: not ours
   st = ST.set_states(work, tasks)
@@ -175,14 +176,14 @@ def test_states_from_ledger_record_and_queue(tmp_path):
   assert got[5] == ("missing", "")
   # resubmitted run 1 is pending in the new job even though the old attempt is stale
   rec = json.loads(slurm_record.record_path(work).read_text())
-  rec["jobs"].append({"job_id": "6", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [1, 5], "submitted": t,
-                      "spec": spec(nexp=6)})
+  rec["jobs"].append({"job_id": "6", "job_name": "tinyperf-resnet-cpu_smoke", "indices": [1, 5], "files": "submission_2",
+                      "submitted": t, "spec": spec(nexp=6)})
   slurm_record.record_path(work).write_text(json.dumps(rec))
   st = ST.set_states(work, {("6", 1): ("PENDING", "Resources")})
   got = {r["index"]: (r["state"], r["detail"]) for r in st["runs"]}
   assert got[1] == ("pending", "task 6_1 PENDING (Resources)")
   # a task that left nothing at all points at the likely cause: the results directory is not on the node
-  assert got[5][0] == "failed" and "6_5" in got[5][1] and "job_6_5.out" in got[5][1]   # the output file it lacks
+  assert got[5][0] == "failed" and "6_5" in got[5][1] and "submission_2/job_6_5.out" in got[5][1]   # the output it lacks
   # Slurm unreachable: unfinished Slurm runs are unknown, never guessed
   st = ST.set_states(work, None)
   assert {r["index"]: r["state"] for r in st["runs"]} == {0: "done", 1: "unknown", 2: "unknown", 3: "unknown",
@@ -215,10 +216,10 @@ def test_status_reads_the_last_attempt_of_a_requeued_task(tmp_path):
     L.Attempt(index=3, seed=13, status=L.INTERRUPTED, note="stopped by SIGTERM", slurm={"job": "7_3"}),
   ], [("7", [0, 1, 2, 3], time.time() - 100, 4)])
   def started(index, *restarts, tail=""):   # the start line each attempt's script prints (render_script)
-    (work / f"slurm/job_7_{index}.out").write_text("".join(
+    (work / f"slurm/submission_1/job_7_{index}.out").write_text("".join(
       f"==== tinyperf: Slurm task 7_{index}, restart {r} (SLURM_RESTART_COUNT={r or 'unset'}) on node1 at "
       f"2025-01-01T00:00:00Z ====\nrun output\n" for r in restarts) + tail)
-  def exited(index, restart, rc): (work / f"slurm/job_7_{index}.restart{restart}.exit").write_text(f"{rc}\n")
+  def exited(index, restart, rc): (work / f"slurm/submission_1/job_7_{index}.restart{restart}.exit").write_text(f"{rc}\n")
   started(0, 0, 1); exited(0, 0, 1)                  # restart 1 was killed (node failure): no record of its own
   started(1, 0, 1); exited(1, 0, 2); exited(1, 1, 1)
   started(2, 0, 1, tail="tinyperf run: error: data is gone\n"); exited(2, 0, 1); exited(2, 1, 2)
