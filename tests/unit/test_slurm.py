@@ -144,7 +144,7 @@ def _set(tmp_path, attempts, jobs):
     if a.status == L.DONE:
       res = tmp_path / "results" / "cpu_smoke" / "resnet" / f"result_{a.index}.txt"
       res.parent.mkdir(parents=True, exist_ok=True); res.write_text("log"); a.result = str(res)
-  led = L.Ledger(work / "ledger.json"); led.attempts = attempts; led.save()
+  led = L.Ledger(work / "ledger.json"); led.attempts, led.nexp = attempts, max([n for *_, n in jobs] + [1]); led.save()
   rec = {"format": "tinyperf-slurm-v1", "jobs": [
     {"job_id": j, "job_name": "tinyperf-resnet-cpu_smoke", "indices": idx, "files": "submission_1", "submitted": t,
      "spec": spec(nexp=n)} for j, idx, t, n in jobs]}
@@ -317,7 +317,7 @@ def test_concurrent_writers_lose_no_attempt(tmp_path):
 import sys
 from tinyperf.tooling.common import ledger as L
 w = int(sys.argv[1])
-for k in range(25): L.add_attempt({str(ledger)!r}, L.Attempt(index=w, seed=w * 1000 + k))
+for k in range(25): L.add_attempt({str(ledger)!r}, L.Attempt(index=w, seed=w * 1000 + k), nexp=8)
 """
   procs = [subprocess.Popen([sys.executable, "-c", code, str(w)], cwd=REPO) for w in range(8)]
   assert all(p.wait(timeout=120) == 0 for p in procs)
