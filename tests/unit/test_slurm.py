@@ -144,7 +144,8 @@ def _set(tmp_path, attempts, jobs):
     if a.status == L.DONE:
       res = tmp_path / "results" / "cpu_smoke" / "resnet" / f"result_{a.index}.txt"
       res.parent.mkdir(parents=True, exist_ok=True); res.write_text("log"); a.result = str(res)
-  led = L.Ledger(work / "ledger.json"); led.attempts, led.nexp = attempts, max([n for *_, n in jobs] + [1]); led.save()
+  led = L.Ledger(work / "ledger.json"); led.attempts = attempts
+  led.nexp = max([n for *_, n in jobs] + [a.index + 1 for a in attempts] + [1]); led.save()   # as `tinyperf run` records
   rec = {"format": "tinyperf-slurm-v1", "jobs": [
     {"job_id": j, "job_name": "tinyperf-resnet-cpu_smoke", "indices": idx, "files": "submission_1", "submitted": t,
      "spec": spec(nexp=n)} for j, idx, t, n in jobs]}
