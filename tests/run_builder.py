@@ -81,7 +81,7 @@ def make_runs(root: str | Path, benchmark: str = "resnet", *, system: str = "tin
       att.result, att.finished = str(res_dir / f"result_{i}.txt"), att.started + 9000
       att.converged = spec.get("converged", kw.get("status", "success") == "success")
       att.exit_codes = {"init": 0, "run": 0 if att.converged else 1}
-    L.add_attempt(ledger, att)
+    L.add_attempt(ledger, att, nexp=max(n, *(a["index"] + 1 for a in attempts)))   # the set size `run` records
   if systems_dir:
     sd = root / "systems"
     sd.mkdir(exist_ok=True)

@@ -269,7 +269,7 @@ def test_the_image_carries_its_code_identity_and_package_compares_it(engine, cpu
     finally: c.remove(force=True)
     return rc, out
   rc, out = package_in_image("sha256:" + "0" * 64)
-  assert rc == 2 and f"this image holds code {tree[:19]}" in out and "--allow-dirty" in out, out[-3000:]
+  assert rc == 2 and tree[:19] in out and "--allow-dirty" in out, out[-3000:]
   rc, out = package_in_image(tree)
   assert rc == 0 and "check: ACCEPTED" in out, out[-3000:]
 
@@ -426,17 +426,17 @@ def test_bad_input_with_a_live_engine(engine, cpu_image, smoke_data, tmp_path):
   """Missing image and missing GPU runtime fail before anything runs, exit 2, with the command that fixes them."""
   r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--data", str(smoke_data), "--results", str(tmp_path / "a"),
                "--image", "tinyperf-test:does-not-exist")
-  assert r.returncode == 2 and "image tinyperf-test:does-not-exist is not on this Docker daemon" in r.stderr
+  assert r.returncode == 2 and "tinyperf-test:does-not-exist" in r.stderr, r.stderr
   assert "tinyperf build --vendor cpu" in r.stderr and "Traceback" not in r.stderr
   r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
                str(tmp_path / "b"), "--image", cpu_image, "--org", "myorg")
-  assert r.returncode == 2 and "is the cpu image but tinybox_green runs on nv" in r.stderr, r.stderr
+  assert r.returncode == 2 and cpu_image in r.stderr and "tinybox_green" in r.stderr and "--image" in r.stderr, r.stderr
   info = engine.info()
   nv_image = [t for t in [TAG.format("nv")] if engine.images.list(name=t)]
   if "nvidia" not in (info.get("Runtimes") or {}) and nv_image:
     r = tinyperf("run", "resnet", "--platform", "tinybox_green", "--data", str(smoke_data), "--results",
                  str(tmp_path / "b"), "--image", nv_image[0], "--org", "myorg")
-    assert r.returncode == 2 and "no NVIDIA GPU runtime" in r.stderr and "nvidia-ctk" in r.stderr, r.stderr
+    assert r.returncode == 2 and "nvidia-ctk runtime configure" in r.stderr and "Traceback" not in r.stderr, r.stderr
   # preflight inside the container refuses a data set that does not match the config, before anything is timed
   bad = tmp_path / "bad"; shutil.copytree(smoke_data, bad)
   next((bad / "train").rglob("*.JPEG")).unlink()

@@ -130,7 +130,7 @@ def test_array_job_scancel_and_resume(partition, smoke_data, tmp_path):
   assert len(json.loads((work / "slurm.json").read_text())["jobs"]) == 1
   # a local run of the same result set would do them twice: refused
   r = tinyperf(*cmd[:cmd.index("--scheduler")], "--runtime", "host", env=stand_in)
-  assert r.returncode == 2 and "queued or running in Slurm" in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert r.returncode == 2 and "--wait" in r.stderr and "scancel" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
   # run 0 finishes; run 1 starts (its attempt is in the ledger and its RUN has begun), then is cancelled
   def run1_started():
@@ -397,16 +397,16 @@ def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
     for n in needles: assert n in r.stderr, r.stderr
 
   bad(tinyperf(*base, "--results", tmp_path / "a", "--partition", "no-such-partition"),
-      "partition 'no-such-partition' is unknown", f"sinfo lists: {partition}")
+      "'no-such-partition'", partition)
   shm = Path("/dev/shm") / f"tinyperf-test-{os.getpid()}"
-  bad(tinyperf(*base, "--results", shm / "out", "--partition", partition), "is on tmpfs", "every node mounts")
+  bad(tinyperf(*base, "--results", shm / "out", "--partition", partition), str(shm / "out"), "tmpfs", "NFS")
   bad(tinyperf(*base, "--data", tmp_path / "no-data", "--results", tmp_path / "b", "--partition", partition),
-      "no-data does not exist", "Nothing was submitted")
+      str(tmp_path / "no-data"))
   assert not shm.exists()
   # a request no node can satisfy: sbatch itself refuses it at submission, and nothing is left behind
   bad(tinyperf(*base, "--results", tmp_path / "c", "--partition", partition, *_shared(tmp_path),
               "--sbatch-arg=--gpus-per-node=1"),
-      "sbatch refused the job", "asked for --array=0-1 --nodes=1", f"--partition={partition} --gpus-per-node=1 (GPUs", "Change --partition or --sbatch-arg", "Nothing was submitted")
+      "sbatch", "--array=0-1 --nodes=1", f"--partition={partition} --gpus-per-node=1", "--sbatch-arg")
   assert not (tmp_path / "c").exists(), "a refused submission removes the directories and locks it created"
   # a first submission has no record for `status --resume` to resubmit: the message does not point there; what was
   # there before stays, and only that
@@ -415,6 +415,6 @@ def test_bad_input_on_a_live_cluster(partition, smoke_data, tmp_path):
   assert "status --resume" not in r.stderr, r.stderr
   assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "c").rglob("*")) == [Path("c/runs"), Path("c/runs/cpu_smoke")]
   # two options in one --sbatch-arg would reach sbatch as one value: refused before anything is asked of Slurm
-  bad(tinyperf(*base, "--results", tmp_path / "d", "--sbatch-arg=--account=a --qos=b"), "one sbatch option per")
+  bad(tinyperf(*base, "--results", tmp_path / "d", "--sbatch-arg=--account=a --qos=b"), "--sbatch-arg '--account=a --qos=b'")
   assert not (tmp_path / "d").exists()
   assert jobs_named() == before

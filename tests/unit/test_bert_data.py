@@ -151,7 +151,7 @@ def test_unwritable_out_is_a_clear_error(tmp_path, monkeypatch, capsys):
   monkeypatch.setattr(Path, "mkdir", mkdir)
   assert run("pretrain", "--data", d, "--out", tmp_path / "ro", "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
   err = capsys.readouterr().err
-  assert str(tmp_path / "ro") in err and "Read-only file system" in err and "writable" in err
+  assert str(tmp_path / "ro") in err and "Read-only file system" in err and "--out" in err and "Traceback" not in err
 
 
 # ---------------------------------------------------------------------------------------------------- shard format
@@ -194,25 +194,25 @@ def test_writer_failure_leaves_nothing(tmp_path):
 
 def test_shard_rejections(prepared, tmp_path):
   src = prepared / "train" / "part-00000.shard"
-  with pytest.raises(ShardError, match=r"max_seq_len=64 but 512 is expected"):
+  with pytest.raises(ShardError, match=r"part-00000\.shard: .*max_seq_len=64.* 512"):
     load_shard(src, 512, 76)
-  with pytest.raises(ShardError, match="max_predictions=10 but 20"):
+  with pytest.raises(ShardError, match=r"max_predictions=10.* 20"):
     load_shard(src, 64, 20)
   with pytest.raises(ShardError, match="vocab_md5"):
     load_shard(src, 64, 10, vocab_md5="0" * 32)
   trunc = tmp_path / "t.shard"
   trunc.write_bytes(src.read_bytes()[:-100])
-  with pytest.raises(ShardError, match=r"t\.shard: .* truncated"):
+  with pytest.raises(ShardError, match=r"t\.shard: .*truncated"):
     load_shard(trunc, 64, 10)
   tiny = tmp_path / "tiny.shard"
   tiny.write_bytes(src.read_bytes()[:10])
-  with pytest.raises(ShardError, match="bad magic bytes; file truncated"):
+  with pytest.raises(ShardError, match=r"tiny\.shard: .*magic"):
     load_shard(tiny, 64, 10)
   pk = tmp_path / "p.shard"
   pk.write_bytes(b"\x80\x04\x95" + b"\x00" * 100)   # a pickle is not a shard, and is never unpickled
-  with pytest.raises(ShardError, match="not a tinyperf BERT shard"):
+  with pytest.raises(ShardError, match=r"p\.shard: .*magic"):
     load_shard(pk, 64, 10)
-  with pytest.raises(ShardError, match="not found"):
+  with pytest.raises(ShardError, match=r"none\.shard: .*prep pretrain"):
     load_shard(tmp_path / "none.shard", 64, 10)
 
 
@@ -234,7 +234,7 @@ def test_shards_of_another_format_version_are_refused(prepared, tmp_path, capsys
   before = _sha(other)
   assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
   err = capsys.readouterr().err
-  assert str(other) in err and "re-run `tinyperf prep wiki pretrain`" in err and "Traceback" not in err
+  assert str(other) in err and "tinyperf prep wiki pretrain" in err and "Traceback" not in err
   assert err.count("\n") == 1 and _sha(other) == before and not (d / "train" / "part-00001.shard").exists()
   _as_version_9(prepared / "eval.shard", d / "eval.shard")
   assert run("eval", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
@@ -251,8 +251,8 @@ def test_verify_detects_corruption(prepared, tmp_path):
   data[off + 5] = 7   # input_mask value out of range
   bad.write_bytes(bytes(data))
   problems = verify_shard(bad)
-  assert any("input_mask fails its sha256" in p for p in problems)
-  assert any("prefix mask" in p for p in problems)
+  assert any("input_mask" in p and "sha256" in p for p in problems)
+  assert len([p for p in problems if "input_mask" in p]) == 2, problems   # its checksum and its values
 
 
 # ---------------------------------------------------------------------------------------------------- eval
@@ -282,11 +282,12 @@ def test_eval_fewer_than_asked_warns_loudly(tmp_path, capsys):
   d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=2, eval_docs=3)
   assert run("eval", "--data", d, "--max-seq-len", L, "--max-predictions", P) == 0
   err = capsys.readouterr().err
-  assert "WARNING" in err and "fewer than the 10000 eval samples" in err
+  assert "WARNING" in err and "10000" in err
   h = read_header(d / "eval.shard")
   assert 0 < h["count"] < 10000 and h["eval_samples"] == 10000
   assert run("eval", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--eval-samples", 5) == 2
-  assert "made with --eval-samples 10000, this run asks for 5" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert "eval.shard:" in err and "--eval-samples 10000" in err and "5" in err.split("--eval-samples 10000", 1)[1]
 
 
 # ---------------------------------------------------------------------------------------------------- iterators
@@ -334,7 +335,7 @@ def test_missing_vocab(tmp_path, capsys):
   d = write_text(tmp_path / "d", parts=1, docs_per_part=2)
   assert run("pretrain", "--data", d) == 2
   err = capsys.readouterr().err
-  assert f"{d / 'vocab.txt'}: vocab file not found" in err and "tinyperf prep wiki download --out" in err
+  assert f"{d / 'vocab.txt'}:" in err and "tinyperf prep wiki download --out" in err
   assert not (d / "train").exists()
 
 
@@ -344,7 +345,7 @@ def test_vocab_config_mismatch(tmp_path, capsys):
   write_text(d, parts=1, docs_per_part=2)
   assert run("pretrain", "--data", d) == 2
   err = capsys.readouterr().err
-  assert "vocab.txt has" in err and "bert_config.json says vocab_size 30522" in err
+  assert "vocab.txt" in err and "bert_config.json" in err and "30522" in err
 
 
 def test_existing_bad_or_foreign_shard_is_never_overwritten(prepared, tmp_path, capsys):
@@ -355,34 +356,35 @@ def test_existing_bad_or_foreign_shard_is_never_overwritten(prepared, tmp_path, 
   before = _sha(d / "train" / "part-00000.shard")
   assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
   err = capsys.readouterr().err
-  assert "part-00000.shard" in err and "truncated" in err and "never overwrites" in err
+  assert "part-00000.shard" in err and "truncated" in err and "Traceback" not in err
   assert _sha(d / "train" / "part-00000.shard") == before
   # a shard made with another max_seq_len
   assert run("pretrain", "--data", d, "--max-seq-len", 128, "--max-predictions", P, "--quiet", "--parts", "1") == 0
   assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet", "--parts", "1") == 2
-  assert "made with max_seq_len=128 but 64 is expected" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert "part-00001.shard:" in err and "max_seq_len=128" in err and "64" in err.split("max_seq_len=128", 1)[1]
 
 
 def test_eval_file_missing(tmp_path, capsys):
   d = make_data_dir(tmp_path / "d", parts=1, docs_per_part=2)
   (d / "results4" / "eval.txt").unlink()
   assert run("eval", "--data", d) == 2
-  assert f"{d / 'results4' / 'eval.txt'}: eval text not found" in capsys.readouterr().err
+  assert f"{d / 'results4' / 'eval.txt'}:" in capsys.readouterr().err
 
 
 def test_bad_parts_and_missing_text(tmp_path, capsys):
   d = make_data_dir(tmp_path / "d", parts=2, docs_per_part=2)
   assert run("pretrain", "--data", d, "--parts", "5") == 2
-  assert "no text file for part(s) 5" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert "--parts" in err and "part(s) 5" in err
   assert run("pretrain", "--data", d, "--parts", "x") == 2
   assert run("pretrain", "--data", tmp_path / "nowhere") == 2
-  assert "vocab file not found" in capsys.readouterr().err
-  for flag, says in (("--max-seq-len", "max_seq_len must be in [8, 65535], got 0"),
-                     ("--max-predictions", "max_predictions must be in [1, max_seq_len-3], got 0")):
+  assert str(tmp_path / "nowhere" / "vocab.txt") in capsys.readouterr().err
+  for flag, says in (("--max-seq-len", "[8, 65535], got 0"), ("--max-predictions", "[1, max_seq_len-3], got 0")):
     assert run("pretrain", "--data", d, "--out", tmp_path / "o", flag, "0") == 2   # 0 once meant the default, 512 / 76
     assert says in capsys.readouterr().err and not (tmp_path / "o").exists()
   assert run("eval", "--data", d, "--eval-samples", "0") == 2     # 0 once meant the default, 10000
-  assert "--eval-samples must be >= 1, got 0" in capsys.readouterr().err
+  assert "--eval-samples" in (err := capsys.readouterr().err) and "got 0" in err
   assert not (d / "eval.shard").exists()
 
 
@@ -408,11 +410,11 @@ def test_no_empty_eval_set(tmp_path, capsys):
   d = tmp_path / "c"
   assert run("corpus", "--out", d, "--parts", 1, "--max-bytes", 20000) == 2
   err = capsys.readouterr().err
-  assert "need at least 10" in err and "Raise --max-bytes" in err and not (d / "results4").exists()
+  assert "at least 10" in err and "--max-bytes" in err and not (d / "results4").exists()
   data = make_data_dir(tmp_path / "data", parts=1, docs_per_part=5)
   (data / "results4" / "eval.txt").write_text("\n\n")
   assert run("eval", "--data", data, "--max-seq-len", L, "--max-predictions", P, "--eval-samples", 10) == 2
-  assert "eval.txt: no eval instances" in capsys.readouterr().err and not (data / "eval.shard").exists()
+  assert "eval.txt:" in capsys.readouterr().err and not (data / "eval.shard").exists()
 
 
 def test_verify_cli(prepared, tmp_path, capsys):
@@ -427,7 +429,7 @@ def test_verify_cli(prepared, tmp_path, capsys):
   err = capsys.readouterr().err
   assert "part-00001.shard" in err and "part-00000.shard" not in err
   assert run("verify", "--data", d, "--max-seq-len", 128, "--quiet") == 1
-  assert "part-00000.shard: made with max_seq_len=64 but 128" in capsys.readouterr().err
+  assert "part-00000.shard:" in (err := capsys.readouterr().err) and "max_seq_len=64" in err
   assert run("verify", "--data", tmp_path / "empty") == 2
 
 
@@ -451,7 +453,8 @@ def test_synthetic_text_holds_its_majority_word_and_cycle_and_is_reproducible():
 def test_synthetic_corpus_without_a_size_is_refused_before_writing(tmp_path, capsys):
   vocab = write_vocab(tmp_path / "v")
   assert prep.main(["corpus", "--out", str(tmp_path / "w"), "--text", "synthetic", "--max-bytes", "0", "--vocab", str(vocab)]) == 2
-  assert "--text synthetic needs --max-bytes" in capsys.readouterr().err and not (tmp_path / "w").exists()
+  err = capsys.readouterr().err
+  assert "--text synthetic" in err and "--max-bytes" in err and not (tmp_path / "w").exists()
 
 
 def test_a_missing_text_directory_names_prep_commands_that_paste_as_printed(tmp_path):
@@ -473,7 +476,7 @@ def test_an_empty_text_part_is_refused_and_an_empty_shard_fails_verify(tmp_path,
   d = make_data_dir(tmp_path / "d", parts=2, docs_per_part=5)
   (d / "results4" / "part-00001-of-00002").write_text("")
   assert run("pretrain", "--data", d, "--max-seq-len", L, "--max-predictions", P, "--quiet") == 2
-  assert "part-00001-of-00002: no training instances" in capsys.readouterr().err
+  assert "part-00001-of-00002:" in capsys.readouterr().err
   assert not (d / "train" / "part-00001.shard").exists()
   good = d / "train" / "part-00000.shard"   # the part made before it stays
   header = read_header(good)
@@ -483,7 +486,8 @@ def test_an_empty_text_part_is_refused_and_an_empty_shard_fails_verify(tmp_path,
                   header["vocab_size"])
   w.close()
   assert run("verify", "--data", d, "--quiet") == 1
-  assert "part-00001.shard: holds no instances" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert "part-00001.shard:" in err and "part-00000.shard" not in err
 
 
 def test_a_text_part_with_an_endless_line_is_refused_in_bounded_memory(tmp_path, capsys):

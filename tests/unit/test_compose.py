@@ -124,7 +124,7 @@ def test_compose_prepare_writes_env_and_owned_dirs(tmp_path):
   env = CO.read_env_file(tmp_path / ".env")   # exported values win, as in compose; the cache follows the results
   assert (env["RESULTS_DIR"], env["CACHE_DIR"]) == (str(tmp_path / "r2"), str(tmp_path / "r2/cache"))
   assert len(warnings) == 1 and "IMAGENET_DIR=" in warnings[0] and "prep-imagenet" in warnings[0]
-  with pytest.raises(UserError, match="no compose service resnet-nope; the services are: "):
+  with pytest.raises(UserError, match=r"resnet-nope.*resnet-cpu"):   # the name asked for and the ones there are
     CO.prepare(["resnet-nope"], cwd=tmp_path, environ={})
 
 
@@ -152,12 +152,12 @@ def test_compose_from_another_directory_says_where_relative_paths_go(tmp_path, m
   monkeypatch.setenv("RESULTS_DIR", "out")
   assert CO.main(argparse.Namespace(service=["check"])) == 0
   out = capsys.readouterr().out
-  assert f"RESULTS_DIR=out is relative: compose reads it from {proj}" in out and str(elsewhere / "out") in out
+  assert "RESULTS_DIR=out" in out and str(proj) in out and str(elsewhere / "out") in out
   assert f"ready: cd {proj} && docker compose run --rm check" in out
   monkeypatch.chdir(proj)   # from the clone, as the docs say: no warning, no cd
   assert CO.main(argparse.Namespace(service=["check"])) == 0
   out = capsys.readouterr().out
-  assert "is relative" not in out and "ready: docker compose run --rm check" in out
+  assert "RESULTS_DIR=out" not in out and "ready: docker compose run --rm check" in out
 
 
 def test_compose_prepare_refuses_a_dir_the_container_user_cannot_write(tmp_path):
@@ -167,7 +167,7 @@ def test_compose_prepare_refuses_a_dir_the_container_user_cannot_write(tmp_path)
     CO.prepare(["resnet-cpu"], cwd=tmp_path, environ={"RESULTS_DIR": str(res), "TINYPERF_UID": str(owner + 4321),
                                                       "TINYPERF_GID": str(owner + 4321)})
   msg = str(e.value)
-  assert f"RESULTS_DIR={res} is owned by uid {owner}" in msg and f"TINYPERF_UID={owner + 4321}" in msg
+  assert f"RESULTS_DIR={res}" in msg and f"uid {owner}" in msg and f"TINYPERF_UID={owner + 4321}" in msg
   assert f"sudo chown -R {owner + 4321}:{owner + 4321} {res}" in msg and "/results" not in msg
 
 
@@ -189,7 +189,7 @@ def test_compose_entry_step_names_the_host_dir(tmp_path):
   r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.prep.compose", "--enter", f"{tmp_path}/missing=RESULTS_DIR", "--",
                       "echo", "ran"], cwd=REPO, capture_output=True, text=True, env=env)
   assert r.returncode == 2 and "ran" not in r.stdout
-  assert "RESULTS_DIR (/srv/out on the host) is not writable by TINYPERF_UID=" in r.stderr
+  assert "RESULTS_DIR" in r.stderr and "/srv/out" in r.stderr and f"TINYPERF_UID={os.getuid()}" in r.stderr
   assert "`tinyperf compose resnet-cpu`" in r.stderr and "sudo chown -R" in r.stderr and "Traceback" not in r.stderr
   r = subprocess.run([sys.executable, "-m", "tinyperf.tooling.prep.compose", "--enter", f"{tmp_path}=RESULTS_DIR", "--", "echo", "ran"],
                      cwd=REPO, capture_output=True, text=True, env=env)
@@ -201,11 +201,11 @@ def test_tinyperf_compose_cli_without_a_daemon(tmp_path):
   (here: no daemon, exit 2 with the fix, no traceback)."""
   (tmp_path / "compose.yaml").write_text(CF.COMPOSE.read_text())
   r = tinyperf("compose", "resnet-cpu", "check", cwd=tmp_path, env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
-  assert r.returncode == 2 and "cannot reach the Docker daemon" in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert r.returncode == 2 and f"unix://{tmp_path}/none.sock" in r.stderr and "Traceback" not in r.stderr, r.stderr
   env = CO.read_env_file(tmp_path / ".env")
   assert env["RESULTS_DIR"] == str(tmp_path / "out") and (tmp_path / "out/cache").is_dir()
   r = tinyperf("compose", "resnet-nope", cwd=tmp_path)
-  assert r.returncode == 2 and "no compose service resnet-nope" in r.stderr
+  assert r.returncode == 2 and "resnet-nope" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_an_nv_service_is_refused_by_name_until_tinyperf_compose_found_the_gpu_runtime(tmp_path):
@@ -222,7 +222,7 @@ def test_an_nv_service_is_refused_by_name_until_tinyperf_compose_found_the_gpu_r
     def __init__(self, runtimes): self.runtimes, self.images = runtimes, type("I", (), {"get": lambda self, ref: None})()
     def info(self): return {"Runtimes": self.runtimes, "CDISpecDirs": [], "DefaultRuntime": "runc"}
   env = tmp_path / ".env"
-  with pytest.raises(UserError, match="no NVIDIA GPU runtime"):
+  with pytest.raises(UserError, match=r"runc.*nvidia-ctk"):
     CO.check_engine(["resnet-h200"], {}, environ={}, client=Engine({"runc": {}}), env_path=env)
   assert "TINYPERF_NV_RUNTIME" not in CO.read_env_file(env)
   CO.check_engine(["check"], {}, environ={}, client=Engine({"runc": {}}), env_path=env)   # no GPU service: no runtime

@@ -71,7 +71,7 @@ def test_images_pin_without_registry_changes_nothing(tmp_path):
   lock = tmp_path / "images.lock.json"
   lock.write_text(I.LOCK.read_text())
   before = lock.read_text()
-  with pytest.raises(UserError, match="cannot resolve nvidia/cuda:12.4.1-runtime-ubuntu22.04 .*not changed"):
+  with pytest.raises(UserError, match=r"nvidia/cuda:12\.4\.1-runtime-ubuntu22\.04 .*no route to registry.*images\.lock\.json"):
     I.pin(["nv"], client=FakeClient(RuntimeError("no route to registry")), lock_path=lock)
   assert lock.read_text() == before
 
@@ -81,9 +81,9 @@ def test_build_refuses_unpinned_base_for_closed(tmp_path):
   if lock["images"]["nv"]["digest"]: pytest.skip("the nv base is pinned in this checkout")
   r = tinyperf("build", "--vendor", "nv", env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
   assert r.returncode == 2, r.stderr
-  assert "not pinned" in r.stderr and "tinyperf images pin" in r.stderr and "Traceback" not in r.stderr
+  assert "tinyperf images pin" in r.stderr and "--allow-unpinned" in r.stderr and "Traceback" not in r.stderr
   r = tinyperf("build", "--vendor", "nv", "--base-image", "local/debian:bookworm", env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
-  assert r.returncode == 2 and "--base-image is not pinned" in r.stderr
+  assert r.returncode == 2 and "local/debian:bookworm" in r.stderr and "--base-image" in r.stderr, r.stderr
 
 
 # ------------------------------------------------------------------------------------------------ SDK arguments
@@ -163,7 +163,7 @@ def test_a_tls_failure_in_the_build_points_at_extra_ca_without_colour_codes(tmp_
   with pytest.raises(UserError) as e:   # a CA was given, and it is not the one the proxy signs with
     C.build(FakeBuildClient(events), tmp_path, "Dockerfile.cpu", "t", {}, echo=echoed.append,
             command="tinyperf build --vendor cpu --extra-ca mine.pem")
-  assert "although it was given --extra-ca" in str(e.value) and "rerun `tinyperf build --vendor cpu --extra-ca mine.pem`" in str(e.value)
+  assert "`tinyperf build --vendor cpu --extra-ca mine.pem`" in str(e.value) and "proxy-ca.pem" not in str(e.value)
   client = FakeBuildClient(events[:6] + [{"error": "no space left on device"}])
   client.images = FakeBuiltImages({"89abcdef0123": [], "0123456789ab": ["base:latest"]})
   with pytest.raises(UserError) as e: C.build(client, tmp_path, "Dockerfile.cpu", "t", {}, echo=echoed.append)
@@ -181,14 +181,14 @@ def test_a_failed_pull_of_the_base_keeps_the_daemons_whole_reason(monkeypatch):
       raise docker.errors.APIError("500 Server Error for http+docker://localhost/v1.41/images/create?tag=bookworm-slim&"
                                    "fromImage=debian: Internal Server Error", explanation=why)
   with pytest.raises(UserError) as e: build.base_digest(type("Client", (), {"images": Images()})(), "debian:bookworm-slim")
-  assert f"cannot be pulled ({why})" in str(e.value)
+  assert "debian:bookworm-slim" in str(e.value) and f"({why})" in str(e.value)   # the image and the whole reason
 
 
 def test_build_success_takes_the_image_id_and_no_id_is_an_error(tmp_path):
   ok = [{"stream": "Step 1/1 : FROM base\n"}, {"aux": {"ID": "sha256:" + "cd" * 32}}, {"stream": "Successfully built cdcd\n"}]
   res = C.build(FakeBuildClient(ok), tmp_path, "Dockerfile", "t", {}, echo=lambda l: None)
   assert res.steps == 1 and res.image_id.startswith("sha256:cdcd") or res.image_id == "cdcd"
-  with pytest.raises(UserError, match="without an image ID"):
+  with pytest.raises(UserError, match=r"t from Dockerfile: .*Step 1/1 : FROM base"):
     C.build(FakeBuildClient([{"stream": "Step 1/1 : FROM base\n"}]), tmp_path, "Dockerfile", "t", {}, echo=lambda l: None)
 
 
@@ -231,7 +231,7 @@ def test_preflight_nv_gpu_count_and_driver(tmp_path, monkeypatch, capsys):
   assert not res["gpus"][0] and "4 NV GPU(s) visible, config GPUS=6" in res["gpus"][1]
   assert not res["driver"][0] and "535.104.05, image needs >= 550.54.15" in res["driver"][1]
   rc, res = _run_pf(cfg, _sysroot(tmp_path / "c"), tmp_path, monkeypatch)
-  assert rc == 2 and "no NVIDIA GPU in this container" in res["gpus"][1]
+  assert rc == 2 and not res["gpus"][0] and "/dev/nvidiactl" in res["gpus"][1]   # the device nodes it lacks
 
 
 def test_preflight_amd_count_and_cwsr(tmp_path, monkeypatch):
@@ -250,7 +250,7 @@ def test_preflight_data_disk_shm_on_this_machine(tmp_path, monkeypatch):
   pf = PF.Preflight(cfg, tmp_path / "missing", work)
   assert pf.run() == 2
   res = {n: (ok, d) for n, ok, d in pf.results}
-  assert not res["data"][0] and "does not exist" in res["data"][1] and "tinyperf prep" in res["data"][1]
+  assert not res["data"][0] and str(tmp_path / "missing") in res["data"][1] and "tinyperf prep" in res["data"][1]
   assert res["gpus"][0] and res["disk"][0]
   monkeypatch.setattr(PF.shutil, "disk_usage", lambda p: type("U", (), {"free": 2**20})())
   pf = PF.Preflight(cfg, tmp_path / "missing", work); pf.run()
@@ -286,7 +286,7 @@ def test_run_with_stopped_daemon_is_a_clear_error(tmp_path, smoke_data):
   r = tinyperf("run", "resnet", "--platform", "cpu_smoke", "--nexp", "1", "--data", str(smoke_data), "--results",
                str(tmp_path / "out"), env={"DOCKER_HOST": host})
   assert r.returncode == 2, r.stderr
-  assert f"cannot reach the Docker daemon at {host}" in r.stderr and "--runtime host" in r.stderr
+  assert host in r.stderr and "DOCKER_HOST" in r.stderr and "--runtime host" in r.stderr
   assert "Traceback" not in r.stderr
   assert not list((tmp_path / "out").rglob("*")), "nothing may be created before the engine answers"
 
@@ -294,7 +294,7 @@ def test_run_with_stopped_daemon_is_a_clear_error(tmp_path, smoke_data):
 def test_build_with_stopped_daemon_offers_only_its_own_fixes(tmp_path):
   host = _dead_socket(tmp_path)
   r = tinyperf("build", "--vendor", "cpu", "--record", str(tmp_path / "rec"), env={"DOCKER_HOST": host})
-  assert r.returncode == 2 and f"cannot reach the Docker daemon at {host}" in r.stderr, r.stderr
+  assert r.returncode == 2 and host in r.stderr and "DOCKER_HOST" in r.stderr, r.stderr
   assert "--runtime" not in r.stderr and "Traceback" not in r.stderr   # a flag of `run`, not of `build`
 
 
@@ -303,11 +303,11 @@ def test_run_bad_input_exits_2_before_anything(tmp_path, smoke_data, case):
   args = {"platform": "cpu_smoke", "data": str(smoke_data), "results": str(tmp_path / "out")}
   want = ""
   if case == "platform": args["platform"], want = "tinybox_blue", "Valid platforms: 1xH200, 2xH200, cpu_smoke"
-  if case == "data": args["data"], want = str(tmp_path / "nope"), "does not exist"
+  if case == "data": args["data"], want = str(tmp_path / "nope"), str(tmp_path / "nope")
   if case == "unverified":
-    d = tmp_path / "raw"; d.mkdir(); args["data"], want = str(d), "manifest.json is missing"
+    d = tmp_path / "raw"; d.mkdir(); args["data"], want = str(d), f"tinyperf prep imagenet --out {d}"
   if case == "results":
-    f = tmp_path / "file"; f.write_text("x"); args["results"], want = str(f / "sub"), "not writable"
+    f = tmp_path / "file"; f.write_text("x"); args["results"], want = str(f / "sub"), str(f)
   r = tinyperf("run", "resnet", "--platform", args["platform"], "--data", args["data"], "--results", args["results"],
                env={"DOCKER_HOST": _dead_socket(tmp_path)})
   assert r.returncode == 2 and want in r.stderr and "Traceback" not in r.stderr, r.stderr
@@ -316,10 +316,10 @@ def test_run_bad_input_exits_2_before_anything(tmp_path, smoke_data, case):
 def test_no_gpu_runtime_is_a_clear_error():
   class Info:
     def info(self): return {"Runtimes": {"runc": {}}, "CDISpecDirs": []}
-  with pytest.raises(UserError, match="no NVIDIA GPU runtime.*nvidia-ctk runtime configure"):
+  with pytest.raises(UserError, match=r"runc.*nvidia-ctk runtime configure"):
     C.check_gpu_runtime(Info(), "nv")
   if not Path("/dev/kfd").exists():
-    with pytest.raises(UserError, match="no AMD GPU device nodes"):
+    with pytest.raises(UserError, match="/dev/kfd"):
       C.check_gpu_runtime(Info(), "amd")
   C.check_gpu_runtime(Info(), "cpu")
 

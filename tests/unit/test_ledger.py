@@ -24,7 +24,8 @@ from tinyperf.benchmarks.common.io import file_digest
 
 def _ledger(root, attempts):
   path = root / "runs" / "sys1" / "resnet" / "ledger.json"
-  for a in attempts: L.add_attempt(path, a)
+  nexp = max((a.index for a in attempts), default=0) + 1   # the set size `tinyperf run` records
+  for a in attempts: L.add_attempt(path, a, nexp=nexp)
   return path
 
 
@@ -185,7 +186,7 @@ def _one_done(root, **raw):
 @pytest.mark.parametrize("raw", [
   dict(index="0"), dict(seed=None), dict(index=True), dict(status="finished"), dict(status=5), dict(converged="no"),
   dict(owner=["pid", 1]), dict(slurm="job"), dict(started="yesterday"), dict(note=7), dict(result=5),
-  dict(nexp=10 ** 9), dict(nexp="5"), dict(index=-1),
+  dict(nexp=10 ** 9), dict(nexp="5"), dict(nexp=0), dict(nexp=None), dict(index=-1),
 ])
 def test_a_ledger_of_valid_json_with_wrong_types_is_bad_input(tmp_path, raw):
   # each was a TypeError traceback in status, run or package, or (nexp 1e9) a status growing to gigabytes
@@ -193,6 +194,14 @@ def test_a_ledger_of_valid_json_with_wrong_types_is_bad_input(tmp_path, raw):
   r = _status(tmp_path)
   assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
   assert str(path) in r.stderr and "unreadable" in r.stderr, r.stderr
+
+
+def test_a_ledger_without_its_set_size_is_bad_input(tmp_path):
+  # every ledger `tinyperf run` writes records nexp; one without it was hand-made or damaged
+  path = _one_done(tmp_path)
+  doc = json.loads(path.read_text()); del doc["nexp"]; path.write_text(json.dumps(doc))
+  r = _status(tmp_path)
+  assert r.returncode == 2 and str(path) in r.stderr and "nexp" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_an_unreadable_result_file_is_named_by_run_not_a_traceback(tmp_path, capsys, monkeypatch):
@@ -249,7 +258,7 @@ def test_settling_a_ledger_of_65536_attempts_is_linear(tmp_path):
   # a settle under the ledger lock looked up each attempt's latest by a scan of all: 65,536 attempts hung `run`
   path = tmp_path / "runs" / "sys1" / "resnet" / "ledger.json"; path.parent.mkdir(parents=True)
   rows = [{"index": k % 5, "seed": k, "status": L.INTERRUPTED} for k in range(65536)]
-  path.write_text(json.dumps({"format": "tinyperf-ledger-v1", "attempts": rows}))
+  path.write_text(json.dumps({"format": "tinyperf-ledger-v1", "nexp": 5, "attempts": rows}))
   with L.Ledger.locked(path) as led:
     assert led.settle() == [] and led.pending(5) == [0, 1, 2, 3, 4]
 

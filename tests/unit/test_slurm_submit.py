@@ -151,7 +151,7 @@ def test_a_submission_that_fails_after_making_its_folders_leaves_none(fake_slurm
                      cwd=tmp_path, capture_output=True, text=True, timeout=300, preexec_fn=_no_write_over_1k,
                      env={**os.environ, **fake_slurm, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1",
                           "GIT_OPTIONAL_LOCKS": "0"})
-  bad_input(r, "cannot write the job script", "File too large", "Nothing was submitted")
+  bad_input(r, str(tmp_path / "out/runs/cpu_smoke/resnet/slurm"), "File too large")
   assert sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*")) == [Path("notes.txt")]
 
 
@@ -189,8 +189,8 @@ def test_a_failure_once_sbatch_has_queued_the_job_removes_nothing(monkeypatch, t
     if Path(path).name == T.SLURM_RECORD: raise OSError(28, "No space left on device", str(path))
     return real(path, text, **kw)
   monkeypatch.setattr(slurm_record, "write_atomic", full_at_the_record)
-  with pytest.raises(S.MaybeSubmitted, match=r"Slurm job 7 is queued .*slurm\.json.*No space left on device.*rerun the "
-                                             r"same command: it finds the job .*scancel 7"):
+  with pytest.raises(S.MaybeSubmitted, match=r"Slurm job 7 .*slurm\.json.*No space left on device.*\.unsubmitted-.*"
+                                             r"scancel 7"):
     S._check_and_submit(cfg, dict(sp))
   work = tmp_path / "out/runs/cpu_smoke/resnet"
   # the script keeps the name sbatch was given, the job's command in squeue (%o), so that the rerun adopts the job
@@ -238,10 +238,8 @@ def test_ctrl_c_while_sbatch_runs_says_the_job_may_be_queued_and_keeps_its_folde
   assert rc == 130, stderr
   files = tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1"
   (script,) = files.glob(".unsubmitted-*.sbatch")      # kept: the job, if queued, runs it and writes here
-  assert stderr.startswith("tinyperf run: interrupted while sbatch was submitting the job for runs [0, 1]: Slurm may "
-                           "have queued it"), stderr
-  for needle in ("has not recorded it", "squeue --me --name=tinyperf-resnet-cpu_smoke --format='%i %T %o'",
-                 f"whose command is {script}", "Rerun the same command", "instead of submitting runs [0, 1] again",
+  assert stderr.startswith("tinyperf run: interrupted"), stderr
+  for needle in ("runs [0, 1]", "squeue --me --name=tinyperf-resnet-cpu_smoke --format='%i %T %o'", str(script),
                  "scancel <job id>", str(files)):
     assert needle in stderr, (needle, stderr)
   assert not (tmp_path / "out/runs/cpu_smoke/resnet/slurm.json").exists()
@@ -254,7 +252,7 @@ def test_ctrl_c_while_sbatch_runs_says_the_job_may_be_queued_and_keeps_its_folde
 def test_sigterm_or_sighup_while_sbatch_runs_is_handled_as_ctrl_c(sig, fake_slurm, tiny_data, tmp_path):
   # a closed SSH session or `kill` killed the submission outright: no message that Slurm may have queued the job
   rc, stderr = _ctrl_c_while("sbatch", fake_slurm, tiny_data, tmp_path, sig)
-  assert rc == 130 and f"stopped by {sig}" in stderr and "Slurm may have queued it" in stderr, stderr
+  assert rc == 130 and f"stopped by {sig}" in stderr and "squeue --me --name=tinyperf-resnet-cpu_smoke" in stderr, stderr
   assert list((tmp_path / "out/runs/cpu_smoke/resnet/slurm/submission_1").glob(".unsubmitted-*.sbatch"))
 
 
@@ -283,8 +281,8 @@ def test_ctrl_c_once_sbatch_has_answered_waits_for_the_record(monkeypatch, tmp_p
   finally:
     signal.signal(signal.SIGINT, old)
   work = tmp_path / "out/runs/cpu_smoke/resnet"
-  assert str(got.value).startswith("interrupted after sbatch queued Slurm job 7 (runs [0]). The job is recorded"), got.value
-  assert f"`tinyperf status --results {tmp_path / 'out'}` follows it, `scancel 7` cancels it" in str(got.value)
+  assert str(got.value).startswith("interrupted") and "Slurm job 7 (runs [0])" in str(got.value), got.value
+  assert f"`tinyperf status --results {tmp_path / 'out'}`" in str(got.value) and "`scancel 7`" in str(got.value)
   (job,) = json.loads((work / T.SLURM_RECORD).read_text())["jobs"]
   assert job["job_id"] == "7" and Path(job["script"]) == work / "slurm/submission_1/job_7.sbatch" and Path(job["script"]).is_file()
 
@@ -331,8 +329,8 @@ def test_a_rerun_adopts_the_job_slurm_queued_from_a_stopped_submission(monkeypat
   capsys.readouterr()
   assert S._check_and_submit(cfg, dict(sp)) == 0
   out = capsys.readouterr().out
-  assert "adopted Slurm job 12 (runs [0], PENDING, RUNNING)" in out and "not submitted again" in out, out
-  assert "nothing to submit" in out and "runs [0] queued or running (12_0)" in out, out
+  assert "Slurm job 12 (runs [0], PENDING, RUNNING)" in out and "submitted Slurm job" not in out, out
+  assert "runs [0]" in out and "(12_0)" in out, out
   assert not [c for c in calls if c[0] == "sbatch"], calls
   (job,) = json.loads((work / T.SLURM_RECORD).read_text())["jobs"]
   script = work / "slurm/submission_1/job_12.sbatch"
@@ -347,8 +345,7 @@ def test_a_local_run_refuses_while_a_stopped_submission_may_have_queued_its_job(
   """A local `tinyperf run` of the set checked only the record for queued runs: the unrecorded job's runs would run
   twice. It refuses, naming the kept script and the Slurm rerun that records the job."""
   _, _, kept = _stopped_in_sbatch(monkeypatch, tmp_path)
-  with pytest.raises(UserError, match=rf"{kept} is the script of a Slurm submission .* would do them twice.*Rerun that "
-                                      r"`tinyperf run \.\.\. --scheduler slurm` command.*Nothing was run\."):
+  with pytest.raises(UserError, match=rf"{kept} .*`tinyperf run \.\.\. --scheduler slurm`.*squeue --me"):
     S.refuse_if_queued(T.ResultSet(tmp_path / "out", "cpu_smoke", "resnet"))
 
 
@@ -361,7 +358,7 @@ def test_a_rerun_submits_the_runs_when_slurm_never_queued_the_stopped_one(monkey
   capsys.readouterr()
   assert S._check_and_submit(cfg, dict(sp)) == 0
   out = capsys.readouterr().out
-  assert f"{kept}: no Slurm job runs this script" in out and "removed it" in out and "submitted Slurm job 8" in out, out
+  assert f"{kept}:" in out and not kept.exists() and "submitted Slurm job 8" in out, out
   (job,) = json.loads((work / T.SLURM_RECORD).read_text())["jobs"]
   assert (job["job_id"], job["indices"]) == ("8", [0]) and Path(job["script"]).is_file()
   assert slurm_record.kept_scripts(work) == [] and "adopted" not in job
@@ -378,11 +375,9 @@ def test_a_rerun_refuses_when_squeue_cannot_say_whether_the_stopped_one_was_queu
   (bin_ / "sbatch").write_text("#!/bin/sh\necho sbatch must not run >&2\nexit 1\n")
   r = user(tmp_path, "run", "resnet", "--platform", "cpu_smoke", "--nexp", "2", "--data", "data", "--results", "out",
            "--scheduler", "slurm", "--runtime", "host", "--assume-shared", env=fake_slurm)
-  bad_input(r, f"{kept} is the script of an earlier submission that was stopped while sbatch ran",
-       "Unable to contact slurm controller", "could run them twice", "Make `squeue --me` work here",
-       f"remove {kept} and rerun", "Nothing was submitted")
+  bad_input(r, f"{kept} ", "Unable to contact slurm controller", "`squeue --me`", f"remove {kept} and rerun")
   assert slurm_record.kept_scripts(work) == [kept] and not (work / T.SLURM_RECORD).exists()
   # status finds the set by its kept script alone and says what it is
   st = user(tmp_path, "status", "--results", "out", env=fake_slurm)
-  assert st.returncode == 1 and f"WARNING: {kept}: a submission was stopped while sbatch ran" in st.stderr, \
+  assert st.returncode == 1 and f"WARNING: {kept}:" in st.stderr, \
     st.stdout + st.stderr

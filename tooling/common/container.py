@@ -84,9 +84,9 @@ def connect(timeout: int = 60, instead: str = ""):
     return client
   except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as e:
     why = api_error(e, 300)
-    raise UserError(f"cannot reach the Docker daemon at {addr} ({why}). Start it (`sudo systemctl start docker`, or "
-                    f"`dockerd &` as root), or point DOCKER_HOST at a running one{'; or ' + instead if instead else ''}. "
-                    f"Nothing was run.") from None
+    raise UserError(f"cannot reach the Docker daemon at {addr} ({why}); nothing was run. Start it (`sudo systemctl "
+                    f"start docker`, or `dockerd &` as root), or point DOCKER_HOST at a running one"
+                    f"{'; or ' + instead if instead else ''}.") from None
 
 
 def get_image(client, tag: str, build_hint: str):
@@ -94,8 +94,8 @@ def get_image(client, tag: str, build_hint: str):
   try:
     return client.images.get(tag)
   except docker.errors.ImageNotFound:
-    raise UserError(f"image {tag} is not on this Docker daemon ({daemon_address()}). Build it with `{build_hint}` "
-                    f"(or pass --image with one that exists: `docker images`). Nothing was run.") from None
+    raise UserError(f"image {tag} is not on this Docker daemon ({daemon_address()}); nothing was run. Build it with "
+                    f"`{build_hint}` (or pass --image with one that exists: `docker images`).") from None
 
 
 # ------------------------------------------------------------------------------------------------------------ build
@@ -220,15 +220,15 @@ def check_gpu_runtime(client, vendor: str):
     cdi = [d for d in info.get("CDISpecDirs") or [] if Path(d).is_dir() and any(Path(d).glob("*nvidia*"))]
     if "nvidia" not in runtimes and not cdi:
       raise UserError(f"this Docker daemon has no NVIDIA GPU runtime (runtimes: {', '.join(sorted(runtimes)) or 'none'}; "
-                      f"no NVIDIA CDI spec). Install nvidia-container-toolkit, run `sudo nvidia-ctk runtime configure "
-                      f"--runtime=docker` and restart docker; `docker run --rm --gpus all <image> nvidia-smi` must work. "
-                      f"Nothing was run.")
+                      f"no NVIDIA CDI spec); nothing was run. Install nvidia-container-toolkit, run `sudo nvidia-ctk "
+                      f"runtime configure --runtime=docker` and restart docker (`docker run --rm --gpus all <image> "
+                      f"nvidia-smi` must work).")
   elif vendor == "amd":
     missing = [p for p in ("/dev/kfd", "/dev/dri") if not Path(p).exists()]
     if missing:
-      raise UserError(f"this host has no AMD GPU device nodes ({', '.join(missing)} missing): the amdgpu kernel driver "
-                      f"is not loaded. Install amdgpu-dkms (or load amdgpu) and check `ls /dev/kfd /dev/dri`. Nothing "
-                      f"was run.")
+      raise UserError(f"this host has no AMD GPU device nodes ({', '.join(missing)} missing: the amdgpu kernel driver "
+                      f"is not loaded); nothing was run. Install amdgpu-dkms (or load amdgpu) and check "
+                      f"`ls /dev/kfd /dev/dri`.")
 
 
 def memlock_limit() -> int:

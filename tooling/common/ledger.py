@@ -184,15 +184,15 @@ class Ledger:
     self.set = T.ResultSet.of_runs_dir(self.path.parent)   # R, system and benchmark, from where the ledger lies
     self.root = self.set.root
     self.attempts: list[Attempt] = []
-    self.nexp = 0   # the set size the last `tinyperf run` asked for (0: no `tinyperf run` recorded one yet)
+    self.nexp = 0   # the set size the last `tinyperf run` asked for (0: no ledger file yet; its first save sets it)
     if os.path.lexists(self.path):   # a dangling link too: read_text names it
       text = safe_read.read_text(self.path, MAX_LEDGER_BYTES, "run ledger")   # a directory, a FIFO, /dev/zero: refused
       try:
         raw = json.loads(text)
         if not isinstance(raw, dict) or not isinstance(raw.get("attempts"), list): raise ValueError("no list of attempts")
         self.attempts = [_typed(a, k) for k, a in enumerate(raw["attempts"])]
-        nexp = raw.get("nexp", 0)
-        if type(nexp) is not int or not 0 <= nexp <= MAX_NEXP:
+        nexp = raw.get("nexp")
+        if type(nexp) is not int or not 1 <= nexp <= MAX_NEXP:
           raise ValueError(f"nexp {nexp!r:.80} is not a number of runs 1 to {MAX_NEXP}")
         self.nexp = nexp
         for a in self.attempts:
@@ -237,8 +237,9 @@ class Ledger:
       for k in _PATH_FIELDS:
         if d[k] is not None: d[k] = self._on_write(d[k])
       rows.append(d)
-    head = {"format": "tinyperf-ledger-v1", **({"nexp": self.nexp} if self.nexp else {})}
-    write_atomic(self.path, json.dumps({**head, "attempts": rows}, indent=1), overwrite=True)
+    if not 1 <= self.nexp <= MAX_NEXP: raise ValueError(f"{self.path}: a ledger is saved with its set size, not {self.nexp}")
+    write_atomic(self.path, json.dumps({"format": "tinyperf-ledger-v1", "nexp": self.nexp, "attempts": rows}, indent=1),
+                 overwrite=True)
 
   def run_dir(self, att: Attempt) -> T.RunDir: return self.set.run(att.index, att.seed)
 
@@ -333,8 +334,10 @@ class Ledger:
     return "ok", ""
 
 
-def add_attempt(ledger_path: Path, attempt: Attempt):
+def add_attempt(ledger_path: Path, attempt: Attempt, nexp: int = 0):
+  """nexp: the set size of a ledger this attempt starts (an existing one keeps its own)."""
   with Ledger.locked(ledger_path) as led:
+    led.nexp = led.nexp or nexp
     led.attempts.append(attempt); led.save()
 
 

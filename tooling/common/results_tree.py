@@ -37,11 +37,9 @@ def slurm_dir(run_root_dir: Path) -> Path: return run_root_dir / "slurm"
 def slurm_record(run_root_dir: Path) -> Path: return Path(run_root_dir) / SLURM_RECORD
 # Each submission's files go into a directory of its own, made (exclusively) before sbatch is asked: Slurm hands a job id
 # out again once its counter restarts (a wiped StateSaveLocation), and a new job named by id alone would overwrite an
-# earlier job's script, output and exit record. The record (slurm.json) names each job's directory; records written
-# before kept the files in slurm/ itself (files None).
+# earlier job's script, output and exit record. The record (slurm.json) names each job's directory.
 SLURM_SUBMISSION = "submission_{}"
-def slurm_files_dir(run_root_dir: Path, files: str | None) -> Path:
-  return slurm_dir(run_root_dir) / files if files else slurm_dir(run_root_dir)
+def slurm_files_dir(run_root_dir: Path, files: str) -> Path: return slurm_dir(run_root_dir) / files
 def slurm_script_name(job: str) -> str: return f"job_{job}.sbatch"
 # A task Slurm requeues (`scontrol requeue`, a node failure) runs again under the same job id and index: its output is
 # appended to (the script's --open-mode=append; each attempt starts with a line naming its SLURM_RESTART_COUNT), and each
@@ -53,9 +51,9 @@ def slurm_task_name(job: str, index, ext: str, restart=None) -> str:
   record ("exit", by the batch script; restart: the attempt's SLURM_RESTART_COUNT). job, index and restart may be what
   sbatch (%A, %a) or the script (${SLURM_ARRAY_JOB_ID}, ...) expands."""
   return f"job_{job}_{index}.{ext}" if restart is None else f"job_{job}_{index}.{SLURM_EXIT_RESTART.format(restart)}.{ext}"
-def slurm_task_file(run_root_dir: Path, files: str | None, job: str, index: int, ext: str, restart=None) -> Path:
+def slurm_task_file(run_root_dir: Path, files: str, job: str, index: int, ext: str, restart=None) -> Path:
   return slurm_files_dir(run_root_dir, files) / slurm_task_name(job, index, ext, restart)
-def slurm_exit_records(run_root_dir: Path, files: str | None, job: str, index: int) -> dict[int, Path]:
+def slurm_exit_records(run_root_dir: Path, files: str, job: str, index: int) -> dict[int, Path]:
   """Every exit record one task left: restart count -> file."""
   d, found = slurm_files_dir(run_root_dir, files), {}
   name = re.compile(re.escape(slurm_task_name(job, index, "exit", "@")).replace("@", r"(\d+)", 1))

@@ -117,9 +117,8 @@ def launch_mode(args) -> tuple[str, str]:
                       "--scheduler slurm; to run on this machine use --runtime docker (the platform's image) or "
                       "--runtime host (this Python). Nothing was run.")
   elif args.only_index is not None:
-    raise UserError("--only-index is what each array task runs; with --scheduler slurm the runs to do come from the "
-                    "ledger (finished and queued runs are skipped). Drop --only-index: the submission redoes the failed "
-                    "runs and leaves the others alone. Nothing was submitted.")
+    raise UserError("--only-index is for the Slurm array tasks, not for --scheduler slurm, whose runs come from the "
+                    "ledger; nothing was submitted. Drop --only-index: the submission redoes only the failed runs.")
   if runtime == "pyxis" and not args.image:
     raise UserError("--runtime pyxis needs --image: an image every node can import, a registry reference "
                     "(e.g. registry.example.com#tinyperf:nv) or a squashfs file on a shared path made with `enroot import "

@@ -89,12 +89,10 @@ def refuse_if_queued(rs: T.ResultSet):
   """A local `tinyperf run` would redo runs a Slurm job of the same result set still has queued or running."""
   work_root = rs.runs_dir
   if kept := slurm_record.kept_scripts(work_root):
-    raise UserError(f"{kept[0]} is the script of a Slurm submission of this result set that was stopped while sbatch "
-                    f"ran: Slurm may have queued a job from it that no record names, and running its runs here too "
-                    f"would do them twice. Rerun that `tinyperf run ... --scheduler slurm` command, which records the "
-                    f"job (or removes the script if Slurm has none), then rerun here; or, if no job was queued from it "
-                    f"(`squeue --me --format='%i %T %o'` lists none whose command is that file), remove it. Nothing "
-                    f"was run.")
+    raise UserError(f"{kept[0]} is the script of a Slurm submission stopped while sbatch ran, whose job may be queued "
+                    f"unrecorded; nothing was run. Rerun that `tinyperf run ... --scheduler slurm` command (it records "
+                    f"the job or removes the script), then rerun here; or remove the script if `squeue --me "
+                    f"--format='%i %T %o'` lists no job running it.")
   rec = slurm_record.load_record(work_root)
   if not rec["jobs"]: return
   if not shutil.which("squeue"):
@@ -104,9 +102,9 @@ def refuse_if_queued(rs: T.ResultSet):
   active = slurm_record.queued_indices(rec, slurm_cluster.queue(rec["jobs"][-1]["job_name"]))
   if active:
     raise UserError(f"runs {sorted(active)} of this result set are queued or running in Slurm "
-                    f"({', '.join(active.values())}); running them here too would do them twice. Wait for them "
-                    f"(`tinyperf status --results {shlex.quote(str(rs.root))} --wait`) or cancel them (scancel), then rerun. "
-                    f"Nothing was run.")
+                    f"({', '.join(active.values())}); nothing was run, as they would be done twice. Wait for them "
+                    f"(`tinyperf status --results {shlex.quote(str(rs.root))} --wait`) or cancel them (scancel), then "
+                    f"rerun.")
 
 
 def submit(cfg: PlatformConfig, rs: T.ResultSet, args, nexp: int, runtime: str, org: str) -> int:
@@ -213,11 +211,9 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
   try:   # --states=all: a job that has ended within MinJobAge is recorded too, so status can say how its tasks ended
     out = slurm_cluster.slurm_command("squeue", "--me", "--noheader", "--states=all", "--format=%F|%T|%o")
   except UserError as e:
-    raise UserError(f"{kept[0]} is the script of an earlier submission that was stopped while sbatch ran: Slurm may "
-                    f"have queued a job from it that tinyperf has no record of, and squeue could not say ({e}). "
-                    f"Submitting these runs now could run them twice. Make `squeue --me` work here and rerun; or, if "
-                    f"no job was queued from it (`squeue --me --format='%i %T %o'` lists none whose command is that "
-                    f"file), remove {' and '.join(map(str, kept))} and rerun. Nothing was submitted.") from None
+    raise UserError(f"{kept[0]} is the script of an earlier submission stopped while sbatch ran, whose job may be "
+                    f"queued unrecorded, and squeue could not say ({e}); nothing was submitted. Make `squeue --me` work "
+                    f"here and rerun; or, if no job runs it, remove {' and '.join(map(str, kept))} and rerun.") from None
   jobs: dict[str, dict[str, set]] = {}   # command -> job id -> states (an array's tasks can be in several)
   for line in out.splitlines():
     job, state, cmd = (line.strip().split("|", 2) + ["", ""])[:3]
@@ -230,8 +226,8 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
       continue
     if len(found) > 1:
       raise UserError(f"Slurm jobs {', '.join(sorted(found))} all run {path}, the script of an earlier, interrupted "
-                      f"submission (submitted again by hand?): their runs would be done twice. Cancel all but one "
-                      f"(`scancel <job id>`) and rerun. Nothing was submitted.")
+                      f"submission, so their runs would be done twice; nothing was submitted. Cancel all but one "
+                      f"(`scancel <job id>`) and rerun.")
     (job_id, states), = found.items()
     text = path.read_text(errors="replace")
     array = re.search(r"^#SBATCH --array=(\S+)$", text, re.M)
@@ -251,7 +247,7 @@ def adopt_kept(rec: dict, work_root: Path, spec: dict) -> None:
       except OSError as e:
         raise UserError(f"Slurm job {job_id} runs {path}, the script of an earlier, interrupted submission, but "
                         f"{e.filename or slurm_record.record_path(work_root)} could not be written ({e.strerror}) to "
-                        f"record it. Free space on that filesystem and rerun. Nothing was submitted.") from None
+                        f"record it; nothing was submitted. Free space on that filesystem and rerun.") from None
     print(f"{spec['benchmark']} on {spec['platform']}: adopted Slurm job {job_id} (runs {indices}, "
           f"{', '.join(sorted(states))}), which an earlier submission stopped while sbatch ran had queued; its runs "
           f"are not submitted again. script: {script}", flush=True)
@@ -307,11 +303,10 @@ def submit_runs(cfg: PlatformConfig, rs: T.ResultSet, spec: dict) -> int:
         asked = " ".join(l.split(" ", 1)[1] for l in text.splitlines()
                          if l.startswith("#SBATCH ") and not l.startswith(("#SBATCH --job-name=", "#SBATCH --output=",
                                                                             "#SBATCH --open-mode=")))
-        raise UserError(f"sbatch refused the job: {e}. The job asked for {asked} (GPUs and time from the platform's "
-                        f"config, the rest from --partition and --sbatch-arg). Change --partition or --sbatch-arg and "
-                        f"rerun `tinyperf run ... --scheduler slurm`"
-                        + ("; `tinyperf status --resume` resubmits the last submission's arguments unchanged"
-                           if rec["jobs"] else "") + ". Nothing was submitted.") from None
+        raise UserError(f"sbatch refused the job asking for {asked}: {e} (nothing was submitted). Change --partition "
+                        f"or --sbatch-arg and rerun `tinyperf run ... --scheduler slurm`"
+                        + (" (`tinyperf status --resume` resubmits the last submission's arguments unchanged)"
+                           if rec["jobs"] else "") + ".") from None
       with _signals_held():   # the job is queued: its record is written whole before a Ctrl-C is acted on
         answer = out.strip().split(";")[0]  # --parsable prints "<id>" or "<id>;<cluster>"
         if not answer.isdigit():
@@ -325,10 +320,9 @@ def submit_runs(cfg: PlatformConfig, rs: T.ResultSet, spec: dict) -> int:
                                             "spec": spec})
         except OSError as e:
           raise MaybeSubmitted(f"Slurm job {job_id} is queued (runs {todo}), but "
-                               f"{e.filename or slurm_record.record_path(work_root)} could not be written ({e.strerror}): `tinyperf status` and --resume may not know the "
-                               f"job. Free space on that filesystem and rerun the same command: it finds the job by its "
-                               f"script {tmp} (kept) and records it instead of submitting runs {todo} again. Or cancel "
-                               f"it (`scancel {job_id}`).") from None
+                               f"{e.filename or slurm_record.record_path(work_root)} could not be written "
+                               f"({e.strerror}) to record it. Free space on that filesystem and rerun the same command, "
+                               f"which records the job by its kept script {tmp}; or cancel it (`scancel {job_id}`).") from None
         recorded = True
     except KeyboardInterrupt as e:   # Ctrl-C, or SIGTERM/SIGHUP (stop_on_signals says which)
       raise SubmitInterrupted(_interrupted(str(e) or "interrupted", job_name, todo, spec["results"], files_dir, tmp,

@@ -123,16 +123,15 @@ def check_shared(results: Path, partition: str, assume_shared: bool, nodes: list
   address) defaults to what sinfo lists for the partition."""
   if assume_shared: return
   fstype, mnt = mount_of(results)
-  fix = ("Put --results on a filesystem that every node mounts at the same path (NFS, Lustre, GPFS, BeeGFS, ...)")
+  fix = "put --results on a filesystem that every node mounts at the same path (NFS, Lustre, GPFS, BeeGFS, ...)"
   if fstype in LOCAL_ONLY_FS:
-    raise UserError(f"results directory {results} is on {fstype} (mounted at {mnt}), which exists on this machine only: "
-                    f"the compute nodes cannot write the runs' results and ledger into it, and it does not survive a "
-                    f"reboot. {fix}. Nothing was submitted.")
+    raise UserError(f"results directory {results} is on {fstype} (mounted at {mnt}), which exists on this machine only, "
+                    f"so the compute nodes cannot write into it. Nothing was submitted: {fix}.")
   if fstype in SHARED_FS: return
   others = [n[0] for n in (partition_nodes(partition) if nodes is None else nodes) if not _this_host(n)]
   if others:
     names = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
     raise UserError(f"results directory {results} is on a local {fstype} filesystem (mounted at {mnt}), but partition "
                     f"{partition} has nodes other than this machine ({names}) "
-                    f"that cannot see it. {fix}, or pass --assume-shared if it is shared in a way tinyperf cannot tell "
-                    f"(e.g. this machine exports it over NFS). Nothing was submitted.")
+                    f"that cannot see it. Nothing was submitted: {fix}, or pass --assume-shared if it is shared in a "
+                    f"way tinyperf cannot tell (e.g. this machine exports it over NFS).")

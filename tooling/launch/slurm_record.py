@@ -22,7 +22,8 @@ def record_path(work_root: Path) -> Path: return T.slurm_record(work_root)
 
 
 # what submit_runs records of each job and of its arguments, as status and --resume read them
-JOB_FIELDS = {"job_id": (str, int), "job_name": str, "indices": list, "submitted": (int, float), "spec": dict}
+JOB_FIELDS = {"job_id": (str, int), "job_name": str, "indices": list, "files": str, "submitted": (int, float),
+              "spec": dict}
 SPEC_FIELDS = {"benchmark": str, "platform": str, "nexp": int, "data": str, "results": str, "runtime": str,
                "image": (str, type(None)), "partition": str, "sbatch_args": list, "no_check": bool, "assume_shared": bool,
                "knobs": dict, "python": str, "repo": str}
@@ -38,9 +39,8 @@ def _check_job(k: int, job) -> None:
       if not isinstance(d[key], kind) or (isinstance(d[key], bool) and kind is not bool):   # True is an int
         raise ValueError(f"{where}: {key!r} is {d[key]!r}")
   if not str(job["job_id"]).isdigit(): raise ValueError(f"job {k}: job_id {job['job_id']!r} is not a Slurm job id")
-  files = job.get("files")   # absent in records from before each submission had a directory of its own
-  if files is not None and not (isinstance(files, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", files)):
-    raise ValueError(f"job {k}: files {files!r} is not the name of a directory in slurm/")
+  if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", job["files"]):
+    raise ValueError(f"job {k}: files {job['files']!r} is not the name of a directory in slurm/")
   nexp = job["spec"]["nexp"]
   if not 1 <= nexp <= L.MAX_NEXP: raise ValueError(f"job {k} spec: nexp {nexp} is not a number of runs 1 to {L.MAX_NEXP}")
   if not all(type(i) is int and 0 <= i < nexp for i in job["indices"]):
@@ -75,7 +75,7 @@ def kept_scripts(work_root: Path) -> list[Path]:
 def record_job(rec: dict, work_root: Path, sbatched: Path, job: dict) -> None:
   """A queued job into the record (once), then its script from the name sbatch was given to job["script"]: in that
   order, because until the record holds the job, that first name (squeue's %o) is what finds it again (adopt_kept)."""
-  if not any(str(j["job_id"]) == job["job_id"] and j.get("files") == job["files"] for j in rec["jobs"]):
+  if not any(str(j["job_id"]) == job["job_id"] and j["files"] == job["files"] for j in rec["jobs"]):
     rec["jobs"].append(job)
   write_atomic(record_path(work_root), json.dumps(rec, indent=1), overwrite=True)
   os.replace(sbatched, job["script"])

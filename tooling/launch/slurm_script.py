@@ -156,6 +156,6 @@ def check_sbatch_arg(a: str):
   for long, (short, why) in OWN_OPTIONS.items():
     # sbatch takes any unambiguous prefix of a long option (--job=x), and a short one with its value attached (-Jx)
     if (name and len(name) >= 2 and long.startswith(name)) or (not name and short and a[1:2] == short):
-      raise UserError(f"--sbatch-arg {a!r}: tinyperf sets --{long} itself and must keep it: {why}. Drop this "
-                      f"--sbatch-arg. Nothing was submitted.")
+      raise UserError(f"--sbatch-arg {a!r}: tinyperf sets --{long} itself and must keep it ({why}). Drop this "
+                      f"--sbatch-arg; nothing was submitted.")
 

@@ -80,10 +80,10 @@ def _read(path: Path) -> str:
 def _ended_task(work: Path, job: dict, index: int, att: L.Attempt | None, tasks: dict) -> str:
   """Why a Slurm task that is no longer queued or running did not finish its run, from what it left behind."""
   jid = str(job["job_id"])
-  task, out = f"{jid}_{index}", T.slurm_task_file(work, job.get("files"), jid, index, "out")
+  task, out = f"{jid}_{index}", T.slurm_task_file(work, job["files"], jid, index, "out")
   # a task Slurm requeued ran more than once: its last attempt is the highest restart count that started (its output's
   # start lines) or left an exit record
-  exits = T.slurm_exit_records(work, job.get("files"), jid, index)
+  exits = T.slurm_exit_records(work, job["files"], jid, index)
   last = max([*exits, *slurm_script.task_restarts(out)], default=None)
   exit_file = exits.get(last) if last is not None else None
   at = requeued = ""

@@ -99,8 +99,8 @@ def base_digest(client, ref: str) -> tuple[str, bool]:
     print(f"pulling base {ref}", flush=True)
     try: img = client.images.pull(ref)
     except docker.errors.APIError as e:
-      raise UserError(f"base image {ref} is not on this daemon and cannot be pulled ({container.api_error(e)}). "
-                      f"Load it (`docker load`, `docker import`) or pass --base-image. Nothing was built.") from None
+      raise UserError(f"base image {ref} is not on this daemon and cannot be pulled ({container.api_error(e)}); "
+                      f"nothing was built. Load it (`docker load`, `docker import`) or pass --base-image.") from None
   repo = ref.rsplit(":", 1)[0] if ":" in ref.split("/")[-1] else ref
   for d in img.attrs.get("RepoDigests") or []:
     if d.split("@")[0] == repo: return d.split("@", 1)[1], False
@@ -125,8 +125,8 @@ def main(args) -> int:
   if closed and not pinned_ref and not args.allow_unpinned:
     why = "images.lock.json has no digest for it" if not args.base_image else "--base-image is not pinned by digest"
     raise UserError(f"base {ref} is not pinned ({why}) and the {vendor} image serves closed submissions "
-                    f"({', '.join(served)}). Run `tinyperf images pin` on a machine with registry access, or pass a "
-                    f"base as repository:tag@sha256:..., or --allow-unpinned for a non-submission build. Nothing was built.")
+                    f"({', '.join(served)}); nothing was built. Run `tinyperf images pin` on a machine with registry "
+                    f"access, or pass a base as repository:tag@sha256:..., or --allow-unpinned for a non-submission build.")
   vendor_base = ref.split("@")[0].rsplit(":", 1)[0] == entry["repository"]
   tag = args.tag or I.DEFAULT_TAG.format(vendor=vendor)
   client = container.connect(timeout=3600)
