@@ -5,6 +5,7 @@ The README offers only the editable install; this is what a user who does otherw
 top-level import name, tinyperf: benchmarks/ and tooling/ go in as tinyperf.benchmarks and tinyperf.tooling."""
 from __future__ import annotations
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -25,9 +26,18 @@ def _outside() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+  """The wheel of the checkout as it is (git's tracked and untracked-not-ignored files), built from a copy: a build
+  writes build/ and *.egg-info into its source tree, which other tests read at the same time."""
   tmp = tmp_path_factory.mktemp("wheel")
-  subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
-                  str(REPO)], check=True, capture_output=True, timeout=300)
+  files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"], capture_output=True,
+                         check=True, timeout=60).stdout.decode().split("\0")
+  for rel in filter(None, files):
+    if (REPO / rel).is_file():
+      (tmp / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+      shutil.copy2(REPO / rel, tmp / "src" / rel)
+  r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp / "dist"),
+                      str(tmp / "src")], capture_output=True, text=True, timeout=300, env=_outside())
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   (whl,) = (tmp / "dist").glob("tinyperf-*.whl")
   return whl
 
