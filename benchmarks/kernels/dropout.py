@@ -1,4 +1,4 @@
-"""The dropout masks of the Triton kernels (attention.py, layernorm.py), drawn in-kernel from a seed, never stored.
+"""The dropout masks of the Triton kernels (attention.py, layernorm.py), drawn in-kernel from a seed.
 
 Element j of row i (rows of N elements, numbered across the whole tensor) is kept with probability 1 - p. RNG_GROUP
 picks how its 32 random bits are drawn:
@@ -8,6 +8,8 @@ picks how its 32 random bits are drawn:
 Both keep an element exactly when tl.rand's float of its 32 bits is >= p (keep_threshold): the same keep probability.
 The mask is a function of the seed and the element's (row, column) only, so kernels with other tile shapes (the
 forward's and the backwards') draw the same mask, given tiles whose width and first column are multiples of the group.
+A kernel may also store a drawn mask as bits for another to read (attention's MASK_MODE "bits"): rows of N // 32 uint32
+words, bit c of word w of a row holding its column 32 * w + c (store_bits, load_bits).
 """
 from __future__ import annotations
 
@@ -74,6 +76,38 @@ def keep_mask(seed, rows, col0, N: tl.constexpr, BN: tl.constexpr, P_DROP: tl.co
   return keep
 
 
+WORD = 32   # mask bits per stored uint32 word
+_WORD = tl.constexpr(WORD) if triton is not None else WORD   # for the kernels: they read constexpr globals only
+
+
+def check_bits(width: int, what: str):
+  """Raise ValueError unless a tile of width columns stores or loads whole words of the mask's bits."""
+  if width % WORD:
+    raise ValueError(f"{what}: the dropout mask is stored as bits, {WORD} columns per word; the tile width {width} "
+                     f"must be a multiple of {WORD} (a larger tile in attention.TILES, or MASK_MODE 'redraw')")
+
+
+def _words(bits, rows, col0, N: tl.constexpr, BN: tl.constexpr):
+  """Pointers to the (len(rows), BN / 32) words of columns col0 .. col0 + BN - 1 of rows, in rows of N / 32 words."""
+  return bits + rows[:, None] * (N // _WORD) + col0 // _WORD + tl.arange(0, BN // _WORD)[None, :]
+
+
+def store_bits(bits, rows, col0, N: tl.constexpr, BN: tl.constexpr, keep):
+  """Store keep, the (len(rows), BN) mask of columns col0 .. col0 + BN - 1, as bits."""
+  BM: tl.constexpr = rows.shape[0]
+  shifted = tl.reshape(keep.to(tl.uint32), (BM, BN // _WORD, _WORD)) << tl.arange(0, _WORD).to(tl.uint32)[None, None, :]
+  words = tl.sum(shifted, 2)   # (BM, BN / 32): the shifted bits are distinct, so their sum is their OR
+  tl.store(_words(bits, rows, col0, N, BN), words)
+
+
+def load_bits(bits, rows, col0, N: tl.constexpr, BN: tl.constexpr):
+  """The (len(rows), BN) keep mask of columns col0 .. col0 + BN - 1 that store_bits stored."""
+  words = tl.load(_words(bits, rows, col0, N, BN))                             # (BM, BN / 32)
+  unpacked = (words[:, :, None] >> tl.arange(0, _WORD).to(tl.uint32)[None, None, :]) & 1
+  return tl.reshape(unpacked, (rows.shape[0], BN)) != 0
+
+
 if triton is not None:   # jitted before the kernels that call them (Triton functions call Triton functions)
   _threshold = triton.constexpr_function(keep_threshold)
   keep_bits, keep_mask = triton.jit(keep_bits), triton.jit(keep_mask)
+  _words, store_bits, load_bits = triton.jit(_words), triton.jit(store_bits), triton.jit(load_bits)
