@@ -8,8 +8,9 @@ q, k, v (B, H, L, D) fp16; mask_add (B, 1, 1, L) fp32 (BERT's (1 - input_mask) *
 logsumexp (B, H, L) fp32 so the backward recomputes the probabilities instead of storing them. Dropout keeps element
 (b, h, i, j) as dropout.keep_mask draws element j of row (b*H + h)*L + i (Philox, one call per 4 keys): the forward and
 both backward kernels draw the same mask from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT
-step gets a new mask each step. With the
-batch sharded over devices, b is the index in the device's own piece and each device has its own seed
+step gets a new mask each step. With MASK_MODE "bits" the forward also stores the mask it drew as bits,
+(B, H, L, L / 32) uint32, and the backward kernels read them instead of drawing again (opt-in, for the benches). With
+the batch sharded over devices, b is the index in the device's own piece and each device has its own seed
 (program.device_seeds).
 
 Backward (FlashAttention-2's): with P the softmax, Z the kept mask over (1 - p), dO the output's gradient,
@@ -41,12 +42,12 @@ except ImportError:   # CPU-only installs: the Triton path is never taken there
 LOG2E = tl.constexpr(1.4426950408889634) if triton is not None else 1.4426950408889634
 
 
-def attn_fwd_kernel(q, k, v, mask, seed, o, lse, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
+def attn_fwd_kernel(q, k, v, mask, seed, o, lse, bits, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
                     SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                     RNG_GROUP: tl.constexpr):
   """One (BM, D) block of out per program, for one (batch, head): walks the keys in blocks of BN with an online softmax
   (running max m_i, running sum l_i), so the (BM, L) scores never leave registers. Programs are ordered head-major:
-  neighbours read the same K and V from L2."""
+  neighbours read the same K and V from L2. bits: None, or where the dropout mask is stored (MASK_MODE "bits")."""
   pid = tl.program_id(0)
   bh, pm = pid // (L // BM), pid % (L // BM)
   b = bh // H
@@ -70,17 +71,23 @@ def attn_fwd_kernel(q, k, v, mask, seed, o, lse, H: tl.constexpr, L: tl.constexp
     l_i = l_i * alpha + tl.sum(p, 1)   # the softmax's denominator counts dropped elements too
     if P_DROP > 0:
       keep = dropout.keep_mask(s0, bh * L + rm, start, L, BN, P_DROP, RNG_GROUP)
-      p = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), 0.0)
+      if bits is not None:   # stored from a tensor in p's layout: stored from keep, Triton drew keep twice (2 layouts)
+        kept = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), -1.0)   # -1: dropped (p is >= 0 or NaN)
+        dropout.store_bits(bits, bh * L + rm, start, L, BN, kept != -1.0)
+        p = tl.where(kept != -1.0, kept, 0.0)
+      else:
+        p = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), 0.0)
     acc = acc * alpha[:, None] + tl.dot(p.to(vb.dtype), vb)
     m_i = m_new
   tl.store(o + base + rm[:, None] * D + rd[None, :], (acc / l_i[:, None]).to(o.dtype.element_ty))
   tl.store(lse + bh * L + rm, (m_i + tl.math.log2(l_i)) / LOG2E)             # natural log, as the tests compare it
 
 
-def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, H: tl.constexpr, L: tl.constexpr,
+def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, bits, H: tl.constexpr, L: tl.constexpr,
                          D: tl.constexpr, SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr,
                          BN: tl.constexpr, RNG_GROUP: tl.constexpr):
-  """dK and dV of one (BN, D) key block per program: walks the queries in blocks of BM, recomputing P from lse."""
+  """dK and dV of one (BN, D) key block per program: walks the queries in blocks of BM, recomputing P from lse; the
+  dropout mask redrawn from seed, or read from the forward's bits unless they are None."""
   pid = tl.program_id(0)
   bh, pn = pid // (L // BN), pid % (L // BN)
   b = bh // H
@@ -102,7 +109,8 @@ def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, H: tl.cons
     p = tl.math.exp2(tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + mb[None, :] - lse_i[:, None])   # (BM, BN)
     dp = tl.dot(dob, tl.trans(vb))                                              # (BM, BN) d(dropped probs)
     if P_DROP > 0:
-      keep = dropout.keep_mask(s0, bh * L + start + rm, pn * BN, L, BN, P_DROP, RNG_GROUP)
+      if bits is not None: keep = dropout.load_bits(bits, bh * L + start + rm, pn * BN, L, BN)
+      else: keep = dropout.keep_mask(s0, bh * L + start + rm, pn * BN, L, BN, P_DROP, RNG_GROUP)
       pd = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), 0.0)
       dp = tl.where(keep, dp * (1.0 / (1.0 - P_DROP)), 0.0)
     else:
@@ -114,10 +122,11 @@ def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, H: tl.cons
   tl.store(dv + base + rn[:, None] * D + rd[None, :], dv_acc.to(dv.dtype.element_ty))
 
 
-def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
+def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, bits, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
                        SM_SCALE: tl.constexpr, P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                        RNG_GROUP: tl.constexpr):
-  """dQ of one (BM, D) query block per program: walks the keys in blocks of BN, recomputing P from lse."""
+  """dQ of one (BM, D) query block per program: walks the keys in blocks of BN, recomputing P from lse; the mask as in
+  the dK/dV kernel."""
   pid = tl.program_id(0)
   bh, pm = pid // (L // BM), pid % (L // BM)
   b = bh // H
@@ -138,7 +147,8 @@ def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, H: tl.constexpr,
     p = tl.math.exp2(tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + mb[None, :] - lse_i[:, None])   # (BM, BN)
     dp = tl.dot(dob, tl.trans(vb))                                              # (BM, BN)
     if P_DROP > 0:
-      keep = dropout.keep_mask(s0, bh * L + rm, start, L, BN, P_DROP, RNG_GROUP)
+      if bits is not None: keep = dropout.load_bits(bits, bh * L + rm, start, L, BN)
+      else: keep = dropout.keep_mask(s0, bh * L + rm, start, L, BN, P_DROP, RNG_GROUP)
       dp = tl.where(keep, dp * (1.0 / (1.0 - P_DROP)), 0.0)
     ds = p * (dp - d_i[:, None])
     dq_acc += tl.dot(ds.to(kb.dtype), kb)
@@ -153,6 +163,11 @@ if triton is not None:
 # H200 at BS 96 (fwd + bwd 6.29 ms vs 6.58-8.54; docs/perf/2026-12-04_attention_triton_1xH200.jsonl)
 TILES = {"fwd": (64, 64, 4, 3), "dkdv": (64, 64, 4, 2), "dq": (64, 64, 4, 2)}
 
+# how the backward kernels get the forward's dropout mask: "redraw" it from the seed (Philox again in both), or read
+# the "bits" the forward stored, (B, H, L, L / 32) uint32 (L^2 / 8 bytes per (batch, head)); a global for the benches
+MASK_MODES = ("redraw", "bits")
+MASK_MODE = "redraw"
+
 
 def _shape(q: Tensor) -> tuple[int, int, int, int]:
   B, H, L, D = q.shape
@@ -162,36 +177,54 @@ def _shape(q: Tensor) -> tuple[int, int, int, int]:
 
 # ---- the Triton path (CUDA) ----
 
-# each kernel's pointer arguments in order (custom_kernel's sources follow it, then Triton's two scratch buffers)
+# each kernel's pointer arguments in order (custom_kernel's sources follow it, then Triton's two scratch buffers); with
+# the mask stored as bits, one more last (the forward's output, the backwards' input), else the kernels get bits=None
 _IN = (("q", "*fp16"), ("k", "*fp16"), ("v", "*fp16"), ("mask", "*fp32"), ("seed", "*u32"))
 _BWD_IN = _IN + (("do", "*fp16"), ("lse", "*fp32"), ("delta", "*fp32"))
 POINTERS = {"fwd": _IN + (("o", "*fp16"), ("lse", "*fp32")), "dkdv": _BWD_IN + (("dk", "*fp16"), ("dv", "*fp16")),
             "dq": _BWD_IN + (("dq", "*fp16"),)}
+BITS = ("bits", "*u32")
+OUTS = {"fwd": (5, 6, 7), "dkdv": (8, 9), "dq": (8,)}   # the pointers each kernel writes, by argument number
 
 
-def compile_attention(which: str, H: int, L: int, D: int, p_drop: float, arch: int) -> tuple[prg.Compiled, int, int]:
-  """The cubin of one of the three kernels for sm_<arch>, with its (BM, BN)."""
+def pointers(which: str, bits: bool) -> tuple[tuple[str, str], ...]:
+  return POINTERS[which] + (BITS,) * bits
+
+
+def stores_bits(p_drop: float) -> bool:
+  """Whether the attention built now keeps its dropout mask as bits (MASK_MODE "bits", and a mask to keep)."""
+  if MASK_MODE not in MASK_MODES: raise ValueError(f"attention: MASK_MODE {MASK_MODE!r} is not one of {MASK_MODES}")
+  return MASK_MODE == "bits" and p_drop > 0
+
+
+def compile_attention(which: str, H: int, L: int, D: int, p_drop: float, arch: int,
+                      bits: bool = False) -> tuple[prg.Compiled, int, int]:
+  """The cubin of one of the three kernels for sm_<arch>, with its (BM, BN); bits: the forward stores the dropout mask
+  as bits and the backwards read them (stores_bits)."""
   BM, BN, warps, stages = TILES[which]
   BM, BN = min(BM, L), min(BN, L)
   if L % BM or L % BN or D & (D - 1):   # the kernels have no bounds masks: whole tiles, power-of-two head dim
     raise ValueError(f"attention: L {L} must be a multiple of the tile ({BM}, {BN}) and D {D} a power of two")
   # the mask's columns: BN in fwd and dq, the key block BN in dkdv; every tile starts at a multiple of its width
   dropout.check_group(dropout.RNG_GROUP, BN, L, f"attention {which}")
+  if bits: dropout.check_bits(BN, f"attention {which} tile (BM {BM}, BN {BN})")
   fn = {"fwd": compiled_fwd, "dkdv": compiled_dkdv, "dq": compiled_dq}[which]
   consts = (("H", H), ("L", L), ("D", D), ("SM_SCALE", 1.0 / math.sqrt(D)), ("P_DROP", float(p_drop)), ("BM", BM),
-            ("BN", BN), ("RNG_GROUP", dropout.RNG_GROUP))
-  return prg.compile_kernel(fn, POINTERS[which], consts, warps, stages, arch), BM, BN
+            ("BN", BN), ("RNG_GROUP", dropout.RNG_GROUP)) + ((("bits", None),) if not bits else ())
+  return prg.compile_kernel(fn, pointers(which, bits), consts, warps, stages, arch), BM, BN
 
 
-def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, device: str | tuple[str, ...]):
-  k, BM, BN = compile_attention(which, H, L, D, p_drop, prg.cuda_arch(device))
-  n_in = 5 if which == "fwd" else 8
-  n = len(POINTERS[which])
+def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, device: str | tuple[str, ...],
+                bits: bool = False):
+  k, BM, BN = compile_attention(which, H, L, D, p_drop, prg.cuda_arch(device), bits)
+  n = len(pointers(which, bits))
+  outs = tuple(i for i in OUTS[which] if i < n)
   grid = B * H * L // (BN if which == "dkdv" else BM)
   # fwd: QK^T and PV; backward: QK^T, dO V^T, dV, dK (dkdv) or QK^T, dO V^T, dQ (dq)
   flops = {"fwd": 4, "dkdv": 8, "dq": 6}[which] * B * H * L * L * D
   nbytes = {"fwd": 4, "dkdv": 6, "dq": 5}[which] * B * H * L * D * 2   # the (B, H, L, D) fp16 tensors read and written
-  return lambda *params: prg.program(k, list(params), grid, outs=tuple(range(n_in, n)), ins=tuple(range(n_in)),
+  nbytes += B * H * L * L // 8 * bits                                  # the mask's bits, written or read
+  return lambda *params: prg.program(k, list(params), grid, outs=outs, ins=tuple(i for i in range(n) if i not in outs),
                                      device=device, flops=flops, nbytes=nbytes)
 
 
@@ -211,9 +244,10 @@ def _hash_uniform(idx, seed):
 
 def _tinygrad_fwd(B: int, H: int, L: int, D: int, p_drop: float):
   """The forward as one tinygrad kernel with the Triton kernel's arguments: per (b, h, i, d) the row max, the softmax's
-  sum and the output, each a reduction over keys of a reduction over D (three passes; slow, for tests only)."""
+  sum and the output, each a reduction over keys of a reduction over D (three passes; slow, for tests only). A bits
+  output, if given, is left unwritten: the backward ops hash the mask again."""
   scale = 1.0 / math.sqrt(D)
-  def fxn(q: UOp, k: UOp, v: UOp, mask: UOp, seed: UOp, o: UOp, lse: UOp) -> UOp:
+  def fxn(q: UOp, k: UOp, v: UOp, mask: UOp, seed: UOp, o: UOp, lse: UOp, *bits: UOp) -> UOp:
     q, k, v, mask, o, lse = (x.flatten() for x in (q, k, v, mask, o, lse))
     b, h, i, d = UOp.range(B, 0), UOp.range(H, 1), UOp.range(L, 2), UOp.range(D, 3)
     bh = b * H + h
@@ -271,10 +305,11 @@ def _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop: float) -> tuple[T
 def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
 
 
-def _grad(grad_o: UOp, call: UOp, p_drop: float) -> tuple:
-  """dq, dk, dv of the forward call (sources q, k, v, mask, seed, o, lse[, scratch]); o and lse are read after it."""
+def _grad(grad_o: UOp, call: UOp, p_drop: float, bits: bool) -> tuple:
+  """dq, dk, dv of the forward call (sources q, k, v, mask, seed, o, lse[, bits][, scratch]); o, lse and bits are read
+  after it."""
   q, k, v, mask, seed = (Tensor(call.src[1 + i]) for i in range(5))
-  o, lse = (Tensor(call.src[1 + i].after(call)) for i in (5, 6))
+  o, lse, *stored = (Tensor(call.src[1 + i].after(call)) for i in (5, 6, 7)[:2 + bits])
   B, H, L, D = prg.local_shape(q)   # the kernels' shapes: one device's piece
   do = Tensor(grad_o).cast(q.dtype).contiguous()
   delta = (do.float() * o.float()).sum(-1).contiguous()   # (B, H, L) rowsum(dO * O) = rowsum(P * dP)
@@ -283,17 +318,17 @@ def _grad(grad_o: UOp, call: UOp, p_drop: float) -> tuple:
     dq, dk, dv = (prg.empty_shards((B, H, L, D), q.dtype, q.device, 0 if isinstance(q.device, tuple) else None)
                   for _ in range(3))
     # two kernels, so each gradient block has one writer (no atomics): dK, dV per key block, dQ per query block
-    dk, dv = q.custom_kernel(*args[1:], dk, dv, *prg.scratch(q.device),
-                             fxn=_triton_fxn("dkdv", B, H, L, D, p_drop, q.device))[8:10]
-    dq = q.custom_kernel(*args[1:], dq, *prg.scratch(q.device),
-                         fxn=_triton_fxn("dq", B, H, L, D, p_drop, q.device))[8]
+    dk, dv = q.custom_kernel(*args[1:], dk, dv, *stored, *prg.scratch(q.device),
+                             fxn=_triton_fxn("dkdv", B, H, L, D, p_drop, q.device, bits))[8:10]
+    dq = q.custom_kernel(*args[1:], dq, *stored, *prg.scratch(q.device),
+                         fxn=_triton_fxn("dq", B, H, L, D, p_drop, q.device, bits))[8]
   else:
     dq, dk, dv = _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop)
   return (dq.uop, dk.uop, dv.uop) + (None,) * (len(call.src) - 4)
 
 
-@functools.cache   # one per dropout rate: tinygrad's schedule cache keys on id(grad_fxn) (matmul._grad_fxn says why)
-def _grad_fxn(p_drop: float): return functools.partial(_grad, p_drop=p_drop)
+@functools.cache   # one per (rate, mode): tinygrad's schedule cache keys on id(grad_fxn) (matmul._grad_fxn says why)
+def _grad_fxn(p_drop: float, bits: bool): return functools.partial(_grad, p_drop=p_drop, bits=bits)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: float,
@@ -301,7 +336,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
   """dropout(softmax(q @ k^T / sqrt(D) + mask_add), dropout_p) @ v for q, k, v (B, H, L, D) and mask_add (B, 1, 1, L)
   fp32; dropout only under TRAINING, as Tensor.dropout. seed: a (1,) uint32 tensor; None draws one from tinygrad's
   RNG (a new one per step inside a TinyJit). On several devices q, k, v and mask_add are sharded on the batch: each
-  device attends over its own sequences, with its own dropout seed."""
+  device attends over its own sequences, with its own dropout seed (and its own mask bits, MASK_MODE "bits")."""
   devs = prg.devices(q.device)
   if len(devs) > 1 and any(t.uop.axis != 0 for t in (q, k, v, mask_add)):
     raise NotImplementedError("attention: on several devices q, k, v and mask_add are sharded on the batch (axis 0)")
@@ -316,12 +351,15 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
   axis = 0 if len(devs) > 1 else None
   o = prg.empty_shards((Bl, H, L, D), q.dtype, q.device, axis)
   lse = prg.empty_shards((Bl, H, L), dtypes.float32, q.device, axis)
-  grad = _grad_fxn(p_drop)
-  # custom_kernel's sources are the kernel's arguments in order: q, k, v, mask, seed, o, lse, then Triton's scratch
+  bits = stores_bits(p_drop)
+  # (B, H, L, L / 32) words; rounded up, for the fallback's short rows (the Triton kernels take L a multiple of 32)
+  stored = (prg.empty_shards((Bl, H, L, -(-L // dropout.WORD)), dtypes.uint32, q.device, axis),) * bits
+  grad = _grad_fxn(p_drop, bits)
+  # custom_kernel's sources are the kernel's arguments in order: q, k, v, mask, seed, o, lse[, bits], Triton's scratch
   if _is_triton(q):
     if q.dtype != dtypes.half: raise NotImplementedError(f"attention: the Triton kernels take fp16, not {q.dtype}")
-    fxn = _triton_fxn("fwd", Bl, H, L, D, p_drop, q.device)
-    return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse, *prg.scratch(q.device),
-                                        fxn=fxn, grad_fxn=grad)[5]
-  return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse,
+    fxn = _triton_fxn("fwd", Bl, H, L, D, p_drop, q.device, bits)
+    return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse, *stored,
+                                        *prg.scratch(q.device), fxn=fxn, grad_fxn=grad)[5]
+  return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse, *stored,
                                       fxn=_tinygrad_fwd(Bl, H, L, D, p_drop), grad_fxn=grad)[5]

@@ -124,14 +124,18 @@ def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
   finally: del mm.TUNED[(100, 100, 100, False, False)]
 
 
+def bert_batch(B: int = 2, L: int = 8, P: int = 3) -> dict[str, np.ndarray]:
+  """A pretraining batch for the small BERT of the knob tests (vocab 50): B sequences of L tokens, P masked each."""
+  rng = np.random.default_rng(0)
+  return {"input_ids": rng.integers(0, 50, (B, L)).astype(np.int32), "segment_ids": np.zeros((B, L), np.int32),
+          "input_mask": np.ones((B, L), np.int32), "masked_lm_positions": rng.integers(0, L, (B, P)).astype(np.int32),
+          "masked_lm_ids": rng.integers(0, 50, (B, P)).astype(np.int32), "masked_lm_weights": np.ones((B, P), np.float32),
+          "next_sentence_labels": np.arange(B, dtype=np.int32) % 2}
+
+
 def test_bert_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
   from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining, pretraining_loss
-  rng = np.random.default_rng(0)
-  B, L, P = 2, 8, 3
-  batch = {"input_ids": rng.integers(0, 50, (B, L)).astype(np.int32), "segment_ids": np.zeros((B, L), np.int32),
-           "input_mask": np.ones((B, L), np.int32), "masked_lm_positions": rng.integers(0, L, (B, P)).astype(np.int32),
-           "masked_lm_ids": rng.integers(0, 50, (B, P)).astype(np.int32), "masked_lm_weights": np.ones((B, P), np.float32),
-           "next_sentence_labels": np.array([0, 1], np.int32)}
+  batch = bert_batch()
   out = {}
   for kernels in ("tinygrad", "triton"):
     c = BertConfig(layers=1, hidden=16, heads=2, intermediate=32, vocab=50, max_positions=16, hidden_dropout=0.0,

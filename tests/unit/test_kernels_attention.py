@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 from tinygrad import Context, Tensor, TinyJit, dtypes
+from tinygrad.uop.ops import Ops
 
 triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
@@ -20,7 +21,8 @@ from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 from tinyperf.benchmarks.kernels import attention as at               # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr                 # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
-from tests.unit.test_kernels import HostArray                # noqa: E402
+from tests.unit.test_kernels import HostArray, bert_batch    # noqa: E402
+from tests.unit.test_kernels_dropout import keep_mask         # noqa: E402
 
 B, H = 2, 2
 BLOCK = 32   # interpreter tiles: L 64/128 gives 2-4 blocks per row, so the online softmax crosses blocks
@@ -35,28 +37,34 @@ def inputs(L: int, D: int, seed: int = 0):
   return q, k, v, do, mask
 
 
-def run_forward(q, k, v, mask, p_drop=0.0, seed=0, tile=(BLOCK, BLOCK), group=dr.RNG_GROUP):
+def run_forward(q, k, v, mask, p_drop=0.0, seed=0, tile=(BLOCK, BLOCK), group=dr.RNG_GROUP, bits=None):
+  """o and lse of the forward kernel at its (BM, BN) tile; bits: a (B, H, L, L / 32) uint32 array it stores the dropout
+  mask in (MASK_MODE "bits"), or None."""
   L, D = q.shape[2:]
   BM, BN = tile
   o, lse = np.zeros_like(q), np.zeros(q.shape[:3], np.float32)
   args = (q, k, v, mask, np.array([seed], np.uint32), o, lse)
   InterpretedFunction(at.attn_fwd_kernel)[(B * H * L // BM,)](
-    *map(HostArray, args), H, L, D, 1 / math.sqrt(D), p_drop, BM, BN, group)
+    *map(HostArray, args), _ptr(bits), H, L, D, 1 / math.sqrt(D), p_drop, BM, BN, group)
   return o, lse
 
 
+def _ptr(a): return None if a is None else HostArray(a)
+
+
 def run_backward(q, k, v, mask, o, lse, do, p_drop=0.0, seed=0, dkdv=(BLOCK, BLOCK), dq_tile=(BLOCK, BLOCK),
-                 group=dr.RNG_GROUP, delta=None):
-  """dq, dk, dv of the two backward kernels at their (BM, BN) tiles; delta rowsum(dO * O) unless given."""
+                 group=dr.RNG_GROUP, delta=None, bits=None):
+  """dq, dk, dv of the two backward kernels at their (BM, BN) tiles; delta rowsum(dO * O) unless given; bits: the
+  forward's stored mask to read instead of redrawing it, or None."""
   L, D = q.shape[2:]
   if delta is None: delta = (do.astype(np.float32) * o.astype(np.float32)).sum(-1)   # as attention._grad computes it
   dq, dk, dv = np.zeros_like(q), np.zeros_like(q), np.zeros_like(q)
   ins = (q, k, v, mask, np.array([seed], np.uint32), do, lse, delta)
   consts = (H, L, D, 1 / math.sqrt(D), p_drop)
-  InterpretedFunction(at.attn_bwd_dkdv_kernel)[(B * H * L // dkdv[1],)](*map(HostArray, ins + (dk, dv)), *consts,
-                                                                         *dkdv, group)
-  InterpretedFunction(at.attn_bwd_dq_kernel)[(B * H * L // dq_tile[0],)](*map(HostArray, ins + (dq,)), *consts,
-                                                                          *dq_tile, group)
+  InterpretedFunction(at.attn_bwd_dkdv_kernel)[(B * H * L // dkdv[1],)](*map(HostArray, ins + (dk, dv)), _ptr(bits),
+                                                                         *consts, *dkdv, group)
+  InterpretedFunction(at.attn_bwd_dq_kernel)[(B * H * L // dq_tile[0],)](*map(HostArray, ins + (dq,)), _ptr(bits),
+                                                                          *consts, *dq_tile, group)
   return dq, dk, dv
 
 
@@ -158,6 +166,56 @@ def test_backward_uses_the_forwards_dropout_mask(group):
   assert max_err(dv8, ref_dv) > 0.1 * np.abs(ref_dv).max()
 
 
+def _bits(L: int) -> np.ndarray:
+  """A (B, H, L, L / 32) bits buffer, filled with a pattern no mask word is likely to be: unwritten words show."""
+  return np.full((B, H, L, L // dr.WORD), 0xA5A5A5A5, np.uint32)
+
+
+def test_mask_bits_give_the_redraws_output_and_gradients_exactly():
+  """MASK_MODE "bits" at tiles of different widths (forward 64 keys, dK/dV 32, dQ 64): the forward stores the mask it
+  draws, both backwards read it, and out, lse, dq, dk, dv equal the redrawing kernels' bit for bit. The backward gets
+  another seed: it reads the bits, it does not draw."""
+  L, D, p, seed = 128, 32, 0.25, 13
+  fwd, dkdv, dq_tile = (32, 64), (64, 32), (32, 64)
+  q, k, v, do, mask = inputs(L, D, seed=4)
+  want_o, want_lse = run_forward(q, k, v, mask, p, seed, fwd, group=4)
+  want = run_backward(q, k, v, mask, want_o, want_lse, do, p, seed, dkdv, dq_tile, group=4)
+  bits = _bits(L)
+  o, lse = run_forward(q, k, v, mask, p, seed, fwd, group=4, bits=bits)
+  got = run_backward(q, k, v, mask, o, lse, do, p, seed + 1, dkdv, dq_tile, group=4, bits=bits)
+  for g, w in zip((o, lse, *got), (want_o, want_lse, *want)): np.testing.assert_array_equal(g, w)
+  # the check can fail: the redrawing backward at seed + 1 gives other gradients
+  other = run_backward(q, k, v, mask, o, lse, do, p, seed + 1, dkdv, dq_tile, group=4)
+  assert not np.array_equal(other[2], want[2])
+
+
+def test_the_stored_mask_bits_are_keep_masks_mask():
+  """Bit c of word w of row (b, h, i) is keep_mask's element (b*H + h)*L + i, 32 w + c."""
+  L, D, p, seed = 64, 16, 0.1, 21
+  q, k, v, _, mask = inputs(L, D)
+  bits = _bits(L)
+  run_forward(q, k, v, mask, p, seed, tile=(32, 64), group=4, bits=bits)
+  stored = np.unpackbits(bits.view(np.uint8), axis=-1, bitorder="little").reshape(B * H * L, L).astype(bool)
+  drawn = keep_mask(B * H * L, L, p, seed, 4, tile=(32, 32))
+  assert abs(drawn.mean() - (1 - p)) < 0.02
+  np.testing.assert_array_equal(stored, drawn)
+
+
+@pytest.mark.parametrize("which,tile", [("fwd", (64, 16, 4, 3)), ("dkdv", (64, 48, 4, 2)), ("dq", (32, 16, 4, 2))])
+def test_mask_bits_refuse_a_tile_not_a_multiple_of_32_keys_wide(monkeypatch, which, tile):
+  monkeypatch.setitem(at.TILES, which, tile)
+  with pytest.raises(ValueError, match="multiple of 32"):
+    at.compile_attention(which, 16, 192, 64, 0.1, 90, bits=True)
+
+
+def test_mask_bits_refuse_rows_shorter_than_a_word_and_an_unknown_mode(monkeypatch):
+  with pytest.raises(ValueError, match="multiple of 32"):   # L 16: the tile is 16 keys wide
+    at.compile_attention("fwd", 1, 16, 8, 0.1, 90, bits=True)
+  monkeypatch.setattr(at, "MASK_MODE", "stored")
+  with pytest.raises(ValueError, match="MASK_MODE"):
+    at.stores_bits(0.1)
+
+
 def _wiring_case(p_drop):
   rng = np.random.default_rng(5)
   L, D = 16, 8
@@ -167,14 +225,21 @@ def _wiring_case(p_drop):
   return q, k, v, g, Tensor(mask), L, D
 
 
+@pytest.mark.parametrize("mode", at.MASK_MODES)
 @pytest.mark.parametrize("p_drop", [0.0, 0.3], ids=["no_dropout", "dropout"])
-def test_attention_and_its_gradients_through_custom_kernel(p_drop):
+def test_attention_and_its_gradients_through_custom_kernel(monkeypatch, p_drop, mode):
   """attention()'s custom_kernel call and grad function on the CPU (the tinygrad fallback with a hash for Philox):
-  out, dq, dk, dv equal tinygrad's autograd through the model's math with the fallback's mask."""
+  out, dq, dk, dv equal tinygrad's autograd through the model's math with the fallback's mask. With MASK_MODE "bits"
+  and dropout the forward call has the bits output, (B, H, L, 1) uint32 here (the fallback leaves it unwritten)."""
+  monkeypatch.setattr(at, "MASK_MODE", mode)
   q, k, v, g, mask, L, D = _wiring_case(p_drop)
   with Context(TRAINING=1):
     out = at.attention(q, k, v, mask, p_drop, seed=Tensor([7], dtype=dtypes.uint32))
     grads = (out * g).sum().gradient(q, k, v)
+  call = next(u for u in out.uop.toposort() if u.op is Ops.CALL)
+  bits = mode == "bits" and p_drop > 0
+  assert len(call.src) == 8 + bits   # the kernel, q, k, v, mask, seed, o, lse[, bits]
+  if bits: assert call.src[-1].dtype == dtypes.uint32 and call.src[-1].shape == (B, H, L, 1), call.src[-1]
   probs = (q @ k.transpose(-2, -1) / math.sqrt(D) + mask).softmax(-1)
   if p_drop:
     idx = Tensor.arange(B * H * L * L).cast(dtypes.uint32).reshape(B, H, L, L)
@@ -240,3 +305,57 @@ print(json.dumps(out))
     # one Philox call per 4 keys: Philox's multiplies (2 per round) fall to about a quarter (seen 146 of 514)
     assert g["mul_hi"] < g["mul_hi_group1"] / 3, g
   assert got["fwd"]["wgmma"], got["fwd"]
+
+
+def test_h200_cubins_compile_with_mask_bits_and_no_philox_in_the_backward():
+  """MASK_MODE "bits" at BERT-large's shapes for sm_90: the three kernels build (no Triton scratch: compile_kernel
+  refuses it) with the bits pointer last, the forward draws as the redrawing forward does (Philox's multiplies as
+  many: storing the mask from keep itself made Triton draw it twice), and neither backward draws at all."""
+  code = """
+import json
+from tinyperf.benchmarks.kernels import attention as at
+out = {}
+for which in ("fwd", "dkdv", "dq"):
+  for bits in (False, True):
+    k = at.compile_attention(which, 16, 512, 64, 0.1, 90, bits)[0]
+    out[f"{which}_{bits}"] = {"smem": k.smem, "mul_hi": k.ptx.count("mul.hi.u32"),
+                              "params": sum(".param .u64" in l for l in k.ptx.splitlines())}
+print(json.dumps(out))
+"""
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  got = json.loads(r.stdout.strip().splitlines()[-1])
+  for which in ("fwd", "dkdv", "dq"):
+    redraw, bits = got[f"{which}_False"], got[f"{which}_True"]
+    assert bits["params"] == redraw["params"] + 1 == len(at.pointers(which, True)) + 2, got
+    assert 0 < bits["smem"] <= 227 * 1024, got
+    assert redraw["mul_hi"] > 50, got   # seen 146: Philox's 2 per round, 10 rounds, per call
+  assert got["fwd_True"]["mul_hi"] == got["fwd_False"]["mul_hi"], got
+  assert got["dkdv_True"]["mul_hi"] == got["dq_True"]["mul_hi"] == 0, got
+
+
+def test_bert_with_the_knob_and_attention_dropout_gives_the_same_step_with_mask_bits(monkeypatch):
+  """The model with KERNELS=triton and attention dropout on the CPU, the same seed drawn in both modes: loss and
+  gradients equal with the mask kept as bits and redrawn (the forward's bits output and the grad's extra source
+  wired through every layer)."""
+  from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining, pretraining_loss
+  batch = bert_batch()
+  out, stored, stores_bits = {}, [], at.stores_bits
+  monkeypatch.setattr(at, "stores_bits", lambda p: stored.append(stores_bits(p)) or stored[-1])
+  for mode in at.MASK_MODES:
+    monkeypatch.setattr(at, "MASK_MODE", mode)
+    c = BertConfig(layers=2, hidden=16, heads=2, intermediate=32, vocab=50, max_positions=16, hidden_dropout=0.0,
+                   attention_dropout=0.3, kernels="triton")
+    model = BertForPretraining(c, rng=np.random.default_rng(1))
+    t = {k: Tensor(v) for k, v in batch.items()}
+    Tensor.manual_seed(3)   # the attention layers' dropout seeds
+    with Context(TRAINING=1):
+      mlm, nsp = model(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
+      loss = pretraining_loss(mlm, nsp, t)[0]
+      q = model.bert.encoder.layer[0].attention.self.query
+      grads = loss.gradient(q.weight, model.bert.embeddings.word_embeddings.weight)
+    out[mode] = (loss.item(), *(g.numpy() for g in grads))
+  assert stored == [False, False, True, True]   # per layer: redrawn, then kept as bits
+  assert out["bits"][0] == out["redraw"][0]
+  for got, want in zip(out["bits"][1:], out["redraw"][1:]): np.testing.assert_array_equal(got, want)

@@ -74,9 +74,11 @@ def test_attention_batch_sharded_equals_one_device():
   _assert_same(got, want)
 
 
-def test_attention_dropout_each_device_draws_its_own_mask_from_its_own_seed():
+@pytest.mark.parametrize("mode", at.MASK_MODES)
+def test_attention_dropout_each_device_draws_its_own_mask_from_its_own_seed(monkeypatch, mode):
   """Device d's half is the one-device result on that half with seed + d * SEED_STRIDE: the backward uses the same
-  mask as the forward, and the two halves do not share one."""
+  mask as the forward, and the two halves do not share one (MASK_MODE "bits": each device's call has its own bits)."""
+  monkeypatch.setattr(at, "MASK_MODE", mode)
   arrays, seed = _qkvm(), 1234
   with Context(TRAINING=1):
     got = _run(lambda q, k, v, m: at.attention(q, k, v, m, 0.5, seed=Tensor([seed], dtype=dtypes.uint32)), arrays, TWO,
