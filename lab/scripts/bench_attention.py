@@ -2,10 +2,11 @@
 
 At --bs sequences of --seq tokens (16 heads, head dim 64, a quarter of each sequence padded): the largest difference of
 out, dq, dk, dv from tinygrad's ops doing the model's math (BertSelfAttention, no dropout), then for each tile set of
-CANDIDATES and each --rng (dropout elements per Philox call, dropout.RNG_GROUP) the forward alone and forward + backward
-(dropout 0.1) per replayed JIT call, TFLOP/s and ms, beside tinygrad's own attention of the same math. One JSON line per
-measurement (the fastest tiles go in attention.TILES).
-  DEV=CUDA python lab/scripts/bench_attention.py [--bs 96] [--seq 512] [--rng 1,4]
+CANDIDATES and each --rng (dropout elements per Philox call, dropout.RNG_GROUP, or "bits": the committed group's mask
+stored by the forward as bits for the backward, attention.MASK_MODE) the forward alone and forward + backward (dropout
+0.1) per replayed JIT call, TFLOP/s and ms, beside tinygrad's own attention of the same math. One JSON line per
+measurement, named by its "rng" (the fastest tiles go in attention.TILES).
+  DEV=CUDA python lab/scripts/bench_attention.py [--bs 96] [--seq 512] [--rng 1,4,bits]
 """
 import argparse
 import json
@@ -23,7 +24,8 @@ from tinyperf.benchmarks.kernels import attention as at                   # noqa
 from tinyperf.benchmarks.kernels import dropout as dr                     # noqa: E402
 
 HEADS, HEAD_DIM, P_DROP, CALLS = 16, 64, 0.1, 5
-DEFAULT_GROUP = dr.RNG_GROUP   # as committed, restored after the --rng variants
+DEFAULT_GROUP, DEFAULT_MODE = dr.RNG_GROUP, at.MASK_MODE   # as committed, restored after the --rng variants
+BITS = at.MASK_MODES[1]   # "bits": the --rng variant that keeps the mask as bits (attention.MASK_MODE)
 # tile sets to try: {kernel: (BM, BN, warps, stages)}; the first is attention.TILES as committed
 CANDIDATES = [dict(at.TILES),
               {"fwd": (128, 128, 8, 2), "dkdv": (64, 128, 8, 2), "dq": (128, 64, 8, 2)},
@@ -48,12 +50,26 @@ def step_time(fn, *args) -> float:
   return statistics.median(times)
 
 
+def rng_variants(text: str) -> tuple[str, ...]:
+  """A comma-separated list of --rng variants ("1,4,bits"): elements per Philox call (dropout.GROUPS) or "bits"."""
+  names = tuple(text.split(","))
+  dr.rng_groups(",".join(n for n in names if n != BITS) or str(DEFAULT_GROUP))   # ValueError for anything else
+  return names
+
+
+def set_rng(variant: str) -> tuple[int, str]:
+  """Build the kernels of an --rng variant from now on; returns its (dropout.RNG_GROUP, attention.MASK_MODE)."""
+  dr.RNG_GROUP, at.MASK_MODE = (DEFAULT_GROUP, BITS) if variant == BITS else (int(variant), DEFAULT_MODE)
+  return dr.RNG_GROUP, at.MASK_MODE
+
+
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--bs", type=int, default=96, help="sequences per step")
   p.add_argument("--seq", type=int, default=512, help="tokens per sequence")
-  p.add_argument("--rng", type=dr.rng_groups, default=dr.GROUPS,
-                 help="dropout elements per Philox call to time, comma-separated (dropout.RNG_GROUP; default 1,4)")
+  p.add_argument("--rng", type=rng_variants, default=(*map(str, dr.GROUPS), BITS),
+                 help="dropout variants to time, comma-separated: elements per Philox call (dropout.RNG_GROUP) or "
+                      "bits (the mask stored for the backward, attention.MASK_MODE); default 1,4,bits")
   return p
 
 
@@ -77,23 +93,23 @@ def main():
   def fwd_bwd(fn):
     return lambda q, k, v, m: Tensor.realize(*(fn(q, k, v, m, P_DROP).float() * g.float()).sum().gradient(q, k, v))
   variants = [("tinygrad", model_attention, None, None)]
-  variants += [("triton", at.attention, t, g) for g in args.rng for t in CANDIDATES]
+  variants += [("triton", at.attention, t, r) for r in args.rng for t in CANDIDATES]
   with Context(TRAINING=1):
-    for name, fn, tiles, group in variants:
+    for name, fn, tiles, rng in variants:
       if tiles: at.TILES.update(tiles)
-      if group: dr.RNG_GROUP = group
+      group, mode = set_rng(rng) if rng else (None, None)
+      what = {"impl": name, "tiles": tiles, "rng": rng, "rng_group": group, "mask_mode": mode}
       try:
         s_f, s_fb = step_time(fwd(fn), q, k, v, mask_add), step_time(fwd_bwd(fn), q, k, v, mask_add)
       except Exception as e:   # a tile that does not fit (shared memory, registers) is reported, not fatal
-        print(json.dumps({"impl": name, "tiles": tiles, "rng_group": group, "error": f"{type(e).__name__}: {e}"[:300]}),
-              flush=True)
+        print(json.dumps({**what, "error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
         continue
-      print(json.dumps({"impl": name, "tiles": tiles, "rng_group": group, "bs": B, "seq": L,
+      print(json.dumps({**what, "bs": B, "seq": L,
                         "fwd_ms": round(s_f * 1e3, 3), "fwd_tflops": round(flops_fwd / s_f / 1e12, 1),
                         "fwd_bwd_ms": round(s_fb * 1e3, 3), "fwd_bwd_tflops": round(3.5 * flops_fwd / s_fb / 1e12, 1)}),
             flush=True)
   at.TILES.update(CANDIDATES[0])
-  dr.RNG_GROUP = DEFAULT_GROUP
+  dr.RNG_GROUP, at.MASK_MODE = DEFAULT_GROUP, DEFAULT_MODE
 
 
 if __name__ == "__main__":
