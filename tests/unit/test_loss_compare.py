@@ -1,30 +1,17 @@
 """lab/scripts/loss_compare.py on the CPU at toy shapes: both benchmarks' losses with KERNELS=tinygrad and KERNELS=triton
 (the kernels' tinygrad fallbacks here) from one seed agree within the tolerance and say so (exit 0, a record); a triton
 side from another seed is out of it (exit 1); bad input is refused before anything trains (exit 2)."""
-import json
 import math
-import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import REPO
+from tests.lab_helpers import run_toy
 
 SCRIPT = REPO / "lab" / "scripts" / "loss_compare.py"
-# the cpu_smoke configs at test-sized shapes; NOOPT: compile time is what these runs take (conftest's fast_compile)
-TOY = {"resnet": {"IMAGE_SIZE": "8", "RESNET_LAYERS": "1", "NOOPT": "1"},
-       "bert": {"BERT_LAYERS": "1", "INIT_BERT_LAYERS": "1", "BERT_HIDDEN": "16", "BERT_HEADS": "2",
-                "BERT_INTERMEDIATE": "32", "MAX_SEQ_LEN": "16", "MAX_PREDICTIONS": "3", "NOOPT": "1"}}
-
-
 def compare(tmp_path, benchmark: str, *flags: str) -> tuple[subprocess.CompletedProcess, dict | None]:
-  out = tmp_path / f"{benchmark}.jsonl"
-  env = {**os.environ, **TOY[benchmark], "PYTHONPATH": str(REPO)}
-  r = subprocess.run([sys.executable, str(SCRIPT), benchmark, "--platform", "cpu_smoke", "--bs", "4", "--out", str(out),
-                      *flags], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-  lines = out.read_text().splitlines() if out.is_file() else []
-  return r, json.loads(lines[-1]) if lines else None
+  return run_toy(SCRIPT, tmp_path, benchmark, *flags, timeout=600)
 
 
 @pytest.mark.parametrize("benchmark", ["resnet", "bert"])

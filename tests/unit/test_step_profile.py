@@ -1,15 +1,12 @@
 """lab/scripts/step_profile.py on the CPU at toy shapes: each benchmark's captured train step, every item timed alone and
 in exactly one family whose times add up to the items' total, the record's fields; a graph batch is timed by its items;
 the families' names; bad input refused in one line before anything is built (exit 2)."""
-import json
-import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import REPO
-from tests.unit.test_loss_compare import TOY   # the cpu_smoke configs at test-sized shapes
+from tests.lab_helpers import run_toy
 
 SCRIPT = REPO / "lab" / "scripts" / "step_profile.py"
 RECORD_FIELDS = {"date", "device", "tinygrad", "git_sha", "command", "benchmark", "platform", "knobs", "kernels",
@@ -17,12 +14,7 @@ RECORD_FIELDS = {"date", "device", "tinygrad", "git_sha", "command", "benchmark"
 
 
 def profile_run(tmp_path, benchmark: str, *flags: str) -> tuple[subprocess.CompletedProcess, dict | None]:
-  out = tmp_path / f"{benchmark}.jsonl"
-  env = {**os.environ, **TOY[benchmark], "PYTHONPATH": str(REPO)}
-  r = subprocess.run([sys.executable, str(SCRIPT), benchmark, "--platform", "cpu_smoke", "--bs", "4", "--out", str(out),
-                      *flags], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-  lines = out.read_text().splitlines() if out.is_file() else []
-  return r, json.loads(lines[-1]) if lines else None
+  return run_toy(SCRIPT, tmp_path, benchmark, *flags, timeout=300)
 
 
 @pytest.mark.parametrize("benchmark", ["resnet", "bert"])
