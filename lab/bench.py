@@ -36,7 +36,7 @@ class _Typed(argparse.Action):
 
 
 def add_arguments(p: argparse.ArgumentParser):
-  p.add_argument("benchmark", choices=("resnet", "bert"))
+  p.add_argument("benchmark", choices=tuple(BENCHMARKS))
   p.set_defaults(typed=frozenset())
   p.add_argument("--gpus", type=int, default=1, action=_Typed, help="GPUs for the tinygrad side (PyTorch runs on one)")
   p.add_argument("--platform", help="config to start from (default: <gpus>xH200)")

@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinyperf.benchmarks.common import runtime                                     # noqa: E402
 from tinyperf.benchmarks.common.io import InputError                              # noqa: E402
-from tinyperf.benchmarks.registry import load_config                              # noqa: E402
+from tinyperf.benchmarks.registry import BENCHMARKS, load_config                  # noqa: E402
 from lab.bench import DEVICE_NODES, require_saving_folder                # noqa: E402
 from tinyperf.tooling.common.errors import UserError                              # noqa: E402
 
@@ -58,7 +58,7 @@ def tolerance(step: int, first: float, growth: float) -> float: return first + g
 def build_parser() -> argparse.ArgumentParser:
   """The parser (test_doc_commands checks the docs' commands with it)."""
   p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0], allow_abbrev=False)
-  p.add_argument("benchmark", choices=("resnet", "bert"))
+  p.add_argument("benchmark", choices=tuple(BENCHMARKS))
   p.add_argument("--platform", default="1xH200", help="config to start from (default 1xH200; cpu_smoke on the CPU)")
   p.add_argument("--bs", type=int, help="batch per step (default: the config's BS)")
   p.add_argument("--steps", type=int, default=20, help="train steps per side (default 20)")
