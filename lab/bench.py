@@ -347,6 +347,15 @@ def vary(args) -> dict:
 DEVICE_NODES = {"nv": "/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN", "amd": "/dev/kfd, /dev/dri/renderD*"}
 
 
+def gpu_name() -> str | None:
+  """The first NVIDIA GPU's name and driver as nvidia-smi prints them, or None where it does not answer."""
+  try:
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
+  except (OSError, subprocess.SubprocessError): return None
+  return smi[0] if smi else None
+
+
 def require_gpus(args):
   """bench measures GPUs: refuse in one line before anything starts (no page-cache drop, no tinygrad device probe,
   which would fall back to the CPU and fail deep in a compile) when this machine does not show them."""
@@ -403,7 +412,9 @@ def main(args) -> int:
     print(f"ranked BEAM: {r['searched']}/{r['kernels']} kernels given a search result ({r['cached']} of them from the "
           f"cache), {r['covered']:.1%} of the step's BEAM=0 time {r['step_beam0_s'] * 1e3:.1f} ms, {r['search_s']:.0f} s")
   if args.record:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    stamp, gpu = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), gpu_name()
+    # the tinygrad rows name the card too (PyTorch's name theirs): a config called 1xH200 also runs on an H100
+    ours_rows = [{**r, "gpu": gpu} if gpu else r for r in ours_rows]
     lines = "".join(json.dumps({"date": stamp, **r}) + "\n" for r in [*ours_rows, *theirs])
     # one write: a SIGTERM here (a KeyboardInterrupt between two statements) appends the whole set or nothing
     with open(args.record, "a") as f: f.write(lines)

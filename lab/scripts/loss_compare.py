@@ -32,7 +32,6 @@ import gc
 import json
 import os
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinyperf.benchmarks.common import runtime                                     # noqa: E402
 from tinyperf.benchmarks.common.io import InputError                              # noqa: E402
 from tinyperf.benchmarks.registry import BENCHMARKS, load_config                  # noqa: E402
-from lab.bench import DEVICE_NODES, require_saving_folder                # noqa: E402
+from lab.bench import DEVICE_NODES, gpu_name, require_saving_folder      # noqa: E402
 from tinyperf.tooling.common.errors import UserError                              # noqa: E402
 
 PROG = "python3 lab/scripts/loss_compare.py"
@@ -148,12 +147,7 @@ def device() -> dict:
   """The device the steps ran on: tinygrad's name, and the GPU's name and driver where nvidia-smi answers."""
   from tinygrad import Device
   out = {"device": Device.DEFAULT}
-  if Device.DEFAULT == "CUDA":
-    try:
-      smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=30).stdout.strip().splitlines()
-      if smi: out["gpu"] = smi[0]
-    except (OSError, subprocess.SubprocessError): pass
+  if Device.DEFAULT == "CUDA" and (gpu := gpu_name()): out["gpu"] = gpu
   return out
 
 
