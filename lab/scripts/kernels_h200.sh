@@ -16,6 +16,11 @@
 #   5 bench_resnet_triton|tinygrad  ResNet-50's BS 256 BEAM=0 step with the conv kernels, and without, each beside
 #                            PyTorch eager
 #   6 bench_conv             every conv tile of conv.TILES at BS 256 (bench_conv.py --tiles all), when time is left
+#   7 step_profile_resnet    every kernel of ResNet-50's BS 256 KERNELS=triton TRAIN_BEAM=1 step timed alone, after a
+#                            ranked search of RESNET_BEAM_S seconds (default 240) seeded from RESNET_CACHE=FILE
+#   8 bench_resnet_triton_beam  that step again with the grown cache and no more search, beside PyTorch eager
+# Steps 7 and 8 do the same for ResNet-50 from RESNET_CACHE=FILE (e.g. ../shared/beam-seeds/resnet_1xH200_beam1_336.db:
+# the tinygrad path's search, whose BN, ReLU and optimizer kernels the triton path shares), copied to $JOB/resnet_beam.db.
 # Steps 3 and 4 seed BEAM from CACHE=FILE (e.g. `git show perf-data:perf/2026-12-04_bert_triton_beam2_154.db > b.db`,
 # carried in .whl/), copied to $JOB/bert_beam.db: step 3's 80-s search (BEAM_BUDGET_S) grows the copy and step 4 finds it.
 # Each step writes $JOB/<name>.log and $JOB/<name>.jsonl (the JSON lines it printed, where it has no --out or --record)
@@ -24,21 +29,22 @@
 # recorded ($JOB/steps.tsv, $JOB/events) and the next step runs. Estimates (minutes) from docs/perf: bench_bert_triton 5.6 (wall 334 s, INIT 330 s with the 154-kernel
 # cache) + PyTorch; step_profile the same INIT + the kernels alone; ResNet BEAM=0 INIT 121 s + 20 steps of 1.1 s;
 # loss_compare two captures of the 24-layer step (INIT 229 s at BEAM=0) + 20 steps of 2.1 s; the rest unmeasured.
-# The sum (about 46 min) is over one lease: split the steps over leases with STEPS (the plan says what fits).
+# The sum (about 58 min) is over one lease: split the steps over leases with STEPS (the plan says what fits).
 # DRY_RUN=1 start prints the plan and each step's command and runs nothing. JOB (default /tmp/kernelsjob) must be the
 # same for start, poll and collect. Needs python3 with tinygrad 0.14.0, mlperf-logging, Triton and PyTorch (on a
 # leased machine: PYTHONPATH=/tmp/site:$PWD with the carried wheels installed there, as for e2e_h200.sh), run from a
 # checkout. One job per machine (a lock in TMPDIR) and a GPU no other process holds, as for e2e_h200.sh.
 set -u -o pipefail
 TYPED=""
-for v in STEPS CACHE BUDGET_S JOB DRY_RUN; do [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done
+for v in STEPS CACHE RESNET_CACHE RESNET_BEAM_S BUDGET_S JOB DRY_RUN; do [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done
 TYPED+="lab/scripts/kernels_h200.sh ${1:-}"
 # relative paths are the caller's: made absolute before the script moves to the repository root
-for v in JOB CACHE; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
+for v in JOB CACHE RESNET_CACHE; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
 [ "${1:-}" = collect ] && [ -n "${2:-}" ] && [ "${2#/}" = "$2" ] && set -- collect "$PWD/$2"
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-export JOB=${JOB:-/tmp/kernelsjob} BERT_DB=${JOB:-/tmp/kernelsjob}/bert_beam.db PYTHONUNBUFFERED=1
+export JOB=${JOB:-/tmp/kernelsjob} BERT_DB=${JOB:-/tmp/kernelsjob}/bert_beam.db \
+  RESNET_DB=${JOB:-/tmp/kernelsjob}/resnet_beam.db RESNET_BEAM_S=${RESNET_BEAM_S:-240} PYTHONUNBUFFERED=1
 die() { echo "kernels_h200.sh: $1" >&2; exit 2; }
 
 # step number, name, estimate and bound in seconds; the name's function below is the step's command
@@ -50,7 +56,9 @@ PLAN="1 layernorm 120 300
 4 bench_bert_triton 360 600
 5 bench_resnet_triton 240 420
 5 bench_resnet_tinygrad 180 360
-6 bench_conv 420 600"
+6 bench_conv 420 600
+7 step_profile_resnet 480 660
+8 bench_resnet_triton_beam 240 420"
 s_layernorm() {
   DEV=CUDA python3 lab/scripts/bench_layernorm.py
 }
@@ -78,8 +86,14 @@ s_bench_resnet_tinygrad() {
 s_bench_conv() {
   DEV=CUDA python3 lab/scripts/bench_conv.py --tiles all --bs 256
 }
+s_step_profile_resnet() {
+  CACHEDB="$RESNET_DB" KERNELS=triton TRAIN_BEAM=1 BEAM_BUDGET_S="$RESNET_BEAM_S" python3 lab/scripts/step_profile.py resnet --platform 1xH200 --bs 256 --out "$JOB/step_profile_resnet.jsonl"
+}
+s_bench_resnet_triton_beam() {
+  KERNELS=triton BEAM_BUDGET_S=0 python3 -m lab.bench resnet --gpus 1 --bs 256 --steps 20 --beam 1 --beam-cache "$RESNET_DB" --torch-modes eager --record "$JOB/bench_resnet_triton_beam.jsonl"
+}
 export -f s_layernorm s_attention s_loss_compare_bert s_loss_compare_resnet s_step_profile_bert s_bench_bert_triton \
-  s_bench_resnet_triton s_bench_resnet_tinygrad s_bench_conv
+  s_bench_resnet_triton s_bench_resnet_tinygrad s_bench_conv s_step_profile_resnet s_bench_resnet_triton_beam
 
 event() { echo "$(date +%s) t=$(( $(date +%s) - ${T0:-$(date +%s)} ))s $*" >>"$JOB/events"; }
 records() { [ -f "$JOB/$1.jsonl" ] && grep -c '^{' "$JOB/$1.jsonl" || echo 0; }
@@ -140,8 +154,8 @@ if [ "$1" = _run ]; then   # the detached job: start exported SEL, T0, DEADLINE 
 fi
 
 # start: bad input is refused here, before anything runs
-SEL=${STEPS:-1,2,3,4,5,6}
-[[ "$SEL" =~ ^[1-6](,[1-6])*$ ]] || die "STEPS is a comma list of step numbers 1-6 (e.g. STEPS=1,3), not '$SEL'."
+SEL=${STEPS:-1,2,3,4,5,6,7,8}
+[[ "$SEL" =~ ^[1-8](,[1-8])*$ ]] || die "STEPS is a comma list of step numbers 1-8 (e.g. STEPS=1,3), not '$SEL'."
 SEL=${SEL//,/ }
 BUDGET_S=${BUDGET_S:-1380}
 [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || die "BUDGET_S is whole seconds (e.g. 1380), not '$BUDGET_S'."
@@ -149,6 +163,11 @@ if grep -qw '[34]' <<<"$SEL" && [ ! -f "${CACHE:-}" ]; then
   die "steps 3 and 4 seed BEAM from CACHE=FILE, and '${CACHE:-}' is no file: pass CACHE=b.db (git show\
  perf-data:perf/2026-12-04_bert_triton_beam2_154.db > b.db), or leave them out with STEPS."
 fi
+if grep -qw '[78]' <<<"$SEL" && [ ! -f "${RESNET_CACHE:-}" ]; then
+  die "steps 7 and 8 seed BEAM from RESNET_CACHE=FILE, and '${RESNET_CACHE:-}' is no file: pass\
+ RESNET_CACHE=../shared/beam-seeds/resnet_1xH200_beam1_336.db, or leave them out with STEPS."
+fi
+[[ "$RESNET_BEAM_S" =~ ^[0-9]+$ ]] || die "RESNET_BEAM_S is whole seconds (e.g. 240), not '$RESNET_BEAM_S'."
 
 T0=$(date +%s); DEADLINE=$((T0 + BUDGET_S))
 minutes() { printf '%d.%d' $(($1 / 60)) $(($1 % 60 * 10 / 60)); }
@@ -186,6 +205,9 @@ mkdir -p "$JOB" || die "cannot make JOB=$JOB; give another JOB."
 rm -f "$JOB/events" "$JOB/steps.tsv"
 echo "$TYPED" >"$JOB/command"; echo "$SEL" >"$JOB/steps"
 if grep -qw '[34]' <<<"$SEL"; then cp "$CACHE" "$BERT_DB" || die "cannot copy CACHE=$CACHE to $BERT_DB."; fi
+if grep -qw '[78]' <<<"$SEL"; then
+  cp "$RESNET_CACHE" "$RESNET_DB" && chmod u+w "$RESNET_DB" || die "cannot copy RESNET_CACHE=$RESNET_CACHE to $RESNET_DB."
+fi
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 --version
   echo "${TINYPERF_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo no git)}"; } >"$JOB/host.txt" 2>&1
 plan | tee "$JOB/plan.txt"

@@ -88,7 +88,7 @@ def test_dry_run_prints_the_selected_commands_and_runs_nothing(tmp_path):
   assert "loss_compare" not in r.stdout and not (tmp_path / "job").exists()
 
 
-@pytest.mark.parametrize("args, env", [(("start",), {"STEPS": "7"}), (("start",), {"STEPS": "1;3"}),
+@pytest.mark.parametrize("args, env", [(("start",), {"STEPS": "9"}), (("start",), {"STEPS": "1;3"}),
                                        (("start",), {"STEPS": "4"}),                        # no CACHE for step 4
                                        (("start",), {"STEPS": "3", "CACHE": "missing.db"}),
                                        (("start",), {"STEPS": "1", "BUDGET_S": "ten"}),
