@@ -4,7 +4,8 @@ x (N, C, H, W), w (K, C, R, S), y (N, K, P, Q) with P = (H + 2 PAD - R) // ST + 
 
   forward  y  = conv(x, w)     GEMM (N*P*Q pixels) x (K channels), reducing over (c, r, s)
   dgrad    dx = conv^T(dy, w)  GEMM (N*H*W pixels) x (C channels), reducing over (k, r, s); one launch per phase
-                               (h % ST, w % ST) of the ST*ST, whose taps are known, so no zero is multiplied
+                               (h % ST, w % ST) of the ST*ST, whose taps are known, so no zero is multiplied; w read
+                               as wt (R, S, K, C), a copy made per step, so a tile's C channels are adjacent
   wgrad    dw = dy (x) x       GEMM (K) x (C*R*S), reducing over N*P*Q, split SPLIT ways (fp32 partials summed after)
 
 Layout: NCHW, the model's own, read and written in place, so no transpose enters the step (every tile is a gather
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
-from tinyperf.benchmarks.kernels import program as prg
+from tinyperf.benchmarks.kernels import conv_tiles, program as prg
 from tinyperf.benchmarks.kernels.matmul import SMS   # the H200's multiprocessors, which the tile rules fill
 
 try:
@@ -69,7 +70,7 @@ def conv_fwd_kernel(x, w, y, N: tl.constexpr, C: tl.constexpr, H: tl.constexpr, 
   tl.store(out, acc.to(y.dtype.element_ty), mask=(rm < M)[:, None] & (rn < K)[None, :])
 
 
-def conv_dgrad_kernel(dy, w, dx, N: tl.constexpr, C: tl.constexpr, H: tl.constexpr, W: tl.constexpr,
+def conv_dgrad_kernel(dy, wt, dx, N: tl.constexpr, C: tl.constexpr, H: tl.constexpr, W: tl.constexpr,
                       K: tl.constexpr, P: tl.constexpr, Q: tl.constexpr, R: tl.constexpr, S: tl.constexpr,
                       ST: tl.constexpr, PAD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr, BM: tl.constexpr,
                       BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
@@ -100,8 +101,8 @@ def conv_dgrad_kernel(dy, w, dx, N: tl.constexpr, C: tl.constexpr, H: tl.constex
     p, q = pb[:, None] - i[None, :], qb[:, None] - j[None, :]
     mask = (rm < M)[:, None] & (kk < TK)[None, :] & (p >= 0) & (p < P) & (q >= 0) & (q < Q)
     a = tl.load(dy + row[:, None] + (k * (P * Q) - i * Q - j)[None, :], mask=mask, other=0.0)
-    wk = k * (C * R * S) + (R0 + i * ST) * S + S0 + j * ST           # w[k, 0, r, s] of the phase's tap (i, j)
-    b = tl.load(w + wk[:, None] + rn[None, :] * (R * S), mask=(kk < TK)[:, None] & (rn < C)[None, :], other=0.0)
+    wk = ((R0 + i * ST) * S + S0 + j * ST) * (K * C) + k * C          # wt[r, s, k, 0] of the phase's tap (i, j)
+    b = tl.load(wt + wk[:, None] + rn[None, :], mask=(kk < TK)[:, None] & (rn < C)[None, :], other=0.0)
     acc = tl.dot(a, b, acc)
   out = dx + (img * (C * H * W) + (hh * ST + PH) * W + ww * ST + PW)[:, None] + rn[None, :] * (H * W)
   tl.store(out, acc.to(dx.dtype.element_ty), mask=(rm < M)[:, None] & (rn < C)[None, :])
@@ -183,8 +184,9 @@ class Shape:
 # (BM, BN, BK, warps, stages), largest first; tile() takes the first that fills the GPU. First guesses: the loads are
 # gathers (no TMA), so the tiles are smaller than the GEMM's; lab/scripts/bench_conv.py measures them all
 TILES = ((128, 128, 64, 8, 3), (128, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4))
-# (kind, Shape) -> the tile measured fastest on an H200 (lab/scripts/bench_conv.py); other shapes: tile()'s rule
-TUNED: dict[tuple[str, Shape], tuple[int, int, int, int, int]] = {}
+# (kind, Shape) -> the tile measured fastest (lab/scripts/bench_conv.py, the table in conv_tiles.py); others: tile()'s rule
+TUNED: dict[tuple[str, Shape], tuple[int, int, int, int, int]] = {(kind, Shape(*shape)): t for (kind, shape), t in
+                                                                 conv_tiles.TUNED.items()}
 
 
 def tile(kind: str, s: Shape) -> tuple[int, int, int, int, int]:
@@ -223,7 +225,7 @@ def launch(kind: str, s: Shape, t: tuple[int, ...], n_split: int | None = None,
 
 # ---- the Triton path (CUDA) ----
 
-POINTERS = {"fwd": ("x", "w", "y"), "dgrad": ("dy", "w", "dx"), "wgrad": ("dy", "x", "dw")}
+POINTERS = {"fwd": ("x", "w", "y"), "dgrad": ("dy", "wt", "dx"), "wgrad": ("dy", "x", "dw")}
 
 
 def compile_conv(kind: str, s: Shape, ty: str, arch: int, phase: tuple[int, int] = (0, 0)) -> tuple[prg.Compiled, int]:
@@ -268,7 +270,7 @@ def _tinygrad_fxn(kind: str, s: Shape, phase: tuple[int, int]):
     xv = _load(x, ((n * C + c) * H + ih) * W + iw, _inside(ih, iw, H, W))
     acc = (xv * w.flatten()[((k * C + c) * R + r) * S + t].cast(f32)).reduce(c, r, t, arg=Ops.ADD)
     return y.flatten()[((n * K + k) * P + p) * Q + q].store(acc.cast(y.dtype)).end(n, k, p, q)
-  def dgrad(dy: UOp, w: UOp, dx: UOp) -> UOp:   # the phase's pixels and taps only, as the Triton kernel
+  def dgrad(dy: UOp, w: UOp, dx: UOp) -> UOp:   # the phase's pixels and taps only, as the Triton kernel; w is wt
     (ph, pw), HP, WP = phase, -(-(H - phase[0]) // ST), -(-(W - phase[1]) // ST)
     R0, S0 = (ph + PAD) % ST, (pw + PAD) % ST
     RV, SV = -(-(R - R0) // ST), -(-(S - S0) // ST)
@@ -278,7 +280,7 @@ def _tinygrad_fxn(kind: str, s: Shape, phase: tuple[int, int]):
       k, i, j = _ranges(K, RV, SV, start=4, reduce=True)
       p, q = hh + (ph + PAD - R0) // ST - i, ww + (pw + PAD - S0) // ST - j
       dyv = _load(dy, ((n * K + k) * P + p) * Q + q, _inside(p, q, P, Q))
-      wv = w.flatten()[((k * C + c) * R + R0 + i * ST) * S + S0 + j * ST].cast(f32)
+      wv = w.flatten()[(((R0 + i * ST) * S + S0 + j * ST) * K + k) * C + c].cast(f32)   # wt (R, S, K, C)
       acc = (dyv * wv).reduce(k, i, j, arg=Ops.ADD)
     return dx.flatten()[((n * C + c) * H + hh * ST + ph) * W + ww * ST + pw].store(acc.cast(dx.dtype)).end(n, c, hh, ww)
   def wgrad(dy: UOp, x: UOp, dw: UOp) -> UOp:   # SPLIT 1: dw is (1, K, C*R*S)
@@ -315,7 +317,8 @@ def dgrad(dy: Tensor, w: Tensor, s: Shape) -> Tensor:
   """dx (N, C, H, W) of y = conv(x, w) from dy (N, K, P, Q), in dy's dtype: one kernel per phase, each writing its
   pixels of the one buffer. s: one device's shapes."""
   dx = prg.empty_shards((s.N, s.C, s.H, s.W), dy.dtype, dy.device, _batch_axis(dy))
-  for phase in s.phases: dx = _call("dgrad", s, dy, w, dx, phase=phase)
+  wt = w.permute(2, 3, 0, 1).contiguous()   # (R, S, K, C): read along C, as the GEMM's N, not with stride R*S
+  for phase in s.phases: dx = _call("dgrad", s, dy, wt, dx, phase=phase)
   return dx
 
 

@@ -4,7 +4,7 @@ For each distinct conv of ResNet-50 at --bs images of --res pixels (the stem, ev
 downsamples) and each of its forward, data gradient and weight gradient: tinygrad's own op (conv2d and its autograd)
 and the Triton kernel at each tile of conv.TILES, REPS per replayed JIT call (median of the calls), TFLOP/s and the
 largest difference from tinygrad's result of the same fp16 operands. One JSON line per measurement, then the fastest
-tile per (kind, conv) (the table to put in conv.TUNED) and the whole network's sum of both sides.
+tile per (kind, conv) (the table to put in conv_tiles.TUNED) and the whole network's sum of both sides.
   DEV=CUDA python lab/scripts/bench_conv.py [--bs 256 ...] [--platform 1xH200] [--tiles all|rule] [--only NAME]
   python lab/scripts/bench_conv.py --dry-run    # no GPU: the convs, tiles, grids and splits it would launch
 23 distinct convs x 3 kinds x (1 + 4 tiles) measurements: `--tiles rule` (tile()'s choice alone) is the short run.
@@ -88,6 +88,7 @@ def bench(s: cv.Shape, names: list[str], tiles: str, best: dict):
     print(json.dumps({**head, "kind": kind, "impl": "tinygrad", "ms": round(s_ref * 1e3, 4),
                       "tflops": round(s.flops / s_ref / 1e12, 1)}), flush=True)
     best[(kind, s)] = {**head, "kind": kind, "tinygrad_ms": round(s_ref * 1e3, 4)}
+    committed = cv.TUNED.get((kind, s))   # conv_tiles' entry, put back after the tiles were tried
     for t in (cv.TILES if tiles == "all" else (cv.tile(kind, s),)):
       cv.TUNED[(kind, s)] = t
       try:
@@ -100,7 +101,8 @@ def bench(s: cv.Shape, names: list[str], tiles: str, best: dict):
              "tflops": round(s.flops / sec / 1e12, 1), "max_rel_diff_vs_tinygrad": err}
       print(json.dumps(row), flush=True)
       if sec * 1e3 < best[(kind, s)].get("ms", float("inf")): best[(kind, s)] |= {"tile": t, "ms": round(sec * 1e3, 4)}
-    cv.TUNED.pop((kind, s), None)
+    if committed: cv.TUNED[(kind, s)] = committed
+    else: cv.TUNED.pop((kind, s), None)
     del ref
 
 
@@ -112,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--bs", type=positive, nargs="+", default=[256], help="images per step, one run per value")
   p.add_argument("--platform", default="1xH200", help="also measure this ResNet platform's per-GPU BS")
   p.add_argument("--res", type=positive, default=224, help="image side in pixels")
-  p.add_argument("--tiles", choices=("all", "rule"), default="all", help="every tile of conv.TILES, or tile()'s choice")
+  p.add_argument("--tiles", choices=("all", "rule"), default="all", help="every tile of conv.TILES, or tile()'s choice (conv_tiles' or the rule's)")
   p.add_argument("--only", metavar="NAME", help="only the conv of this state-dict name (e.g. layer2.0.conv2)")
   p.add_argument("--dry-run", action="store_true", help="print what would be launched; needs no GPU")
   return p

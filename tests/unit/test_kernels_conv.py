@@ -60,7 +60,8 @@ def test_interpreted_kernels_equal_tinygrads_conv_and_its_gradients(case):
   rng = np.random.default_rng(sum(map(ord, case)))
   x, w = rng.standard_normal((2, C, H, H)).astype(np.float16), rng.standard_normal((K, C, R, R)).astype(np.float16)
   dy = rng.standard_normal((2, K, s.P, s.Q)).astype(np.float16)
-  y, dx, dw = interpret("fwd", s, x, w), interpret("dgrad", s, dy, w), interpret("wgrad", s, dy, x, n_split=3)
+  wt = np.ascontiguousarray(w.transpose(2, 3, 0, 1))   # dgrad reads w as (R, S, K, C), as conv.dgrad hands it over
+  y, dx, dw = interpret("fwd", s, x, w), interpret("dgrad", s, dy, wt), interpret("wgrad", s, dy, x, n_split=3)
   ref_y, ref_dx, ref_dw = reference(x, w, dy, ST, PAD)
   assert not np.isnan(dx).any()   # the phases' launches write every pixel of dx, zeros where no tap reaches
   # fp32 accumulation, one rounding to fp16 (half an ulp: 2.4e-4 relative); seen <= 3.9e-4 of the largest value
@@ -68,7 +69,8 @@ def test_interpreted_kernels_equal_tinygrads_conv_and_its_gradients(case):
   assert rel_err(dw, ref_dw) < 1e-5   # fp32 partials over three splits, summed in fp32
 
 
-def test_launch_fills_the_gpu_and_splits_the_weight_gradient():
+def test_launch_fills_the_gpu_and_splits_the_weight_gradient(monkeypatch):
+  monkeypatch.setattr(cv, "TUNED", {})   # tile()'s rule, not the measured table
   s = cv.Shape(256, 128, 56, 56, 128, 3, 3, 2, 1)   # layer 2's strided 3x3 at BS 256
   consts, grid = cv.launch("wgrad", s, cv.tile("wgrad", s))
   M, N, L = s.gemm("wgrad")
@@ -82,8 +84,15 @@ def test_launch_fills_the_gpu_and_splits_the_weight_gradient():
   # the tile is never wider than the GEMM where a narrower one exists (64 output channels: BN 64)
   assert cv.tile("fwd", cv.Shape(256, 256, 56, 56, 64, 1, 1, 1, 0))[1] == 64
   cv.TUNED[("fwd", s)] = cv.TILES[-1]
-  try: assert cv.tile("fwd", s) == cv.TILES[-1]
-  finally: del cv.TUNED[("fwd", s)]
+  assert cv.tile("fwd", s) == cv.TILES[-1]
+
+
+def test_measured_tiles_are_resnet50s_convs_at_tiles_conv_has():
+  """conv_tiles.TUNED names only tiles of conv.TILES and convs ResNet-50 has at BS 256 (a stale shape would never be
+  looked up), and tile() returns them."""
+  from lab.scripts.bench_conv import resnet50_convs
+  convs = set(resnet50_convs(256))
+  assert cv.TUNED and all(s in convs and t in cv.TILES and cv.tile(kind, s) == t for (kind, s), t in cv.TUNED.items())
 
 
 def test_conv2d_and_its_gradients_through_custom_kernel():
