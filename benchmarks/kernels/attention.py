@@ -164,9 +164,10 @@ if triton is not None:
 TILES = {"fwd": (64, 64, 4, 3), "dkdv": (64, 64, 4, 2), "dq": (64, 64, 4, 2)}
 
 # how the backward kernels get the forward's dropout mask: "redraw" it from the seed (Philox again in both), or read
-# the "bits" the forward stored, (B, H, L, L / 32) uint32 (L^2 / 8 bytes per (batch, head)); a global for the benches
+# the "bits" the forward stored, (B, H, L, L / 32) uint32 (L^2 / 8 bytes per (batch, head)); a global for the benches.
+# bits: forward + backward 2.90 ms against 3.41 redrawn at BS 96 on an H100 (docs/perf/2026-12-06_attention_triton_h100.jsonl)
 MASK_MODES = ("redraw", "bits")
-MASK_MODE = "redraw"
+MASK_MODE = "bits"
 
 
 def _shape(q: Tensor) -> tuple[int, int, int, int]:

@@ -2,7 +2,7 @@
 
 At --bs sequences of --seq tokens (16 heads, head dim 64, a quarter of each sequence padded): the largest difference of
 out, dq, dk, dv from tinygrad's ops doing the model's math (BertSelfAttention, no dropout), then for each tile set of
-CANDIDATES and each --rng (dropout elements per Philox call, dropout.RNG_GROUP, or "bits": the committed group's mask
+CANDIDATES and each --rng (dropout elements per Philox call with the mask redrawn in the backward, dropout.RNG_GROUP, or "bits": the committed group's mask
 stored by the forward as bits for the backward, attention.MASK_MODE) the forward alone and forward + backward (dropout
 0.1) per replayed JIT call, TFLOP/s and ms, beside tinygrad's own attention of the same math. One JSON line per
 measurement, named by its "rng" (the fastest tiles go in attention.TILES).
@@ -59,7 +59,7 @@ def rng_variants(text: str) -> tuple[str, ...]:
 
 def set_rng(variant: str) -> tuple[int, str]:
   """Build the kernels of an --rng variant from now on; returns its (dropout.RNG_GROUP, attention.MASK_MODE)."""
-  dr.RNG_GROUP, at.MASK_MODE = (DEFAULT_GROUP, BITS) if variant == BITS else (int(variant), DEFAULT_MODE)
+  dr.RNG_GROUP, at.MASK_MODE = (DEFAULT_GROUP, BITS) if variant == BITS else (int(variant), at.MASK_MODES[0])
   return dr.RNG_GROUP, at.MASK_MODE
 
 
