@@ -2,10 +2,10 @@
 
 At --bs sequences of --seq tokens (16 heads, head dim 64, a quarter of each sequence padded): the largest difference of
 out, dq, dk, dv from tinygrad's ops doing the model's math (BertSelfAttention, no dropout), then for each tile set of
-CANDIDATES and each --rng (dropout elements per Philox call with the mask redrawn in the backward, dropout.RNG_GROUP, or "bits": the committed group's mask
-stored by the forward as bits for the backward, attention.MASK_MODE) the forward alone and forward + backward (dropout
-0.1) per replayed JIT call, TFLOP/s and ms, beside tinygrad's own attention of the same math. One JSON line per
-measurement, named by its "rng" (the fastest tiles go in attention.TILES).
+CANDIDATES and each --rng (dropout elements per Philox call, the mask redrawn in the backward, dropout.RNG_GROUP; or
+"bits": the committed group's mask stored by the forward as bits for the backward, attention.MASK_MODE) the forward
+alone and forward + backward (dropout 0.1) per replayed JIT call, TFLOP/s and ms, beside tinygrad's own attention of
+the same math. One JSON line per measurement, named by its "rng" (the fastest tiles go in attention.TILES).
   DEV=CUDA python lab/scripts/bench_attention.py [--bs 96] [--seq 512] [--rng 1,4,bits]
 """
 import argparse

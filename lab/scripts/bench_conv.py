@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--bs", type=positive, nargs="+", default=[256], help="images per step, one run per value")
   p.add_argument("--platform", default="1xH200", help="also measure this ResNet platform's per-GPU BS")
   p.add_argument("--res", type=positive, default=224, help="image side in pixels")
-  p.add_argument("--tiles", choices=("all", "rule"), default="all", help="every tile of conv.TILES, or tile()'s choice (conv_tiles' or the rule's)")
+  p.add_argument("--tiles", choices=("all", "rule"), default="all",
+                 help="every tile of conv.TILES, or tile()'s choice (conv_tiles' or the rule's)")
   p.add_argument("--only", metavar="NAME", help="only the conv of this state-dict name (e.g. layer2.0.conv2)")
   p.add_argument("--dry-run", action="store_true", help="print what would be launched; needs no GPU")
   return p
