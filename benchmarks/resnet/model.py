@@ -85,15 +85,35 @@ class BatchNorm2d:
   Running variance uses the unbiased estimate (n/(n-1), n = samples per group * H * W). The running stats are assigned
   lazily in the forward pass: the optimizer realizes them as its buffers (they are not parameters)."""
   def __init__(self, channels: int, groups: int | None = None, eps: float = 1e-5, momentum: float = 0.1,
-               rng: np.random.Generator | None = None):
-    self.groups, self.eps, self.momentum = groups, eps, momentum
+               rng: np.random.Generator | None = None, kernels: str = "tinygrad"):
+    self.groups, self.eps, self.momentum, self.kernels = groups, eps, momentum, kernels
     self.weight = _param((channels,), rng, lambda r, s: np.ones(s))
     self.bias = _param((channels,), rng, lambda r, s: np.zeros(s))
     stats = (channels,) if groups is None else (groups, channels)
     self.running_mean = _param(stats, rng, lambda r, s: np.zeros(s)).is_param_(False)
     self.running_var = _param(stats, rng, lambda r, s: np.ones(s)).is_param_(False)
 
-  def __call__(self, x: Tensor) -> Tensor:
+  def __call__(self, x: Tensor, residual: Tensor | None = None, relu: bool = False) -> Tensor:
+    """[relu](bn(x) [+ residual]): the add and ReLU that follow a BN in the network, fused into its kernels under
+    KERNELS=triton while training (one device, or one group per device as SYNCBN=0 shards it)."""
+    devices = x.device if isinstance(x.device, tuple) else (x.device,)
+    if TRAINING and self.kernels == "triton" and (self.groups or 1) == len(devices):
+      from tinyperf.benchmarks.kernels.batchnorm import batchnorm   # imports Triton: only where the knob asks for it
+      y, mean, var = batchnorm(x, self.weight, self.bias, self.eps, residual, relu)   # mean, var (devices, C)
+      n = x.shape[0] // len(devices) * x.shape[2] * x.shape[3]
+      self._update_running(mean.reshape(self.running_mean.shape), var.reshape(self.running_var.shape), n)
+      return y
+    y = self._normalize(x)
+    if residual is not None: y = y + residual
+    return y.relu() if relu else y
+
+  def _update_running(self, mean: Tensor, var: Tensor, n: int):
+    """Assign the running statistics from the batch's mean and biased variance over n values per channel."""
+    m = self.momentum
+    self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
+    self.running_var.assign((1 - m) * self.running_var + m * var.detach() * (n / (n - 1)))
+
+  def _normalize(self, x: Tensor) -> Tensor:
     B, C, H, W = x.shape
     if self.groups is None:
       xg, axes, bshape = x.float(), (0, 2, 3), (1, C, 1, 1)                  # (B, C, H, W)
@@ -104,10 +124,7 @@ class BatchNorm2d:
     if TRAINING:
       mean = xg.mean(axis=axes)                                              # (C,) or (G, C)
       var = (xg - mean.detach().reshape(bshape)).square().mean(axis=axes)    # biased; d var / d mean = 0
-      n = prod(xg.shape) // prod(mean.shape)
-      m = self.momentum
-      self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
-      self.running_var.assign((1 - m) * self.running_var + m * var.detach() * (n / (n - 1)))
+      self._update_running(mean, var, prod(xg.shape) // prod(mean.shape))
     else:
       mean, var = self.running_mean, self.running_var
     scale = (var + self.eps).rsqrt() * self.weight                         # (C,) or (G, C)
@@ -121,30 +138,32 @@ class Bottleneck:
   def __init__(self, cin: int, width: int, stride: int, bn_groups: int | None, rng: np.random.Generator | None = None,
                kernels: str = "tinygrad"):
     cout = width * self.expansion
-    self.conv1, self.bn1 = Conv2d(cin, width, 1, rng=rng, kernels=kernels), BatchNorm2d(width, bn_groups, rng=rng)
+    self.conv1 = Conv2d(cin, width, 1, rng=rng, kernels=kernels)
+    self.bn1 = BatchNorm2d(width, bn_groups, rng=rng, kernels=kernels)
     # v1.5: the stride sits on the 3x3
     self.conv2 = Conv2d(width, width, 3, stride=stride, padding=1, rng=rng, kernels=kernels)
-    self.bn2 = BatchNorm2d(width, bn_groups, rng=rng)
-    self.conv3, self.bn3 = Conv2d(width, cout, 1, rng=rng, kernels=kernels), BatchNorm2d(cout, bn_groups, rng=rng)
+    self.bn2 = BatchNorm2d(width, bn_groups, rng=rng, kernels=kernels)
+    self.conv3 = Conv2d(width, cout, 1, rng=rng, kernels=kernels)
+    self.bn3 = BatchNorm2d(cout, bn_groups, rng=rng, kernels=kernels)
     self.downsample = [Conv2d(cin, cout, 1, stride=stride, rng=rng, kernels=kernels),
-                       BatchNorm2d(cout, bn_groups, rng=rng)] if stride != 1 or cin != cout else []
+                       BatchNorm2d(cout, bn_groups, rng=rng, kernels=kernels)] if stride != 1 or cin != cout else []
 
   def __call__(self, x: Tensor) -> Tensor:  # (B, cin, H, W) -> (B, 4*width, H/stride, W/stride)
-    out = self.bn1(self.conv1(x)).relu()
-    out = self.bn2(self.conv2(out)).relu()
-    out = self.bn3(self.conv3(out))
-    return (out + x.sequential(self.downsample)).relu()
+    out = self.bn1(self.conv1(x), relu=True)
+    out = self.bn2(self.conv2(out), relu=True)
+    return self.bn3(self.conv3(out), residual=x.sequential(self.downsample), relu=True)
 
 
 class ResNet:
   """layers: bottleneck blocks per stage (3,4,6,3 = ResNet-50; any number of stages, stage i has width * 2^i);
   width: stem / first-stage width (64); bn_groups: None = synced BN, D = per-device BN over D devices;
   rng: numpy generator for the initial weights, None = unallocated placeholders (shape-only model); kernels: who
-  computes the convs (KERNELS). The FC stays tinygrad's: it is float32 and the Triton GEMM takes fp16/bf16."""
+  computes the convs and (training) the BNs with their add and ReLU (KERNELS). The FC stays tinygrad's: it is float32
+  and the Triton GEMM takes fp16/bf16."""
   def __init__(self, layers: Sequence[int] = (3, 4, 6, 3), width: int = 64, num_classes: int = 1000,
                bn_groups: int | None = None, rng: np.random.Generator | None = None, kernels: str = "tinygrad"):
     self.conv1 = Conv2d(3, width, 7, stride=2, padding=3, rng=rng, kernels=kernels)
-    self.bn1 = BatchNorm2d(width, bn_groups, rng=rng)
+    self.bn1 = BatchNorm2d(width, bn_groups, rng=rng, kernels=kernels)
     cin = width
     for i, n in enumerate(layers):
       w, blocks = width * 2**i, []
@@ -159,7 +178,7 @@ class ResNet:
 
   def features(self, x: Tensor) -> list[Tensor]:
     """Activations after the stem conv, the max-pool and each stage. x: (B, 3, H, W) default float."""
-    out = [x := self.bn1(self.conv1(x)).relu()]                           # (B, w, H/2, W/2)
+    out = [x := self.bn1(self.conv1(x), relu=True)]                       # (B, w, H/2, W/2)
     x = x.pad(((0, 0), (0, 0), (1, 1), (1, 1)))                           # zeros are safe: x >= 0 after ReLU
     out.append(x := x.max_pool2d(kernel_size=(3, 3), stride=2))           # (B, w, H/4, W/4)
     for stage in self.stages(): out.append(x := x.sequential(stage))      # (B, 4w*2^i, H/4/2^i, W/4/2^i)

@@ -145,7 +145,8 @@ print(json.dumps(out))
 
 def test_resnet_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
   """The toy ResNet (the CPU smoke model: two stages, width 8) at 8x8: every conv through conv2d (the fallback on the
-  CPU) gives the default's loss and gradients, the stem's, a strided 3x3's and a strided downsample's among them. The
+  CPU), and every BN through batchnorm, gives the default's loss and gradients, the stem's, a strided 3x3's and a
+  strided downsample's among them. The
   gradients are taken before the loss is read, as the train step does: tinygrad 0.14 gives a custom_kernel whose
   output was realized zero gradients."""
   from tinyperf.benchmarks.resnet.model import ResNet
@@ -160,8 +161,8 @@ def test_resnet_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
       grads = loss.gradient(model.conv1.weight, block.conv2.weight, block.downsample[0].weight, model.fc.weight)
       out[kernels] = (loss.item(), *(g.numpy() for g in grads))
   assert out["triton"][0] == pytest.approx(out["tinygrad"][0], rel=1e-5)
-  for got, want in zip(out["triton"][1:], out["tinygrad"][1:]):
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+  for got, want in zip(out["triton"][1:], out["tinygrad"][1:]):   # BN's fused kernels round fp32 in another order
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_bench_conv_dry_run_lists_resnet50s_convs_without_a_gpu():
