@@ -159,14 +159,15 @@ SEL=${STEPS:-1,2,3,4,5,6,7,8}
 SEL=${SEL//,/ }
 BUDGET_S=${BUDGET_S:-1380}
 [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || die "BUDGET_S is whole seconds (e.g. 1380), not '$BUDGET_S'."
-if grep -qw '[34]' <<<"$SEL" && [ ! -f "${CACHE:-}" ]; then
-  die "steps 3 and 4 seed BEAM from CACHE=FILE, and '${CACHE:-}' is no file: pass CACHE=b.db (git show\
- perf-data:perf/2026-12-04_bert_triton_beam2_154.db > b.db), or leave them out with STEPS."
-fi
-if grep -qw '[78]' <<<"$SEL" && [ ! -f "${RESNET_CACHE:-}" ]; then
-  die "steps 7 and 8 seed BEAM from RESNET_CACHE=FILE, and '${RESNET_CACHE:-}' is no file: pass\
- RESNET_CACHE=../shared/beam-seeds/resnet_1xH200_beam1_336.db, or leave them out with STEPS."
-fi
+# the seed caches: steps that read one, its variable, the job's copy, an example
+SEEDS="34|CACHE|$BERT_DB|b.db (git show perf-data:perf/2026-12-04_bert_triton_beam2_154.db > b.db)
+78|RESNET_CACHE|$RESNET_DB|../shared/beam-seeds/resnet_1xH200_beam1_336.db"
+while IFS='|' read -r steps var copy example; do
+  if grep -qw "[$steps]" <<<"$SEL" && [ ! -f "${!var:-}" ]; then
+    die "steps ${steps:0:1} and ${steps:1:1} seed BEAM from $var=FILE, and '${!var:-}' is no file: pass\
+ $var=$example, or leave them out with STEPS."
+  fi
+done <<<"$SEEDS"
 [[ "$RESNET_BEAM_S" =~ ^[0-9]+$ ]] || die "RESNET_BEAM_S is whole seconds (e.g. 240), not '$RESNET_BEAM_S'."
 
 T0=$(date +%s); DEADLINE=$((T0 + BUDGET_S))
@@ -204,10 +205,11 @@ echo "$JOB" >"$LOCK"
 mkdir -p "$JOB" || die "cannot make JOB=$JOB; give another JOB."
 rm -f "$JOB/events" "$JOB/steps.tsv"
 echo "$TYPED" >"$JOB/command"; echo "$SEL" >"$JOB/steps"
-if grep -qw '[34]' <<<"$SEL"; then cp "$CACHE" "$BERT_DB" || die "cannot copy CACHE=$CACHE to $BERT_DB."; fi
-if grep -qw '[78]' <<<"$SEL"; then
-  cp "$RESNET_CACHE" "$RESNET_DB" && chmod u+w "$RESNET_DB" || die "cannot copy RESNET_CACHE=$RESNET_CACHE to $RESNET_DB."
-fi
+while IFS='|' read -r steps var copy example; do
+  if grep -qw "[$steps]" <<<"$SEL"; then
+    cp "${!var}" "$copy" && chmod u+w "$copy" || die "cannot copy $var=${!var} to $copy."
+  fi
+done <<<"$SEEDS"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; python3 --version
   echo "${TINYPERF_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo no git)}"; } >"$JOB/host.txt" 2>&1
 plan | tee "$JOB/plan.txt"
