@@ -158,10 +158,11 @@ class ResNet:
   """layers: bottleneck blocks per stage (3,4,6,3 = ResNet-50; any number of stages, stage i has width * 2^i);
   width: stem / first-stage width (64); bn_groups: None = synced BN, D = per-device BN over D devices;
   rng: numpy generator for the initial weights, None = unallocated placeholders (shape-only model); kernels: who
-  computes the convs and (training) the BNs with their add and ReLU (KERNELS). The FC stays tinygrad's: it is float32
+  computes the convs, the max-pool and (training) the BNs with their add and ReLU (KERNELS). The FC stays tinygrad's: it is float32
   and the Triton GEMM takes fp16/bf16."""
   def __init__(self, layers: Sequence[int] = (3, 4, 6, 3), width: int = 64, num_classes: int = 1000,
                bn_groups: int | None = None, rng: np.random.Generator | None = None, kernels: str = "tinygrad"):
+    self.kernels = kernels
     self.conv1 = Conv2d(3, width, 7, stride=2, padding=3, rng=rng, kernels=kernels)
     self.bn1 = BatchNorm2d(width, bn_groups, rng=rng, kernels=kernels)
     cin = width
@@ -179,8 +180,12 @@ class ResNet:
   def features(self, x: Tensor) -> list[Tensor]:
     """Activations after the stem conv, the max-pool and each stage. x: (B, 3, H, W) default float."""
     out = [x := self.bn1(self.conv1(x), relu=True)]                       # (B, w, H/2, W/2)
-    x = x.pad(((0, 0), (0, 0), (1, 1), (1, 1)))                           # zeros are safe: x >= 0 after ReLU
-    out.append(x := x.max_pool2d(kernel_size=(3, 3), stride=2))           # (B, w, H/4, W/4)
+    if self.kernels == "triton":
+      from tinyperf.benchmarks.kernels.maxpool import max_pool   # imports Triton: only where the knob asks for it
+      out.append(x := max_pool(x))                                        # (B, w, H/4, W/4)
+    else:
+      x = x.pad(((0, 0), (0, 0), (1, 1), (1, 1)))                         # zeros are safe: x >= 0 after ReLU
+      out.append(x := x.max_pool2d(kernel_size=(3, 3), stride=2))         # (B, w, H/4, W/4)
     for stage in self.stages(): out.append(x := x.sequential(stage))      # (B, 4w*2^i, H/4/2^i, W/4/2^i)
     return out
 
