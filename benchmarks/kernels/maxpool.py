@@ -8,9 +8,9 @@ Triton kernel each.
 The padding never wins (a masked tap is -inf): the model pads with zeros, which is the same for x >= 0, as the stem's
 ReLU leaves it. Ties: the first maximum takes the whole gradient (PyTorch's rule; tinygrad splits it among them), and
 in the stem a tie is a run of zeros, whose gradient the ReLU below stops either way. tinygrad's own backward of the
-padded pool is a reduce over the stem's 205M elements (2.8 ms of the BS 256 step on an H100,
-docs/perf/2026-12-06_resnet_step_profile_bn_h100.jsonl); this one reads dy and idx (a quarter of x's elements each)
-and writes dx once.
+padded pool is a reduce with the stem's 205M outputs: the step's one such kernel, r_512_7_28_..., takes 2.8 ms of the
+BS 256 step on an H100 (docs/perf/2026-12-06_resnet_step_profile_bn_h100.jsonl). This one reads dy and idx (a
+quarter of x's elements each) and writes dx once.
 
 On a device without Triton (CPU, in tests) the same calls run one tinygrad kernel each with the same arguments, so the
 custom_kernel and grad wiring is tested everywhere; the Triton kernels themselves are tested by Triton's interpreter
