@@ -169,6 +169,7 @@ def test_a_jitted_step_schedules_once_and_draws_a_new_dropout_mask_each_step():
   from tinygrad.schedule import schedule_cache
   w = Tensor.ones(16).contiguous().realize()
   x = Tensor(np.random.default_rng(0).random((8, 16), np.float32)).realize()
+  Tensor.randint(1, high=2).realize()   # the device's RNG state is made by its first draw, once per process, not per step
   @TinyJit
   def step(x: Tensor) -> Tensor:
     return ln.add_layernorm(x, x * 2, w, w, LN_EPS, 0.3).sum().gradient(w)[0].realize()
