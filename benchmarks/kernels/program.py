@@ -99,7 +99,7 @@ def device_seeds(seed: Tensor, device) -> Tensor:
 
 # ---- what this process compiled: every family's kernels register here through compile_kernel ----
 # the constexprs a tile chooses; the others are the problem's
-TILE_PARAMS = ("BM", "BN", "BK", "RB", "IB", "BHW", "ROWS", "SPLIT", "GROUP")
+TILE_PARAMS = ("BM", "BN", "BK", "RB", "IB", "BHW", "BLOCK", "ROWS", "SPLIT", "GROUP")
 
 
 @dataclass(frozen=True)
@@ -156,8 +156,8 @@ def compile_kernel(fn, signature: tuple, constexprs: tuple, num_warps: int, num_
 
 
 def _tile_name(tile: dict) -> str:
-  """128x256x64 w8 s3: the block sizes (GEMM's, else rows or images by pixels), warps and stages of a tile."""
-  blocks = "x".join(str(tile[k]) for k in ("BM", "BN", "BK", "RB", "IB", "BHW") if k in tile)
+  """128x256x64 w8 s3: the block sizes (GEMM's, rows or images by pixels, elements), warps and stages of a tile."""
+  blocks = "x".join(str(tile[k]) for k in ("BM", "BN", "BK", "RB", "IB", "BHW", "BLOCK") if k in tile)
   return f"{blocks} w{tile['num_warps']} s{tile['num_stages']}"
 
 

@@ -76,6 +76,11 @@ def test_the_trainers_record_is_a_line_and_a_json_file_in_the_run_folder(tmp_pat
                                 "shape": {"M": 64, "pointers": {"a": "*fp16"}}, "compile_s": 1.25, "from_cache": False,
                                 "smem": 1024}
   assert prg.write_record(tmp_path / "none.json", []).endswith("tiles: none")
+  # the elementwise families name their blocks too: rows (or images) by pixels, or elements
+  rows, flat = {"RB": 32, "BHW": 64, "num_warps": 8, "num_stages": 1}, {"BLOCK": 1024, "num_warps": 4, "num_stages": 1}
+  assert prg.write_record(tmp_path / "bn.json", [record("batchnorm", "bn_apply_kernel", rows, 1.0, False),
+                                                 record("maxpool", "pool_fwd_kernel", flat, 1.0, False)]).endswith(
+    "tiles: batchnorm 1 kernel at 32x64 w8 s1, maxpool 1 kernel at 1024 w4 s1")
 
 
 def test_tritons_cache_goes_beside_tinygrads_kernel_cache(tmp_path, monkeypatch):
