@@ -11,18 +11,19 @@
 #                            (bench_attention.py --rng 1,4,bits)
 #   2 loss_compare_bert|resnet  20 train steps a side, KERNELS=tinygrad vs triton, BS 32 (loss_compare.py; exit 1: out
 #                            of tolerance)
-#   3 step_profile_bert      every kernel of the BS 96 KERNELS=triton TRAIN_BEAM=2 step timed alone (step_profile.py)
-#   4 bench_bert_triton      PERFORMANCE.md's BERT KERNELS=triton BEAM=2 row again, now with the fused LayerNorm
+#   3 step_profile_bert      every kernel of the BS 96 KERNELS=triton TRAIN_BEAM=2 step timed alone (step_profile.py),
+#                            after a ranked search of BERT_BEAM_S seconds (default 240) seeded from CACHE=FILE if given
+#   4 bench_bert_triton      that step again with the grown cache and no more search, beside PyTorch eager
 #   5 bench_resnet_triton|tinygrad  ResNet-50's BS 256 BEAM=0 step with the conv kernels, and without, each beside
 #                            PyTorch eager
 #   6 bench_conv             every conv tile of conv.TILES at BS 256 (bench_conv.py --tiles all), when time is left
 #   7 step_profile_resnet    every kernel of ResNet-50's BS 256 KERNELS=triton TRAIN_BEAM=1 step timed alone, after a
-#                            ranked search of RESNET_BEAM_S seconds (default 240) seeded from RESNET_CACHE=FILE
+#                            ranked search of RESNET_BEAM_S seconds (default 240) seeded from RESNET_CACHE=FILE if given
 #   8 bench_resnet_triton_beam  that step again with the grown cache and no more search, beside PyTorch eager
-# Steps 7 and 8 do the same for ResNet-50 from RESNET_CACHE=FILE (e.g. ../shared/beam-seeds/resnet_1xH200_beam1_336.db:
-# the tinygrad path's search, whose BN, ReLU and optimizer kernels the triton path shares), copied to $JOB/resnet_beam.db.
-# Steps 3 and 4 seed BEAM from CACHE=FILE (e.g. `git show perf-data:perf/2026-12-04_bert_triton_beam2_154.db > b.db`,
-# carried in .whl/), copied to $JOB/bert_beam.db: step 3's 80-s search (BEAM_BUDGET_S) grows the copy and step 4 finds it.
+# The seeds are copied to $JOB/bert_beam.db and $JOB/resnet_beam.db (without one the search starts empty): step 3's
+# (7's) search grows the copy and step 4 (8) finds it. Seeds: CACHE=b.db from `git show
+# perf-data:perf/2026-12-04_bert_triton_beam2_154.db > b.db`, RESNET_CACHE=../shared/beam-seeds/resnet_1xH200_beam1_336.db
+# (the tinygrad path's search, whose optimizer kernels the triton path shares), carried in .whl/.
 # Each step writes $JOB/<name>.log and $JOB/<name>.jsonl (the JSON lines it printed, where it has no --out or --record)
 # and runs only while BUDGET_S (default 1380 s from the start; give the lease's seconds left less 2 min to collect)
 # holds its estimate, under `timeout` at its bound or the time left, whichever is less; a failure, timeout or skip is
@@ -36,7 +37,7 @@
 # checkout. One job per machine (a lock in TMPDIR) and a GPU no other process holds, as for e2e_h200.sh.
 set -u -o pipefail
 TYPED=""
-for v in STEPS CACHE RESNET_CACHE RESNET_BEAM_S BUDGET_S JOB DRY_RUN; do [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done
+for v in STEPS CACHE RESNET_CACHE BERT_BEAM_S RESNET_BEAM_S BUDGET_S JOB DRY_RUN; do [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done
 TYPED+="lab/scripts/kernels_h200.sh ${1:-}"
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in JOB CACHE RESNET_CACHE; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
@@ -44,7 +45,8 @@ for v in JOB CACHE RESNET_CACHE; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}"
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export JOB=${JOB:-/tmp/kernelsjob} BERT_DB=${JOB:-/tmp/kernelsjob}/bert_beam.db \
-  RESNET_DB=${JOB:-/tmp/kernelsjob}/resnet_beam.db RESNET_BEAM_S=${RESNET_BEAM_S:-240} PYTHONUNBUFFERED=1
+  RESNET_DB=${JOB:-/tmp/kernelsjob}/resnet_beam.db RESNET_BEAM_S=${RESNET_BEAM_S:-240} BERT_BEAM_S=${BERT_BEAM_S:-240} \
+  PYTHONUNBUFFERED=1
 die() { echo "kernels_h200.sh: $1" >&2; exit 2; }
 
 # step number, name, estimate and bound in seconds; the name's function below is the step's command
@@ -72,10 +74,10 @@ s_loss_compare_resnet() {
   python3 lab/scripts/loss_compare.py resnet --bs 32 --out "$JOB/loss_compare_resnet.jsonl"
 }
 s_step_profile_bert() {
-  CACHEDB="$BERT_DB" KERNELS=triton TRAIN_BEAM=2 BEAM_BUDGET_S=80 python3 lab/scripts/step_profile.py bert --platform 1xH200 --bs 96 --out "$JOB/step_profile_bert.jsonl"
+  CACHEDB="$BERT_DB" KERNELS=triton TRAIN_BEAM=2 BEAM_BUDGET_S="$BERT_BEAM_S" python3 lab/scripts/step_profile.py bert --platform 1xH200 --bs 96 --out "$JOB/step_profile_bert.jsonl"
 }
 s_bench_bert_triton() {
-  KERNELS=triton BEAM_BUDGET_S=80 python3 -m lab.bench bert --gpus 1 --bs 96 --steps 6 --beam 2 --beam-cache "$BERT_DB" --torch-modes eager --record "$JOB/bench_bert_triton.jsonl"
+  KERNELS=triton BEAM_BUDGET_S=0 python3 -m lab.bench bert --gpus 1 --bs 96 --steps 6 --beam 2 --beam-cache "$BERT_DB" --torch-modes eager --record "$JOB/bench_bert_triton.jsonl"
 }
 s_bench_resnet_triton() {
   KERNELS=triton python3 -m lab.bench resnet --gpus 1 --bs 256 --steps 20 --beam 0 --torch-modes eager --record "$JOB/bench_resnet_triton.jsonl"
@@ -159,16 +161,16 @@ SEL=${STEPS:-1,2,3,4,5,6,7,8}
 SEL=${SEL//,/ }
 BUDGET_S=${BUDGET_S:-1380}
 [[ "$BUDGET_S" =~ ^[0-9]+$ ]] || die "BUDGET_S is whole seconds (e.g. 1380), not '$BUDGET_S'."
-# the seed caches: steps that read one, its variable, the job's copy, an example
+# the seed caches: steps that read one, its variable, the job's copy, an example; unset, the search starts empty
 SEEDS="34|CACHE|$BERT_DB|b.db (git show perf-data:perf/2026-12-04_bert_triton_beam2_154.db > b.db)
 78|RESNET_CACHE|$RESNET_DB|../shared/beam-seeds/resnet_1xH200_beam1_336.db"
 while IFS='|' read -r steps var copy example; do
-  if grep -qw "[$steps]" <<<"$SEL" && [ ! -f "${!var:-}" ]; then
-    die "steps ${steps:0:1} and ${steps:1:1} seed BEAM from $var=FILE, and '${!var:-}' is no file: pass\
- $var=$example, or leave them out with STEPS."
+  if grep -qw "[$steps]" <<<"$SEL" && [ -n "${!var:-}" ] && [ ! -f "${!var}" ]; then
+    die "steps ${steps:0:1} and ${steps:1:1} seed BEAM from $var=FILE, and '${!var}' is no file: pass\
+ $var=$example, or leave $var unset to search from an empty cache."
   fi
 done <<<"$SEEDS"
-[[ "$RESNET_BEAM_S" =~ ^[0-9]+$ ]] || die "RESNET_BEAM_S is whole seconds (e.g. 240), not '$RESNET_BEAM_S'."
+for v in RESNET_BEAM_S BERT_BEAM_S; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v is whole seconds (e.g. 240), not '${!v}'."; done
 
 T0=$(date +%s); DEADLINE=$((T0 + BUDGET_S))
 minutes() { printf '%d.%d' $(($1 / 60)) $(($1 % 60 * 10 / 60)); }
@@ -206,7 +208,7 @@ mkdir -p "$JOB" || die "cannot make JOB=$JOB; give another JOB."
 rm -f "$JOB/events" "$JOB/steps.tsv"
 echo "$TYPED" >"$JOB/command"; echo "$SEL" >"$JOB/steps"
 while IFS='|' read -r steps var copy example; do
-  if grep -qw "[$steps]" <<<"$SEL"; then
+  if grep -qw "[$steps]" <<<"$SEL" && [ -n "${!var:-}" ]; then
     cp "${!var}" "$copy" && chmod u+w "$copy" || die "cannot copy $var=${!var} to $copy."
   fi
 done <<<"$SEEDS"

@@ -16,7 +16,7 @@ STAND_IN = """#!/bin/sh
 case "$*" in
   -c*) exit 0 ;;
   *loss_compare.py\\ bert*) echo "out of tolerance" >&2; exit 1 ;;
-  *) echo "{\\"argv\\": \\"$*\\", \\"kernels\\": \\"${KERNELS:-}\\", \\"cachedb\\": \\"${CACHEDB:-}\\"}"; echo "a progress line" ;;
+  *) echo "{\\"argv\\": \\"$*\\", \\"kernels\\": \\"${KERNELS:-}\\", \\"cachedb\\": \\"${CACHEDB:-}\\", \\"budget\\": \\"${BEAM_BUDGET_S:-}\\"}"; echo "a progress line" ;;
 esac
 """
 
@@ -73,6 +73,18 @@ def test_steps_selects_and_the_resnet_side_by_side_differs_only_in_kernels(tmp_p
   assert sides[0]["argv"].replace("triton", "X") == sides[1]["argv"].replace("tinygrad", "X")
 
 
+def test_without_a_seed_cache_the_bert_steps_search_from_an_empty_one_for_bert_beam_s(tmp_path):
+  r = kernels("start", cwd=tmp_path, JOB="job", STEPS="3,4", BERT_BEAM_S="30")
+  assert r.returncode == 0, r
+  job = tmp_path / "job"
+  wait_done(job)
+  assert steps_tsv(job) == {"step_profile_bert": "ok", "bench_bert_triton": "ok"}
+  profile, bench = (json.loads((job / f"{n}.jsonl").read_text()) for n in ("step_profile_bert", "bench_bert_triton"))
+  assert profile["cachedb"] == str(job / "bert_beam.db") and not (job / "bert_beam.db").exists()   # nothing copied
+  assert f"--beam-cache {job / 'bert_beam.db'}" in bench["argv"]
+  assert (profile["budget"], bench["budget"]) == ("30", "0")   # the search, then the step with what it found
+
+
 def test_a_step_whose_estimate_the_budget_cannot_hold_is_skipped_and_the_job_ends(tmp_path):
   r = kernels("start", cwd=tmp_path, JOB="job", STEPS="1,6", BUDGET_S="0")
   assert r.returncode == 0, r
@@ -89,7 +101,7 @@ def test_dry_run_prints_the_selected_commands_and_runs_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("args, env", [(("start",), {"STEPS": "9"}), (("start",), {"STEPS": "1;3"}),
-                                       (("start",), {"STEPS": "4"}),                        # no CACHE for step 4
+                                       (("start",), {"STEPS": "4", "BERT_BEAM_S": "4m"}),
                                        (("start",), {"STEPS": "3", "CACHE": "missing.db"}),
                                        (("start",), {"STEPS": "1", "BUDGET_S": "ten"}),
                                        (("collect",), {}), (("poll",), {}), (("go",), {})])
