@@ -13,7 +13,9 @@ x (N, C, H, W), statistics per channel over (N, H, W) in fp32, weight and bias f
 
 The statistics carry no gradient of their own: the apply kernel's grad function gives x the whole gradient (through
 mean and variance too), so the stats kernel needs none. ReLU's mask is read from y (y > 0 exactly where the sum is),
-so no mask is stored.
+so no mask is stored. A block's output feeds the next block twice (its conv and its residual), so its gradient is a
+sum: both backward kernels read the two addends and add them as they load, instead of tinygrad's elementwise kernel
+writing the sum first (one such add per block, over every block output: most of the step's elementwise traffic).
 
 On several devices (unsynced BN, SYNCBN=0, as every config runs) x is sharded on the batch: each device normalises its
 images with its own statistics, mean and variance come out (devices, C) sharded as the running statistics are, and
@@ -25,7 +27,7 @@ from __future__ import annotations
 import functools
 
 from tinygrad import Tensor, dtypes
-from tinygrad.uop.ops import KernelInfo, UOp
+from tinygrad.uop.ops import KernelInfo, Ops, UOp
 
 from tinyperf.benchmarks.kernels import program as prg
 
@@ -80,8 +82,16 @@ def bn_apply_kernel(x, mean, rstd, w, b, res, y, NC: tl.constexpr, C: tl.constex
   tl.store(y + off, z.to(y.dtype.element_ty), mask=mask)
 
 
-def bn_bwd_sums_kernel(dy, y, x, mean, sdz_p, sdzx_p, N: tl.constexpr, C: tl.constexpr, HW: tl.constexpr,
-                       SPLIT: tl.constexpr, RELU: tl.constexpr, IB: tl.constexpr, BHW: tl.constexpr):
+def _load_dy(dy, dy2, off, mask, TWO: tl.constexpr):
+  """dy, or dy + dy2 (a gradient's two addends), in fp32."""
+  g = tl.load(dy + off, mask=mask, other=0.0).to(tl.float32)
+  if TWO: g += tl.load(dy2 + off, mask=mask, other=0.0).to(tl.float32)
+  return g
+
+
+def bn_bwd_sums_kernel(dy, dy2, y, x, mean, sdz_p, sdzx_p, N: tl.constexpr, C: tl.constexpr, HW: tl.constexpr,
+                       SPLIT: tl.constexpr, RELU: tl.constexpr, TWO: tl.constexpr, IB: tl.constexpr,
+                       BHW: tl.constexpr):
   """Program (split, c), the stats kernel's slice: sum dz and sum dz (x - mean) into row split of sdz_p, sdzx_p."""
   NI: tl.constexpr = N // SPLIT
   pid = tl.program_id(0)
@@ -95,7 +105,7 @@ def bn_bwd_sums_kernel(dy, y, x, mean, sdz_p, sdzx_p, N: tl.constexpr, C: tl.con
     for h0 in range(0, HW, BHW):
       mask = (i0 + img < NI)[:, None] & (h0 + hw < HW)[None, :]
       off = row[:, None] * HW + (h0 + hw)[None, :]
-      g = tl.load(dy + off, mask=mask, other=0.0).to(tl.float32)
+      g = _load_dy(dy, dy2, off, mask, TWO)
       if RELU: g = tl.where(tl.load(y + off, mask=mask, other=0.0) > 0, g, 0.0)
       s1 += g
       s2 += g * (tl.load(x + off, mask=mask, other=0.0).to(tl.float32) - mu)
@@ -103,9 +113,9 @@ def bn_bwd_sums_kernel(dy, y, x, mean, sdz_p, sdzx_p, N: tl.constexpr, C: tl.con
   tl.store(sdzx_p + split * C + c, tl.sum(s2))
 
 
-def bn_bwd_apply_kernel(dy, y, x, mean, rstd, w, sdz, sdzx, dx, dres, NC: tl.constexpr, C: tl.constexpr,
-                        HW: tl.constexpr, M: tl.constexpr, RELU: tl.constexpr, RES: tl.constexpr, RB: tl.constexpr,
-                        BHW: tl.constexpr):
+def bn_bwd_apply_kernel(dy, dy2, y, x, mean, rstd, w, sdz, sdzx, dx, dres, NC: tl.constexpr, C: tl.constexpr,
+                        HW: tl.constexpr, M: tl.constexpr, RELU: tl.constexpr, RES: tl.constexpr, TWO: tl.constexpr,
+                        RB: tl.constexpr, BHW: tl.constexpr):
   """The apply kernel's tiles: dx, and d residual = dz when the forward added one."""
   pid = tl.program_id(0)
   chunks: tl.constexpr = (HW + BHW - 1) // BHW
@@ -118,14 +128,15 @@ def bn_bwd_apply_kernel(dy, y, x, mean, rstd, w, sdz, sdzx, dx, dres, NC: tl.con
   k = tl.load(w + c) * rs                        # dx = k dz + kx (x - mean) + k0
   kx = -k * rs * rs * tl.load(sdzx + c) / M
   k0 = -k * tl.load(sdz + c) / M
-  g = tl.load(dy + off, mask=mask, other=0.0).to(tl.float32)
+  g = _load_dy(dy, dy2, off, mask, TWO)
   if RELU: g = tl.where(tl.load(y + off, mask=mask, other=0.0) > 0, g, 0.0)
   xc = tl.load(x + off, mask=mask, other=0.0).to(tl.float32) - tl.load(mean + c)[:, None]
   tl.store(dx + off, (k[:, None] * g + kx[:, None] * xc + k0[:, None]).to(dx.dtype.element_ty), mask=mask)
   if RES: tl.store(dres + off, g.to(dres.dtype.element_ty), mask=mask)
 
 
-if triton is not None:
+if triton is not None:   # _load_dy is jitted first: the kernels call it as a Triton function
+  _load_dy = triton.jit(_load_dy)
   compiled = {"stats": triton.jit(bn_stats_kernel), "apply": triton.jit(bn_apply_kernel),
               "bwd_sums": triton.jit(bn_bwd_sums_kernel), "bwd_apply": triton.jit(bn_bwd_apply_kernel)}
 
@@ -149,15 +160,18 @@ def tiles(HW: int) -> tuple[int, int]:
   return BLOCK // bhw, bhw
 
 
-def launch(kind: str, N: int, C: int, HW: int, relu: bool = False, res: bool = False) -> tuple[dict, int]:
-  """The kernel's constexprs (in its argument order) and grid: what the CUDA path compiles and the interpreter runs."""
+def launch(kind: str, N: int, C: int, HW: int, relu: bool = False, res: bool = False,
+           two: bool = False) -> tuple[dict, int]:
+  """The kernel's constexprs (in its argument order) and grid: what the CUDA path compiles and the interpreter runs.
+  two: the backward's dy comes as two addends."""
   rb, bhw = tiles(HW)
   if kind in ("stats", "bwd_sums"):
     s = split(N, C)
-    c = {"N": N, "C": C, "HW": HW, "SPLIT": s} | ({"RELU": int(relu)} if kind == "bwd_sums" else {})
+    c = {"N": N, "C": C, "HW": HW, "SPLIT": s} | ({"RELU": int(relu), "TWO": int(two)} if kind == "bwd_sums" else {})
     return c | {"IB": rb, "BHW": bhw}, C * s
   c = {"NC": N * C, "C": C, "HW": HW} | ({"M": N * HW} if kind == "bwd_apply" else {})
-  return c | {"RELU": int(relu), "RES": int(res), "RB": rb, "BHW": bhw}, -(-N * C // rb) * -(-HW // bhw)
+  c |= {"RELU": int(relu), "RES": int(res)} | ({"TWO": int(two)} if kind == "bwd_apply" else {})
+  return c | {"RB": rb, "BHW": bhw}, -(-N * C // rb) * -(-HW // bhw)
 
 
 # ---- the Triton path (CUDA) ----
@@ -171,18 +185,19 @@ def pointers(kind: str, dtype) -> tuple[tuple[str, str], ...]:
   t = _TY[dtype]
   return {"stats": (("x", t), ("mean_p", F32), ("m2_p", F32)),
           "apply": (("x", t), ("mean", F32), ("rstd", F32), ("w", F32), ("b", F32), ("res", t), ("y", t)),
-          "bwd_sums": (("dy", t), ("y", t), ("x", t), ("mean", F32), ("sdz_p", F32), ("sdzx_p", F32)),
-          "bwd_apply": (("dy", t), ("y", t), ("x", t), ("mean", F32), ("rstd", F32), ("w", F32), ("sdz", F32),
-                        ("sdzx", F32), ("dx", t), ("dres", t))}[kind]
+          "bwd_sums": (("dy", t), ("dy2", t), ("y", t), ("x", t), ("mean", F32), ("sdz_p", F32), ("sdzx_p", F32)),
+          "bwd_apply": (("dy", t), ("dy2", t), ("y", t), ("x", t), ("mean", F32), ("rstd", F32), ("w", F32),
+                        ("sdz", F32), ("sdzx", F32), ("dx", t), ("dres", t))}[kind]
 
 
-def _triton_fxn(kind: str, N: int, C: int, HW: int, relu: bool, res: bool, dtype, device, outs: tuple[int, ...]):
+def _triton_fxn(kind: str, N: int, C: int, HW: int, relu: bool, res: bool, dtype, device, outs: tuple[int, ...],
+                two: bool = False):
   if dtype not in _TY: raise NotImplementedError(f"batchnorm: the Triton kernels take fp16 or bf16, not {dtype}")
-  consts, grid = launch(kind, N, C, HW, relu, res)
+  consts, grid = launch(kind, N, C, HW, relu, res, two)
   k = prg.compile_kernel(compiled[kind], pointers(kind, dtype), tuple(consts.items()), WARPS, 1, prg.cuda_arch(device))
-  # tensors of N*C*HW elements each kernel reads or writes: stats x; apply x, y (+ res); sums dy, x (+ y); bwd apply
-  # dy, x, dx (+ y, + dres)
-  passes = {"stats": 1, "apply": 2 + res, "bwd_sums": 2 + relu, "bwd_apply": 3 + relu + res}[kind]
+  # tensors of N*C*HW elements each kernel reads or writes: stats x; apply x, y (+ res); sums dy, x (+ y, + dy2);
+  # bwd apply dy, x, dx (+ y, + dres, + dy2)
+  passes = {"stats": 1, "apply": 2 + res, "bwd_sums": 2 + relu + two, "bwd_apply": 3 + relu + res + two}[kind]
   n = len(pointers(kind, dtype))
   return lambda *params: prg.program(k, list(params), grid, outs=outs, ins=tuple(i for i in range(n) if i not in outs),
                                      device=device, flops=6 * N * C * HW, nbytes=passes * N * C * HW * dtype.itemsize)
@@ -213,6 +228,15 @@ def _groups(t: Tensor, D: int) -> Tensor:
 def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
 
 
+def addends(grad_y: UOp, x: Tensor) -> tuple[Tensor, Tensor | None]:
+  """The gradient as the backward kernels read it: its two addends when autograd summed two of x's shape and dtype
+  (a tensor used twice), else itself and None; each contiguous in x's dtype."""
+  if grad_y.op is Ops.ADD and all(s.shape == grad_y.shape == x.shape and s.dtype == x.dtype for s in grad_y.src):
+    a, b = (Tensor(s).contiguous() for s in grad_y.src)
+    return a, b
+  return Tensor(grad_y).cast(x.dtype).contiguous(), None
+
+
 def _grad(grad_y: UOp, call: UOp, relu: bool, res: bool) -> tuple:
   """d x, d weight, d bias, d residual of the apply call (sources x, mean, rstd, w, b, res, y[, scratch]); y is read
   after it. mean and rstd get none: x's gradient already runs through them."""
@@ -220,21 +244,23 @@ def _grad(grad_y: UOp, call: UOp, relu: bool, res: bool) -> tuple:
   y = Tensor(call.src[7].after(call))
   N, C, H, W = prg.local_shape(x)
   D, HW = len(prg.devices(x.device)), H * W
-  dy = Tensor(grad_y).cast(x.dtype).contiguous()
   if _is_triton(x):
     axis = 0 if D > 1 else None
+    dy, dy2 = addends(grad_y, x)
+    two = dy2 is not None
+    if not two: dy2 = Tensor.empty(1, dtype=x.dtype, device=x.device)   # read by no kernel
     s = split(N, C)
     sdz, sdzx = (prg.empty_shards((s, C), dtypes.float32, x.device, axis) for _ in range(2))
-    sdz, sdzx = dy.custom_kernel(y, x, mean, sdz, sdzx, *prg.scratch(x.device),
-                                 fxn=_triton_fxn("bwd_sums", N, C, HW, relu, res, x.dtype, x.device, (4, 5)))[4:6]
+    sdz, sdzx = dy.custom_kernel(dy2, y, x, mean, sdz, sdzx, *prg.scratch(x.device),
+                                 fxn=_triton_fxn("bwd_sums", N, C, HW, relu, res, x.dtype, x.device, (5, 6), two))[5:7]
     sdz, sdzx = (t.reshape(D, s, C).sum(1).contiguous() for t in (sdz, sdzx))   # (D, C): each device's sums
     dx = prg.empty_shards((N, C, H, W), x.dtype, x.device, axis)
     dres = prg.empty_shards((N, C, H, W), x.dtype, x.device, axis) if res else Tensor.empty(1, dtype=x.dtype,
                                                                                              device=x.device)
-    dx, dres = dy.custom_kernel(y, x, mean, rstd, w, sdz, sdzx, dx, dres, *prg.scratch(x.device),
-                                fxn=_triton_fxn("bwd_apply", N, C, HW, relu, res, x.dtype, x.device, (8, 9)))[8:10]
+    fxn = _triton_fxn("bwd_apply", N, C, HW, relu, res, x.dtype, x.device, (9, 10), two)
+    dx, dres = dy.custom_kernel(dy2, y, x, mean, rstd, w, sdz, sdzx, dx, dres, *prg.scratch(x.device), fxn=fxn)[9:11]
   else:
-    g = _groups(dy, D)                                                          # (D, N, C, HW)
+    g = _groups(Tensor(grad_y).cast(x.dtype), D)                                # (D, N, C, HW)
     if relu: g = (_groups(y, D) > 0).where(g, 0.0)
     xc = _groups(x, D) - mean.reshape(D, 1, C, 1)
     sdz, sdzx = g.sum((1, 3)), (g * xc).sum((1, 3))                             # (D, C)

@@ -153,8 +153,8 @@ def _axis(t: Tensor) -> int | None: return 0 if isinstance(t.device, tuple) else
 
 def _call(kind: str, a: Tensor, b: Tensor, c: Tensor, NC: int, H: int, W: int, grad_fxn=None) -> Tensor:
   if _is_triton(a):
-    return a.contiguous().custom_kernel(b, c, *prg.scratch(a.device), fxn=_triton_fxn(kind, NC, H, W, a.dtype, a.device),
-                                        grad_fxn=grad_fxn)
+    fxn = _triton_fxn(kind, NC, H, W, a.dtype, a.device)
+    return a.contiguous().custom_kernel(b, c, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad_fxn)
   return a.contiguous().custom_kernel(b, c, fxn=_tinygrad_fxn(kind, NC, H, W), grad_fxn=grad_fxn)
 
 

@@ -30,17 +30,18 @@ def small_blocks(monkeypatch):
   monkeypatch.setattr(bn, "BLOCK", 64)
 
 
-def run(kind: str, shape, relu: bool, res: bool, *arrays):
+def run(kind: str, shape, relu: bool, res: bool, *arrays, two: bool = False):
   """One kernel on host arrays, launched as batchnorm.py launches it; the outputs are the arrays given last."""
   N, C, H, W = shape
-  consts, grid = bn.launch(kind, N, C, H * W, relu, res)
+  consts, grid = bn.launch(kind, N, C, H * W, relu, res, two)
   fn = {"stats": bn.bn_stats_kernel, "apply": bn.bn_apply_kernel, "bwd_sums": bn.bn_bwd_sums_kernel,
         "bwd_apply": bn.bn_bwd_apply_kernel}[kind]
   InterpretedFunction(fn)[(grid,)](*map(HostArray, arrays), *consts.values())
 
 
-def interpret(x, w, b, r, dy, relu: bool):
-  """The forward and backward as batchnorm.py chains them: y, mean, var, dx, dweight, dbias, dresidual."""
+def interpret(x, w, b, r, dy, relu: bool, dy2=None):
+  """The forward and backward as batchnorm.py chains them: y, mean, var, dx, dweight, dbias, dresidual. dy2: the
+  gradient's second addend (the backward reads dy + dy2)."""
   N, C, H, W = x.shape
   s = bn.split(N, C)
   mean_p, m2_p = np.zeros((s, C), np.float32), np.zeros((s, C), np.float32)
@@ -51,10 +52,12 @@ def interpret(x, w, b, r, dy, relu: bool):
   y = np.full_like(x, np.nan)
   run("apply", x.shape, relu, r is not None, x, mean, rstd, w, b, x if r is None else r, y)
   sdz_p, sdzx_p = np.zeros((s, C), np.float32), np.zeros((s, C), np.float32)
-  run("bwd_sums", x.shape, relu, r is not None, dy, y, x, mean, sdz_p, sdzx_p)
+  two = dy2 is not None
+  run("bwd_sums", x.shape, relu, r is not None, dy, dy2 if two else dy, y, x, mean, sdz_p, sdzx_p, two=two)
   sdz, sdzx = sdz_p.sum(0), sdzx_p.sum(0)
   dx, dres = np.full_like(x, np.nan), np.full_like(x, np.nan)
-  run("bwd_apply", x.shape, relu, r is not None, dy, y, x, mean, rstd, w, sdz, sdzx, dx, dres)
+  run("bwd_apply", x.shape, relu, r is not None, dy, dy2 if two else dy, y, x, mean, rstd, w, sdz, sdzx, dx, dres,
+      two=two)
   return y, mean, var, dx, sdzx * rstd, sdz, dres
 
 
@@ -117,10 +120,38 @@ def test_the_backward_reads_the_forwards_mask_and_statistics(monkeypatch):
   s = bn.split(4, 6)
   sdz_p, sdzx_p = np.zeros((s, 6), np.float32), np.zeros((s, 6), np.float32)
   flipped = np.ascontiguousarray(-y)
-  run("bwd_sums", x.shape, True, False, dy, flipped, x, mean, sdz_p, sdzx_p)
+  run("bwd_sums", x.shape, True, False, dy, dy, flipped, x, mean, sdz_p, sdzx_p)
   dx = np.zeros_like(x)
-  run("bwd_apply", x.shape, True, False, dy, flipped, x, mean, rstd, w, sdz_p.sum(0), sdzx_p.sum(0), dx, dx)
+  run("bwd_apply", x.shape, True, False, dy, dy, flipped, x, mean, rstd, w, sdz_p.sum(0), sdzx_p.sum(0), dx, dx)
   assert rel_err(dx, ref_dx) > 0.1
+
+
+def test_the_backward_adds_a_gradients_two_addends_as_it_loads_them(monkeypatch):
+  """dy given as two addends (TWO=1) gives the backward of their sum; the second is read, not ignored."""
+  monkeypatch.setattr(bn, "SMS", 1)
+  rng = np.random.default_rng(6)
+  x = (1 + rng.standard_normal((4, 6, 7, 7))).astype(np.float16)
+  r, dy, dy2 = (rng.standard_normal(x.shape).astype(np.float16) for _ in range(3))
+  w, b = (1 + 0.2 * rng.standard_normal(6)).astype(np.float32), (0.2 * rng.standard_normal(6)).astype(np.float32)
+  got = interpret(x, w, b, r, dy, True, dy2=dy2)
+  want = reference(x, w, b, r, (dy.astype(np.float32) + dy2.astype(np.float32)), True)
+  assert rel_err(got[3], want[3]) < 1e-3 and rel_err(got[6], want[6]) < 1e-3
+  np.testing.assert_allclose(got[4], want[4], rtol=1e-4, atol=1e-4)
+  assert rel_err(interpret(x, w, b, r, dy, True)[3], want[3]) > 0.1
+
+
+def test_addends_splits_the_gradient_of_a_tensor_used_twice_and_nothing_else():
+  x = Tensor(np.random.default_rng(7).standard_normal((2, 3, 4, 4)).astype(np.float32))
+  seen = []
+  with Context(TRAINING=1):
+    for uses in (1, 2):
+      y = x * 1
+      out = y.conv2d(Tensor.ones(3, 3, 1, 1)).sum() + (y.sum() if uses == 2 else 0)
+      g = out.gradient(y)[0]
+      a, b = bn.addends(g.uop, y)
+      seen.append(b is not None)
+      np.testing.assert_allclose((a + b if b is not None else a).numpy(), g.numpy(), rtol=1e-6)
+  assert seen == [False, True]
 
 
 def test_split_gives_equal_shares_and_fills_the_gpu():
@@ -200,7 +231,7 @@ from tinyperf.benchmarks.kernels import batchnorm as bn
 out = []
 for N, C, HW, res in ((256, 64, 112 * 112, False), (256, 2048, 49, True)):
   for kind in ("stats", "apply", "bwd_sums", "bwd_apply"):
-    consts, grid = bn.launch(kind, N, C, HW, True, res)
+    consts, grid = bn.launch(kind, N, C, HW, True, res, res)
     k = bn.prg.compile_kernel(bn.compiled[kind], bn.pointers(kind, dtypes.half), tuple(consts.items()), bn.WARPS, 1, 90)
     params = [l for l in k.ptx.splitlines() if ".param .u64" in l]
     out.append({"kind": kind, "name": k.name, "threads": k.threads, "params": len(params), "npointers":

@@ -94,10 +94,12 @@ from tinyperf.benchmarks.kernels import maxpool as mp
 out = []
 for kind in ("fwd", "bwd"):
   consts, grid = mp.launch(kind, 256 * 64, 112, 112)
-  sig = (("x", "*fp16"), ("y", "*fp16"), ("idx", "*i8")) if kind == "fwd" else (("dy", "*fp16"), ("idx", "*i8"), ("dx", "*fp16"))
+  sig = ((("x", "*fp16"), ("y", "*fp16"), ("idx", "*i8")) if kind == "fwd" else
+         (("dy", "*fp16"), ("idx", "*i8"), ("dx", "*fp16")))
   c = mp.prg.compile_kernel(mp.compiled[kind], sig, tuple(consts.items()), mp.WARPS, 1, 90)
   params = [l for l in c.ptx.splitlines() if ".param .u64" in l]
-  out.append({"kind": kind, "name": c.name, "params": len(params), "cubin": len(c.cubin), "grid": grid, "consts": consts})
+  out.append({"kind": kind, "name": c.name, "params": len(params), "cubin": len(c.cubin), "grid": grid,
+              "consts": consts})
 print(json.dumps(out))
 """
   env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
