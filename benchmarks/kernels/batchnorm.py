@@ -15,7 +15,7 @@ The statistics carry no gradient of their own: the apply kernel's grad function 
 mean and variance too), so the stats kernel needs none. ReLU's mask is read from y (y > 0 exactly where the sum is),
 so no mask is stored. A block's output feeds the next block twice (its conv and its residual), so its gradient is a
 sum: both backward kernels read the two addends and add them as they load, instead of tinygrad's elementwise kernel
-writing the sum first (one add per block: by the block outputs' sizes about 8.5 of the 10.4 GB that tinygrad's
+writing the sum first (one add per block: by the block outputs' sizes about 8.3 of the 10.4 GB that tinygrad's
 elementwise kernels moved in the H100 profile, docs/perf/2026-12-06_resnet_step_profile_bn_h100.jsonl).
 
 On several devices (unsynced BN, SYNCBN=0, as every config runs) x is sharded on the batch: each device normalises its
