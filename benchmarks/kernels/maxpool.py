@@ -17,7 +17,6 @@ custom_kernel and grad wiring is tested everywhere; the Triton kernels themselve
 (tests/unit/test_kernels_maxpool.py).
 """
 from __future__ import annotations
-import functools
 
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import KernelInfo, UOp
