@@ -19,9 +19,10 @@ traffic: upper bounds, as in lab/bert/step_cost.py). Several devices: an item's 
 and bytes all devices'.
 
 Prints the families sorted by time (count, ms per step, share of the kernels' summed time, TFLOP/s, GB/s), the sum of
-the kernel times beside the end-to-end step (their difference is what runs between kernels), then the slowest single
-kernels. Appends one JSON line to --out: date, device, versions, git sha, command, the config's knobs, families, top
-kernels, step_ms. Exit 0; 2 on bad input."""
+the kernel times beside the end-to-end step (their difference is what runs between kernels), the slowest single
+kernels, then the 5 slowest of each tinygrad family (which of its hundreds of kernels hold its time). Appends one JSON
+line to --out: date, device, versions, git sha, command, the config's knobs, families, top kernels, the top of each
+family, step_ms. Exit 0; 2 on bad input."""
 from __future__ import annotations
 import argparse
 import contextlib
@@ -188,7 +189,13 @@ def top(rows: list[dict], n: int) -> list[dict]:
           for r in sorted(rows, key=lambda r: -r["ms"])[:n]]
 
 
-def table(fams: list[dict], tops: list[dict], kernel_ms: float, step_ms: float, n_items: int, repeats: int) -> str:
+def top_per_family(rows: list[dict], n: int = 5) -> dict[str, list[dict]]:
+  """Each family's n slowest kernels, slowest first."""
+  return {f: top([r for r in rows if r["family"] == f], n) for f in dict.fromkeys(r["family"] for r in rows)}
+
+
+def table(fams: list[dict], tops: list[dict], kernel_ms: float, step_ms: float, n_items: int, repeats: int,
+          per_family: dict[str, list[dict]] | None = None) -> str:
   lines = [f"{'family':<40}{'count':>7}{'ms/step':>11}{'share':>8}{'TFLOP/s':>10}{'GB/s':>9}"]
   lines += [f"{f['family'][:39]:<40}{f['count']:>7}{f['ms']:>11.3f}{f['share']:>8.1%}{f['tflops']:>10.2f}{f['gbs']:>9.1f}"
             for f in fams]
@@ -197,8 +204,11 @@ def table(fams: list[dict], tops: list[dict], kernel_ms: float, step_ms: float, 
             f"(graph replay): {step_ms:.3f} ms; between kernels: {gap:.3f} ms ({gap / step_ms if step_ms else 0:.1%})",
             f"\nthe {len(tops)} slowest kernels",
             f"{'item':>6}  {'name':<44}{'family':<28}{'ms':>9}{'TFLOP/s':>10}{'GB/s':>9}"]
-  lines += [f"{t['item']:>6}  {t['name'][:43]:<44}{t['family'][:27]:<28}{t['ms']:>9.3f}{t['tflops']:>10.2f}{t['gbs']:>9.1f}"
-            for t in tops]
+  def row(t: dict) -> str:
+    return f"{t['item']:>6}  {t['name'][:43]:<44}{t['family'][:27]:<28}{t['ms']:>9.3f}{t['tflops']:>10.2f}{t['gbs']:>9.1f}"
+  lines += [row(t) for t in tops]
+  for fam, ts in (per_family or {}).items():
+    if fam.startswith("tinygrad"): lines += [f"\nthe {len(ts)} slowest of {fam}"] + [row(t) for t in ts]
   return "\n".join(lines)
 
 
@@ -220,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
   tr, timer, (linear, var_vals, inputs) = captured_step(args.benchmark, cfg, args.steps)
   runtime.set_stage("timing the step's kernels alone")
   rows = profile(linear, var_vals, inputs, tr.devices, args.repeats)
-  fams, tops = families(rows), top(rows, args.top)
+  fams, tops, per_family = families(rows), top(rows, args.top), top_per_family(rows)
   kernel_ms, step_ms = sum(r["ms"] for r in rows), timer.median() * 1e3
-  print(table(fams, tops, kernel_ms, step_ms, len(rows), args.repeats), flush=True)
+  print(table(fams, tops, kernel_ms, step_ms, len(rows), args.repeats, per_family), flush=True)
   rec = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "what": "step_profile", **device(), **versions(),
          "command": shlex.join(["python3", "lab/scripts/step_profile.py", *(sys.argv[1:] if argv is None else argv)]),
          "benchmark": args.benchmark, "platform": cfg.platform, "bs": cfg["BS"], "knobs": cfg.knobs,
@@ -230,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
          "overrides": {k: env for k, (_, env) in cfg.overridden.items()}, "repeats": args.repeats,
          "step_ms": step_ms, "steps_ms": [t * 1e3 for t in timer.timed()], "kernel_ms": kernel_ms,
          "items": len(rows), "graph_batches": sum(1 for c in linear.src if is_graph(c)),
-         "families": fams, "top_kernels": tops, "wall_s": round(time.time() - t0, 1)}
+         "families": fams, "top_kernels": tops, "top_per_family": per_family, "wall_s": round(time.time() - t0, 1)}
   with open(args.out, "a") as f: f.write(json.dumps(rec) + "\n")
   print(f"record appended to {args.out}", flush=True)
   return 0

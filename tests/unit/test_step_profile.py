@@ -38,6 +38,13 @@ def test_every_item_of_the_step_is_timed_in_one_family(tmp_path, benchmark):
   assert tops[0]["ms"] <= max(f["ms"] for f in fams) and len({t["item"] for t in tops}) == 5
   assert rec["step_ms"] > 0 and len(rec["steps_ms"]) == 1
   assert "end-to-end step (graph replay)" in r.stdout and "slowest kernels" in r.stdout
+  per = rec["top_per_family"]   # each family's slowest: its own kernels, at most 5, the family's slowest first
+  assert set(per) == {f["family"] for f in fams}
+  for f in fams:
+    ts = per[f["family"]]
+    assert 0 < len(ts) == min(5, f["count"]) and {t["family"] for t in ts} == {f["family"]}
+    assert [t["ms"] for t in ts] == sorted((t["ms"] for t in ts), reverse=True) and sum(t["ms"] for t in ts) <= f["ms"]
+  assert "slowest of tinygrad elementwise (E_)" in r.stdout
 
 
 def test_a_graph_batch_is_timed_by_its_items():
