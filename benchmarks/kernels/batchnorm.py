@@ -57,7 +57,7 @@ def bn_stats_kernel(x, mean_p, m2_p, N: tl.constexpr, C: tl.constexpr, HW: tl.co
       v = tl.load(x + row[:, None] * HW + (h0 + hw)[None, :], mask=mask, other=0.0).to(tl.float32)
       cnt += mask.to(tl.float32)
       d = tl.where(mask, v - mu, 0.0)
-      mu += tl.fdiv(d, tl.maximum(cnt, 1.0))   # the fast division (2 ulp): an exact one would bound the kernel
+      mu += tl.fdiv(d, tl.maximum(cnt, 1.0))   # fast division (2 ulp): a running mean needs no exact one
       m2 += d * (v - mu)
   mean = tl.sum(cnt * mu) / (NI * HW)
   dm = mu - mean
