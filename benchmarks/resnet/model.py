@@ -158,8 +158,8 @@ class ResNet:
   """layers: bottleneck blocks per stage (3,4,6,3 = ResNet-50; any number of stages, stage i has width * 2^i);
   width: stem / first-stage width (64); bn_groups: None = synced BN, D = per-device BN over D devices;
   rng: numpy generator for the initial weights, None = unallocated placeholders (shape-only model); kernels: who
-  computes the convs, the max-pool and (training) the BNs with their add and ReLU (KERNELS). The FC stays tinygrad's: it is float32
-  and the Triton GEMM takes fp16/bf16."""
+  computes the convs, the max-pool and (training) the BNs with their add and ReLU (KERNELS). The FC stays tinygrad's:
+  it is float32 and the Triton GEMM takes fp16/bf16."""
   def __init__(self, layers: Sequence[int] = (3, 4, 6, 3), width: int = 64, num_classes: int = 1000,
                bn_groups: int | None = None, rng: np.random.Generator | None = None, kernels: str = "tinygrad"):
     self.kernels = kernels
