@@ -117,7 +117,15 @@ d = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c"
                                             ("rs", "*fp32")),
     tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS","ROWSUM"),
               (M, N, K, K, 1, 1, K, *t[:3], 8, M % t[0] == 0, N % t[1] == 0, True, False, False))), t[3], t[4], 90)
+# the decoder's weight gradient with ROWSUM (its bias gradient summed in the GEMM): uneven M and K
+M, N, K = 30522, 1024, 7296
+t = mm.tile(M, N, K, True, False)
+r = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16"),
+                                            ("rs", "*fp32")),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS","ROWSUM"),
+              (M, N, K, 1, M, N, 1, *t[:3], 8, M % t[0] == 0, N % t[1] == 0, K % t[2] == 0, False, True))), t[3], t[4], 90)
 print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
+                  "rowsum_wgmma": "wgmma.mma_async" in r.ptx and r.smem <= 227 * 1024,
                   "wgmma": "wgmma.mma_async" in k.ptx, "warps": t[3], "fp32_out_rounds_to_fp16": "cvt.rn.f16" in d.ptx,
                   "fp16_out_rounds_to_fp16": "cvt.rn.f16" in k.ptx}))
 """
@@ -129,6 +137,7 @@ print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params"
   assert got["smem"] > 48 * 1024 and got["threads"] == 32 * got["warps"]
   assert got["params"] == 5 + 2   # a, b, c, bias, rs + Triton's global and profile scratch
   assert got["fp16_out_rounds_to_fp16"] and not got["fp32_out_rounds_to_fp16"]   # fp32 logits stay fp32
+  assert got["rowsum_wgmma"]   # the row sums do not push the GEMM off wgmma or past shared memory
 
 
 def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
