@@ -303,8 +303,6 @@ def _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop: float) -> tuple[T
 
 # ---- the differentiable call ----
 
-def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
-
 
 def _grad(grad_o: UOp, call: UOp, p_drop: float, bits: bool) -> tuple:
   """dq, dk, dv of the forward call (sources q, k, v, mask, seed, o, lse[, bits][, scratch]); o, lse and bits are read
@@ -314,7 +312,7 @@ def _grad(grad_o: UOp, call: UOp, p_drop: float, bits: bool) -> tuple:
   B, H, L, D = prg.local_shape(q)   # the kernels' shapes: one device's piece
   do = Tensor(grad_o).cast(q.dtype).contiguous()
   delta = (do.float() * o.float()).sum(-1).contiguous()   # (B, H, L) rowsum(dO * O) = rowsum(P * dP)
-  if _is_triton(q):
+  if prg.on_triton(q):
     args = (q, k, v, mask, seed, do, lse, delta)
     dq, dk, dv = (prg.empty_shards((B, H, L, D), q.dtype, q.device, 0 if isinstance(q.device, tuple) else None)
                   for _ in range(3))
@@ -357,7 +355,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
   stored = (prg.empty_shards((Bl, H, L, -(-L // dropout.WORD)), dtypes.uint32, q.device, axis),) * bits
   grad = _grad_fxn(p_drop, bits)
   # custom_kernel's sources are the kernel's arguments in order: q, k, v, mask, seed, o, lse[, bits], Triton's scratch
-  if _is_triton(q):
+  if prg.on_triton(q):
     if q.dtype != dtypes.half: raise NotImplementedError(f"attention: the Triton kernels take fp16, not {q.dtype}")
     fxn = _triton_fxn("fwd", Bl, H, L, D, p_drop, q.device, bits)
     return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse, *stored,

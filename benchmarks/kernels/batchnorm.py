@@ -226,8 +226,6 @@ def _groups(t: Tensor, D: int) -> Tensor:
 
 # ---- the differentiable call ----
 
-def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
-
 
 def addends(grad_y: UOp, x: Tensor) -> tuple[Tensor, Tensor | None]:
   """The gradient as the backward kernels read it: its two addends when autograd summed two of x's shape and dtype
@@ -245,8 +243,8 @@ def _grad(grad_y: UOp, call: UOp, relu: bool, res: bool) -> tuple:
   y = Tensor(call.src[7].after(call))
   N, C, H, W = prg.local_shape(x)
   D, HW = len(prg.devices(x.device)), H * W
-  if _is_triton(x):
-    axis = 0 if D > 1 else None
+  if prg.on_triton(x):
+    axis = prg.batch_axis(x)
     dy, dy2 = addends(grad_y, x)
     two = dy2 is not None
     if not two: dy2 = Tensor.empty(1, dtype=x.dtype, device=x.device)   # read by no kernel
@@ -292,10 +290,10 @@ def batchnorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float, residual: Ten
     raise ValueError(f"batchnorm: x {x.shape}, weight {weight.shape}, bias {bias.shape} and residual "
                      f"{None if residual is None else residual.shape} must be (N, C, H, W), (C,), (C,), (N, C, H, W)")
   N, C, H, W = prg.local_shape(x)
-  HW, axis = H * W, (0 if D > 1 else None)
+  HW, axis = H * W, prg.batch_axis(x)
   if N * C * HW >= 2 ** 31: raise ValueError(f"batchnorm: {x.shape} has 2^31 elements or more per device")
   xs = x.contiguous()
-  if _is_triton(x):
+  if prg.on_triton(x):
     s = split(N, C)
     mean_p, m2_p = (prg.empty_shards((s, C), dtypes.float32, x.device, axis) for _ in range(2))
     mean_p, m2_p = xs.custom_kernel(mean_p, m2_p, *prg.scratch(x.device),
@@ -314,7 +312,7 @@ def batchnorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float, residual: Ten
   y = prg.empty_shards((N, C, H, W), x.dtype, x.device, axis)
   grad = _grad_fxn(bool(relu), residual is not None)
   # custom_kernel's sources are the kernel's arguments in order: x, mean, rstd, w, b, res, y, then Triton's scratch
-  if _is_triton(x):
+  if prg.on_triton(x):
     fxn = _triton_fxn("apply", N, C, HW, relu, residual is not None, x.dtype, x.device, (6,))
     y = xs.custom_kernel(mean, rstd, w, b, r, y, *prg.scratch(x.device), fxn=fxn, grad_fxn=grad)[6]
   else:

@@ -297,17 +297,10 @@ def _tinygrad_fxn(kind: str, s: Shape, phase: tuple[int, int]):
 
 # ---- the differentiable call ----
 
-def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
-
-
-def _batch_axis(t: Tensor) -> int | None:
-  """0 where t is sharded over devices along the batch (each device convolves its own images), else None."""
-  return 0 if isinstance(t.device, tuple) and t.uop.axis == 0 else None
-
 
 def _call(kind: str, s: Shape, a: Tensor, b: Tensor, out: Tensor, grad_fxn=None, phase: tuple[int, int] = (0, 0)):
   """custom_kernel over the kernel's arguments in order (a, b, out, then Triton's two scratch buffers); returns out."""
-  if _is_triton(a):
+  if prg.on_triton(a):
     fxn = _triton_fxn(kind, s, a.dtype, a.device, phase)
     return a.contiguous().custom_kernel(b.contiguous(), out, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad_fxn)[2]
   return a.contiguous().custom_kernel(b.contiguous(), out, fxn=_tinygrad_fxn(kind, s, phase), grad_fxn=grad_fxn)[2]
@@ -316,7 +309,7 @@ def _call(kind: str, s: Shape, a: Tensor, b: Tensor, out: Tensor, grad_fxn=None,
 def dgrad(dy: Tensor, w: Tensor, s: Shape) -> Tensor:
   """dx (N, C, H, W) of y = conv(x, w) from dy (N, K, P, Q), in dy's dtype: one kernel per phase, each writing its
   pixels of the one buffer. s: one device's shapes."""
-  dx = prg.empty_shards((s.N, s.C, s.H, s.W), dy.dtype, dy.device, _batch_axis(dy))
+  dx = prg.empty_shards((s.N, s.C, s.H, s.W), dy.dtype, dy.device, prg.batch_axis(dy))
   wt = w.permute(2, 3, 0, 1).contiguous()   # (R, S, K, C): read along C, as the GEMM's N, not with stride R*S
   for phase in s.phases: dx = _call("dgrad", s, dy, wt, dx, phase=phase)
   return dx
@@ -325,12 +318,12 @@ def dgrad(dy: Tensor, w: Tensor, s: Shape) -> Tensor:
 def wgrad(dy: Tensor, x: Tensor, s: Shape) -> Tensor:
   """dw (K, C, R, S) of y = conv(x, w) from dy and x, in x's dtype: the fp32 partials of the split (and, with the batch
   sharded, of each device), summed."""
-  n_split = launch("wgrad", s, tile("wgrad", s))[0]["SPLIT"] if _is_triton(dy) else 1
+  n_split = launch("wgrad", s, tile("wgrad", s))[0]["SPLIT"] if prg.on_triton(dy) else 1
   shape = (n_split, s.K, s.C * s.R * s.S)
-  if _batch_axis(dy) is None: part = Tensor.empty(*shape, dtype=dtypes.float32, device=dy.device)
+  if prg.batch_axis(dy) is None: part = Tensor.empty(*shape, dtype=dtypes.float32, device=dy.device)
   else: part = prg.empty_partials(shape, dtypes.float32, dy.device)
   part = _call("wgrad", s, dy, x, part)
-  if _batch_axis(dy) is not None: part = prg.partial_sum(part)
+  if prg.batch_axis(dy) is not None: part = prg.partial_sum(part)
   return part.sum(0).cast(x.dtype).reshape(s.K, s.C, s.R, s.S)
 
 
@@ -352,5 +345,5 @@ def conv2d(x: Tensor, w: Tensor, stride: int = 1, padding: int = 0) -> Tensor:
   if s.P < 1 or s.Q < 1: raise ValueError(f"conv2d: a {s.R}x{s.S} kernel does not fit {s.H}x{s.W} with padding {padding}")
   if max(s.N * s.C * s.H * s.W, s.N * s.K * s.P * s.Q) >= 2 ** 31:
     raise ValueError(f"conv2d: {s} has tensors of 2^31 elements or more, past the kernels' int32 offsets")
-  y = prg.empty_shards((s.N, s.K, s.P, s.Q), x.dtype, x.device, _batch_axis(x))
+  y = prg.empty_shards((s.N, s.K, s.P, s.Q), x.dtype, x.device, prg.batch_axis(x))
   return _call("fwd", s, x, w.cast(x.dtype), y, grad_fxn=functools.partial(_grad, s=s))

@@ -212,8 +212,6 @@ def _tinygrad_bwd(x, r, w, seed, dy, mean, rstd, p_drop: float) -> tuple[Tensor,
 
 # ---- the differentiable call ----
 
-def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
-
 
 def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
   """d x, d residual, d weight, d bias of the forward call (sources x, r, w, b, seed, y, mean, rstd[, scratch]); mean
@@ -222,7 +220,7 @@ def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
   mean, rstd = (Tensor(call.src[1 + i].after(call)) for i in (6, 7))
   M, N = prg.local_shape(x)   # the kernels' rows: one device's piece
   dy = Tensor(grad_y).cast(x.dtype).contiguous()
-  if _is_triton(x):
+  if prg.on_triton(x):
     _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device))
     axis = 0 if isinstance(x.device, tuple) else None
     dr = prg.empty_shards((M, N), x.dtype, x.device, axis)
@@ -273,7 +271,7 @@ def add_layernorm(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps
   mean, rstd = (prg.empty_shards((Ml,), dtypes.float32, x.device, axis) for _ in range(2))
   grad = _grad_fxn(float(eps), p_drop)
   # custom_kernel's sources are the kernel's arguments in order: x, r, w, b, seed, y, mean, rstd, then Triton's scratch
-  if _is_triton(x):
+  if prg.on_triton(x):
     if x.dtype not in _TY:
       raise NotImplementedError(f"add_layernorm: the Triton kernels take fp16 or bf16, not {x.dtype}")
     fxn = _triton_fxn("fwd", Ml, N, eps, p_drop, x.dtype, x.device)

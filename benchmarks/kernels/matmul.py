@@ -189,7 +189,7 @@ def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bia
   if not rowsum: rs = Tensor.empty(1, dtype=dtypes.float32, device=a.device)   # written by no kernel
   elif out_axis == "partial": rs = prg.empty_partials((M,), dtypes.float32, a.device)
   else: rs = prg.empty_shards((M,), dtypes.float32, a.device, 0 if out_axis == 0 else None)
-  if prg.devices(a.device)[0].split(":")[0] == "CUDA" and triton is not None:
+  if prg.on_triton(a):
     fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device, rowsum)
     c, rs = a.contiguous().custom_kernel(b.contiguous(), c, bias, rs, *prg.scratch(a.device), fxn=fxn,
                                          grad_fxn=grad)[2:5:2]

@@ -144,14 +144,9 @@ def _tinygrad_fxn(kind: str, NC: int, H: int, W: int):
 
 # ---- the differentiable call ----
 
-def _is_triton(t: Tensor) -> bool: return prg.devices(t.device)[0].split(":")[0] == "CUDA" and triton is not None
-
-
-def _axis(t: Tensor) -> int | None: return 0 if isinstance(t.device, tuple) else None
-
 
 def _call(kind: str, a: Tensor, b: Tensor, c: Tensor, NC: int, H: int, W: int, grad_fxn=None) -> Tensor:
-  if _is_triton(a):
+  if prg.on_triton(a):
     fxn = _triton_fxn(kind, NC, H, W, a.dtype, a.device)
     return a.contiguous().custom_kernel(b, c, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad_fxn)
   return a.contiguous().custom_kernel(b, c, fxn=_tinygrad_fxn(kind, NC, H, W), grad_fxn=grad_fxn)
@@ -163,7 +158,7 @@ def _grad(grad_y: UOp, call: UOp) -> tuple:
   idx = Tensor(call.src[3].after(call))
   N, C, H, W = prg.local_shape(x)
   dy = Tensor(grad_y).cast(x.dtype).contiguous()
-  dx = prg.empty_shards((N, C, H, W), x.dtype, x.device, _axis(x))
+  dx = prg.empty_shards((N, C, H, W), x.dtype, x.device, prg.batch_axis(x))
   dx = _call("bwd", dy, idx, dx, N * C, H, W)[2]
   return (dx.uop,) + (None,) * (len(call.src) - 2)
 
@@ -177,6 +172,5 @@ def max_pool(x: Tensor) -> Tensor:
   N, C, H, W = prg.local_shape(x)
   if N * C * H * W >= 2 ** 31: raise ValueError(f"max_pool: {x.shape} has 2^31 elements or more per device")
   P, Q = out_size(H), out_size(W)
-  y = prg.empty_shards((N, C, P, Q), x.dtype, x.device, _axis(x))
-  idx = prg.empty_shards((N, C, P, Q), dtypes.int8, x.device, _axis(x))
+  y, idx = (prg.empty_shards((N, C, P, Q), dt, x.device, prg.batch_axis(x)) for dt in (x.dtype, dtypes.int8))
   return _call("fwd", x, y, idx, N * C, H, W, grad_fxn=_grad)[1]

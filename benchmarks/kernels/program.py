@@ -44,6 +44,23 @@ def devices(device: str | tuple[str, ...]) -> tuple[str, ...]:
   return device if isinstance(device, tuple) else (device,)
 
 
+@functools.cache
+def _triton_imports() -> bool:
+  try: import triton   # noqa: F401
+  except ImportError: return False   # CPU-only installs
+  return True
+
+
+def on_triton(t: Tensor) -> bool:
+  """t lives on CUDA and Triton imports: a kernel family's Triton path, else its tinygrad fallback (CPU, in tests)."""
+  return devices(t.device)[0].split(":")[0] == "CUDA" and _triton_imports()
+
+
+def batch_axis(t: Tensor) -> int | None:
+  """0 where t is sharded over devices along the batch (each device computes on its own rows), else None."""
+  return 0 if isinstance(t.device, tuple) and t.uop.axis == 0 else None
+
+
 def cuda_arch(device: str | tuple[str, ...]) -> int:
   """90 for an H200's "sm_90": the target Triton compiles for, the same on every device of a multi-device tensor."""
   archs = sorted({getattr(Device[d], "arch", "") for d in devices(device)})
