@@ -26,15 +26,13 @@ except ImportError:   # CPU-only installs: the Triton path is never taken there
   triton = None
 
 
-def gemm_kernel(a, b, c, bias, rs, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr,
-                SAK: tl.constexpr, SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                BK: tl.constexpr, GROUP: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
-                HAS_BIAS: tl.constexpr, ROWSUM: tl.constexpr):
+def gemm_kernel(a, b, c, bias, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr, SAK: tl.constexpr,
+                SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                GROUP: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
+                HAS_BIAS: tl.constexpr):
   """One (BM, BN) tile of C per program; programs walk C in groups of GROUP tile-rows so that they share B's tiles in
   L2. EVEN_*: the dimension is a multiple of its tile, so its bounds masks are compiled out. HAS_BIAS: bias (N,) is
-  added to the fp32 accumulator before the one rounding to C's dtype (a linear layer's output in one pass). ROWSUM:
-  the programs of the first tile column also sum op(A)'s rows over K into rs (M,) fp32, from the tiles they load
-  anyway (a linear layer's bias gradient beside its weight gradient, with no pass of its own)."""
+  added to the fp32 accumulator before the one rounding to C's dtype (a linear layer's output in one pass)."""
   pid = tl.program_id(0)
   tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
   first_m = (pid // (GROUP * tiles_n)) * GROUP
@@ -47,22 +45,17 @@ def gemm_kernel(a, b, c, bias, rs, M: tl.constexpr, N: tl.constexpr, K: tl.const
   a_ptr = a + rm[:, None] * SAM + rk[None, :] * SAK
   b_ptr = b + rk[:, None] * SBK + rn[None, :] * SBN
   acc = tl.zeros((BM, BN), dtype=tl.float32)
-  if ROWSUM: rsum = tl.zeros((BM,), dtype=tl.float32)
   for k in range(0, tl.cdiv(K, BK)):
     if EVEN_M and EVEN_K: x = tl.load(a_ptr)
     else: x = tl.load(a_ptr, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BK), other=0.0)
     if EVEN_N and EVEN_K: y = tl.load(b_ptr)
     else: y = tl.load(b_ptr, mask=(rk[:, None] < K - k * BK) & (rn[None, :] < N), other=0.0)
-    if ROWSUM:
-      if pn == 0: rsum += tl.sum(x.to(tl.float32), axis=1)
     acc = tl.dot(x, y, acc)
     a_ptr += BK * SAK
     b_ptr += BK * SBK
   if HAS_BIAS:
     if EVEN_N: acc += tl.load(bias + rn)[None, :].to(tl.float32)
     else: acc += tl.load(bias + rn, mask=rn < N, other=0.0)[None, :].to(tl.float32)
-  if ROWSUM:
-    if pn == 0: tl.store(rs + rm, rsum, mask=rm < M)
   out = c + rm[:, None] * N + rn[None, :]
   if EVEN_M and EVEN_N: tl.store(out, acc.to(c.dtype.element_ty))
   else: tl.store(out, acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
@@ -106,26 +99,23 @@ def strides(shape_a, shape_b, trans_a: bool, trans_b: bool) -> tuple[int, int, i
   return M, N, K, sam, sak, sbk, sbn
 
 
-def _triton_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, dtype, out_dtype, device, rowsum: bool = False):
+def _triton_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, dtype, out_dtype, device):
   BM, BN, BK, warps, stages = tile(M, N, K, trans_a=sam == 1, trans_b=sbk == 1)
   ty = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}
-  k = prg.compile_kernel(compiled_kernel, (("a", ty[dtype]), ("b", ty[dtype]), ("c", ty[out_dtype]), ("bias", ty[dtype]),
-                                           ("rs", "*fp32")),
+  k = prg.compile_kernel(compiled_kernel, (("a", ty[dtype]), ("b", ty[dtype]), ("c", ty[out_dtype]), ("bias", ty[dtype])),
                          (("M", M), ("N", N), ("K", K), ("SAM", sam), ("SAK", sak), ("SBK", sbk), ("SBN", sbn), ("BM", BM),
                           ("BN", BN), ("BK", BK), ("GROUP", 8), ("EVEN_M", M % BM == 0), ("EVEN_N", N % BN == 0),
-                          ("EVEN_K", K % BK == 0), ("HAS_BIAS", has_bias), ("ROWSUM", rowsum)), warps, stages,
-                         prg.cuda_arch(device))
+                          ("EVEN_K", K % BK == 0), ("HAS_BIAS", has_bias)), warps, stages, prg.cuda_arch(device))
   grid = -(-M // BM) * -(-N // BN)
   nbytes = (M * K + K * N) * dtype.itemsize + M * N * out_dtype.itemsize
-  return lambda a, b, c, bias, rs, s0, s1: prg.program(k, [a, b, c, bias, rs, s0, s1], grid,
-                                                       outs=(2, 4) if rowsum else (2,),
-                                                       ins=(0, 1, 3) if has_bias else (0, 1), device=device,
-                                                       flops=2 * M * N * K, nbytes=nbytes)
+  return lambda a, b, c, bias, s0, s1: prg.program(k, [a, b, c, bias, s0, s1], grid, outs=(2,),
+                                                   ins=(0, 1, 3) if has_bias else (0, 1), device=device,
+                                                   flops=2 * M * N * K, nbytes=nbytes)
 
 
 def _tinygrad_fxn(M, N, K, sam, sak, sbk, sbn, has_bias):
   """The same GEMM as a tinygrad kernel: the layer's path where there is no Triton (CPU), with the same strides."""
-  def fxn(a: UOp, b: UOp, c: UOp, bias: UOp, rs: UOp) -> UOp:   # rs: gemm sums the rows with tinygrad ops here
+  def fxn(a: UOp, b: UOp, c: UOp, bias: UOp) -> UOp:
     m, n, k = UOp.range(M, 1), UOp.range(N, 2), UOp.range(K, 0, AxisType.REDUCE)
     prod = a.flatten()[m * sam + k * sak].cast(dtypes.float32) * b.flatten()[k * sbk + n * sbn].cast(dtypes.float32)
     acc = prod.reduce(k, arg=Ops.ADD)
@@ -136,18 +126,13 @@ def _tinygrad_fxn(M, N, K, sam, sak, sbk, sbn, has_bias):
 
 def _grad(grad_c: UOp, call: UOp, trans_a: bool, trans_b: bool, has_bias: bool) -> tuple:
   """d op(A) = dC @ op(B).T and d op(B) = op(A).T @ dC, each written in the layout its operand is stored in; d bias =
-  dC summed over rows: by the weight gradient's GEMM where dC.T is its op(A) (a linear layer), else by tinygrad."""
+  dC summed over rows."""
   a, b, bias = Tensor(call.src[1]), Tensor(call.src[2]), Tensor(call.src[4])
   dc = Tensor(grad_c).cast(a.dtype)
   if dc.ndim == 3: dc = dc[0]   # a K-sharded product's (ndev, M, N) partials: each device's gradient is the sum's
   da = gemm(b, dc, trans_a=trans_b, trans_b=True) if trans_a else gemm(dc, b, trans_b=not trans_b)
-  dbias = None
-  if trans_b and has_bias:
-    db, dbias = gemm(dc, a, trans_a=True, trans_b=trans_a, rowsum=True)
-    dbias = dbias.cast(bias.dtype).uop
-  elif trans_b: db = gemm(dc, a, trans_a=True, trans_b=trans_a)
-  else: db = gemm(a, dc, trans_a=not trans_a)
-  if has_bias and dbias is None: dbias = dc.float().sum(0).cast(bias.dtype).uop
+  db = gemm(dc, a, trans_a=True, trans_b=trans_a) if trans_b else gemm(a, dc, trans_a=not trans_a)
+  dbias = dc.float().sum(0).cast(bias.dtype).uop if has_bias else None
   return (da.uop, db.uop, None, dbias) + (None,) * (len(call.src) - 5)
 
 
@@ -172,10 +157,9 @@ def _out_axis(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> int | None 
 
 
 def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bias: Tensor | None = None,
-         out_dtype=None, rowsum: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+         out_dtype=None) -> Tensor:
   """op(A) @ op(B) (+ bias (N,)) for 2-D a, b, in out_dtype (default a's; fp32 accumulation). On several devices the
-  kernel runs on each device's pieces (_out_axis); a product sharded along K is summed across devices. rowsum: also
-  op(A) summed over K, (M,) fp32, as a second result (no gradient)."""
+  kernel runs on each device's pieces (_out_axis); a product sharded along K is summed across devices."""
   out_axis = _out_axis(a, b, trans_a, trans_b)
   if out_axis == "partial" and bias is not None: raise NotImplementedError("gemm: a bias on a K-sharded product")
   M, N, K, *st = strides(prg.local_shape(a), prg.local_shape(b), trans_a, trans_b)
@@ -186,20 +170,12 @@ def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bia
   has_bias = bias is not None
   bias = bias.cast(a.dtype).contiguous() if has_bias else Tensor.empty(1, dtype=a.dtype, device=a.device)
   grad = _grad_fxn(trans_a, trans_b, has_bias)
-  if not rowsum: rs = Tensor.empty(1, dtype=dtypes.float32, device=a.device)   # written by no kernel
-  elif out_axis == "partial": rs = prg.empty_partials((M,), dtypes.float32, a.device)
-  else: rs = prg.empty_shards((M,), dtypes.float32, a.device, 0 if out_axis == 0 else None)
   if prg.on_triton(a):
-    fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device, rowsum)
-    c, rs = a.contiguous().custom_kernel(b.contiguous(), c, bias, rs, *prg.scratch(a.device), fxn=fxn,
-                                         grad_fxn=grad)[2:5:2]
-    if out_axis == "partial" and rowsum: rs = prg.partial_sum(rs)
+    fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device)
+    c = a.contiguous().custom_kernel(b.contiguous(), c, bias, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad)[2]
   else:
-    c = a.contiguous().custom_kernel(b.contiguous(), c, bias, rs, fxn=_tinygrad_fxn(M, N, K, *st, has_bias),
-                                     grad_fxn=grad)[2]
-    if rowsum: rs = (a.T if trans_a else a).float().sum(1)   # across devices already where K is sharded
-  if out_axis == "partial": c = prg.partial_sum(c)
-  return (c, rs.detach()) if rowsum else c
+    c = a.contiguous().custom_kernel(b.contiguous(), c, bias, fxn=_tinygrad_fxn(M, N, K, *st, has_bias), grad_fxn=grad)[2]
+  return prg.partial_sum(c) if out_axis == "partial" else c
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

@@ -2,10 +2,9 @@
 
 For each GEMM of a training step at --bs sequences of 512 tokens (forward, data gradient, weight gradient of the Q/K/V
 and attention-output, FFN-up and FFN-down layers) and each tile of matmul.TILES: TFLOP/s (REPS GEMMs per replayed JIT
-call, median of the calls) and the largest difference from tinygrad's own matmul of the same fp16 operands; for each
-weight gradient, its GEMM with ROWSUM (the bias gradient summed in the GEMM) beside it without and beside tinygrad's
-column sum that ROWSUM replaces; then one layer's backward through gemm's grad function against tinygrad's. One JSON
-line per measurement, the fastest tile per GEMM last (the table to put in matmul.TUNED).
+call, median of the calls) and the largest difference from tinygrad's own matmul of the same fp16 operands; then one
+layer's backward through gemm's grad function against tinygrad's. One JSON line per measurement, the fastest tile per
+GEMM last (the table to put in matmul.TUNED).
   DEV=CUDA python lab/scripts/bench_gemm.py [--bs 96] [--tiles all|rule]
 """
 import argparse, json, statistics, sys, time
@@ -32,27 +31,15 @@ def operands(M, N, K, ta, tb):
   return a, b
 
 
-def time_jit(fn, *args) -> float:
-  """Seconds per call of fn (REPS results realized per replayed TinyJit call), the median of CALLS calls."""
-  step = TinyJit(fn)
+def time_gemm(a, b, ta, tb) -> float:
+  step = TinyJit(lambda a, b: [mm.gemm(a, b, ta, tb).realize() for _ in range(REPS)])
   times = []
   for i in range(3 + CALLS):
     Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
-    step(*args)
+    step(a, b)
     Device[Device.DEFAULT].synchronize()
     if i >= 3: times.append((time.perf_counter() - t) / REPS)
   return statistics.median(times)
-
-
-def time_gemm(a, b, ta, tb, rowsum: bool = False) -> float:
-  if rowsum:
-    return time_jit(lambda a, b: [Tensor.realize(*mm.gemm(a, b, ta, tb, rowsum=True)) for _ in range(REPS)], a, b)
-  return time_jit(lambda a, b: [mm.gemm(a, b, ta, tb).realize() for _ in range(REPS)], a, b)
-
-
-def time_column_sum(a) -> float:
-  """tinygrad's bias gradient of a linear layer, dy.float().sum(0) (what ROWSUM replaces); + i keeps the REPS apart."""
-  return time_jit(lambda a: [(a.float().sum(0) + i).realize() for i in range(REPS)], a)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,13 +64,6 @@ def main():
       print(json.dumps(row), flush=True)
       if row["tflops"] > best.get((M, N, K, ta, tb), {"tflops": 0})["tflops"]: best[(M, N, K, ta, tb)] = row
     mm.TUNED.pop((M, N, K, ta, tb), None)
-    if ta:   # a weight gradient: a is dy (tokens, out), op(A) = dy.T, whose row sums are the bias gradient
-      rs, want = mm.gemm(a, b, ta, tb, rowsum=True)[1], a.float().sum(0)
-      print(json.dumps({"gemm": name, "M": M, "N": N, "K": K, "tile": mm.tile(M, N, K, ta, tb),
-                        "ms": round(time_gemm(a, b, ta, tb) * 1e3, 4),
-                        "ms_rowsum": round(time_gemm(a, b, ta, tb, rowsum=True) * 1e3, 4),
-                        "ms_tinygrad_column_sum": round(time_column_sum(a) * 1e3, 4),
-                        "rowsum_max_rel_diff": ((rs - want).abs().max() / want.abs().max()).item()}), flush=True)
     del a, b, ref
   for row in best.values(): print(json.dumps({"best": row}), flush=True)
   # one layer's backward at the FFN-up shape: gemm's grad function against tinygrad's matmul

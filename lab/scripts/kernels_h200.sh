@@ -8,8 +8,8 @@
 # The steps, in this order (STEPS=1,3 runs only those; the default is all):
 #   1 layernorm|attention|gemm  the fused add+LayerNorm kernel vs tinygrad at BERT-large's 49152x1024
 #                            (bench_layernorm.py); the fused attention at BS 96, each dropout draw: per element, per 4,
-#                            stored bits (bench_attention.py --rng 1,4,bits); the nine GEMMs at their tiles, each weight
-#                            gradient with and without ROWSUM beside tinygrad's bias column sum (bench_gemm.py)
+#                            stored bits (bench_attention.py --rng 1,4,bits); the nine GEMMs at the tiles the layer
+#                            picks (bench_gemm.py)
 #   2 loss_compare_bert|resnet  20 train steps a side, KERNELS=tinygrad vs triton, BS 32 (loss_compare.py; exit 1: out
 #                            of tolerance)
 #   3 step_profile_bert      every kernel of the BS 96 KERNELS=triton TRAIN_BEAM=2 step timed alone (step_profile.py),

@@ -36,16 +36,15 @@ class HostArray:
   def copy_(self, _): pass
 
 
-def run_interpreted(A, B, ta, tb, bias=None, tile=(32, 32, 32), rowsum=False):
-  """C, and with rowsum op(A)'s row sums (NaN where the kernel wrote none)."""
+def run_interpreted(A, B, ta, tb, bias=None, tile=(32, 32, 32)):
   M, N, K, sam, sak, sbk, sbn = mm.strides(A.shape, B.shape, ta, tb)
   BM, BN, BK = tile
-  C, rs = np.zeros((M, N), np.float16), np.full(M, np.nan, np.float32)
+  C = np.zeros((M, N), np.float16)
   bias_arg = bias if bias is not None else np.zeros(1, np.float16)
   InterpretedFunction(mm.gemm_kernel)[(-(-M // BM) * -(-N // BN),)](
-    HostArray(A), HostArray(B), HostArray(C), HostArray(bias_arg), HostArray(rs), M, N, K, sam, sak, sbk, sbn, BM, BN,
-    BK, 2, M % BM == 0, N % BN == 0, K % BK == 0, bias is not None, rowsum)
-  return (C, rs) if rowsum else C
+    HostArray(A), HostArray(B), HostArray(C), HostArray(bias_arg), M, N, K, sam, sak, sbk, sbn, BM, BN, BK, 2,
+    M % BM == 0, N % BN == 0, K % BK == 0, bias is not None)
+  return C
 
 
 @pytest.mark.parametrize("shape", [(64, 96, 128), (40, 72, 100)], ids=["even", "uneven"])
@@ -63,19 +62,6 @@ def test_triton_gemm_interpreted_equals_tinygrads_matmul(shape, ta, tb, with_bia
   ref = ((a.T if ta else a) @ (b.T if tb else b)).numpy() + (bias.astype(np.float32) if with_bias else 0)
   # fp32 accumulation, one rounding to fp16: within half an fp16 ulp of the fp32 product (values here reach ~40)
   np.testing.assert_allclose(C.astype(np.float32), ref, rtol=1e-3, atol=2e-2)
-
-
-@pytest.mark.parametrize("shape", [(64, 96, 128), (40, 72, 100)], ids=["even", "uneven"])
-def test_the_weight_gradients_gemm_sums_dy_over_rows_for_the_bias(shape):
-  """A linear layer's weight gradient dW = dy.T @ x (trans_a): with ROWSUM the first tile column also sums op(A) =
-  dy.T over K (the rows of dy): the bias gradient, written once per row, over several tile rows and K steps."""
-  M, N, K = shape
-  rng = np.random.default_rng(M)
-  dy, x = rng.standard_normal((K, M)).astype(np.float16), rng.standard_normal((K, N)).astype(np.float16)
-  C, rs = run_interpreted(dy, x, True, False, rowsum=True)
-  np.testing.assert_allclose(rs, dy.astype(np.float32).sum(0), rtol=1e-5, atol=1e-4)
-  np.testing.assert_allclose(C.astype(np.float32), dy.astype(np.float32).T @ x.astype(np.float32), rtol=1e-3, atol=2e-2)
-  assert np.isnan(run_interpreted(dy, x, True, False)).sum() == 0   # without ROWSUM nothing else changes
 
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)])
@@ -105,27 +91,17 @@ import json
 from tinyperf.benchmarks.kernels import matmul as mm, program as prg
 M, N, K = 49152, 1024, 1024
 t = mm.tile(M, N, K, False, True)
-k = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16"),
-                                            ("rs", "*fp32")),
-    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS","ROWSUM"),
-              (M, N, K, K, 1, 1, K, *t[:3], 8, True, True, True, True, False))), t[3], t[4], 90)
+k = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16")),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS"),
+              (M, N, K, K, 1, 1, K, *t[:3], 8, True, True, True, True))), t[3], t[4], 90)
 params = [l for l in k.ptx.splitlines() if ".param .u64" in l]
 # the MLM decoder: fp32 logits over the uneven vocabulary (masked stores)
 M, N, K = 7296, 30522, 1024
 t = mm.tile(M, N, K, False, True)
-d = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp32"), ("bias", "*fp16"),
-                                            ("rs", "*fp32")),
-    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS","ROWSUM"),
-              (M, N, K, K, 1, 1, K, *t[:3], 8, M % t[0] == 0, N % t[1] == 0, True, False, False))), t[3], t[4], 90)
-# the decoder's weight gradient with ROWSUM (its bias gradient summed in the GEMM): uneven M and K
-M, N, K = 30522, 1024, 7296
-t = mm.tile(M, N, K, True, False)
-r = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16"),
-                                            ("rs", "*fp32")),
-    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS","ROWSUM"),
-              (M, N, K, 1, M, N, 1, *t[:3], 8, M % t[0] == 0, N % t[1] == 0, K % t[2] == 0, False, True))), t[3], t[4], 90)
+d = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp32"), ("bias", "*fp16")),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS"),
+              (M, N, K, K, 1, 1, K, *t[:3], 8, M % t[0] == 0, N % t[1] == 0, True, False))), t[3], t[4], 90)
 print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
-                  "rowsum_wgmma": "wgmma.mma_async" in r.ptx and r.smem <= 227 * 1024,
                   "wgmma": "wgmma.mma_async" in k.ptx, "warps": t[3], "fp32_out_rounds_to_fp16": "cvt.rn.f16" in d.ptx,
                   "fp16_out_rounds_to_fp16": "cvt.rn.f16" in k.ptx}))
 """
@@ -135,9 +111,8 @@ print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params"
   got = json.loads(r.stdout.strip().splitlines()[-1])
   assert got["name"] == "gemm_kernel" and got["wgmma"] and got["cubin"] > 1000
   assert got["smem"] > 48 * 1024 and got["threads"] == 32 * got["warps"]
-  assert got["params"] == 5 + 2   # a, b, c, bias, rs + Triton's global and profile scratch
+  assert got["params"] == 4 + 2   # a, b, c, bias + Triton's global and profile scratch
   assert got["fp16_out_rounds_to_fp16"] and not got["fp32_out_rounds_to_fp16"]   # fp32 logits stay fp32
-  assert got["rowsum_wgmma"]   # the row sums do not push the GEMM off wgmma or past shared memory
 
 
 def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
