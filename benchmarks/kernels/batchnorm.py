@@ -39,6 +39,14 @@ except ImportError:   # CPU-only installs: the Triton path is never taken there
   triton = None
 
 
+def _row_tile(pid, NC: tl.constexpr, C: tl.constexpr, HW: tl.constexpr, RB: tl.constexpr, BHW: tl.constexpr):
+  """Program pid's tile of the (N*C rows, HW) view: its rows' channels (RB,), offsets and mask (RB, BHW)."""
+  chunks: tl.constexpr = (HW + BHW - 1) // BHW
+  rows = (pid // chunks) * RB + tl.arange(0, RB)
+  hw = (pid % chunks) * BHW + tl.arange(0, BHW)
+  return rows % C, rows[:, None] * HW + hw[None, :], (rows < NC)[:, None] & (hw < HW)[None, :]
+
+
 def bn_stats_kernel(x, mean_p, m2_p, N: tl.constexpr, C: tl.constexpr, HW: tl.constexpr, SPLIT: tl.constexpr,
                     IB: tl.constexpr, BHW: tl.constexpr):
   """Program (split, c): channel c of images [split * N/SPLIT, (split + 1) * N/SPLIT), IB images x BHW pixels a step;
@@ -68,13 +76,7 @@ def bn_stats_kernel(x, mean_p, m2_p, N: tl.constexpr, C: tl.constexpr, HW: tl.co
 def bn_apply_kernel(x, mean, rstd, w, b, res, y, NC: tl.constexpr, C: tl.constexpr, HW: tl.constexpr,
                     RELU: tl.constexpr, RES: tl.constexpr, RB: tl.constexpr, BHW: tl.constexpr):
   """RB rows (image, channel) x BHW pixels of x per program: y = [relu](bn(x) [+ res])."""
-  pid = tl.program_id(0)
-  chunks: tl.constexpr = (HW + BHW - 1) // BHW
-  rows = (pid // chunks) * RB + tl.arange(0, RB)
-  hw = (pid % chunks) * BHW + tl.arange(0, BHW)
-  c = rows % C
-  mask = (rows < NC)[:, None] & (hw < HW)[None, :]
-  off = rows[:, None] * HW + hw[None, :]
+  c, off, mask = _row_tile(tl.program_id(0), NC, C, HW, RB, BHW)
   scale = tl.load(rstd + c) * tl.load(w + c)
   shift = tl.load(b + c) - tl.load(mean + c) * scale
   z = tl.load(x + off, mask=mask, other=0.0).to(tl.float32) * scale[:, None] + shift[:, None]
@@ -118,13 +120,7 @@ def bn_bwd_apply_kernel(dy, dy2, y, x, mean, rstd, w, sdz, sdzx, dx, dres, NC: t
                         HW: tl.constexpr, M: tl.constexpr, RELU: tl.constexpr, RES: tl.constexpr, TWO: tl.constexpr,
                         RB: tl.constexpr, BHW: tl.constexpr):
   """The apply kernel's tiles: dx, and d residual = dz when the forward added one."""
-  pid = tl.program_id(0)
-  chunks: tl.constexpr = (HW + BHW - 1) // BHW
-  rows = (pid // chunks) * RB + tl.arange(0, RB)
-  hw = (pid % chunks) * BHW + tl.arange(0, BHW)
-  c = rows % C
-  mask = (rows < NC)[:, None] & (hw < HW)[None, :]
-  off = rows[:, None] * HW + hw[None, :]
+  c, off, mask = _row_tile(tl.program_id(0), NC, C, HW, RB, BHW)
   rs = tl.load(rstd + c)
   k = tl.load(w + c) * rs                        # dx = k dz + kx (x - mean) + k0
   kx = -k * rs * rs * tl.load(sdzx + c) / M
@@ -136,8 +132,8 @@ def bn_bwd_apply_kernel(dy, dy2, y, x, mean, rstd, w, sdz, sdzx, dx, dres, NC: t
   if RES: tl.store(dres + off, g.to(dres.dtype.element_ty), mask=mask)
 
 
-if triton is not None:   # _load_dy is jitted first: the kernels call it as a Triton function
-  _load_dy = triton.jit(_load_dy)
+if triton is not None:   # the helpers are jitted first: the kernels call them as Triton functions
+  _row_tile, _load_dy = triton.jit(_row_tile), triton.jit(_load_dy)
   compiled = {"stats": triton.jit(bn_stats_kernel), "apply": triton.jit(bn_apply_kernel),
               "bwd_sums": triton.jit(bn_bwd_sums_kernel), "bwd_apply": triton.jit(bn_bwd_apply_kernel)}
 
