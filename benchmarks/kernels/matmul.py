@@ -13,6 +13,7 @@ everywhere; the Triton kernel itself is tested on the CPU by Triton's interprete
 """
 from __future__ import annotations
 import functools
+import math
 
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
@@ -26,13 +27,16 @@ except ImportError:   # CPU-only installs: the Triton path is never taken there
   triton = None
 
 
-def gemm_kernel(a, b, c, bias, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr, SAK: tl.constexpr,
-                SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                GROUP: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
-                HAS_BIAS: tl.constexpr):
+def gemm_kernel(a, b, c, bias, aux, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr,
+                SAK: tl.constexpr, SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                BK: tl.constexpr, GROUP: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
+                HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr):
   """One (BM, BN) tile of C per program; programs walk C in groups of GROUP tile-rows so that they share B's tiles in
   L2. EVEN_*: the dimension is a multiple of its tile, so its bounds masks are compiled out. HAS_BIAS: bias (N,) is
-  added to the fp32 accumulator before the one rounding to C's dtype (a linear layer's output in one pass)."""
+  added to the fp32 accumulator before the one rounding to C's dtype (a linear layer's output in one pass).
+  EPILOGUE, after the K loop (one in it made the GEMM 2-3x slower): GELU stores pre = the result rounded to C's dtype
+  into aux (M, N) and gelu(pre) into C (the FFN's up layer); GELU_GRAD multiplies the product by gelu'(pre), pre read
+  from aux (M, N) (the down layer's data gradient through the GELU); NONE leaves aux unread."""
   pid = tl.program_id(0)
   tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
   first_m = (pid // (GROUP * tiles_n)) * GROUP
@@ -56,10 +60,27 @@ def gemm_kernel(a, b, c, bias, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr
   if HAS_BIAS:
     if EVEN_N: acc += tl.load(bias + rn)[None, :].to(tl.float32)
     else: acc += tl.load(bias + rn, mask=rn < N, other=0.0)[None, :].to(tl.float32)
+  if EPILOGUE == 1:   # GELU of pre rounded as the dense layer's output is: the unfused model's numbers
+    pre = acc.to(c.dtype.element_ty)
+    if EVEN_M and EVEN_N: tl.store(aux + rm[:, None] * N + rn[None, :], pre)
+    else: tl.store(aux + rm[:, None] * N + rn[None, :], pre, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    x = pre.to(tl.float32)
+  if EPILOGUE == 2:   # lanes outside C load nothing and are never stored
+    if EVEN_M and EVEN_N: x = tl.load(aux + rm[:, None] * N + rn[None, :]).to(tl.float32)
+    else: x = tl.load(aux + rm[:, None] * N + rn[None, :], mask=(rm[:, None] < M) & (rn[None, :] < N)).to(tl.float32)
+  if EPILOGUE != 0:
+    # erf(x / sqrt 2) as tinygrad's Tensor.erf computes it (Abramowitz-Stegun 7.1.26): libdevice's erff took 255
+    # registers and a 1 KB stack at the 128x256 tile; e = exp(-x^2 / 2) serves gelu' too
+    z = x * 0.7071067811865476
+    e = tl.exp(-z * z)
+    t = 1.0 / (1.0 + 0.3275911 * tl.abs(z))
+    erf = 1.0 - t * ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * e
+    erf = tl.where(z < 0, -erf, erf)
+    if EPILOGUE == 1: acc = x * 0.5 * (1.0 + erf)
+    else: acc *= 0.5 * (1.0 + erf) + x * e * 0.3989422804014327   # gelu'(x) = Phi(x) + x * phi(x)
   out = c + rm[:, None] * N + rn[None, :]
   if EVEN_M and EVEN_N: tl.store(out, acc.to(c.dtype.element_ty))
   else: tl.store(out, acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
 
 compiled_kernel = triton.jit(gemm_kernel) if triton is not None else None
 
@@ -99,28 +120,47 @@ def strides(shape_a, shape_b, trans_a: bool, trans_b: bool) -> tuple[int, int, i
   return M, N, K, sam, sak, sbk, sbn
 
 
-def _triton_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, dtype, out_dtype, device):
+NONE, GELU, GELU_GRAD = 0, 1, 2   # gemm_kernel's EPILOGUE
+
+
+def _triton_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, dtype, out_dtype, device, epilogue=NONE):
   BM, BN, BK, warps, stages = tile(M, N, K, trans_a=sam == 1, trans_b=sbk == 1)
   ty = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}
-  k = prg.compile_kernel(compiled_kernel, (("a", ty[dtype]), ("b", ty[dtype]), ("c", ty[out_dtype]), ("bias", ty[dtype])),
+  k = prg.compile_kernel(compiled_kernel, (("a", ty[dtype]), ("b", ty[dtype]), ("c", ty[out_dtype]), ("bias", ty[dtype]),
+                                           ("aux", ty[out_dtype])),
                          (("M", M), ("N", N), ("K", K), ("SAM", sam), ("SAK", sak), ("SBK", sbk), ("SBN", sbn), ("BM", BM),
                           ("BN", BN), ("BK", BK), ("GROUP", 8), ("EVEN_M", M % BM == 0), ("EVEN_N", N % BN == 0),
-                          ("EVEN_K", K % BK == 0), ("HAS_BIAS", has_bias)), warps, stages, prg.cuda_arch(device))
+                          ("EVEN_K", K % BK == 0), ("HAS_BIAS", has_bias), ("EPILOGUE", epilogue)), warps, stages,
+                         prg.cuda_arch(device))
   grid = -(-M // BM) * -(-N // BN)
-  nbytes = (M * K + K * N) * dtype.itemsize + M * N * out_dtype.itemsize
-  return lambda a, b, c, bias, s0, s1: prg.program(k, [a, b, c, bias, s0, s1], grid, outs=(2,),
-                                                   ins=(0, 1, 3) if has_bias else (0, 1), device=device,
-                                                   flops=2 * M * N * K, nbytes=nbytes)
+  nbytes = (M * K + K * N) * dtype.itemsize + M * N * out_dtype.itemsize * (1 + (epilogue != NONE))
+  outs, ins = (2, 4) if epilogue == GELU else (2,), (0, 1) + (3,) * has_bias + (4,) * (epilogue == GELU_GRAD)
+  return lambda a, b, c, bias, aux, s0, s1: prg.program(k, [a, b, c, bias, aux, s0, s1], grid, outs=outs, ins=ins,
+                                                        device=device, flops=2 * M * N * K, nbytes=nbytes)
 
 
-def _tinygrad_fxn(M, N, K, sam, sak, sbk, sbn, has_bias):
-  """The same GEMM as a tinygrad kernel: the layer's path where there is no Triton (CPU), with the same strides."""
-  def fxn(a: UOp, b: UOp, c: UOp, bias: UOp) -> UOp:
+INV_SQRT2, INV_SQRT_2PI = 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi)
+
+
+def _gelu(x: UOp) -> UOp: return x * 0.5 * (1.0 + (x * INV_SQRT2).erf())   # the model's gelu, in fp32
+def _gelu_grad(x: UOp) -> UOp: return 0.5 * (1.0 + (x * INV_SQRT2).erf()) + x * (x * x * -0.5).exp() * INV_SQRT_2PI
+
+
+def _tinygrad_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, epilogue=NONE):
+  """The same GEMM and epilogue as a tinygrad kernel: the layer's path where there is no Triton (CPU), with the same
+  strides."""
+  def fxn(a: UOp, b: UOp, c: UOp, bias: UOp, aux: UOp) -> UOp:
     m, n, k = UOp.range(M, 1), UOp.range(N, 2), UOp.range(K, 0, AxisType.REDUCE)
     prod = a.flatten()[m * sam + k * sak].cast(dtypes.float32) * b.flatten()[k * sbk + n * sbn].cast(dtypes.float32)
     acc = prod.reduce(k, arg=Ops.ADD)
     if has_bias: acc = acc + bias.flatten()[n].cast(dtypes.float32)
-    return c.flatten()[m * N + n].store(acc.cast(c.dtype)).end(m, n).sink(arg=KernelInfo(name=f"gemm_{M}_{N}_{K}"))
+    stores = []
+    if epilogue == GELU:
+      stores.append(aux.flatten()[m * N + n].store(pre := acc.cast(c.dtype)))
+      acc = _gelu(pre.cast(dtypes.float32))
+    if epilogue == GELU_GRAD: acc = acc * _gelu_grad(aux.flatten()[m * N + n].cast(dtypes.float32))
+    stores.append(c.flatten()[m * N + n].store(acc.cast(c.dtype)))
+    return UOp.group(*stores).end(m, n).sink(arg=KernelInfo(name=f"gemm_{M}_{N}_{K}"))
   return fxn
 
 
@@ -156,26 +196,40 @@ def _out_axis(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> int | None 
   return out
 
 
-def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bias: Tensor | None = None,
-         out_dtype=None) -> Tensor:
-  """op(A) @ op(B) (+ bias (N,)) for 2-D a, b, in out_dtype (default a's; fp32 accumulation). On several devices the
-  kernel runs on each device's pieces (_out_axis); a product sharded along K is summed across devices."""
+def _gemm_call(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, bias: Tensor | None, out_dtype, grad,
+               epilogue: int = NONE, aux: Tensor | None = None) -> tuple[Tensor, Tensor]:
+  """gemm's custom_kernel call with grad function grad: C and aux. aux: pre (M, N), written by the GELU epilogue, read by
+  GELU_GRAD's; with none, a given aux is a source the kernel does not read (for grad to return its gradient)."""
   out_axis = _out_axis(a, b, trans_a, trans_b)
-  if out_axis == "partial" and bias is not None: raise NotImplementedError("gemm: a bias on a K-sharded product")
+  if out_axis == "partial" and (bias is not None or epilogue != NONE):
+    raise NotImplementedError("gemm: a bias or an epilogue on a K-sharded product")
   M, N, K, *st = strides(prg.local_shape(a), prg.local_shape(b), trans_a, trans_b)
   # custom_kernel's sources are the kernel's arguments in order (tinygrad's CUDA graph passes them so): a, b, c, bias
-  # (an unread one-element buffer without one), then Triton's scratch
+  # (an unread one-element buffer without one), aux (likewise), then Triton's scratch
   dt = out_dtype or a.dtype
   c = prg.empty_partials((M, N), dt, a.device) if out_axis == "partial" else prg.empty_shards((M, N), dt, a.device, out_axis)
   has_bias = bias is not None
   bias = bias.cast(a.dtype).contiguous() if has_bias else Tensor.empty(1, dtype=a.dtype, device=a.device)
-  grad = _grad_fxn(trans_a, trans_b, has_bias)
+  if epilogue == GELU: aux = prg.empty_shards((M, N), dt, a.device, out_axis)
+  elif aux is None: aux = Tensor.empty(1, dtype=dt, device=a.device)
+  elif epilogue == GELU_GRAD and (aux.dtype != dt or prg.local_shape(aux) != (M, N) or
+                                  (isinstance(a.device, tuple) and aux.uop.axis != out_axis)):
+    raise ValueError(f"gemm: the GELU gradient's pre {aux.shape} {aux.dtype} is not laid out as C ({M}, {N}) {dt}")
   if prg.on_triton(a):
-    fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device)
-    c = a.contiguous().custom_kernel(b.contiguous(), c, bias, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad)[2]
+    fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device, epilogue)
+    c, _, aux = a.contiguous().custom_kernel(b.contiguous(), c, bias, aux.contiguous(), *prg.scratch(a.device), fxn=fxn,
+                                             grad_fxn=grad)[2:5]
   else:
-    c = a.contiguous().custom_kernel(b.contiguous(), c, bias, fxn=_tinygrad_fxn(M, N, K, *st, has_bias), grad_fxn=grad)[2]
-  return prg.partial_sum(c) if out_axis == "partial" else c
+    c, _, aux = a.contiguous().custom_kernel(b.contiguous(), c, bias, aux.contiguous(),
+                                             fxn=_tinygrad_fxn(M, N, K, *st, has_bias, epilogue), grad_fxn=grad)[2:5]
+  return prg.partial_sum(c) if out_axis == "partial" else c, aux
+
+
+def gemm(a: Tensor, b: Tensor, trans_a: bool = False, trans_b: bool = False, bias: Tensor | None = None,
+         out_dtype=None) -> Tensor:
+  """op(A) @ op(B) (+ bias (N,)) for 2-D a, b, in out_dtype (default a's; fp32 accumulation). On several devices the
+  kernel runs on each device's pieces (_out_axis); a product sharded along K is summed across devices."""
+  return _gemm_call(a, b, trans_a, trans_b, bias, out_dtype, _grad_fxn(trans_a, trans_b, bias is not None))[0]
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -183,3 +237,4 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
   GEMM's epilogue (no second pass over the output)."""
   y = gemm(x.reshape(-1, x.shape[-1]), weight, trans_b=True, bias=bias)
   return y.reshape(*x.shape[:-1], weight.shape[0])
+

@@ -23,9 +23,9 @@ from pathlib import Path
 from tinyperf.benchmarks.kernels import matmul as mm, program as prg
 M, N, K = 256, 256, 256
 t = mm.tile(M, N, K, False, True)
-args = ((("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16")),
-        tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS"),
-                  (M, N, K, K, 1, 1, K, *t[:3], 8, True, True, True, False))), t[3], t[4], 90)
+args = ((("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16"), ("aux", "*fp16")),
+        tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS",
+                   "EPILOGUE"), (M, N, K, K, 1, 1, K, *t[:3], 8, True, True, True, False, 0))), t[3], t[4], 90)
 prg.compile_kernel(mm.compiled_kernel, *args)
 prg.compile_kernel(mm.compiled_kernel, *args)   # the same process: compile_kernel's own cache, no second record
 prg.compile_kernel.cache_clear()

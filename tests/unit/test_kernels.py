@@ -36,14 +36,16 @@ class HostArray:
   def copy_(self, _): pass
 
 
-def run_interpreted(A, B, ta, tb, bias=None, tile=(32, 32, 32)):
+def run_interpreted(A, B, ta, tb, bias=None, tile=(32, 32, 32), epilogue=mm.NONE, aux=None):
+  """C; with the GELU epilogue the kernel also writes pre into aux, with GELU_GRAD it reads pre from aux ((M, N))."""
   M, N, K, sam, sak, sbk, sbn = mm.strides(A.shape, B.shape, ta, tb)
   BM, BN, BK = tile
   C = np.zeros((M, N), np.float16)
   bias_arg = bias if bias is not None else np.zeros(1, np.float16)
+  aux_arg = aux if aux is not None else np.zeros(1, np.float16)
   InterpretedFunction(mm.gemm_kernel)[(-(-M // BM) * -(-N // BN),)](
-    HostArray(A), HostArray(B), HostArray(C), HostArray(bias_arg), M, N, K, sam, sak, sbk, sbn, BM, BN, BK, 2,
-    M % BM == 0, N % BN == 0, K % BK == 0, bias is not None)
+    HostArray(A), HostArray(B), HostArray(C), HostArray(bias_arg), HostArray(aux_arg), M, N, K, sam, sak, sbk, sbn, BM,
+    BN, BK, 2, M % BM == 0, N % BN == 0, K % BK == 0, bias is not None, epilogue)
   return C
 
 
@@ -91,16 +93,18 @@ import json
 from tinyperf.benchmarks.kernels import matmul as mm, program as prg
 M, N, K = 49152, 1024, 1024
 t = mm.tile(M, N, K, False, True)
-k = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16")),
-    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS"),
-              (M, N, K, K, 1, 1, K, *t[:3], 8, True, True, True, True))), t[3], t[4], 90)
+k = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp16"), ("bias", "*fp16"),
+                                            ("aux", "*fp16")),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS","EPILOGUE"),
+              (M, N, K, K, 1, 1, K, *t[:3], 8, True, True, True, True, 0))), t[3], t[4], 90)
 params = [l for l in k.ptx.splitlines() if ".param .u64" in l]
 # the MLM decoder: fp32 logits over the uneven vocabulary (masked stores)
 M, N, K = 7296, 30522, 1024
 t = mm.tile(M, N, K, False, True)
-d = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp32"), ("bias", "*fp16")),
-    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS"),
-              (M, N, K, K, 1, 1, K, *t[:3], 8, M % t[0] == 0, N % t[1] == 0, True, False))), t[3], t[4], 90)
+d = prg.compile_kernel(mm.compiled_kernel, (("a", "*fp16"), ("b", "*fp16"), ("c", "*fp32"), ("bias", "*fp16"),
+                                            ("aux", "*fp32")),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS","EPILOGUE"),
+              (M, N, K, K, 1, 1, K, *t[:3], 8, M % t[0] == 0, N % t[1] == 0, True, False, 0))), t[3], t[4], 90)
 print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params": len(params), "cubin": len(k.cubin),
                   "wgmma": "wgmma.mma_async" in k.ptx, "warps": t[3], "fp32_out_rounds_to_fp16": "cvt.rn.f16" in d.ptx,
                   "fp16_out_rounds_to_fp16": "cvt.rn.f16" in k.ptx}))
@@ -111,7 +115,7 @@ print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params"
   got = json.loads(r.stdout.strip().splitlines()[-1])
   assert got["name"] == "gemm_kernel" and got["wgmma"] and got["cubin"] > 1000
   assert got["smem"] > 48 * 1024 and got["threads"] == 32 * got["warps"]
-  assert got["params"] == 4 + 2   # a, b, c, bias + Triton's global and profile scratch
+  assert got["params"] == 5 + 2   # a, b, c, bias, aux + Triton's global and profile scratch
   assert got["fp16_out_rounds_to_fp16"] and not got["fp32_out_rounds_to_fp16"]   # fp32 logits stay fp32
 
 
