@@ -238,3 +238,24 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
   y = gemm(x.reshape(-1, x.shape[-1]), weight, trans_b=True, bias=bias)
   return y.reshape(*x.shape[:-1], weight.shape[0])
 
+
+def _ffn_grad(grad_y: UOp, call: UOp) -> tuple:
+  """The FFN's down call (sources post, w2, y, b2, pre): d w2 = dy.T @ post, d b2 = dy's column sums, and d pre =
+  (dy @ w2) * gelu'(pre) in one GEMM, returned as pre's gradient and none as post's (post = gelu(pre) has no other
+  use). The up call's gradient then arrives at pre = x @ w1.T + b1: a linear layer's (gemm's _grad)."""
+  post, w2, b2, pre = (Tensor(call.src[i]) for i in (1, 2, 4, 5))
+  dy = Tensor(grad_y).cast(post.dtype)
+  d_pre = _gemm_call(dy, w2, False, False, None, None, None, GELU_GRAD, pre)[0]
+  dw2, db2 = gemm(dy, post, trans_a=True), dy.float().sum(0).cast(b2.dtype)
+  return (None, dw2.uop, None, db2.uop, d_pre.uop) + (None,) * (len(call.src) - 6)
+
+
+def ffn(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
+  """gelu(x @ w1.T + b1) @ w2.T + b2 for x (..., H), w1 (I, H), b1 (I,), w2 (H, I), b2 (H,), GELU exact (erf) in fp32
+  as the model's gelu: BERT's feed-forward block as two GEMMs, the GELU in the up GEMM's epilogue and its derivative in
+  the epilogue of the down layer's data gradient, so no elementwise pass over the (tokens, I) activations either way.
+  On several devices x is sharded along its rows, the weights replicated."""
+  x2 = x.reshape(-1, x.shape[-1])
+  post, pre = _gemm_call(x2, w1, False, True, b1, None, _grad_fxn(False, True, True), GELU)   # (M, I) each
+  y = _gemm_call(post, w2, False, True, b2, None, _ffn_grad, NONE, pre)[0]                   # (M, H)
+  return y.reshape(*x.shape[:-1], w2.shape[0])

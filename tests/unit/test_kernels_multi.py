@@ -53,6 +53,15 @@ def test_gemm_refuses_a_sharding_it_cannot_split():
     mm.gemm(a, b)
 
 
+def test_ffn_batch_sharded_equals_one_device_weight_and_bias_gradients_summed_once():
+  """Both epilogue GEMMs run on each device's rows; only the weight gradients are K-sharded (plain GEMMs, summed)."""
+  H, I = 16, 24
+  arrays = [RNG.standard_normal((4, 3, H), np.float32), 0.3 * RNG.standard_normal((I, H), np.float32),
+            RNG.standard_normal(I).astype(np.float32), 0.3 * RNG.standard_normal((H, I), np.float32),
+            RNG.standard_normal(H).astype(np.float32)]
+  _assert_same(_run(mm.ffn, arrays, TWO, [0] + [None] * 4), _run(mm.ffn, arrays, None, [None] * 5))
+
+
 def test_conv2d_batch_sharded_equals_one_device():
   x, w = RNG.standard_normal((4, 3, 8, 8), np.float32), RNG.standard_normal((5, 3, 3, 3), np.float32)
   fn = lambda x, w: cv.conv2d(x, w, stride=2, padding=1)
