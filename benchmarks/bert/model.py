@@ -282,9 +282,15 @@ class BertLayer:
     self.attention = BertAttention(c, rng)
     self.intermediate = BertIntermediate(c, rng)
     self.output = BertSelfOutput(c.intermediate, c, rng)
+    self.kernels = c.kernels
 
   def __call__(self, x: Tensor, mask_add: Tensor) -> Tensor:  # (B, L, H) -> (B, L, H)
     a = self.attention(x, mask_add)
+    if self.kernels == "triton":   # dense + GELU + dense as one op: the GELU in the GEMMs' epilogues both ways
+      from tinyperf.benchmarks.kernels import matmul   # imports Triton: only where the knob asks for it
+      df, up, down = dtypes.default_float, self.intermediate.dense, self.output.dense
+      h = matmul.ffn(a.cast(df), *(t.cast(df) for t in (up.weight, up.bias, down.weight, down.bias)))
+      return self.output.LayerNorm(h, a, self.output.dropout)
     return self.output(self.intermediate(a), a)
 
 

@@ -150,11 +150,13 @@ def test_bert_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
       mlm, nsp = model(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
       loss = pretraining_loss(mlm, nsp, t)[0]
       layer = model.bert.encoder.layer[0]
-      w, q, norm = layer.intermediate.dense, layer.attention.self.query, layer.attention.output.LayerNorm
-      # the query's gradient comes through the fused attention, the word embeddings' through the MLM decoder's GEMM
-      # and the embeddings' fused add + LayerNorm too, the LayerNorm's own through its partial sums
-      grads = loss.gradient(w.weight, w.bias, q.weight, model.bert.embeddings.word_embeddings.weight, norm.weight,
-                            norm.bias, model.bert.embeddings.LayerNorm.weight)
+      w, d, q = layer.intermediate.dense, layer.output.dense, layer.attention.self.query
+      norm = layer.attention.output.LayerNorm
+      # the FFN's weights' gradients come through ffn's GELU epilogues, the query's through the fused attention, the
+      # word embeddings' through the MLM decoder's GEMM and the embeddings' fused add + LayerNorm too, the
+      # LayerNorm's own through its partial sums
+      grads = loss.gradient(w.weight, w.bias, d.weight, d.bias, q.weight, model.bert.embeddings.word_embeddings.weight,
+                            norm.weight, norm.bias, model.bert.embeddings.LayerNorm.weight)
     out[kernels] = (loss.item(), *(g.numpy() for g in grads))
   assert out["triton"][0] == pytest.approx(out["tinygrad"][0], rel=1e-5)
   for got, want in zip(out["triton"][1:], out["tinygrad"][1:]): np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)

@@ -117,6 +117,19 @@ def test_the_gelu_gradient_refuses_a_pre_not_laid_out_as_its_output():
     mm._gemm_call(dy, w2, False, False, None, None, None, mm.GELU_GRAD, Tensor.ones(6, 8))
 
 
+@pytest.mark.parametrize("kernels,calls", [("tinygrad", 0), ("triton", 2)])
+def test_bert_sends_each_layers_ffn_through_ffn(monkeypatch, kernels, calls):
+  """Under KERNELS=triton each layer's intermediate dense + GELU + output dense; not the attention output's dense or
+  the MLM head's dense + GELU. The values: test_kernels.py's knob test."""
+  from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining
+  seen = []
+  monkeypatch.setattr(mm, "ffn", lambda x, w1, b1, w2, b2: seen.append((x.shape, w1.shape, w2.shape)) or x)
+  c = BertConfig(layers=2, hidden=16, heads=2, intermediate=32, vocab=50, max_positions=16, kernels=kernels)
+  ids = Tensor.zeros(2, 8, dtype=dtypes.int32)
+  BertForPretraining(c)(ids, ids, ids + 1, Tensor.zeros(2, 3, dtype=dtypes.int32))   # shapes only: nothing realized
+  assert seen == [((2, 8, 16), (32, 16), (16, 32))] * calls
+
+
 def test_h200_cubins_of_each_epilogue_keep_wgmma_and_spill_only_after_the_k_loop():
   """Compiled ahead for sm_90 at BERT-large's FFN shapes (BS 96): the up GEMM with and without the GELU epilogue, the
   down layer's data gradient with and without gelu'. Each keeps wgmma and the tile's shared memory; registers and any

@@ -151,8 +151,9 @@ def test_bert_with_triton_kernels_knob_on_two_devices_equals_one_device():
     with Context(TRAINING=1):
       mlm, nsp = model(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
       loss = pretraining_loss(mlm, nsp, t)[0]
-      w, q = model.bert.encoder.layer[0].intermediate.dense, model.bert.encoder.layer[0].attention.self.query
-      grads = loss.gradient(w.weight, w.bias, q.weight, model.bert.embeddings.word_embeddings.weight)
+      layer = model.bert.encoder.layer[0]
+      w, d, q = layer.intermediate.dense, layer.output.dense, layer.attention.self.query
+      grads = loss.gradient(w.weight, w.bias, d.weight, d.bias, q.weight, model.bert.embeddings.word_embeddings.weight)
     if len(devs) > 1: assert all(g.uop.axis is None for g in grads)   # replicated, as the optimizer updates them
     out[len(devs)] = (loss.item(), *(g.numpy() for g in grads))
   assert out[2][0] == pytest.approx(out[1][0], rel=1e-5)
