@@ -3,9 +3,10 @@
 For each GEMM of a training step at --bs sequences of 512 tokens (forward, data gradient, weight gradient of the Q/K/V
 and attention-output, FFN-up and FFN-down layers) and each tile of matmul.TILES: TFLOP/s (REPS GEMMs per replayed JIT
 call, median of the calls) and the largest difference from tinygrad's own matmul of the same fp16 operands; then one
-layer's backward through gemm's grad function against tinygrad's. One JSON line per measurement, the fastest tile per
-GEMM last (the table to put in matmul.TUNED).
-  DEV=CUDA python lab/scripts/bench_gemm.py [--bs 96] [--tiles all|rule]
+layer's backward through gemm's grad function against tinygrad's; then the FFN block's forward + backward as
+matmul.ffn (GELU in the GEMMs' epilogues) and unfused (linear, the model's gelu, linear). One JSON line per
+measurement, the fastest tile per GEMM last (the table to put in matmul.TUNED).
+  DEV=CUDA python lab/scripts/bench_gemm.py [--bs 96] [--tiles all|rule] [--only ffn]
 """
 import argparse, json, statistics, sys, time
 from pathlib import Path
@@ -42,15 +43,54 @@ def time_gemm(a, b, ta, tb) -> float:
   return statistics.median(times)
 
 
+def time_jit(fn, *args) -> float:
+  """Seconds per call of fn (its results realized, in a TinyJit), the median of CALLS replayed calls."""
+  step = TinyJit(lambda *a: Tensor.realize(*fn(*a)))
+  times = []
+  for i in range(3 + CALLS):
+    Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
+    step(*args)
+    Device[Device.DEFAULT].synchronize()
+    if i >= 3: times.append(time.perf_counter() - t)
+  return statistics.median(times)
+
+
+def ffn_rows(tokens: int, hidden: int = 1024, inter: int = 4096):
+  """The FFN's forward + every gradient, fused (matmul.ffn) and unfused, on the same fp16 operands: ms and the largest
+  difference (relative to each result's max) of y and the five gradients from the unfused ones."""
+  from tinyperf.benchmarks.bert.model import gelu
+  x, dy = (Tensor.randn(tokens, hidden, dtype=dtypes.half).realize() for _ in range(2))
+  w1, w2 = ((Tensor.randn(*s, dtype=dtypes.half) * 0.03).realize() for s in ((inter, hidden), (hidden, inter)))
+  b1, b2 = (Tensor.randn(n, dtype=dtypes.half).realize() for n in (inter, hidden))
+  def run(block):
+    def f(x, w1, b1, w2, b2, dy):
+      y = block(x, w1, b1, w2, b2)
+      return [y, *(y.float() * dy.float()).sum().gradient(x, w1, b1, w2, b2)]
+    return f
+  fused, unfused = run(mm.ffn), run(lambda x, w1, b1, w2, b2: mm.linear(gelu(mm.linear(x, w1, b1)), w2, b2))
+  args = (x, w1, b1, w2, b2, dy)
+  diff = lambda u, r: ((u.float() - r.float()).abs().max() / r.float().abs().max()).item()
+  rel = max(diff(u, r) for u, r in zip(fused(*args), unfused(*args)))
+  for name, f in (("ffn fused", fused), ("ffn unfused", unfused)):
+    yield {"ffn": name, "tokens": tokens, "fwd_bwd_ms": round(time_jit(f, *args) * 1e3, 4),
+           "max_rel_diff_vs_unfused": rel if f is fused else 0.0}
+
+
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   p.add_argument("--bs", type=int, default=96, help="sequences of 512 tokens per step (the GEMMs' M or K)")
   p.add_argument("--tiles", choices=("all", "rule"), default="all", help="every tile of matmul.TILES, or tile()'s choice")
+  p.add_argument("--only", choices=("all", "ffn"), default="all", help="everything, or only the FFN block fused/unfused")
   return p
 
 
 def main():
   args = build_parser().parse_args()
+  if args.only == "all": gemm_rows(args)
+  for row in ffn_rows(args.bs * 512): print(json.dumps(row), flush=True)
+
+
+def gemm_rows(args):
   best = {}
   for name, M, N, K, ta, tb in gemms(args.bs * 512):
     a, b = operands(M, N, K, ta, tb)

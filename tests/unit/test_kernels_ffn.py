@@ -169,3 +169,17 @@ print(json.dumps({"up": build(T, I, H, True, True, mm.NONE), "up_gelu": build(T,
     assert g["local_in_loop"] == 0, (name, g)
   assert got["up_gelu"]["smem"] == got["up"]["smem"] and got["dgrad_gelu"]["smem"] == got["dgrad"]["smem"]
   assert got["up"]["stack"] == got["dgrad"]["stack"] == 0
+
+
+def test_bench_gemm_times_the_ffn_fused_and_unfused_on_the_cpu():
+  """lab/scripts/bench_gemm.py's FFN rows at a small shape on the CPU (both paths run tinygrad kernels there) and its
+  --help, so the GPU command that measures the fusion cannot fail on the script."""
+  r = subprocess.run([sys.executable, "lab/scripts/bench_gemm.py", "--help"], cwd=REPO, capture_output=True, text=True,
+                     timeout=120)
+  assert r.returncode == 0 and "--only" in r.stdout, r.stderr[-2000:]
+  sys.path.insert(0, str(REPO / "lab" / "scripts"))
+  try: import bench_gemm
+  finally: sys.path.pop(0)
+  rows = list(bench_gemm.ffn_rows(tokens=16, hidden=8, inter=24))
+  assert [row["ffn"] for row in rows] == ["ffn fused", "ffn unfused"]
+  assert all(row["fwd_bwd_ms"] > 0 for row in rows) and 0 <= rows[0]["max_rel_diff_vs_unfused"] < 1e-2, rows
