@@ -9,9 +9,10 @@
 #   1 layernorm|attention|gemm  the fused add+LayerNorm kernel vs tinygrad at BERT-large's 49152x1024
 #                            (bench_layernorm.py); the fused attention at BS 96, each dropout draw: per element, per 4,
 #                            stored bits (bench_attention.py --rng 1,4,bits); the nine GEMMs at the tiles the layer
-#                            picks (bench_gemm.py)
-#   2 loss_compare_bert|resnet  20 train steps a side, KERNELS=tinygrad vs triton, BS 32 (loss_compare.py; exit 1: out
-#                            of tolerance)
+#                            picks and the fused FFN (bench_gemm.py)
+#   2 loss_compare_bert|resnet  20 train steps a side at BS 32, KERNELS=tinygrad vs triton, and tinygrad from weights
+#                            perturbed by 2^-11 for the noise floor (loss_compare.py --noise-floor; exit 1: out of
+#                            tolerance)
 #   3 step_profile_bert      every kernel of the BS 96 KERNELS=triton TRAIN_BEAM=2 step timed alone (step_profile.py),
 #                            after a ranked search of BERT_BEAM_S seconds (default 240) seeded from CACHE=FILE if given
 #   4 bench_bert_triton      that step again with the grown cache and no more search, beside PyTorch eager
@@ -30,8 +31,8 @@
 # holds its estimate, under `timeout` at its bound or the time left, whichever is less; a failure, timeout or skip is
 # recorded ($JOB/steps.tsv, $JOB/events) and the next step runs. Estimates (minutes) from docs/perf: bench_bert_triton 5.6 (wall 334 s, INIT 330 s with the 154-kernel
 # cache) + PyTorch; step_profile the same INIT + the kernels alone; ResNet BEAM=0 INIT 121 s + 20 steps of 1.1 s;
-# loss_compare two captures of the 24-layer step (INIT 229 s at BEAM=0) + 20 steps of 2.1 s; the rest unmeasured.
-# The sum (about 61 min) is over one lease: split the steps over leases with STEPS (the plan says what fits).
+# loss_compare three captures of the 24-layer step (INIT 229 s at BEAM=0) + 20 steps of 2.1 s; the rest unmeasured.
+# The sum (about 67 min) is over one lease: split the steps over leases with STEPS (the plan says what fits).
 # DRY_RUN=1 start prints the plan and each step's command and runs nothing. JOB (default /tmp/kernelsjob) must be the
 # same for start, poll and collect. Needs python3 with tinygrad 0.14.0, mlperf-logging, Triton and PyTorch (on a
 # leased machine: PYTHONPATH=/tmp/site:$PWD with the carried wheels installed there, as for e2e_h200.sh), run from a
@@ -54,8 +55,8 @@ die() { echo "kernels_h200.sh: $1" >&2; exit 2; }
 PLAN="1 layernorm 120 300
 1 attention 240 420
 1 gemm 180 360
-2 loss_compare_bert 420 600
-2 loss_compare_resnet 300 480
+2 loss_compare_bert 640 900
+2 loss_compare_resnet 450 720
 3 step_profile_bert 480 660
 4 bench_bert_triton 360 600
 5 bench_resnet_triton 240 420
@@ -73,10 +74,10 @@ s_gemm() {
   DEV=CUDA python3 lab/scripts/bench_gemm.py --bs 96 --tiles rule
 }
 s_loss_compare_bert() {
-  python3 lab/scripts/loss_compare.py bert --bs 32 --out "$JOB/loss_compare_bert.jsonl"
+  python3 lab/scripts/loss_compare.py bert --bs 32 --noise-floor --out "$JOB/loss_compare_bert.jsonl"
 }
 s_loss_compare_resnet() {
-  python3 lab/scripts/loss_compare.py resnet --bs 32 --out "$JOB/loss_compare_resnet.jsonl"
+  python3 lab/scripts/loss_compare.py resnet --bs 32 --noise-floor --out "$JOB/loss_compare_resnet.jsonl"
 }
 s_step_profile_bert() {
   CACHEDB="$BERT_DB" KERNELS=triton TRAIN_BEAM=2 BEAM_BUDGET_S="$BERT_BEAM_S" python3 lab/scripts/step_profile.py bert --platform 1xH200 --bs 96 --out "$JOB/step_profile_bert.jsonl"

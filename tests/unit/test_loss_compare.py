@@ -1,6 +1,7 @@
 """lab/scripts/loss_compare.py on the CPU at toy shapes: both benchmarks' losses with KERNELS=tinygrad and KERNELS=triton
 (the kernels' tinygrad fallbacks here) from one seed agree within the tolerance and say so (exit 0, a record); a triton
-side from another seed is out of it (exit 1); bad input is refused before anything trains (exit 2)."""
+side from another seed is out of it (exit 1), also with --noise-floor's side; bad input is refused before anything
+trains (exit 2)."""
 import math
 import subprocess
 
@@ -29,11 +30,38 @@ def test_both_kernels_settings_give_the_same_curve_from_one_seed(tmp_path, bench
   assert "PASS" in r.stdout and "rel diff" in r.stdout   # the table and the verdict
 
 
-def test_a_triton_side_from_another_seed_is_out_of_tolerance(tmp_path):
-  r, rec = compare(tmp_path, "resnet", "--steps", "1", "--triton-seed", "2")
+def test_the_noise_floor_side_starts_a_rounding_away_and_sets_the_tolerance_rule(tmp_path):
+  r, rec = compare(tmp_path, "bert", "--steps", "3", "--noise-floor")   # resnet's side: the test below
+  assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+  assert rec["pass"] and set(rec["loss"]) == {"tinygrad", "triton", "noise_floor"}
+  assert all(len(c) == 3 and all(math.isfinite(v) for v in c) for c in rec["loss"].values())
+  a, n = rec["loss"]["tinygrad"], rec["loss"]["noise_floor"]
+  assert 0 < abs(n[0] - a[0]) / abs(a[0]) < 1e-3, (a, n)   # perturbed, and by far less than another seed (2.9e-3)
+  assert rec["noise_rel_diff"] == [abs(y - x) / abs(x) for x, y in zip(a, n)]
+  assert rec["tolerance"]["rule"] == "noise_floor" and rec["noise"]["factor"] == 2
+  assert len(rec["step_s"]["noise_floor"]) == 3 and rec["seeds"]["noise_floor"] == 1
+  floor = [2 * max(rec["noise_rel_diff"][:i + 1]) for i in range(3)]
+  assert rec["tolerance"]["rtol"] == [max(1e-3 + 2e-4 * i, f) for i, f in enumerate(floor)]
+  assert "noise rel" in r.stdout and "noise_floor step 2/3" in r.stdout   # the table's column, the side's progress
+
+
+def test_the_noise_floor_widens_the_tolerance_to_twice_its_largest_rel_diff_so_far():
+  from lab.scripts.loss_compare import compare as rows_of
+  a, b = [1.0] * 4, [1.0, 1.003, 1.003, 1.0]
+  rows = rows_of(a, b, 1e-3, 2e-4, noise=[1.0, 1.002, 1.0, float("nan")])   # a NaN widens nothing further
+  assert [r["rtol"] for r in rows] == pytest.approx([1e-3, 4e-3, 4e-3, 4e-3])
+  assert all(r["ok"] for r in rows) and [r["from_noise"] for r in rows] == [False, True, True, True]
+  assert [r["ok"] for r in rows_of(a, b, 1e-3, 2e-4)] == [True, False, False, True]   # without: the linear rule
+
+
+@pytest.mark.parametrize("flags", [[], ["--noise-floor"]])
+def test_a_triton_side_from_another_seed_is_out_of_tolerance(tmp_path, flags):
+  r, rec = compare(tmp_path, "resnet", "--steps", "1", "--triton-seed", "2", *flags)
   assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
   assert rec["pass"] is False and rec["failed_steps"] == [0] and rec["seeds"]["triton"] == 2
   assert "FAIL" in r.stdout
+  if flags:   # the perturbation applied, and step 0 kept strict
+    assert rec["tolerance"]["rule"] == "noise_floor" and 0 < rec["noise_rel_diff"][0] < 1e-3
 
 
 @pytest.mark.parametrize("flags", [["--steps", "0"], ["--bs", "0"], ["--rtol", "-1"], ["--platform", "nosuch"],
