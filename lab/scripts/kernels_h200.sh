@@ -13,8 +13,9 @@
 #   2 loss_compare_bert|resnet  20 train steps a side at BS 32, KERNELS=tinygrad vs triton, and tinygrad from weights
 #                            perturbed by 2^-11 for the noise floor (loss_compare.py --noise-floor; exit 1: out of
 #                            tolerance)
-#   3 step_profile_bert      every kernel of the BS 96 KERNELS=triton TRAIN_BEAM=2 step timed alone (step_profile.py),
-#                            after a ranked search of BERT_BEAM_S seconds (default 240) seeded from CACHE=FILE if given
+#   3 step_profile_bert      every kernel of the KERNELS=triton TRAIN_BEAM=2 step at BS BERT_BS (default 96, which stops INIT
+#                            at 78.5 GB on an 80 GB H100; 64 to try one there) timed alone (step_profile.py), after a ranked
+#                            search of BERT_BEAM_S seconds (default 240) seeded from CACHE=FILE if given
 #   4 bench_bert_triton      that step again with the grown cache and no more search, beside PyTorch eager
 #   5 bench_resnet_triton|tinygrad  ResNet-50's BS 256 BEAM=0 step with the conv kernels, and without, each beside
 #                            PyTorch eager
@@ -39,7 +40,7 @@
 # checkout. One job per machine (a lock in TMPDIR) and a GPU no other process holds, as for e2e_h200.sh.
 set -u -o pipefail
 TYPED=""
-for v in STEPS CACHE RESNET_CACHE BERT_BEAM_S RESNET_BEAM_S BUDGET_S JOB DRY_RUN; do [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done
+for v in STEPS CACHE RESNET_CACHE BERT_BEAM_S RESNET_BEAM_S BERT_BS BUDGET_S JOB DRY_RUN; do [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done
 TYPED+="lab/scripts/kernels_h200.sh ${1:-}"
 # relative paths are the caller's: made absolute before the script moves to the repository root
 for v in JOB CACHE RESNET_CACHE; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}" ]; then printf -v "$v" '%s' "$PWD/${!v}"; fi; done
@@ -47,7 +48,7 @@ for v in JOB CACHE RESNET_CACHE; do if [ -n "${!v:-}" ] && [ "${!v#/}" = "${!v}"
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export JOB=${JOB:-/tmp/kernelsjob} BERT_DB=${JOB:-/tmp/kernelsjob}/bert_beam.db \
-  RESNET_DB=${JOB:-/tmp/kernelsjob}/resnet_beam.db RESNET_BEAM_S=${RESNET_BEAM_S:-240} BERT_BEAM_S=${BERT_BEAM_S:-240} \
+  RESNET_DB=${JOB:-/tmp/kernelsjob}/resnet_beam.db RESNET_BEAM_S=${RESNET_BEAM_S:-240} BERT_BEAM_S=${BERT_BEAM_S:-240} BERT_BS=${BERT_BS:-96} \
   PYTHONUNBUFFERED=1
 die() { echo "kernels_h200.sh: $1" >&2; exit 2; }
 
@@ -80,10 +81,10 @@ s_loss_compare_resnet() {
   python3 lab/scripts/loss_compare.py resnet --bs 32 --noise-floor --out "$JOB/loss_compare_resnet.jsonl"
 }
 s_step_profile_bert() {
-  CACHEDB="$BERT_DB" KERNELS=triton TRAIN_BEAM=2 BEAM_BUDGET_S="$BERT_BEAM_S" python3 lab/scripts/step_profile.py bert --platform 1xH200 --bs 96 --out "$JOB/step_profile_bert.jsonl"
+  CACHEDB="$BERT_DB" KERNELS=triton TRAIN_BEAM=2 BEAM_BUDGET_S="$BERT_BEAM_S" python3 lab/scripts/step_profile.py bert --platform 1xH200 --bs "$BERT_BS" --out "$JOB/step_profile_bert.jsonl"
 }
 s_bench_bert_triton() {
-  KERNELS=triton BEAM_BUDGET_S=0 python3 -m lab.bench bert --gpus 1 --bs 96 --steps 6 --beam 2 --beam-cache "$BERT_DB" --torch-modes eager --record "$JOB/bench_bert_triton.jsonl"
+  KERNELS=triton BEAM_BUDGET_S=0 python3 -m lab.bench bert --gpus 1 --bs "$BERT_BS" --steps 6 --beam 2 --beam-cache "$BERT_DB" --torch-modes eager --record "$JOB/bench_bert_triton.jsonl"
 }
 s_bench_resnet_triton() {
   KERNELS=triton python3 -m lab.bench resnet --gpus 1 --bs 256 --steps 20 --beam 0 --torch-modes eager --record "$JOB/bench_resnet_triton.jsonl"
@@ -177,6 +178,7 @@ while IFS='|' read -r steps var copy example; do
   fi
 done <<<"$SEEDS"
 for v in RESNET_BEAM_S BERT_BEAM_S; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v is whole seconds (e.g. 240), not '${!v}'."; done
+[[ "$BERT_BS" =~ ^[1-9][0-9]*$ ]] || die "BERT_BS is the batch of steps 3 and 4 (default 96; 64 to try an 80 GB H100), not '$BERT_BS'."
 
 T0=$(date +%s); DEADLINE=$((T0 + BUDGET_S))
 minutes() { printf '%d.%d' $(($1 / 60)) $(($1 % 60 * 10 / 60)); }

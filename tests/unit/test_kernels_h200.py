@@ -74,7 +74,7 @@ def test_steps_selects_and_the_resnet_side_by_side_differs_only_in_kernels(tmp_p
 
 
 def test_without_a_seed_cache_the_bert_steps_search_from_an_empty_one_for_bert_beam_s(tmp_path):
-  r = kernels("start", cwd=tmp_path, JOB="job", STEPS="3,4", BERT_BEAM_S="30")
+  r = kernels("start", cwd=tmp_path, JOB="job", STEPS="3,4", BERT_BEAM_S="30", BERT_BS="64")
   assert r.returncode == 0, r
   job = tmp_path / "job"
   wait_done(job)
@@ -83,6 +83,7 @@ def test_without_a_seed_cache_the_bert_steps_search_from_an_empty_one_for_bert_b
   assert profile["cachedb"] == str(job / "bert_beam.db") and not (job / "bert_beam.db").exists()   # nothing copied
   assert f"--beam-cache {job / 'bert_beam.db'}" in bench["argv"]
   assert (profile["budget"], bench["budget"]) == ("30", "0")   # the search, then the step with what it found
+  assert "--bs 64" in profile["argv"] and "--bs 64" in bench["argv"]   # BERT_BS reaches both
 
 
 def test_a_step_whose_estimate_the_budget_cannot_hold_is_skipped_and_the_job_ends(tmp_path):
@@ -102,6 +103,7 @@ def test_dry_run_prints_the_selected_commands_and_runs_nothing(tmp_path):
 
 @pytest.mark.parametrize("args, env", [(("start",), {"STEPS": "9"}), (("start",), {"STEPS": "1;3"}),
                                        (("start",), {"STEPS": "4", "BERT_BEAM_S": "4m"}),
+                                       (("start",), {"STEPS": "3", "BERT_BS": "0"}),
                                        (("start",), {"STEPS": "3", "CACHE": "missing.db"}),
                                        (("start",), {"STEPS": "1", "BUDGET_S": "ten"}),
                                        (("collect",), {}), (("poll",), {}), (("go",), {})])
