@@ -33,7 +33,7 @@
 #      check` rejects the log for that; the log is a timing record. TARGET=0.0 stops at the first eval with success.
 #      TEXT=synthetic is made for the run to reach 0.72 and end with run_stop success, so that check judges the whole
 #      log (tests/integration/test_bert_synthetic_text.py on the CPU; on the H200: docs/PERFORMANCE.md rows 20 and 23).
-# LOADER_RATE=0 skips step 2. Both end with lab/scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
+# KERNELS=triton runs both with the Triton kernels (the configs' knob). LOADER_RATE=0 skips step 2. Both end with lab/scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
 # data wait, each eval's s) and, while BUDGET_S lasts, PyTorch eager on the same batch ($JOB/torch.log).
 # Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from
 # carried wheels with `pip install --target DIR` and put DIR on PYTHONPATH), run from a checkout (git sha: git, or
@@ -53,7 +53,7 @@
 set -u -o pipefail
 # the command as typed (the knobs set in the environment), for the record (lab/scripts/e2e_record.py)
 TYPED=""
-for v in E2E TEXT TRAIN_BEAM EVAL_BEAM BEAM_BUDGET_S BEAM_COVERAGE LOADER_RATE CORPUS_PARTS CORPUS_BYTES VOCAB TRAIN_STEPS \
+for v in E2E TEXT KERNELS TRAIN_BEAM EVAL_BEAM BEAM_BUDGET_S BEAM_COVERAGE LOADER_RATE CORPUS_PARTS CORPUS_BYTES VOCAB TRAIN_STEPS \
   EVAL_STEP_FREQ EVAL_SAMPLES TARGET BS EPOCHS WARMUP_EPOCHS EVAL_START_EPOCH CLASSES TRAIN_PER_CLASS VAL_PER_CLASS SIZE \
   NUM_CLASSES BEAM_SEED_DB PARALLEL PARALLEL_SEARCH BUDGET_S DATA JOB; do
   [ -n "${!v+x}" ] && TYPED+="$v=$(printf %q "${!v}") "; done

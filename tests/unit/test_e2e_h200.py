@@ -40,13 +40,13 @@ def test_a_rerun_refuses_a_corpus_of_another_text(tmp_path):
 
 def test_a_python_without_the_packages_is_refused_before_anything_runs(tmp_path):
   # a leased machine whose wheels did not travel: every step failed in seconds and the run still said "done"
-  r = e2e(cwd=tmp_path, E2E="resnet", JOB="j", PYTHONPATH="", PATH=f"/usr/bin{os.pathsep}/bin")
+  r = e2e(cwd=tmp_path, E2E="resnet", KERNELS="triton", JOB="j", PYTHONPATH="", PATH=f"/usr/bin{os.pathsep}/bin")
   events = (tmp_path / "j" / "events").read_text()
   assert r.returncode == 2 and "tinygrad mlperf_logging" in r.stderr and "Traceback" not in r.stderr, r   # what is missing
   assert "refused: " in events and events.rstrip().endswith("done")
   assert not (tmp_path / "j" / "data").exists() and not (tmp_path / "j" / "run.log").exists()
   typed = (tmp_path / "j" / "command").read_text()   # the command as typed, for lab/scripts/e2e_record.py
-  assert typed.startswith("E2E=resnet ") and typed.endswith(" JOB=j lab/scripts/e2e_h200.sh\n"), typed
+  assert typed.startswith("E2E=resnet KERNELS=triton ") and typed.endswith(" JOB=j lab/scripts/e2e_h200.sh\n"), typed
 
 
 def venv_path(*first):
