@@ -215,13 +215,12 @@ def _gemm_call(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, bias: Tensor 
   elif epilogue == GELU_GRAD and (aux.dtype != dt or prg.local_shape(aux) != (M, N) or
                                   (isinstance(a.device, tuple) and aux.uop.axis != out_axis)):
     raise ValueError(f"gemm: the GELU gradient's pre {aux.shape} {aux.dtype} is not laid out as C ({M}, {N}) {dt}")
+  a, b, aux = (prg.contiguous(t) for t in (a, b, aux))   # no copy of another kernel's output seen through a reshape
   if prg.on_triton(a):
     fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device, epilogue)
-    c, _, aux = a.contiguous().custom_kernel(b.contiguous(), c, bias, aux.contiguous(), *prg.scratch(a.device), fxn=fxn,
-                                             grad_fxn=grad)[2:5]
+    c, _, aux = a.custom_kernel(b, c, bias, aux, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad)[2:5]
   else:
-    c, _, aux = a.contiguous().custom_kernel(b.contiguous(), c, bias, aux.contiguous(),
-                                             fxn=_tinygrad_fxn(M, N, K, *st, has_bias, epilogue), grad_fxn=grad)[2:5]
+    c, _, aux = a.custom_kernel(b, c, bias, aux, fxn=_tinygrad_fxn(M, N, K, *st, has_bias, epilogue), grad_fxn=grad)[2:5]
   return prg.partial_sum(c) if out_axis == "partial" else c, aux
 
 

@@ -79,6 +79,12 @@ def local_shape(t: Tensor) -> tuple[int, ...]:
   return tuple(t.uop.shard_shape) if isinstance(t.device, tuple) else t.shape
 
 
+def contiguous(t: Tensor) -> Tensor:
+  """t as a kernel's source, laid out in row-major order: t itself where it is a buffer or another kernel's output seen
+  through reshapes (tinygrad's contiguous() would copy a reshaped kernel output), else t.contiguous()."""
+  return t if t.uop.has_buffer_identity(after_ok=True) else t.contiguous()
+
+
 def empty_shards(shape: tuple[int, ...], dtype, device, axis: int | None) -> Tensor:
   """An output whose piece on each device is `shape`: sharded along axis (the full tensor is ndev times as long there),
   or replicated with axis None."""
