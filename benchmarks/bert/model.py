@@ -242,10 +242,12 @@ class BertSelfAttention:
   def __call__(self, x: Tensor, mask_add: Tensor) -> Tensor:  # x (B, L, H), mask_add (B, 1, 1, L) f32 -> (B, L, H)
     B, L, H = x.shape
     nh, d = self.heads, H // self.heads
-    q, k, v = (lin(x).reshape(B, L, nh, d).transpose(1, 2) for lin in (self.query, self.key, self.value))  # (B, nh, L, d)
     if self.kernels == "triton":   # one fused kernel each way: the (B, nh, L, L) scores never reach memory
       from tinyperf.benchmarks.kernels.attention import attention
-      return attention(q, k, v, mask_add, self.dropout).transpose(1, 2).reshape(B, L, H)
+      # the kernels read and write (B, L, nh, d), the GEMMs' own layout: no transpose copy in forward or backward
+      q, k, v = (lin(x).reshape(B, L, nh, d) for lin in (self.query, self.key, self.value))
+      return attention(q, k, v, mask_add, self.dropout).reshape(B, L, H)
+    q, k, v = (lin(x).reshape(B, L, nh, d).transpose(1, 2) for lin in (self.query, self.key, self.value))  # (B, nh, L, d)
     scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(d)) + mask_add         # (B, nh, L, L) f32
     # HALF: as tinygrad's scaled_dot_product_attention, so the backward keeps (B, nh, L, L) buffers in half, not float
     if self.half_softmax: scores = scores.cast(x.dtype)

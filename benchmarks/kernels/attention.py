@@ -2,10 +2,12 @@
 
   scores = q @ k^T / sqrt(D) + mask_add          (B, H, L, L) fp32, never written to memory
   probs  = dropout(softmax(scores), p)            softmax in fp32, dropout applied to the probabilities
-  out    = probs @ v                              (B, H, L, D) fp16
+  out    = probs @ v                              (B, L, H, D) fp16
 
-q, k, v (B, H, L, D) fp16; mask_add (B, 1, 1, L) fp32 (BERT's (1 - input_mask) * -10000). The forward stores each row's
-logsumexp (B, H, L) fp32 so the backward recomputes the probabilities instead of storing them. Dropout keeps element
+q, k, v, out and their gradients are (B, L, H, D) fp16, the layout of the (B*L, H*D) GEMM outputs and inputs around
+attention in BERT (lin(x).reshape(B, L, H, D)), so no transpose copy is made on either side: the kernels read head h of
+row l at (b*L + l)*H*D + h*D. mask_add (B, 1, 1, L) fp32 (BERT's (1 - input_mask) * -10000). The forward stores each
+row's logsumexp (B, H, L) fp32 so the backward recomputes the probabilities instead of storing them. Dropout keeps element
 (b, h, i, j) as dropout.keep_mask draws element j of row (b*H + h)*L + i (Philox, one call per 4 keys): the forward and
 both backward kernels draw the same mask from the same seed, a uint32 tensor drawn by tinygrad's RNG, so a captured JIT
 step gets a new mask each step. With MASK_MODE "bits" the forward also stores the mask it drew as bits,
@@ -54,15 +56,15 @@ def attn_fwd_kernel(q, k, v, mask, seed, o, lse, bits, H: tl.constexpr, L: tl.co
   rm = pm * BM + tl.arange(0, BM)
   rn = tl.arange(0, BN)
   rd = tl.arange(0, D)
-  base = bh * L * D
-  qb = tl.load(q + base + rm[:, None] * D + rd[None, :])                       # (BM, D)
+  base = b * L * H * D + (bh % H) * D   # (b, h, 0, 0) of a (B, L, H, D) tensor: its rows are H * D apart
+  qb = tl.load(q + base + rm[:, None] * (H * D) + rd[None, :])                  # (BM, D)
   m_i = tl.full((BM,), float("-inf"), tl.float32)
   l_i = tl.zeros((BM,), tl.float32)
   acc = tl.zeros((BM, D), tl.float32)
   if P_DROP > 0: s0 = tl.load(seed)
   for start in range(0, L, BN):
-    kb = tl.load(k + base + (start + rn)[:, None] * D + rd[None, :])           # (BN, D)
-    vb = tl.load(v + base + (start + rn)[:, None] * D + rd[None, :])           # (BN, D)
+    kb = tl.load(k + base + (start + rn)[:, None] * (H * D) + rd[None, :])      # (BN, D)
+    vb = tl.load(v + base + (start + rn)[:, None] * (H * D) + rd[None, :])      # (BN, D)
     mb = tl.load(mask + b * L + start + rn)                                      # (BN,) fp32
     s = tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + (mb * LOG2E)[None, :]   # (BM, BN) scores in log2 units
     m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -79,7 +81,7 @@ def attn_fwd_kernel(q, k, v, mask, seed, o, lse, bits, H: tl.constexpr, L: tl.co
         p = tl.where(keep, p * (1.0 / (1.0 - P_DROP)), 0.0)
     acc = acc * alpha[:, None] + tl.dot(p.to(vb.dtype), vb)
     m_i = m_new
-  tl.store(o + base + rm[:, None] * D + rd[None, :], (acc / l_i[:, None]).to(o.dtype.element_ty))
+  tl.store(o + base + rm[:, None] * (H * D) + rd[None, :], (acc / l_i[:, None]).to(o.dtype.element_ty))
   tl.store(lse + bh * L + rm, (m_i + tl.math.log2(l_i)) / LOG2E)             # natural log, as the tests compare it
 
 
@@ -94,16 +96,16 @@ def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, bits, H: t
   rm = tl.arange(0, BM)
   rn = pn * BN + tl.arange(0, BN)
   rd = tl.arange(0, D)
-  base = bh * L * D
-  kb = tl.load(k + base + rn[:, None] * D + rd[None, :])                       # (BN, D)
-  vb = tl.load(v + base + rn[:, None] * D + rd[None, :])                       # (BN, D)
+  base = b * L * H * D + (bh % H) * D   # as the forward's
+  kb = tl.load(k + base + rn[:, None] * (H * D) + rd[None, :])                  # (BN, D)
+  vb = tl.load(v + base + rn[:, None] * (H * D) + rd[None, :])                  # (BN, D)
   mb = tl.load(mask + b * L + rn) * LOG2E                                      # (BN,)
   dk_acc = tl.zeros((BN, D), tl.float32)
   dv_acc = tl.zeros((BN, D), tl.float32)
   if P_DROP > 0: s0 = tl.load(seed)
   for start in range(0, L, BM):
-    qb = tl.load(q + base + (start + rm)[:, None] * D + rd[None, :])           # (BM, D)
-    dob = tl.load(do + base + (start + rm)[:, None] * D + rd[None, :])         # (BM, D)
+    qb = tl.load(q + base + (start + rm)[:, None] * (H * D) + rd[None, :])      # (BM, D)
+    dob = tl.load(do + base + (start + rm)[:, None] * (H * D) + rd[None, :])    # (BM, D)
     lse_i = tl.load(lse + bh * L + start + rm) * LOG2E                         # (BM,)
     d_i = tl.load(delta + bh * L + start + rm)                                 # (BM,)
     p = tl.math.exp2(tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + mb[None, :] - lse_i[:, None])   # (BM, BN)
@@ -118,8 +120,8 @@ def attn_bwd_dkdv_kernel(q, k, v, mask, seed, do, lse, delta, dk, dv, bits, H: t
     dv_acc += tl.dot(tl.trans(pd.to(dob.dtype)), dob)
     ds = p * (dp - d_i[:, None])                                                # (BM, BN) d(scores)
     dk_acc += tl.dot(tl.trans(ds.to(qb.dtype)), qb)
-  tl.store(dk + base + rn[:, None] * D + rd[None, :], (dk_acc * SM_SCALE).to(dk.dtype.element_ty))
-  tl.store(dv + base + rn[:, None] * D + rd[None, :], dv_acc.to(dv.dtype.element_ty))
+  tl.store(dk + base + rn[:, None] * (H * D) + rd[None, :], (dk_acc * SM_SCALE).to(dk.dtype.element_ty))
+  tl.store(dv + base + rn[:, None] * (H * D) + rd[None, :], dv_acc.to(dv.dtype.element_ty))
 
 
 def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, bits, H: tl.constexpr, L: tl.constexpr, D: tl.constexpr,
@@ -133,16 +135,16 @@ def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, bits, H: tl.cons
   rm = pm * BM + tl.arange(0, BM)
   rn = tl.arange(0, BN)
   rd = tl.arange(0, D)
-  base = bh * L * D
-  qb = tl.load(q + base + rm[:, None] * D + rd[None, :])                       # (BM, D)
-  dob = tl.load(do + base + rm[:, None] * D + rd[None, :])                     # (BM, D)
+  base = b * L * H * D + (bh % H) * D   # as the forward's
+  qb = tl.load(q + base + rm[:, None] * (H * D) + rd[None, :])                  # (BM, D)
+  dob = tl.load(do + base + rm[:, None] * (H * D) + rd[None, :])                # (BM, D)
   lse_i = tl.load(lse + bh * L + rm) * LOG2E                                   # (BM,)
   d_i = tl.load(delta + bh * L + rm)                                           # (BM,)
   dq_acc = tl.zeros((BM, D), tl.float32)
   if P_DROP > 0: s0 = tl.load(seed)
   for start in range(0, L, BN):
-    kb = tl.load(k + base + (start + rn)[:, None] * D + rd[None, :])           # (BN, D)
-    vb = tl.load(v + base + (start + rn)[:, None] * D + rd[None, :])           # (BN, D)
+    kb = tl.load(k + base + (start + rn)[:, None] * (H * D) + rd[None, :])      # (BN, D)
+    vb = tl.load(v + base + (start + rn)[:, None] * (H * D) + rd[None, :])      # (BN, D)
     mb = tl.load(mask + b * L + start + rn) * LOG2E                            # (BN,)
     p = tl.math.exp2(tl.dot(qb, tl.trans(kb)) * (SM_SCALE * LOG2E) + mb[None, :] - lse_i[:, None])   # (BM, BN)
     dp = tl.dot(dob, tl.trans(vb))                                              # (BM, BN)
@@ -152,7 +154,7 @@ def attn_bwd_dq_kernel(q, k, v, mask, seed, do, lse, delta, dq, bits, H: tl.cons
       dp = tl.where(keep, dp * (1.0 / (1.0 - P_DROP)), 0.0)
     ds = p * (dp - d_i[:, None])
     dq_acc += tl.dot(ds.to(kb.dtype), kb)
-  tl.store(dq + base + rm[:, None] * D + rd[None, :], (dq_acc * SM_SCALE).to(dq.dtype.element_ty))
+  tl.store(dq + base + rm[:, None] * (H * D) + rd[None, :], (dq_acc * SM_SCALE).to(dq.dtype.element_ty))
 
 
 if triton is not None:
@@ -171,7 +173,8 @@ MASK_MODE = "bits"
 
 
 def _shape(q: Tensor) -> tuple[int, int, int, int]:
-  B, H, L, D = q.shape
+  """(B, H, L, D) of q (B, L, H, D)."""
+  B, L, H, D = q.shape
   if B * H * L * L >= 2 ** 31: raise ValueError(f"attention: B*H*L*L = {B * H * L * L} overflows the dropout index")
   return B, H, L, D
 
@@ -223,7 +226,7 @@ def _triton_fxn(which: str, B: int, H: int, L: int, D: int, p_drop: float, devic
   grid = B * H * L // (BN if which == "dkdv" else BM)
   # fwd: QK^T and PV; backward: QK^T, dO V^T, dV, dK (dkdv) or QK^T, dO V^T, dQ (dq)
   flops = {"fwd": 4, "dkdv": 8, "dq": 6}[which] * B * H * L * L * D
-  nbytes = {"fwd": 4, "dkdv": 6, "dq": 5}[which] * B * H * L * D * 2   # the (B, H, L, D) fp16 tensors read and written
+  nbytes = {"fwd": 4, "dkdv": 6, "dq": 5}[which] * B * H * L * D * 2   # the (B, L, H, D) fp16 tensors read and written
   nbytes += B * H * L * L // 8 * bits                                  # the mask's bits, written or read
   return lambda *params: prg.program(k, list(params), grid, outs=outs, ins=tuple(i for i in range(n) if i not in outs),
                                      device=device, flops=flops, nbytes=nbytes)
@@ -252,9 +255,10 @@ def _tinygrad_fwd(B: int, H: int, L: int, D: int, p_drop: float):
     q, k, v, mask, o, lse = (x.flatten() for x in (q, k, v, mask, o, lse))
     b, h, i, d = UOp.range(B, 0), UOp.range(H, 1), UOp.range(L, 2), UOp.range(D, 3)
     bh = b * H + h
+    row = lambda l: ((b * L + l) * H + h) * D   # (b, l, h, 0) of q, k, v, o (B, L, H, D), as the Triton kernels index
     def score(j: UOp, slot: int) -> UOp:   # scores[b, h, i, j] in fp32
       c = UOp.range(D, slot, AxisType.REDUCE)
-      qk = q[(bh * L + i) * D + c].cast(dtypes.float32) * k[(bh * L + j) * D + c].cast(dtypes.float32)
+      qk = q[row(i) + c].cast(dtypes.float32) * k[row(j) + c].cast(dtypes.float32)
       qk = qk.reduce(c, arg=Ops.ADD)
       return qk * scale + mask[b * L + j].cast(dtypes.float32)
     j1, j2, j3 = (UOp.range(L, s, AxisType.REDUCE) for s in (4, 6, 8))
@@ -264,9 +268,9 @@ def _tinygrad_fwd(B: int, H: int, L: int, D: int, p_drop: float):
     if p_drop > 0:
       u = _hash_uniform(((bh * L + i) * L + j3).cast(dtypes.uint32), seed.flatten()[0])
       pj = (u >= p_drop).where(pj * (1.0 / (1.0 - p_drop)), 0.0)
-    acc = (pj * v[(bh * L + j3) * D + d].cast(dtypes.float32)).reduce(j3, arg=Ops.ADD)
+    acc = (pj * v[row(j3) + d].cast(dtypes.float32)).reduce(j3, arg=Ops.ADD)
     # lse is written once per d (the same value): one set of ranges for both stores
-    stores = UOp.group(o[(bh * L + i) * D + d].store((acc / l).cast(o.dtype)), lse[bh * L + i].store(m + l.log()))
+    stores = UOp.group(o[row(i) + d].store((acc / l).cast(o.dtype)), lse[bh * L + i].store(m + l.log()))
     return stores.end(b, h, i, d).sink(arg=KernelInfo(name=f"attention_{B}_{H}_{L}_{D}", opts_to_apply=()))
   return fxn
 
@@ -288,17 +292,17 @@ def _keep(B: int, H: int, L: int, seed: Tensor, p_drop: float) -> Tensor:
 
 
 def _tinygrad_bwd(q, k, v, mask, seed, do, lse, delta, p_drop: float) -> tuple[Tensor, Tensor, Tensor]:
-  """dq, dk, dv with tinygrad ops, the probabilities recomputed from lse as the Triton kernels do."""
-  B, H, L, D = q.shape
+  """dq, dk, dv (B, L, H, D) with tinygrad ops, the probabilities recomputed from lse as the Triton kernels do."""
+  B, L, H, D = q.shape
   scale = 1.0 / math.sqrt(D)
-  qf, kf, vf, dof = q.float(), k.float(), v.float(), do.float()
+  qf, kf, vf, dof = (x.float().transpose(1, 2) for x in (q, k, v, do))   # (B, H, L, D)
   p = ((qf @ kf.transpose(-2, -1)) * scale + mask.reshape(B, 1, 1, L) - lse.unsqueeze(-1)).exp()   # (B, H, L, L)
   dp = dof @ vf.transpose(-2, -1)                                                                  # (B, H, L, L)
   z = _keep(B, H, L, seed, p_drop) if p_drop > 0 else 1.0
   dv = (p * z).transpose(-2, -1) @ dof
   ds = p * (dp * z - delta.unsqueeze(-1))
   dq, dk = (ds @ kf) * scale, (ds.transpose(-2, -1) @ qf) * scale
-  return dq.cast(q.dtype), dk.cast(k.dtype), dv.cast(v.dtype)
+  return tuple(g.transpose(1, 2).cast(x.dtype) for g, x in ((dq, q), (dk, k), (dv, v)))
 
 
 # ---- the differentiable call ----
@@ -309,12 +313,13 @@ def _grad(grad_o: UOp, call: UOp, p_drop: float, bits: bool) -> tuple:
   after it."""
   q, k, v, mask, seed = (Tensor(call.src[1 + i]) for i in range(5))
   o, lse, *stored = (Tensor(call.src[1 + i].after(call)) for i in (5, 6, 7)[:2 + bits])
-  B, H, L, D = prg.local_shape(q)   # the kernels' shapes: one device's piece
-  do = Tensor(grad_o).cast(q.dtype).contiguous()
-  delta = (do.float() * o.float()).sum(-1).contiguous()   # (B, H, L) rowsum(dO * O) = rowsum(P * dP)
+  B, L, H, D = prg.local_shape(q)   # the kernels' shapes: one device's piece
+  do = prg.contiguous(Tensor(grad_o).cast(q.dtype))   # (B, L, H, D)
+  # (B, H, L) rowsum(dO * O) = rowsum(P * dP), in lse's layout as the kernels read it (the permute copies 4 bytes a row)
+  delta = (do.float() * o.float()).sum(-1).permute(0, 2, 1).contiguous()
   if prg.on_triton(q):
     args = (q, k, v, mask, seed, do, lse, delta)
-    dq, dk, dv = (prg.empty_shards((B, H, L, D), q.dtype, q.device, 0 if isinstance(q.device, tuple) else None)
+    dq, dk, dv = (prg.empty_shards((B, L, H, D), q.dtype, q.device, 0 if isinstance(q.device, tuple) else None)
                   for _ in range(3))
     # two kernels, so each gradient block has one writer (no atomics): dK, dV per key block, dQ per query block
     dk, dv = q.custom_kernel(*args[1:], dk, dv, *stored, *prg.scratch(q.device),
@@ -332,10 +337,11 @@ def _grad_fxn(p_drop: float, bits: bool): return functools.partial(_grad, p_drop
 
 def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: float,
               seed: Tensor | None = None) -> Tensor:
-  """dropout(softmax(q @ k^T / sqrt(D) + mask_add), dropout_p) @ v for q, k, v (B, H, L, D) and mask_add (B, 1, 1, L)
-  fp32; dropout only under TRAINING, as Tensor.dropout. seed: a (1,) uint32 tensor; None draws one from tinygrad's
-  RNG (a new one per step inside a TinyJit). On several devices q, k, v and mask_add are sharded on the batch: each
-  device attends over its own sequences, with its own dropout seed (and its own mask bits, MASK_MODE "bits")."""
+  """dropout(softmax(q @ k^T / sqrt(D) + mask_add), dropout_p) @ v per head, (B, L, H, D), for q, k, v (B, L, H, D)
+  (BERT's lin(x).reshape(B, L, H, D), no transpose) and mask_add (B, 1, 1, L) fp32; dropout only under TRAINING, as
+  Tensor.dropout. seed: a (1,) uint32 tensor; None draws one from tinygrad's RNG (a new one per step inside a TinyJit).
+  On several devices q, k, v and mask_add are sharded on the batch: each device attends over its own sequences, with
+  its own dropout seed (and its own mask bits, MASK_MODE "bits")."""
   devs = prg.devices(q.device)
   if len(devs) > 1 and any(t.uop.axis != 0 for t in (q, k, v, mask_add)):
     raise NotImplementedError("attention: on several devices q, k, v and mask_add are sharded on the batch (axis 0)")
@@ -348,17 +354,17 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
     seed = Tensor.randint(1, high=2 ** 31 - 1, device=devs[0]) if p_drop > 0 else Tensor.zeros(1, device=devs[0])
   seed = prg.device_seeds(seed, q.device)
   axis = 0 if len(devs) > 1 else None
-  o = prg.empty_shards((Bl, H, L, D), q.dtype, q.device, axis)
+  o = prg.empty_shards((Bl, L, H, D), q.dtype, q.device, axis)
   lse = prg.empty_shards((Bl, H, L), dtypes.float32, q.device, axis)
   bits = stores_bits(p_drop)
   # (B, H, L, L / 32) words; rounded up, for the fallback's short rows (the Triton kernels take L a multiple of 32)
   stored = (prg.empty_shards((Bl, H, L, -(-L // dropout.WORD)), dtypes.uint32, q.device, axis),) * bits
   grad = _grad_fxn(p_drop, bits)
   # custom_kernel's sources are the kernel's arguments in order: q, k, v, mask, seed, o, lse[, bits], Triton's scratch
+  # q, k, v as they are where they are BERT's GEMM outputs, reshaped: prg.contiguous copies only other views
+  q, k, v = (prg.contiguous(x) for x in (q, k, v))
   if prg.on_triton(q):
     if q.dtype != dtypes.half: raise NotImplementedError(f"attention: the Triton kernels take fp16, not {q.dtype}")
     fxn = _triton_fxn("fwd", Bl, H, L, D, p_drop, q.device, bits)
-    return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse, *stored,
-                                        *prg.scratch(q.device), fxn=fxn, grad_fxn=grad)[5]
-  return q.contiguous().custom_kernel(k.contiguous(), v.contiguous(), mask, seed, o, lse, *stored,
-                                      fxn=_tinygrad_fwd(Bl, H, L, D, p_drop), grad_fxn=grad)[5]
+    return q.custom_kernel(k, v, mask, seed, o, lse, *stored, *prg.scratch(q.device), fxn=fxn, grad_fxn=grad)[5]
+  return q.custom_kernel(k, v, mask, seed, o, lse, *stored, fxn=_tinygrad_fwd(Bl, H, L, D, p_drop), grad_fxn=grad)[5]

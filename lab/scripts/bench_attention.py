@@ -34,9 +34,10 @@ CANDIDATES = [dict(at.TILES),
 
 
 def model_attention(q, k, v, mask_add, p):
-  """BertSelfAttention's math on (B, H, L, D) fp16 tensors."""
+  """BertSelfAttention's math (its KERNELS=tinygrad path) on (B, L, H, D) fp16 tensors, attention()'s layout."""
+  q, k, v = (t.transpose(1, 2) for t in (q, k, v))   # (B, H, L, D)
   scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(q.shape[-1])) + mask_add
-  return scores.softmax(-1).cast(q.dtype).dropout(p) @ v
+  return (scores.softmax(-1).cast(q.dtype).dropout(p) @ v).transpose(1, 2)
 
 
 def step_time(fn, *args) -> float:
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main():
   args = build_parser().parse_args()
   B, L = args.bs, args.seq
-  q, k, v, g = (Tensor.randn(B, HEADS, L, HEAD_DIM, dtype=dtypes.half).realize() for _ in range(4))
+  q, k, v, g = (Tensor.randn(B, L, HEADS, HEAD_DIM, dtype=dtypes.half).realize() for _ in range(4))   # (B, L, H, D)
   mask = np.zeros((B, 1, 1, L), np.float32)
   mask[..., L - L // 4:] = -10000.0   # (1 - input_mask) * -10000 with the last quarter padded
   mask_add = Tensor(mask).realize()   # from the host: a mask computed from constants stays unrealized, and JIT refuses it

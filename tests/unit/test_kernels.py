@@ -171,7 +171,7 @@ def test_a_jitted_step_with_the_kernels_schedules_once():
   w = Tensor(np.random.default_rng(0).random((16, 8), np.float32)).realize()
   @TinyJit
   def step(x: Tensor) -> Tensor:
-    q = mm.gemm(x, w, trans_b=True).reshape(1, 2, 8, 8)
+    q = mm.gemm(x, w, trans_b=True).reshape(1, 8, 2, 8)   # (B, L, H, D)
     return attention(q, q, q, Tensor.zeros(1, 1, 1, 8), 0.0).sum().gradient(w)[0].realize()
   sizes = []
   for i in range(3):

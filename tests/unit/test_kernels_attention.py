@@ -1,7 +1,8 @@
 """Fused attention (benchmarks/kernels/attention.py) on the CPU: the Triton forward and backward kernels run by Triton's
 interpreter against tinygrad's ops doing the model's math (BertSelfAttention), the dropout mask drawn in-kernel read
 back and checked (seeded, kept fraction, the same in the backward), the custom_kernel + grad wiring through the
-tinygrad fallback, and the three cubins compiled ahead for an H200."""
+tinygrad fallback, no copy kernel around the model's attention, and the three cubins compiled ahead for an H200. q, k,
+v, out and the gradients are (B, L, H, D), the kernels' layout; lse, delta and the mask (B, H, L, ...)."""
 from __future__ import annotations
 import os
 os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
@@ -29,20 +30,20 @@ BLOCK = 32   # interpreter tiles: L 64/128 gives 2-4 blocks per row, so the onli
 
 
 def inputs(L: int, D: int, seed: int = 0):
-  """fp16 q, k, v, dO (B, H, L, D) and BERT's additive mask (B, L) fp32, the second sequence padded after 5/8 of L."""
+  """fp16 q, k, v, dO (B, L, H, D) and BERT's additive mask (B, L) fp32, the second sequence padded after 5/8 of L."""
   rng = np.random.default_rng(seed)
-  q, k, v, do = (rng.standard_normal((B, H, L, D)).astype(np.float16) for _ in range(4))
+  q, k, v, do = (rng.standard_normal((B, L, H, D)).astype(np.float16) for _ in range(4))
   mask = np.zeros((B, L), np.float32)
   mask[1, 5 * L // 8:] = -10000.0
   return q, k, v, do, mask
 
 
 def run_forward(q, k, v, mask, p_drop=0.0, seed=0, tile=(BLOCK, BLOCK), group=dr.RNG_GROUP, bits=None):
-  """o and lse of the forward kernel at its (BM, BN) tile; bits: a (B, H, L, L / 32) uint32 array it stores the dropout
-  mask in (MASK_MODE "bits"), or None."""
-  L, D = q.shape[2:]
+  """o (B, L, H, D) and lse (B, H, L) of the forward kernel at its (BM, BN) tile; bits: a (B, H, L, L / 32) uint32 array
+  it stores the dropout mask in (MASK_MODE "bits"), or None."""
+  L, D = q.shape[1], q.shape[3]
   BM, BN = tile
-  o, lse = np.zeros_like(q), np.zeros(q.shape[:3], np.float32)
+  o, lse = np.zeros_like(q), np.zeros((B, H, L), np.float32)
   args = (q, k, v, mask, np.array([seed], np.uint32), o, lse)
   InterpretedFunction(at.attn_fwd_kernel)[(B * H * L // BM,)](
     *map(HostArray, args), _ptr(bits), H, L, D, 1 / math.sqrt(D), p_drop, BM, BN, group)
@@ -56,8 +57,9 @@ def run_backward(q, k, v, mask, o, lse, do, p_drop=0.0, seed=0, dkdv=(BLOCK, BLO
                  group=dr.RNG_GROUP, delta=None, bits=None):
   """dq, dk, dv of the two backward kernels at their (BM, BN) tiles; delta rowsum(dO * O) unless given; bits: the
   forward's stored mask to read instead of redrawing it, or None."""
-  L, D = q.shape[2:]
-  if delta is None: delta = (do.astype(np.float32) * o.astype(np.float32)).sum(-1)   # as attention._grad computes it
+  L, D = q.shape[1], q.shape[3]
+  if delta is None:   # (B, H, L), as attention._grad computes it
+    delta = (do.astype(np.float32) * o.astype(np.float32)).sum(-1).transpose(0, 2, 1).copy()
   dq, dk, dv = np.zeros_like(q), np.zeros_like(q), np.zeros_like(q)
   ins = (q, k, v, mask, np.array([seed], np.uint32), do, lse, delta)
   consts = (H, L, D, 1 / math.sqrt(D), p_drop)
@@ -70,41 +72,48 @@ def run_backward(q, k, v, mask, o, lse, do, p_drop=0.0, seed=0, dkdv=(BLOCK, BLO
 
 def reference(q, k, v, mask, do, keep=None, p_drop=0.0):
   """BertSelfAttention's math in tinygrad from the same fp16 inputs (fp32 scores and softmax, fp16 probabilities),
-  dropout given as the kept mask; returns out, logsumexp and dq, dk, dv (fp32)."""
+  dropout given as the kept mask (B, H, L, L); returns out (B, L, H, D), logsumexp (B, H, L) and dq, dk, dv (fp32,
+  (B, L, H, D))."""
   D = q.shape[-1]
   qt, kt, vt = (Tensor(x) for x in (q, k, v))
+  qh, kh, vh = (t.transpose(1, 2) for t in (qt, kt, vt))   # (B, H, L, D), as the model's tinygrad path
   mask_add = Tensor(mask).reshape(B, 1, 1, -1)
-  scores = qt.matmul(kt.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(D)) + mask_add
+  scores = qh.matmul(kh.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(D)) + mask_add
   probs = scores.softmax(-1).cast(dtypes.half)
   if keep is not None: probs = Tensor(keep).where(probs, 0) / (1.0 - p_drop)
-  out = probs.matmul(vt, dtype=dtypes.float32)
+  out = probs.matmul(vh, dtype=dtypes.float32).transpose(1, 2)
   grads = (out * Tensor(do).float()).sum().gradient(qt, kt, vt)
   return (out.numpy(), scores.exp().sum(-1).log().numpy(), *(g.float().numpy() for g in grads))
 
 
 def kept_mask(L: int, p_drop: float, seed: int, tile=(BLOCK, BLOCK), group=dr.RNG_GROUP) -> np.ndarray:
   """The forward kernel's dropout mask (B, H, L, L) read back: with q = 0 every unmasked probability is 1/L, and with
-  v the identity (D = L) out[i, j] = keep[i, j] / (L (1 - p))."""
-  q = np.zeros((B, H, L, L), np.float16)
-  v = np.broadcast_to(np.eye(L, dtype=np.float16), q.shape).copy()
+  v the identity (D = L) out[i, j] = keep[i, j] / (L (1 - p)); returned (B, H, L, L)."""
+  q = np.zeros((B, L, H, L), np.float16)
+  v = _eye(L)
   o, _ = run_forward(q, q, v, np.zeros((B, L), np.float32), p_drop, seed, tile, group)
   assert set(np.unique(o * L * (1 - p_drop)).round(2)) <= {0.0, 1.0}
-  return o > 0
+  return o.transpose(0, 2, 1, 3) > 0
+
+
+def _eye(L: int) -> np.ndarray:
+  """(B, L, H, L) fp16: every head of every sequence the identity (row l of head h is e_l)."""
+  return np.broadcast_to(np.eye(L, dtype=np.float16)[None, :, None, :], (B, L, H, L)).copy()
 
 
 def backward_kept_masks(L: int, p_drop: float, seed: int, dkdv, dq_tile, group) -> tuple[np.ndarray, np.ndarray]:
   """The masks (B, H, L, L) the dK/dV and the dQ kernels draw, read back. With q = 0 and lse = ln L every probability
   is 1/L; with dO = K = the identity (D = L), V all ones and delta 0, dP = dO V^T is all ones, so
   dv[j, i] = (P Z)[i, j] = keep[i, j] / (L (1 - p)) and dq[i, j] = dS[i, j] / sqrt(D) with
-  dS[i, j] = keep[i, j] / (L (1 - p))."""
-  eye = np.broadcast_to(np.eye(L, dtype=np.float16), (B, H, L, L)).copy()
+  dS[i, j] = keep[i, j] / (L (1 - p)); both returned (B, H, L, L)."""
+  eye = _eye(L)
   q, ones = np.zeros_like(eye), np.ones_like(eye)
   lse = np.full((B, H, L), math.log(L), np.float32)
   dq, dk, dv = run_backward(q, eye, ones, np.zeros((B, L), np.float32), None, lse, eye, p_drop, seed, dkdv, dq_tile,
                             group, delta=np.zeros((B, H, L), np.float32))
   assert not dk.any()   # dS^T Q with Q = 0
   assert set(np.unique(dv.astype(np.float32) * L * (1 - p_drop)).round(2)) <= {0.0, 1.0}
-  return dv.transpose(0, 1, 3, 2) > 0, dq > 0
+  return dv.transpose(0, 2, 3, 1) > 0, dq.transpose(0, 2, 1, 3) > 0   # dv[b, j, h, i], dq[b, i, h, j]
 
 
 def max_err(got, ref): return float(np.abs(got.astype(np.float32) - ref).max())
@@ -124,7 +133,7 @@ def test_forward_and_backward_interpreted_equal_the_models_math(L, D):
   for got, ref in ((dq, ref_dq), (dk, ref_dk), (dv, ref_dv)):
     assert max_err(got, ref) < 4e-3 * max(1.0, np.abs(ref).max())
   # the padded keys of sequence 1 get no gradient (their probabilities are exp(-10000) = 0)
-  assert not dk[1, :, 5 * L // 8:].any() and not dv[1, :, 5 * L // 8:].any()
+  assert not dk[1, 5 * L // 8:].any() and not dv[1, 5 * L // 8:].any()
 
 
 @pytest.mark.parametrize("group", dr.GROUPS, ids=lambda g: f"rng_group{g}")
@@ -219,10 +228,19 @@ def test_mask_bits_refuse_rows_shorter_than_a_word_and_an_unknown_mode(monkeypat
 def _wiring_case(p_drop):
   rng = np.random.default_rng(5)
   L, D = 16, 8
-  q, k, v, g = (Tensor(rng.standard_normal((B, H, L, D)).astype(np.float32)) for _ in range(4))
+  q, k, v, g = (Tensor(rng.standard_normal((B, L, H, D)).astype(np.float32)) for _ in range(4))   # (B, L, H, D)
   mask = np.zeros((B, 1, 1, L), np.float32)
   mask[1, ..., 11:] = -10000.0
   return q, k, v, g, Tensor(mask), L, D
+
+
+def _model_math(q, k, v, mask, keep=None, p_drop=0.0):
+  """softmax(q k^T / sqrt(D) + mask) v per head in tinygrad ops, for (B, L, H, D) tensors as the model's tinygrad path
+  computes it (transposed to (B, H, L, D) and back); keep: a (B, H, L, L) dropout mask."""
+  qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
+  probs = (qh @ kh.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask).softmax(-1)
+  if keep is not None: probs = keep.where(probs, 0) / (1 - p_drop)
+  return (probs @ vh).transpose(1, 2)
 
 
 @pytest.mark.parametrize("mode", at.MASK_MODES)
@@ -240,13 +258,13 @@ def test_attention_and_its_gradients_through_custom_kernel(monkeypatch, p_drop, 
   bits = mode == "bits" and p_drop > 0
   assert len(call.src) == 8 + bits   # the kernel, q, k, v, mask, seed, o, lse[, bits]
   if bits: assert call.src[-1].dtype == dtypes.uint32 and call.src[-1].shape == (B, H, L, 1), call.src[-1]
-  probs = (q @ k.transpose(-2, -1) / math.sqrt(D) + mask).softmax(-1)
+  keep = None
   if p_drop:
     idx = Tensor.arange(B * H * L * L).cast(dtypes.uint32).reshape(B, H, L, L)
     keep = at._hash_uniform(idx, Tensor([7], dtype=dtypes.uint32).reshape(1, 1, 1, 1)) >= p_drop
     assert abs(keep.float().mean().item() - (1 - p_drop)) < 0.05
-    probs = keep.where(probs, 0) / (1 - p_drop)
-  ref = probs @ v
+  ref = _model_math(q, k, v, mask, keep, p_drop)
+  assert out.shape == ref.shape == (B, L, H, D)
   ref_grads = (ref * g).sum().gradient(q, k, v)
   np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5)
   for got, want in zip(grads, ref_grads):
@@ -258,7 +276,7 @@ def test_dropout_only_in_training_and_a_new_seed_per_call():
   plain = at.attention(q, k, v, mask, 0.3).numpy()   # TRAINING unset: no dropout, as Tensor.dropout
   with Context(TRAINING=1):
     a, b = at.attention(q, k, v, mask, 0.3).numpy(), at.attention(q, k, v, mask, 0.3).numpy()
-  ref = ((q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + mask).softmax(-1) @ v).numpy()
+  ref = _model_math(q, k, v, mask).numpy()
   np.testing.assert_allclose(plain, ref, rtol=1e-5, atol=1e-5)
   assert not np.allclose(a, b)   # seed=None: tinygrad's RNG draws a new seed each call
 
@@ -359,3 +377,31 @@ def test_bert_with_the_knob_and_attention_dropout_gives_the_same_step_with_mask_
   assert stored == [False, False, True, True]   # per layer: redrawn, then kept as bits
   assert out["bits"][0] == out["redraw"][0]
   for got, want in zip(out["bits"][1:], out["redraw"][1:]): np.testing.assert_array_equal(got, want)
+
+
+def _copy_kernels(*ts: Tensor) -> list[str]:
+  """The kernels of ts' schedule that store values loaded unchanged from another buffer: copies and transposes."""
+  calls = [u for u in ts[0].schedule_linear(*ts[1:]).src if u.op is Ops.CALL and u.src[0].op is Ops.SINK]
+  return [c.src[0].arg.name for c in calls if all(u.src[1].op is Ops.INDEX for u in c.src[0].toposort() if u.op is Ops.STORE)]
+
+
+def test_the_models_attention_schedules_no_copy_between_the_gemms():
+  """KERNELS=triton on the CPU: the Q, K, V GEMMs' outputs go into attention and its output into the attention-output
+  GEMM as they are, (B, L, H, D) reshapes, in the forward and in the backward through dO (the output GEMM's data
+  gradient) to the value weight's gradient. The check can fail: a transposed q is one copy kernel more."""
+  from tinyperf.benchmarks.bert.model import BertConfig, BertSelfAttention, Linear
+  c = BertConfig(layers=1, hidden=16, heads=2, intermediate=32, vocab=50, max_positions=16, attention_dropout=0.1,
+                 kernels="triton")
+  rng = np.random.default_rng(1)
+  attn, dense = BertSelfAttention(c, rng), Linear(16, 16, rng, "triton")
+  params = [p for lin in (attn.query, attn.key, attn.value, dense) for p in (lin.weight, lin.bias)]
+  x = Tensor(rng.standard_normal((2, 8, 16)).astype(np.float32))
+  m = Tensor(np.zeros((2, 1, 1, 8), np.float32))
+  Tensor.realize(x, m, *params)
+  with Context(TRAINING=1):
+    out = dense(attn(x, m))
+    grads = out.square().sum().gradient(attn.value.weight, dense.weight)
+    assert _copy_kernels(out, *grads) == []
+    q = attn.query(x)
+    q_view = q.reshape(2, 2, 8, 8).transpose(1, 2)   # (B, L, H, D) but not in memory order: attention copies it
+    assert len(_copy_kernels(at.attention(q_view, *[q.reshape(2, 8, 2, 8)] * 2, m, 0.1))) == 1

@@ -69,7 +69,7 @@ def test_conv2d_batch_sharded_equals_one_device():
 
 
 def _qkvm(B=4, H=2, L=8, D=4):
-  q, k, v = (RNG.standard_normal((B, H, L, D), np.float32) for _ in range(3))
+  q, k, v = (RNG.standard_normal((B, L, H, D), np.float32) for _ in range(3))   # attention's (B, L, H, D)
   m = np.zeros((B, 1, 1, L), np.float32)
   m[1, ..., 5:] = m[3, ..., 2:] = -10000.0
   return [q, k, v, m]
