@@ -219,7 +219,7 @@ def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
   x, r, w, seed = (Tensor(call.src[1 + i]) for i in (0, 1, 2, 4))
   mean, rstd = (Tensor(call.src[1 + i].after(call)) for i in (6, 7))
   M, N = prg.local_shape(x)   # the kernels' rows: one device's piece
-  dy = Tensor(grad_y).cast(x.dtype).contiguous()
+  dy = prg.contiguous(Tensor(grad_y).cast(x.dtype))   # the next GEMM's data gradient, reshaped: no copy
   if prg.on_triton(x):
     _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device))
     axis = 0 if isinstance(x.device, tuple) else None
@@ -264,7 +264,8 @@ def add_layernorm(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps
   if p_drop > 0:
     seed = prg.device_seeds(Tensor.randint(1, high=2 ** 31 - 1, device=devs[0]) if seed is None else seed, x.device)
   else: seed = Tensor.empty(1, dtype=dtypes.uint32, device=x.device)   # read by no kernel: no fill
-  xs, rs = x.reshape(M, N).contiguous(), residual.cast(x.dtype).reshape(M, N).contiguous()
+  # BERT's GEMM outputs seen as (B, L, H): prg.contiguous passes them as they are (contiguous() would copy each)
+  xs, rs = prg.contiguous(x.reshape(M, N)), prg.contiguous(residual.cast(x.dtype).reshape(M, N))
   w, b = weight.float().contiguous(), bias.float().contiguous()
   axis = 0 if len(devs) > 1 else None
   y = prg.empty_shards((Ml, N), x.dtype, x.device, axis)

@@ -379,7 +379,7 @@ def test_bert_with_the_knob_and_attention_dropout_gives_the_same_step_with_mask_
   for got, want in zip(out["bits"][1:], out["redraw"][1:]): np.testing.assert_array_equal(got, want)
 
 
-def _copy_kernels(*ts: Tensor) -> list[str]:
+def copy_kernels(*ts: Tensor) -> list[str]:
   """The kernels of ts' schedule that store values loaded unchanged from another buffer: copies and transposes."""
   calls = [u for u in ts[0].schedule_linear(*ts[1:]).src if u.op is Ops.CALL and u.src[0].op is Ops.SINK]
   return [c.src[0].arg.name for c in calls if all(u.src[1].op is Ops.INDEX for u in c.src[0].toposort() if u.op is Ops.STORE)]
@@ -401,7 +401,7 @@ def test_the_models_attention_schedules_no_copy_between_the_gemms():
   with Context(TRAINING=1):
     out = dense(attn(x, m))
     grads = out.square().sum().gradient(attn.value.weight, dense.weight)
-    assert _copy_kernels(out, *grads) == []
+    assert copy_kernels(out, *grads) == []
     q = attn.query(x)
     q_view = q.reshape(2, 2, 8, 8).transpose(1, 2)   # (B, L, H, D) but not in memory order: attention copies it
-    assert len(_copy_kernels(at.attention(q_view, *[q.reshape(2, 8, 2, 8)] * 2, m, 0.1))) == 1
+    assert len(copy_kernels(at.attention(q_view, *[q.reshape(2, 8, 2, 8)] * 2, m, 0.1))) == 1

@@ -21,6 +21,7 @@ from tinyperf.benchmarks.kernels import layernorm as ln               # noqa: E4
 from tests.conftest import REPO                              # noqa: E402
 from tests.unit.test_kernels import HostArray                # noqa: E402
 from tests.unit.test_kernels_dropout import keep_mask        # noqa: E402
+from tests.unit.test_kernels_attention import copy_kernels   # noqa: E402
 
 BM, ROWS = 4, 12   # interpreter tiles: 37 or 50 rows give a partial last block and several backward programs
 
@@ -253,3 +254,21 @@ def test_bench_script_checks_and_times_every_candidate_on_the_cpu():
   want = [("tinygrad", None)] + [("triton", 1)] * n + [("triton", 4)] * n
   assert [(t["impl"], t["rng_group"]) for t in timed] == want
   assert all(t["fwd_ms"] > 0 and t["fwd_bwd_ms"] > 0 for t in timed), timed
+
+
+def test_gemm_outputs_go_into_the_fused_layernorm_and_back_without_a_copy():
+  """KERNELS=triton on the CPU, as BERT chains them: two dense outputs, (B, L, H) reshapes of GEMM outputs, are
+  add_layernorm's x and residual, and its output the next dense's input; forward and backward to the first dense's
+  weight schedule no copy kernel (tinygrad's contiguous() copies a reshaped kernel output). The check can fail: a
+  flipped residual is one copy more."""
+  from tinyperf.benchmarks.bert.model import Linear
+  rng = np.random.default_rng(2)
+  d1, d2, d3 = (Linear(16, 16, rng, "triton") for _ in range(3))
+  norm = LayerNorm(16, rng, kernels="triton")
+  x = Tensor(rng.standard_normal((2, 8, 16)).astype(np.float32))
+  Tensor.realize(x, *(p for d in (d1, d2, d3, norm) for p in (d.weight, d.bias)))
+  with Context(TRAINING=1):
+    out = d3(norm(d1(x), d2(x), 0.1))
+    assert copy_kernels(out, *out.square().sum().gradient(d1.weight)) == []
+    assert len(copy_kernels(norm(d1(x), d2(x).flip(1), 0.1))) == 1   # a view out of memory order: copied once
+
