@@ -11,17 +11,16 @@ the same math. One JSON line per measurement, named by its "rng" (the fastest ti
 import argparse
 import json
 import math
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np                                             # noqa: E402
-from tinygrad import Context, Device, Tensor, TinyJit, dtypes   # noqa: E402
+from tinygrad import Context, Tensor, dtypes   # noqa: E402
 
 from tinyperf.benchmarks.kernels import attention as at                   # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr                     # noqa: E402
+from lab.jit_timing import jit_seconds   # noqa: E402
 
 HEADS, HEAD_DIM, P_DROP, CALLS = 16, 64, 0.1, 5
 DEFAULT_GROUP, DEFAULT_MODE = dr.RNG_GROUP, at.MASK_MODE   # as committed, restored after the --rng variants
@@ -40,15 +39,7 @@ def model_attention(q, k, v, mask_add, p):
   return (scores.softmax(-1).cast(q.dtype).dropout(p) @ v).transpose(1, 2)
 
 
-def step_time(fn, *args) -> float:
-  """Median seconds of one replayed TinyJit call of fn (3 warm-up calls: capture and compile)."""
-  jit, times = TinyJit(fn), []
-  for i in range(3 + CALLS):
-    Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
-    jit(*args)
-    Device[Device.DEFAULT].synchronize()
-    if i >= 3: times.append(time.perf_counter() - t)
-  return statistics.median(times)
+def step_time(fn, *args) -> float: return jit_seconds(fn, *args, calls=CALLS)
 
 
 def rng_variants(text: str) -> tuple[str, ...]:

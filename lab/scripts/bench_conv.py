@@ -11,13 +11,12 @@ tile per (kind, conv) (the table to put in conv_tiles.TUNED) and the whole netwo
 """
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinyperf.benchmarks.kernels import conv as cv   # noqa: E402
+from lab.jit_timing import jit_seconds   # noqa: E402
 
 REPS, CALLS = 4, 5
 KINDS = ("fwd", "dgrad", "wgrad")
@@ -60,15 +59,9 @@ def plan_rows(shapes: dict[cv.Shape, list[str]], tiles: str):
 
 
 def step_time(fn, *args) -> float:
-  """Median seconds of one fn call, REPS per replayed TinyJit call (3 warm-up calls: capture and compile)."""
-  from tinygrad import Device, Tensor, TinyJit
-  jit, times = TinyJit(lambda *a: Tensor.realize(*[fn(*a) for _ in range(REPS)])), []
-  for i in range(3 + CALLS):
-    Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
-    jit(*args)
-    Device[Device.DEFAULT].synchronize()
-    if i >= 3: times.append((time.perf_counter() - t) / REPS)
-  return statistics.median(times)
+  """Median seconds of one fn call, REPS per replayed TinyJit call."""
+  from tinygrad import Tensor
+  return jit_seconds(lambda *a: Tensor.realize(*[fn(*a) for _ in range(REPS)]), *args, calls=CALLS, per_call=REPS)
 
 
 def bench(s: cv.Shape, names: list[str], tiles: str, best: dict):

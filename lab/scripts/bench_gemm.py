@@ -8,12 +8,13 @@ matmul.ffn (GELU in the GEMMs' epilogues) and unfused (linear, the model's gelu,
 measurement, the fastest tile per GEMM last (the table to put in matmul.TUNED).
   DEV=CUDA python lab/scripts/bench_gemm.py [--bs 96] [--tiles all|rule] [--only ffn]
 """
-import argparse, json, statistics, sys, time
+import argparse, json, sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tinygrad import Device, Tensor, TinyJit, dtypes   # noqa: E402
+from tinygrad import Tensor, dtypes   # noqa: E402
 from tinyperf.benchmarks.kernels import matmul as mm          # noqa: E402
+from lab.jit_timing import jit_seconds   # noqa: E402
 
 REPS, CALLS = 8, 5
 
@@ -33,26 +34,13 @@ def operands(M, N, K, ta, tb):
 
 
 def time_gemm(a, b, ta, tb) -> float:
-  step = TinyJit(lambda a, b: [mm.gemm(a, b, ta, tb).realize() for _ in range(REPS)])
-  times = []
-  for i in range(3 + CALLS):
-    Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
-    step(a, b)
-    Device[Device.DEFAULT].synchronize()
-    if i >= 3: times.append((time.perf_counter() - t) / REPS)
-  return statistics.median(times)
+  """Seconds per GEMM, REPS per replayed TinyJit call."""
+  return jit_seconds(lambda a, b: [mm.gemm(a, b, ta, tb).realize() for _ in range(REPS)], a, b, calls=CALLS, per_call=REPS)
 
 
 def time_jit(fn, *args) -> float:
-  """Seconds per call of fn (its results realized, in a TinyJit), the median of CALLS replayed calls."""
-  step = TinyJit(lambda *a: Tensor.realize(*fn(*a)))
-  times = []
-  for i in range(3 + CALLS):
-    Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
-    step(*args)
-    Device[Device.DEFAULT].synchronize()
-    if i >= 3: times.append(time.perf_counter() - t)
-  return statistics.median(times)
+  """Seconds per call of fn, its results realized."""
+  return jit_seconds(lambda *a: Tensor.realize(*fn(*a)), *args, calls=CALLS)
 
 
 def ffn_rows(tokens: int, hidden: int = 1024, inter: int = 4096):

@@ -12,18 +12,17 @@ own kernels doing the same math. One JSON line per measurement (the fastest tile
 """
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tinygrad import Context, Device, Tensor, TinyJit, dtypes   # noqa: E402
+from tinygrad import Context, Tensor, dtypes   # noqa: E402
 from tinygrad.dtype import DEFAULT_FLOAT                # noqa: E402
 
 from tinyperf.benchmarks.bert.model import LayerNorm             # noqa: E402
 from tinyperf.benchmarks.kernels import layernorm as ln          # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr            # noqa: E402
+from lab.jit_timing import jit_seconds   # noqa: E402
 
 CALLS, P_DROP = 10, 0.1
 DEFAULT_GROUP = dr.RNG_GROUP   # as committed, restored after the --rng variants
@@ -35,15 +34,7 @@ CANDIDATES = [dict(ln.TILES),
               {"fwd": (4, 4), "bwd": (2, 4, 4)}]
 
 
-def step_time(fn, *args) -> float:
-  """Median seconds of one replayed TinyJit call of fn (3 warm-up calls: capture and compile)."""
-  jit, times = TinyJit(fn), []
-  for i in range(3 + CALLS):
-    Device[Device.DEFAULT].synchronize(); t = time.perf_counter()
-    jit(*args)
-    Device[Device.DEFAULT].synchronize()
-    if i >= 3: times.append(time.perf_counter() - t)
-  return statistics.median(times)
+def step_time(fn, *args) -> float: return jit_seconds(fn, *args, calls=CALLS)
 
 
 def build_parser() -> argparse.ArgumentParser:
