@@ -319,7 +319,7 @@ def _grad(grad_o: UOp, call: UOp, p_drop: float, bits: bool) -> tuple:
   delta = (do.float() * o.float()).sum(-1).permute(0, 2, 1).contiguous()
   if prg.on_triton(q):
     args = (q, k, v, mask, seed, do, lse, delta)
-    dq, dk, dv = (prg.empty_shards((B, L, H, D), q.dtype, q.device, 0 if isinstance(q.device, tuple) else None)
+    dq, dk, dv = (prg.empty_shards((B, L, H, D), q.dtype, q.device, prg.batch_axis(q))
                   for _ in range(3))
     # two kernels, so each gradient block has one writer (no atomics): dK, dV per key block, dQ per query block
     dk, dv = q.custom_kernel(*args[1:], dk, dv, *stored, *prg.scratch(q.device),
@@ -353,7 +353,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
   if seed is None:
     seed = Tensor.randint(1, high=2 ** 31 - 1, device=devs[0]) if p_drop > 0 else Tensor.zeros(1, device=devs[0])
   seed = prg.device_seeds(seed, q.device)
-  axis = 0 if len(devs) > 1 else None
+  axis = prg.batch_axis(q)
   o = prg.empty_shards((Bl, L, H, D), q.dtype, q.device, axis)
   lse = prg.empty_shards((Bl, H, L), dtypes.float32, q.device, axis)
   bits = stores_bits(p_drop)

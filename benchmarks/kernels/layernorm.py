@@ -222,7 +222,7 @@ def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
   dy = prg.contiguous(Tensor(grad_y).cast(x.dtype))   # the next GEMM's data gradient, reshaped: no copy
   if prg.on_triton(x):
     _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device))
-    axis = 0 if isinstance(x.device, tuple) else None
+    axis = prg.batch_axis(x)
     dr = prg.empty_shards((M, N), x.dtype, x.device, axis)
     if p_drop > 0: dx = prg.empty_shards((M, N), x.dtype, x.device, axis)
     else: dx = Tensor.empty(1, dtype=x.dtype, device=x.device)   # unwritten without dropout: one element per device
@@ -267,7 +267,7 @@ def add_layernorm(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps
   # BERT's GEMM outputs seen as (B, L, H): prg.contiguous passes them as they are (contiguous() would copy each)
   xs, rs = prg.contiguous(x.reshape(M, N)), prg.contiguous(residual.cast(x.dtype).reshape(M, N))
   w, b = weight.float().contiguous(), bias.float().contiguous()
-  axis = 0 if len(devs) > 1 else None
+  axis = prg.batch_axis(x)
   y = prg.empty_shards((Ml, N), x.dtype, x.device, axis)
   mean, rstd = (prg.empty_shards((Ml,), dtypes.float32, x.device, axis) for _ in range(2))
   grad = _grad_fxn(float(eps), p_drop)
