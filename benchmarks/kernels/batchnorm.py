@@ -227,9 +227,9 @@ def addends(grad_y: UOp, x: Tensor) -> tuple[Tensor, Tensor | None]:
   """The gradient as the backward kernels read it: its two addends when autograd summed two of x's shape and dtype
   (a tensor used twice), else itself and None; each contiguous in x's dtype."""
   if grad_y.op is Ops.ADD and all(s.shape == grad_y.shape == x.shape and s.dtype == x.dtype for s in grad_y.src):
-    a, b = (Tensor(s).contiguous() for s in grad_y.src)
+    a, b = (prg.contiguous(Tensor(s)) for s in grad_y.src)
     return a, b
-  return Tensor(grad_y).cast(x.dtype).contiguous(), None
+  return prg.contiguous(Tensor(grad_y).cast(x.dtype)), None
 
 
 def _grad(grad_y: UOp, call: UOp, relu: bool, res: bool) -> tuple:
@@ -288,7 +288,7 @@ def batchnorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float, residual: Ten
   N, C, H, W = prg.local_shape(x)
   HW, axis = H * W, prg.batch_axis(x)
   if N * C * HW >= 2 ** 31: raise ValueError(f"batchnorm: {x.shape} has 2^31 elements or more per device")
-  xs = x.contiguous()
+  xs = prg.contiguous(x)
   if prg.on_triton(x):
     s = split(N, C)
     mean_p, m2_p = (prg.empty_shards((s, C), dtypes.float32, x.device, axis) for _ in range(2))
@@ -304,7 +304,7 @@ def batchnorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float, residual: Ten
   mean, var = mean.detach().contiguous(), var.detach().contiguous()            # (D, C)
   rstd = (var + eps).rsqrt().contiguous()
   w, b = weight.float().contiguous(), bias.float().contiguous()
-  r = residual.cast(x.dtype).contiguous() if residual is not None else Tensor.empty(1, dtype=x.dtype, device=x.device)
+  r = prg.contiguous(residual.cast(x.dtype)) if residual is not None else Tensor.empty(1, dtype=x.dtype, device=x.device)
   y = prg.empty_shards((N, C, H, W), x.dtype, x.device, axis)
   grad = _grad_fxn(bool(relu), residual is not None)
   # custom_kernel's sources are the kernel's arguments in order: x, mean, rstd, w, b, res, y, then Triton's scratch

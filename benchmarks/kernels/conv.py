@@ -302,8 +302,8 @@ def _call(kind: str, s: Shape, a: Tensor, b: Tensor, out: Tensor, grad_fxn=None,
   """custom_kernel over the kernel's arguments in order (a, b, out, then Triton's two scratch buffers); returns out."""
   if prg.on_triton(a):
     fxn = _triton_fxn(kind, s, a.dtype, a.device, phase)
-    return a.contiguous().custom_kernel(b.contiguous(), out, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad_fxn)[2]
-  return a.contiguous().custom_kernel(b.contiguous(), out, fxn=_tinygrad_fxn(kind, s, phase), grad_fxn=grad_fxn)[2]
+    return prg.contiguous(a).custom_kernel(prg.contiguous(b), out, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad_fxn)[2]
+  return prg.contiguous(a).custom_kernel(prg.contiguous(b), out, fxn=_tinygrad_fxn(kind, s, phase), grad_fxn=grad_fxn)[2]
 
 
 def dgrad(dy: Tensor, w: Tensor, s: Shape) -> Tensor:
@@ -329,7 +329,7 @@ def wgrad(dy: Tensor, x: Tensor, s: Shape) -> Tensor:
 
 def _grad(grad_y: UOp, call: UOp, s: Shape) -> tuple:
   x, w = Tensor(call.src[1]), Tensor(call.src[2])
-  dy = Tensor(grad_y).cast(x.dtype).contiguous()
+  dy = prg.contiguous(Tensor(grad_y).cast(x.dtype))
   return (dgrad(dy, w, s).uop, wgrad(dy, x, s).uop) + (None,) * (len(call.src) - 3)
 
 

@@ -148,8 +148,8 @@ def _tinygrad_fxn(kind: str, NC: int, H: int, W: int):
 def _call(kind: str, a: Tensor, b: Tensor, c: Tensor, NC: int, H: int, W: int, grad_fxn=None) -> Tensor:
   if prg.on_triton(a):
     fxn = _triton_fxn(kind, NC, H, W, a.dtype, a.device)
-    return a.contiguous().custom_kernel(b, c, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad_fxn)
-  return a.contiguous().custom_kernel(b, c, fxn=_tinygrad_fxn(kind, NC, H, W), grad_fxn=grad_fxn)
+    return prg.contiguous(a).custom_kernel(b, c, *prg.scratch(a.device), fxn=fxn, grad_fxn=grad_fxn)
+  return prg.contiguous(a).custom_kernel(b, c, fxn=_tinygrad_fxn(kind, NC, H, W), grad_fxn=grad_fxn)
 
 
 def _grad(grad_y: UOp, call: UOp) -> tuple:
@@ -157,7 +157,7 @@ def _grad(grad_y: UOp, call: UOp) -> tuple:
   x = Tensor(call.src[1])
   idx = Tensor(call.src[3].after(call))
   N, C, H, W = prg.local_shape(x)
-  dy = Tensor(grad_y).cast(x.dtype).contiguous()
+  dy = prg.contiguous(Tensor(grad_y).cast(x.dtype))
   dx = prg.empty_shards((N, C, H, W), x.dtype, x.device, prg.batch_axis(x))
   dx = _call("bwd", dy, idx, dx, N * C, H, W)[2]
   return (dx.uop,) + (None,) * (len(call.src) - 2)
