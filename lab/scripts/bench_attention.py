@@ -20,7 +20,7 @@ from tinygrad import Context, Tensor, dtypes   # noqa: E402
 
 from tinyperf.benchmarks.kernels import attention as at                   # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr                     # noqa: E402
-from lab.jit_timing import jit_seconds   # noqa: E402
+from lab.kernel_bench import jit_seconds   # noqa: E402
 
 HEADS, HEAD_DIM, P_DROP, CALLS = 16, 64, 0.1, 5
 DEFAULT_GROUP, DEFAULT_MODE = dr.RNG_GROUP, at.MASK_MODE   # as committed, restored after the --rng variants

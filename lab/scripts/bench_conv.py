@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinyperf.benchmarks.kernels import conv as cv   # noqa: E402
-from lab.jit_timing import jit_seconds   # noqa: E402
+from lab.kernel_bench import jit_seconds, tile_override   # noqa: E402
 
 REPS, CALLS = 4, 5
 KINDS = ("fwd", "dgrad", "wgrad")
@@ -81,12 +81,11 @@ def bench(s: cv.Shape, names: list[str], tiles: str, best: dict):
     print(json.dumps({**head, "kind": kind, "impl": "tinygrad", "ms": round(s_ref * 1e3, 4),
                       "tflops": round(s.flops / s_ref / 1e12, 1)}), flush=True)
     best[(kind, s)] = {**head, "kind": kind, "tinygrad_ms": round(s_ref * 1e3, 4)}
-    committed = cv.TUNED.get((kind, s))   # conv_tiles' entry, put back after the tiles were tried
     for t in (cv.TILES if tiles == "all" else (cv.tile(kind, s),)):
-      cv.TUNED[(kind, s)] = t
       try:
-        err = ((ours[kind](x, w, dy).float() - ref).abs().max() / ref.abs().max()).item()
-        sec = step_time(ours[kind], x, w, dy)
+        with tile_override(cv.TUNED, (kind, s), t):   # conv_tiles' entry put back after
+          err = ((ours[kind](x, w, dy).float() - ref).abs().max() / ref.abs().max()).item()
+          sec = step_time(ours[kind], x, w, dy)
       except Exception as e:   # a tile that does not fit (shared memory, registers) is reported, not fatal
         print(json.dumps({**head, "kind": kind, "tile": t, "error": f"{type(e).__name__}: {e}"[:300]}), flush=True)
         continue
@@ -94,8 +93,6 @@ def bench(s: cv.Shape, names: list[str], tiles: str, best: dict):
              "tflops": round(s.flops / sec / 1e12, 1), "max_rel_diff_vs_tinygrad": err}
       print(json.dumps(row), flush=True)
       if sec * 1e3 < best[(kind, s)].get("ms", float("inf")): best[(kind, s)] |= {"tile": t, "ms": round(sec * 1e3, 4)}
-    if committed: cv.TUNED[(kind, s)] = committed
-    else: cv.TUNED.pop((kind, s), None)
     del ref
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinygrad import Tensor, dtypes   # noqa: E402
 from tinyperf.benchmarks.kernels import matmul as mm          # noqa: E402
-from lab.jit_timing import jit_seconds   # noqa: E402
+from lab.kernel_bench import jit_seconds, tile_override   # noqa: E402
 
 REPS, CALLS = 8, 5
 GELU_GRAD_TILE = (128, 128, 64, 8, 3)   # (BM, BN, BK, warps, stages): the FFN rows' no-spill candidate
@@ -60,19 +60,16 @@ def ffn_rows(tokens: int, hidden: int = 1024, inter: int = 4096):
   fused, unfused = run(mm.ffn), run(lambda x, w1, b1, w2, b2: mm.linear(gelu(mm.linear(x, w1, b1)), w2, b2))
   args = (x, w1, b1, w2, b2, dy)
   diff = lambda u, r: ((u.float() - r.float()).abs().max() / r.float().abs().max()).item()
-  rel = max(diff(u, r) for u, r in zip(fused(*args), unfused(*args)))
-  for name, f in (("ffn fused", fused), ("ffn unfused", unfused)):
-    yield {"ffn": name, "tokens": tokens, "fwd_bwd_ms": round(time_jit(f, *args) * 1e3, 4),
-           "max_rel_diff_vs_unfused": rel if f is fused else 0.0}
+  def row(name: str, f, **extra) -> dict:
+    rel = max(diff(u, r) for u, r in zip(fused(*args), unfused(*args))) if f is fused else 0.0
+    return {"ffn": name, "tokens": tokens, **extra, "fwd_bwd_ms": round(time_jit(f, *args) * 1e3, 4),
+            "max_rel_diff_vs_unfused": rel}
+  yield row("ffn fused", fused)
+  yield row("ffn unfused", unfused)
   # the GELU-gradient GEMM (dy @ w2, (tokens, inter, hidden)) spills 176 B at its tuned 128x256 tile (255 registers;
   # so does 128x128 on 4 warps): fused again with that GEMM alone at 128x128 on 8 warps (sm_90: 145 registers, no spill)
-  key, tuned = (tokens, inter, hidden, False, False), dict(mm.TUNED)
-  mm.TUNED[key] = GELU_GRAD_TILE
-  try:
-    rel = max(diff(u, r) for u, r in zip(fused(*args), unfused(*args)))
-    yield {"ffn": "ffn fused, gelu-grad GEMM 128x128x8", "tokens": tokens, "tile": GELU_GRAD_TILE,
-           "fwd_bwd_ms": round(time_jit(fused, *args) * 1e3, 4), "max_rel_diff_vs_unfused": rel}
-  finally: mm.TUNED.clear(); mm.TUNED.update(tuned)
+  with tile_override(mm.TUNED, (tokens, inter, hidden, False, False), GELU_GRAD_TILE):
+    yield row("ffn fused, gelu-grad GEMM 128x128x8", fused, tile=GELU_GRAD_TILE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,14 +92,13 @@ def gemm_rows(args):
     a, b = operands(M, N, K, ta, tb)
     ref = ((a.T if ta else a) @ (b.T if tb else b)).float().realize()
     for t in (mm.TILES if args.tiles == "all" else (mm.tile(M, N, K, ta, tb),)):
-      mm.TUNED[(M, N, K, ta, tb)] = t
-      err = ((mm.gemm(a, b, ta, tb).float() - ref).abs().max() / ref.abs().max()).item()
-      s = time_gemm(a, b, ta, tb)
+      with tile_override(mm.TUNED, (M, N, K, ta, tb), t):
+        err = ((mm.gemm(a, b, ta, tb).float() - ref).abs().max() / ref.abs().max()).item()
+        s = time_gemm(a, b, ta, tb)
       row = {"gemm": name, "M": M, "N": N, "K": K, "trans_a": ta, "trans_b": tb, "tile": t, "ms": round(s * 1e3, 4),
              "tflops": round(2 * M * N * K / s / 1e12, 1), "max_rel_diff_vs_tinygrad": err}
       print(json.dumps(row), flush=True)
       if row["tflops"] > best.get((M, N, K, ta, tb), {"tflops": 0})["tflops"]: best[(M, N, K, ta, tb)] = row
-    mm.TUNED.pop((M, N, K, ta, tb), None)
     del a, b, ref
   for row in best.values(): print(json.dumps({"best": row}), flush=True)
   # one layer's backward at the FFN-up shape: gemm's grad function against tinygrad's matmul

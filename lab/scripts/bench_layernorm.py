@@ -22,7 +22,7 @@ from tinygrad.dtype import DEFAULT_FLOAT                # noqa: E402
 from tinyperf.benchmarks.bert.model import LayerNorm             # noqa: E402
 from tinyperf.benchmarks.kernels import layernorm as ln          # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr            # noqa: E402
-from lab.jit_timing import jit_seconds   # noqa: E402
+from lab.kernel_bench import jit_seconds   # noqa: E402
 
 CALLS, P_DROP = 10, 0.1
 DEFAULT_GROUP = dr.RNG_GROUP   # as committed, restored after the --rng variants

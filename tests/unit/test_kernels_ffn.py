@@ -180,6 +180,19 @@ def test_bench_gemm_times_the_ffn_fused_and_unfused_on_the_cpu():
   sys.path.insert(0, str(REPO / "lab" / "scripts"))
   try: import bench_gemm
   finally: sys.path.pop(0)
+  tuned = dict(mm.TUNED)
   rows = list(bench_gemm.ffn_rows(tokens=16, hidden=8, inter=24))
+  assert mm.TUNED == tuned   # the 128x128x8 row's tile was put back out of the table
   assert [row["ffn"] for row in rows] == ["ffn fused", "ffn unfused", "ffn fused, gelu-grad GEMM 128x128x8"]
   assert all(row["fwd_bwd_ms"] > 0 for row in rows) and 0 <= rows[0]["max_rel_diff_vs_unfused"] < 1e-2, rows
+
+
+def test_a_tile_tried_by_a_bench_leaves_the_committed_table_as_it_was():
+  from lab.kernel_bench import tile_override
+  tuned = {"a": 1}
+  with tile_override(tuned, "a", 2): assert tuned == {"a": 2}
+  with pytest.raises(RuntimeError):   # a tile that does not fit raises inside; the committed entry still comes back
+    with tile_override(tuned, "b", 3):
+      assert tuned == {"a": 1, "b": 3}
+      raise RuntimeError("out of shared memory")
+  assert tuned == {"a": 1}

@@ -1,4 +1,5 @@
-"""The kernel benches' one timing loop (lab/scripts/bench_*.py)."""
+"""What the kernel benches (lab/scripts/bench_*.py) share: their one timing loop and trying a tile in a TUNED table."""
+import contextlib
 import statistics
 import time
 
@@ -14,3 +15,14 @@ def jit_seconds(fn, *args, calls: int, per_call: int = 1) -> float:
     Device[Device.DEFAULT].synchronize()
     if i >= 3: times.append((time.perf_counter() - t) / per_call)
   return statistics.median(times)
+
+
+@contextlib.contextmanager
+def tile_override(tuned: dict, key, tile):
+  """tuned[key] = tile inside the block (the kernels built there take it); the committed entry, or none, after."""
+  had, old = key in tuned, tuned.get(key)
+  tuned[key] = tile
+  try: yield
+  finally:
+    if had: tuned[key] = old
+    else: tuned.pop(key, None)
