@@ -78,6 +78,15 @@ def clip_and_unscale(grads: list[Tensor], loss_scale: float, clip_norm: float) -
   return [g * factor for g in g32], norm
 
 
+def fused_step(optimizer: OptimizerGroup, knobs: Mapping):
+  """KERNELS=triton on CUDA: benchmarks/kernels' clip + LAMB kernels over the optimizer's state (the same formulas,
+  in place, three launches per tensor), else None (tinygrad's LAMB after clip_and_unscale). Made outside the jit."""
+  if knobs.get("KERNELS") != "triton": return None
+  from tinyperf.benchmarks.kernels import lamb   # imports Triton: only where the knob asks for it
+  if not lamb.supported(optimizer.optimizers): return None
+  return lamb.FusedLAMB(optimizer.optimizers, float(knobs["LOSS_SCALER"]), float(knobs["CLIP_NORM"]))
+
+
 def lamb_hparams(knobs: Mapping) -> dict:
   """The ten LAMB keys closed_bert.yaml requires EXACTLY_ONE each, plus the poly power (optional key), named as
   mlperf_logging's constants spell them. opt_name, max_sequence_length, eval_samples and train_samples are logged by

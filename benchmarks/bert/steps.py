@@ -19,7 +19,7 @@ import numpy as np
 from tinygrad import Tensor, TinyJit, Context, Device
 
 from tinyperf.benchmarks.bert.model import pretraining_loss, eval_sums
-from tinyperf.benchmarks.bert.optim import clip_and_unscale
+from tinyperf.benchmarks.bert.optim import clip_and_unscale, fused_step
 from tinyperf.benchmarks.common.runtime import host_scalar
 
 FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
@@ -124,6 +124,7 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping) -> tuple[Callable, C
   before calling the same step again. The first two calls of each step run eagerly/capture; from the third on the
   captured kernels replay."""
   scale, clip = float(knobs["LOSS_SCALER"]), float(knobs["CLIP_NORM"])
+  fused = fused_step(optimizer, knobs)   # KERNELS=triton on CUDA: the optimizer's kernels
 
   @TinyJit
   @Context(TRAINING=1)
@@ -132,10 +133,13 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping) -> tuple[Callable, C
     mlm, nsp = model(batch["input_ids"], batch["segment_ids"], batch["input_mask"], batch["masked_lm_positions"])
     loss, _, _ = pretraining_loss(mlm, nsp, batch)                       # fp32
     (loss * scale).backward()
-    grads, norm = clip_and_unscale([p.grad for p in optimizer.params], scale, clip)
-    for p, g in zip(optimizer.params, grads): p.grad = g.contiguous()
+    if fused is not None: updated, norm = fused.schedule_step()
+    else:
+      grads, norm = clip_and_unscale([p.grad for p in optimizer.params], scale, clip)
+      for p, g in zip(optimizer.params, grads): p.grad = g.contiguous()
+      updated = optimizer.schedule_step()
     # one schedule: the forward reads finish before the weights are overwritten
-    Tensor.realize(loss, norm, *optimizer.schedule_step())
+    Tensor.realize(loss, norm, *updated)
     scheduler.step()                                                     # after the optimizer: step 0 used lr(0) = 0
     return loss, norm
 

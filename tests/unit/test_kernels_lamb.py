@@ -1,0 +1,142 @@
+"""Clip + LAMB kernels (benchmarks/kernels/lamb.py) on the CPU: three steps of the Triton kernels run by Triton's
+interpreter, in place on numpy buffers, against the tinygrad path they replace (clip_and_unscale + tinygrad's LAMB,
+itself checked against numpy in test_bert_optim.py); the kernels compiled ahead for an H200; the tinygrad path's
+kernels, in place through a TinyJit, against the same."""
+from __future__ import annotations
+import os
+os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tinygrad import Context, Tensor, TinyJit
+
+triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh (requirements-kernels.lock)")
+from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
+
+from tinyperf.benchmarks.bert.optim import build_optimizer, clip_and_unscale, fused_step   # noqa: E402
+from tinyperf.benchmarks.kernels import lamb                                          # noqa: E402
+from tests.conftest import REPO                                                       # noqa: E402
+from tests.unit.test_kernels import HostArray                                         # noqa: E402
+
+LR, B1, B2, EPS, WD = 0.05, 0.9, 0.99, 1e-6, 0.01
+BLOCK, MAX_PROGRAMS = 32, 3   # interpreter tiles: 200 elements take 3 programs striding over 7 blocks, the last partial
+
+
+def run(kernel, grid: int, *args, consts=()):
+  InterpretedFunction(kernel)[(grid,)](*(HostArray(a) if isinstance(a, np.ndarray) else a for a in args), *consts)
+
+
+def interpreted_step(ws, ms, vs, grads, adapt, t: int, loss_scale: float, clip: float) -> float:
+  """One step of the three kernels over every tensor, as FusedLAMB.schedule_step chains them (the partials of all
+  tensors in shared buffers at each tensor's offset); ws, ms, vs updated in place. Returns the norm."""
+  progs = [min(MAX_PROGRAMS, -(-w.size // BLOCK)) for w in ws]
+  offsets = np.cumsum([0] + progs)
+  gsq, wsq, usq = (np.full(offsets[-1], np.nan, np.float32) for _ in range(3))   # every slot written before it is read
+  metas = [np.array([o], np.int32) for o in offsets[:-1]]
+  for g, meta, P in zip(grads, metas, progs):
+    run(lamb.sumsq_kernel, P, g, meta, gsq, consts=(g.size, P, BLOCK))
+  norm = np.float32(np.sqrt(gsq.sum(dtype=np.float32))) * np.float32(1 / loss_scale)
+  gscale = (np.float32(clip) / norm if norm > clip else np.float32(1.0)) * np.float32(1 / loss_scale)
+  coef = np.array([gscale, 1 - B1 ** t, 1 - B2 ** t, LR], np.float32)
+  for g, w, m, v, meta, P, a in zip(grads, ws, ms, vs, metas, progs, adapt):
+    run(lamb.lamb_moments_kernel, P, g, w, m, v, coef, meta, wsq, usq, consts=(w.size, P, B1, B2, EPS, WD * a, BLOCK))
+  for w, m, v, meta, P, a in zip(ws, ms, vs, metas, progs, adapt):
+    run(lamb.lamb_update_kernel, P, w, m, v, coef, meta, wsq, usq,
+        consts=(w.size, P, EPS, WD * a, a, BLOCK, lamb._pow2(P)))
+  return float(norm)
+
+
+@pytest.mark.parametrize("loss_scale,clip", [(1024.0, 1.0), (1.0, 1e6)], ids=["clipped", "unclipped"])
+def test_three_interpreted_steps_equal_tinygrads_clip_and_lamb(loss_scale, clip):
+  """Two decayed tensors (one of 200 elements: three programs, a partial block; one all zeros: trust ratio 1) and one
+  without decay or trust ratio, fp16 gradients scaled by the loss scale: weights, moments and norm after each of three
+  steps equal tinygrad's clip_and_unscale + LAMB within fp32 rounding."""
+  assert triton.knobs.runtime.interpret, "Triton was imported before this module set TRITON_INTERPRET=1"
+  rng = np.random.default_rng(3)
+  shapes, adapt = [(10, 20), (5,), (37,)], [True, True, False]
+  w0 = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  w0[1][:] = 0
+  grads = [[(rng.standard_normal(s) * loss_scale * 0.3).astype(np.float16) for s in shapes] for _ in range(3)]
+  ws, ms, vs = [w.copy() for w in w0], [np.zeros_like(w) for w in w0], [np.zeros_like(w) for w in w0]
+  params = [Tensor(w.copy()) for w in w0]
+  opt = build_optimizer(params[:2], params[2:], LR, B1, B2, EPS, WD)
+  for t in range(1, 4):
+    norm = interpreted_step(ws, ms, vs, grads[t - 1], adapt, t, loss_scale, clip)
+    for p, g in zip(params, grads[t - 1]): p.grad = Tensor(g).float()
+    clipped, ref_norm = clip_and_unscale([p.grad for p in params], loss_scale, clip)
+    for p, g in zip(params, clipped): p.grad = g.contiguous()
+    with Context(TRAINING=1): Tensor.realize(ref_norm, *opt.schedule_step())
+    assert norm == pytest.approx(ref_norm.item(), rel=1e-5)
+    if clip == 1.0: assert norm > clip   # the clipped case clips
+    state = [*opt[0].m, *opt[1].m, *opt[0].v, *opt[1].v]
+    for got, ref in zip(ws + ms + vs, [p.numpy() for p in params] + [s.numpy() for s in state]):
+      np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-7)
+  assert not np.allclose(ws[0], w0[0]) and not np.allclose(ws[2], w0[2])   # the steps moved the weights
+
+
+def test_h200_cubins_compile_here_at_berts_sizes():
+  """The three kernels compiled ahead for sm_90 by Triton's own ptxas, without a GPU, for BERT-large's largest tensor
+  (the 30522 x 1024 word embeddings, fp32 gradient) and a 1024 x 4096 one with an fp16 gradient: 16-byte vector loads,
+  the kernel's pointers + Triton's two scratch parameters, no local memory (spills), and at most MAX_PROGRAMS
+  programs."""
+  code = """
+import json
+from tinygrad import dtypes
+from tinyperf.benchmarks.kernels import lamb
+out = []
+for n, gd in ((30522 * 1024, dtypes.float32), (1024 * 4096, dtypes.half)):
+  for which in ("sumsq", "moments", "update"):
+    k = lamb.compile_lamb(which, n, 90, gd, 0.9, 0.999, 1e-6, 0.01, True)
+    out.append({"which": which, "name": k.name, "threads": k.threads, "cubin": len(k.cubin), "grid": lamb.programs(n),
+                "params": sum(".param .u64" in l for l in k.ptx.splitlines()), "v4": "ld.global.v4" in k.ptx,
+                "local": "ld.local" in k.ptx or "st.local" in k.ptx, "gd": str(gd)})
+print(json.dumps(out))
+"""
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  got = json.loads(r.stdout.strip().splitlines()[-1])
+  assert len(got) == 6
+  for g in got:
+    assert g["name"] == {"sumsq": "sumsq_kernel", "moments": "lamb_moments_kernel", "update": "lamb_update_kernel"}[
+      g["which"]], g
+    assert g["cubin"] > 1000 and g["v4"] and not g["local"] and g["threads"] == 32 * lamb.WARPS, g
+    assert g["params"] == len(lamb.pointers(g["which"])) + 2, g
+    assert g["grid"] == lamb.MAX_PROGRAMS, g
+
+
+def test_the_jitted_step_updates_in_place_as_tinygrads_lamb_on_the_cpu():
+  """FusedLAMB through the tinygrad path, as BERT's train step runs it under KERNELS=triton (a TinyJit, the state
+  updated in place by custom kernels): four steps, the last two replays of the capture, equal clip_and_unscale +
+  tinygrad's LAMB; under KERNELS=tinygrad there is no fused step."""
+  rng = np.random.default_rng(1)
+  shapes = [(100, 50), (5,), (37,)]   # 5000 elements: 3 programs of the GPU's plan; 5: one range of one step
+  w0 = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  grads = [[(rng.standard_normal(s) * 300).astype(np.float16) for s in shapes] for _ in range(4)]
+  ref, got = ([Tensor(w.copy()).realize() for w in w0] for _ in range(2))
+  opt_ref, opt = (build_optimizer(ps[:2], ps[2:], LR, B1, B2, EPS, WD) for ps in (ref, got))
+  knobs = {"LOSS_SCALER": 1024.0, "CLIP_NORM": 1.0}
+  assert fused_step(opt, knobs | {"KERNELS": "tinygrad"}) is None
+  fused = fused_step(opt, knobs | {"KERNELS": "triton"})
+
+  @TinyJit
+  @Context(TRAINING=1)
+  def step(*gs: Tensor) -> Tensor:
+    for p, g in zip(got, gs): p.grad = g.float()   # as the backward leaves them: fp16 results cast to fp32
+    done, norm = fused.schedule_step()
+    Tensor.realize(norm, *done)
+    return norm
+
+  for t in range(4):
+    for p, g in zip(ref, grads[t]): p.grad = Tensor(g).float()
+    clipped, ref_norm = clip_and_unscale([p.grad for p in ref], 1024.0, 1.0)
+    for p, g in zip(ref, clipped): p.grad = g.contiguous()
+    with Context(TRAINING=1): Tensor.realize(ref_norm, *opt_ref.schedule_step())
+    norm = step(*(Tensor(g).realize() for g in grads[t])).item()
+    assert norm == pytest.approx(ref_norm.item(), rel=1e-5) and norm > 1.0
+    for a, b in zip([*got, *opt[0].m, *opt[1].v], [*ref, *opt_ref[0].m, *opt_ref[1].v]):
+      np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)   # weights near 1: fp32 rounding
+  assert step.captured is not None   # steps 3 and 4 replayed the capture
