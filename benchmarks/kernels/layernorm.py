@@ -109,10 +109,12 @@ if triton is not None:   # _dropped_sum is jitted first: the kernels call it as 
   compiled_fwd, compiled_bwd = triton.jit(add_ln_fwd_kernel), triton.jit(add_ln_bwd_kernel)
 
 SMS = 132   # H200 streaming multiprocessors
-# fwd: (BM rows per program, warps); bwd: (BM rows per step, programs per multiprocessor, warps). Not yet measured
-# (lab/scripts/bench_layernorm.py tries its CANDIDATES on an H200; the fastest go here). bwd: 8 elements of a row per
-# thread keep the dropout backward at 122 registers, so two programs fit each multiprocessor, one wave (at 16: 215)
-TILES = {"fwd": (4, 8), "bwd": (2, 2, 8)}
+# fwd: (BM rows per program, warps); bwd: (BM rows per step, programs per multiprocessor, warps). The fastest of
+# lab/scripts/bench_layernorm.py's CANDIDATES at 49152 x 1024, dropout 0.1, 4 elements per Philox call (H100,
+# docs/perf/2026-12-07_layernorm_triton_h100.jsonl): fwd (2, 4) 0.251 ms against (4, 8) 0.282; bwd: 8 elements of a
+# row per thread keep the dropout backward at 122 registers, so two programs fit each multiprocessor, one wave (at
+# 16: 215; (4, 2, 8) measured within 0.011 ms of it)
+TILES = {"fwd": (2, 4), "bwd": (2, 2, 8)}
 
 
 def _pow2(n: int) -> int: return 1 << (n - 1).bit_length()

@@ -29,7 +29,7 @@ DEFAULT_GROUP = dr.RNG_GROUP   # as committed, restored after the --rng variants
 # tile sets to try: {"fwd": (BM, warps), "bwd": (BM, programs per multiprocessor, warps)}; the first is ln.TILES
 CANDIDATES = [dict(ln.TILES),
               {"fwd": (1, 4), "bwd": (1, 4, 4)},
-              {"fwd": (2, 4), "bwd": (4, 2, 8)},
+              {"fwd": (4, 8), "bwd": (4, 2, 8)},
               {"fwd": (8, 8), "bwd": (8, 1, 16)},
               {"fwd": (4, 4), "bwd": (2, 4, 4)}]
 
