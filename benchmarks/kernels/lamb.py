@@ -283,6 +283,8 @@ class FusedLAMB:
     for p in params: self.offsets.append(self.offsets[-1] + programs(p.numel()))
     # tensor i's first partial: read by its kernels from a constant buffer, so one compile serves every tensor of a size
     self.meta = [_constant(o, self.device) for o in self.offsets[:-1]]
+    # the moments as buffers before the first step writes them in place (tinygrad's LAMB makes them lazy zeros)
+    Tensor.realize(*[t for o in self.optimizers for t in (*o.m, *o.v, o.b1_t, o.b2_t, o.lr)])
 
   def schedule_step(self) -> tuple[list[Tensor], Tensor]:
     """(tensors to realize: every weight, moment and b^t after its update; the global gradient norm before clipping,

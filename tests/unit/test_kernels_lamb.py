@@ -108,15 +108,18 @@ print(json.dumps(out))
     assert g["grid"] == lamb.MAX_PROGRAMS, g
 
 
-def test_the_jitted_step_updates_in_place_as_tinygrads_lamb_on_the_cpu():
+@pytest.mark.parametrize("devices", [None, ("CPU:0", "CPU:1")], ids=["one_device", "two_devices"])
+def test_the_jitted_step_updates_in_place_as_tinygrads_lamb_on_the_cpu(devices):
   """FusedLAMB through the tinygrad path, as BERT's train step runs it under KERNELS=triton (a TinyJit, the state
-  updated in place by custom kernels): four steps, the last two replays of the capture, equal clip_and_unscale +
-  tinygrad's LAMB; under KERNELS=tinygrad there is no fused step."""
+  updated in place by custom kernels; on two devices every tensor replicated and each device's copy updated): four
+  steps, the last two replays of the capture, equal clip_and_unscale + tinygrad's LAMB on one device; under
+  KERNELS=tinygrad there is no fused step."""
+  place = (lambda t: t.shard(devices)) if devices else (lambda t: t)
   rng = np.random.default_rng(1)
   shapes = [(100, 50), (5,), (37,)]   # 5000 elements: 3 programs of the GPU's plan; 5: one range of one step
   w0 = [rng.standard_normal(s).astype(np.float32) for s in shapes]
   grads = [[(rng.standard_normal(s) * 300).astype(np.float16) for s in shapes] for _ in range(4)]
-  ref, got = ([Tensor(w.copy()).realize() for w in w0] for _ in range(2))
+  ref, got = [Tensor(w.copy()).realize() for w in w0], [place(Tensor(w.copy())).realize() for w in w0]
   opt_ref, opt = (build_optimizer(ps[:2], ps[2:], LR, B1, B2, EPS, WD) for ps in (ref, got))
   knobs = {"LOSS_SCALER": 1024.0, "CLIP_NORM": 1.0}
   assert fused_step(opt, knobs | {"KERNELS": "tinygrad"}) is None
@@ -135,8 +138,9 @@ def test_the_jitted_step_updates_in_place_as_tinygrads_lamb_on_the_cpu():
     clipped, ref_norm = clip_and_unscale([p.grad for p in ref], 1024.0, 1.0)
     for p, g in zip(ref, clipped): p.grad = g.contiguous()
     with Context(TRAINING=1): Tensor.realize(ref_norm, *opt_ref.schedule_step())
-    norm = step(*(Tensor(g).realize() for g in grads[t])).item()
+    norm = step(*(place(Tensor(g)).realize() for g in grads[t])).item()
     assert norm == pytest.approx(ref_norm.item(), rel=1e-5) and norm > 1.0
     for a, b in zip([*got, *opt[0].m, *opt[1].v], [*ref, *opt_ref[0].m, *opt_ref[1].v]):
-      np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)   # weights near 1: fp32 rounding
+      for copy in ([a.to(d) for d in devices] if devices else [a]):   # weights near 1: fp32 rounding
+        np.testing.assert_allclose(copy.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
   assert step.captured is not None   # steps 3 and 4 replayed the capture
