@@ -19,8 +19,9 @@ from a one-element int32 buffer (a constant made once with the optimizer), so a 
 not per tensor. On several devices every tensor is replicated (the gradients all-reduced before): each device updates
 its own copy with the same kernels.
 
-Only the Triton path lives here: on a device without Triton the optimizer is tinygrad's LAMB (optim.py), whose
-formulas tests/unit/test_kernels_lamb.py checks these kernels against under Triton's interpreter.
+On a device without Triton (CPU, in tests) tinygrad kernels of the same plan run through the same custom_kernel calls
+and in-place writes; tests/unit/test_kernels_lamb.py checks both, the Triton kernels under Triton's interpreter, against
+clip_and_unscale + tinygrad's LAMB (optim.py).
 """
 from __future__ import annotations
 
@@ -314,5 +315,6 @@ class FusedLAMB:
 
 
 def supported(optimizers) -> bool:
-  """The fused step runs: fp32 weights and moments (the kernels' pointer types), on CUDA or the tinygrad path."""
+  """The fused step can run: fp32 weights and moments (the kernels' pointer types). Triton's kernels on CUDA, tinygrad
+  kernels of the same plan elsewhere."""
   return all(t.dtype == dtypes.float32 for o in optimizers for t in (*o.params, *o.m, *o.v))
