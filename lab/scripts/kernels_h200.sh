@@ -6,10 +6,10 @@
 #   lab/scripts/kernels_h200.sh collect DIR          DIR/kernels.tgz (the whole JOB: logs, records, the grown BEAM cache)
 #                                                    and DIR/summary.txt: two files, within what a device call returns
 # The steps, in this order (STEPS=1,3 runs only those; the default is all):
-#   1 layernorm|attention|gemm  the fused add+LayerNorm kernel vs tinygrad at BERT-large's 49152x1024
+#   1 layernorm|attention|gemm|lamb  the fused add+LayerNorm kernel vs tinygrad at BERT-large's 49152x1024
 #                            (bench_layernorm.py); the fused attention at BS 96, each dropout draw: per element, per 4,
 #                            stored bits (bench_attention.py --rng 1,4,bits); the nine GEMMs at the tiles the layer
-#                            picks and the fused FFN (bench_gemm.py)
+#                            picks and the fused FFN (bench_gemm.py); clip + LAMB fused vs tinygrad's (bench_lamb.py)
 #   2 loss_compare_bert|resnet  20 train steps a side at BS 32, KERNELS=tinygrad vs triton, and tinygrad from weights
 #                            perturbed by 2^-11 for the noise floor (loss_compare.py --noise-floor; exit 1: out of
 #                            tolerance)
@@ -33,7 +33,7 @@
 # recorded ($JOB/steps.tsv, $JOB/events) and the next step runs. Estimates (minutes) from docs/perf: bench_bert_triton 5.6 (wall 334 s, INIT 330 s with the 154-kernel
 # cache) + PyTorch; step_profile the same INIT + the kernels alone; ResNet BEAM=0 INIT 121 s + 20 steps of 1.1 s;
 # loss_compare three captures of the 24-layer step (INIT 229 s at BEAM=0) + 20 steps of 2.1 s; the rest unmeasured.
-# The sum (about 67 min) is over one lease: split the steps over leases with STEPS (the plan says what fits).
+# The sum (about 69 min) is over one lease: split the steps over leases with STEPS (the plan says what fits).
 # DRY_RUN=1 start prints the plan and each step's command and runs nothing. JOB (default /tmp/kernelsjob) must be the
 # same for start, poll and collect. Needs python3 with tinygrad 0.14.0, mlperf-logging, Triton and PyTorch (on a
 # leased machine: PYTHONPATH=/tmp/site:$PWD with the carried wheels installed there, as for e2e_h200.sh), run from a
@@ -56,6 +56,7 @@ die() { echo "kernels_h200.sh: $1" >&2; exit 2; }
 PLAN="1 layernorm 120 300
 1 attention 240 420
 1 gemm 180 360
+1 lamb 120 300
 2 loss_compare_bert 640 900
 2 loss_compare_resnet 450 720
 3 step_profile_bert 480 660
@@ -73,6 +74,9 @@ s_attention() {
 }
 s_gemm() {
   DEV=CUDA python3 lab/scripts/bench_gemm.py --bs 96 --tiles rule
+}
+s_lamb() {
+  DEV=CUDA python3 lab/scripts/bench_lamb.py
 }
 s_loss_compare_bert() {
   python3 lab/scripts/loss_compare.py bert --bs 32 --noise-floor --out "$JOB/loss_compare_bert.jsonl"
@@ -101,7 +105,7 @@ s_step_profile_resnet() {
 s_bench_resnet_triton_beam() {
   KERNELS=triton BEAM_BUDGET_S=0 python3 -m lab.bench resnet --gpus 1 --bs 256 --steps 20 --beam 1 --beam-cache "$RESNET_DB" --torch-modes eager --record "$JOB/bench_resnet_triton_beam.jsonl"
 }
-export -f s_layernorm s_attention s_gemm s_loss_compare_bert s_loss_compare_resnet s_step_profile_bert s_bench_bert_triton \
+export -f s_layernorm s_attention s_gemm s_lamb s_loss_compare_bert s_loss_compare_resnet s_step_profile_bert s_bench_bert_triton \
   s_bench_resnet_triton s_bench_resnet_tinygrad s_bench_conv s_step_profile_resnet s_bench_resnet_triton_beam
 
 event() { echo "$(date +%s) t=$(( $(date +%s) - ${T0:-$(date +%s)} ))s $*" >>"$JOB/events"; }

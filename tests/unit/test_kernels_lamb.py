@@ -144,3 +144,19 @@ def test_the_jitted_step_updates_in_place_as_tinygrads_lamb_on_the_cpu(devices):
       for copy in ([a.to(d) for d in devices] if devices else [a]):   # weights near 1: fp32 rounding
         np.testing.assert_allclose(copy.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
   assert step.captured is not None   # steps 3 and 4 replayed the capture
+
+
+def test_bench_script_checks_and_times_both_sides_on_the_cpu():
+  """lab/scripts/bench_lamb.py on a one-layer toy BERT on the CPU (the fused side runs tinygrad kernels there): the
+  check line within fp32 rounding and one timing line per side, the fused side launching fewer kernels, so the GPU
+  command that measures it cannot fail on the script."""
+  cmd = [sys.executable, "lab/scripts/bench_lamb.py", "--layers", "1", "--hidden", "64", "--intermediate", "128",
+         "--vocab", "100"]
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"DEV": "CPU"}
+  r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  check, *timed = (json.loads(line) for line in r.stdout.splitlines())
+  assert check["weights_moments_max_rel_diff"] < 1e-5 and check["norm_max_rel_diff"] < 1e-5, check
+  assert check["norm"] > 1.0, check   # the clip acted
+  assert [t["impl"] for t in timed] == ["tinygrad", "fused"] and all(t["ms"] > 0 for t in timed), timed
+  assert timed[1]["kernels"] < timed[0]["kernels"], timed
