@@ -20,9 +20,10 @@ and bytes all devices'.
 
 Prints the families sorted by time (count, ms per step, share of the kernels' summed time, TFLOP/s, GB/s), the sum of
 the kernel times beside the end-to-end step (their difference is what runs between kernels), the slowest single
-kernels, then the 5 slowest of each tinygrad family (which of its hundreds of kernels hold its time). Appends one JSON
-line to --out: date, device, versions, git sha, command, the config's knobs, families, top kernels, the top of each
-family, step_ms. Exit 0; 2 on bad input."""
+kernels, then the 5 slowest of each tinygrad family (which of its hundreds of kernels hold its time), the kernels with
+the most time summed over their runs, and the time of each tenth of the step's items. Appends one JSON line to --out:
+date, device, versions, git sha, command, the config's knobs, families, top kernels, the top of each family, the 40
+kernels with the most summed time, the tenths, step_ms. Exit 0; 2 on bad input."""
 from __future__ import annotations
 import argparse
 import contextlib
@@ -194,8 +195,28 @@ def top_per_family(rows: list[dict], n: int = 5) -> dict[str, list[dict]]:
   return {f: top([r for r in rows if r["family"] == f], n) for f in dict.fromkeys(r["family"] for r in rows)}
 
 
+def by_name(rows: list[dict], n: int = 40) -> list[dict]:
+  """The n kernel names (a tinygrad name is its shape: one name, one kernel) that hold the most time over the step,
+  with how often they run: where hundreds of small kernels add up (a bias gradient per dense layer, an optimizer's
+  per-tensor kernels)."""
+  out: dict[str, dict] = {}
+  for r in rows:
+    d = out.setdefault(r["name"], {"name": r["name"], "family": r["family"], "count": 0, "ms": 0.0, "flop": 0, "bytes": 0})
+    d["count"] += 1; d["ms"] += r["ms"]; d["flop"] += r["flop"]; d["bytes"] += r["bytes"]
+  return [{k: d[k] for k in ("name", "family", "count", "ms")} | rates(d["flop"], d["bytes"], d["ms"])
+          for d in sorted(out.values(), key=lambda d: -d["ms"])[:n]]
+
+
+def segments(rows: list[dict], k: int = 10) -> list[dict]:
+  """The step in k runs of consecutive items (program order: forward, backward, then the optimizer's tail), the time
+  of each."""
+  cuts = [len(rows) * j // k for j in range(k + 1)]
+  return [{"items": f"{a}-{b - 1}", "ms": sum(r["ms"] for r in rows[a:b])} for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
 def table(fams: list[dict], tops: list[dict], kernel_ms: float, step_ms: float, n_items: int, repeats: int,
-          per_family: dict[str, list[dict]] | None = None) -> str:
+          per_family: dict[str, list[dict]] | None = None, names: list[dict] | None = None,
+          segs: list[dict] | None = None) -> str:
   lines = [f"{'family':<40}{'count':>7}{'ms/step':>11}{'share':>8}{'TFLOP/s':>10}{'GB/s':>9}"]
   lines += [f"{f['family'][:39]:<40}{f['count']:>7}{f['ms']:>11.3f}{f['share']:>8.1%}{f['tflops']:>10.2f}{f['gbs']:>9.1f}"
             for f in fams]
@@ -209,6 +230,12 @@ def table(fams: list[dict], tops: list[dict], kernel_ms: float, step_ms: float, 
   lines += [row(t) for t in tops]
   for fam, ts in (per_family or {}).items():
     if fam.startswith("tinygrad"): lines += [f"\nthe {len(ts)} slowest of {fam}"] + [row(t) for t in ts]
+  if names:
+    lines += [f"\nthe {len(names)} kernels with the most time over the step",
+              f"{'count':>6}  {'name':<44}{'family':<28}{'ms':>9}{'TFLOP/s':>10}{'GB/s':>9}"]
+    lines += [f"{t['count']:>6}  {t['name'][:43]:<44}{t['family'][:27]:<28}{t['ms']:>9.3f}{t['tflops']:>10.2f}"
+              f"{t['gbs']:>9.1f}" for t in names]
+  if segs: lines += ["\nms per tenth of the step's items: " + ", ".join(f"{g['items']} {g['ms']:.1f}" for g in segs)]
   return "\n".join(lines)
 
 
@@ -232,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
   rows = profile(linear, var_vals, inputs, tr.devices, args.repeats)
   fams, tops, per_family = families(rows), top(rows, args.top), top_per_family(rows)
   kernel_ms, step_ms = sum(r["ms"] for r in rows), timer.median() * 1e3
-  print(table(fams, tops, kernel_ms, step_ms, len(rows), args.repeats, per_family), flush=True)
+  names, segs = by_name(rows), segments(rows)
+  print(table(fams, tops, kernel_ms, step_ms, len(rows), args.repeats, per_family, names[:15], segs), flush=True)
   rec = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "what": "step_profile", **device(), **versions(),
          "command": shlex.join(["python3", "lab/scripts/step_profile.py", *(sys.argv[1:] if argv is None else argv)]),
          "benchmark": args.benchmark, "platform": cfg.platform, "bs": cfg["BS"], "knobs": cfg.knobs,
@@ -240,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
          "overrides": {k: env for k, (_, env) in cfg.overridden.items()}, "repeats": args.repeats,
          "step_ms": step_ms, "steps_ms": [t * 1e3 for t in timer.timed()], "kernel_ms": kernel_ms,
          "items": len(rows), "graph_batches": sum(1 for c in linear.src if is_graph(c)),
-         "families": fams, "top_kernels": tops, "top_per_family": per_family, "wall_s": round(time.time() - t0, 1)}
+         "families": fams, "top_kernels": tops, "top_per_family": per_family, "by_name": names, "segments": segs,
+         "wall_s": round(time.time() - t0, 1)}
   with open(args.out, "a") as f: f.write(json.dumps(rec) + "\n")
   print(f"record appended to {args.out}", flush=True)
   return 0

@@ -45,6 +45,14 @@ def test_every_item_of_the_step_is_timed_in_one_family(tmp_path, benchmark):
     assert 0 < len(ts) == min(5, f["count"]) and {t["family"] for t in ts} == {f["family"]}
     assert [t["ms"] for t in ts] == sorted((t["ms"] for t in ts), reverse=True) and sum(t["ms"] for t in ts) <= f["ms"]
   assert "slowest of tinygrad elementwise (E_)" in r.stdout
+  names = rec["by_name"]   # kernels summed over their runs: every name once, the most time first, counts of runs
+  assert 0 < len(names) <= 40 and len({t["name"] for t in names}) == len(names)
+  assert [t["ms"] for t in names] == sorted((t["ms"] for t in names), reverse=True)
+  assert names[0]["ms"] >= tops[0]["ms"] and sum(t["count"] for t in names) <= rec["items"]
+  segs = rec["segments"]   # the tenths of the step in program order cover every item once
+  assert len(segs) == 10 and segs[0]["items"].startswith("0-") and segs[-1]["items"].endswith(f"-{rec['items'] - 1}")
+  assert sum(g["ms"] for g in segs) == pytest.approx(rec["kernel_ms"], rel=1e-9)
+  assert "kernels with the most time over the step" in r.stdout and "ms per tenth" in r.stdout
 
 
 def test_a_graph_batch_is_timed_by_its_items():
