@@ -119,6 +119,43 @@ print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params"
   assert got["fp16_out_rounds_to_fp16"] and not got["fp32_out_rounds_to_fp16"]   # fp32 logits stay fp32
 
 
+@pytest.mark.parametrize("M,N,BM,BN", [(37, 100, 4, 64), (64, 64, 8, 32)], ids=["partial_blocks", "even"])
+def test_column_sums_interpreted_equal_numpy(M, N, BM, BN):
+  """The bias-gradient kernel under Triton's interpreter: fp16 rows summed in fp32 over programs of ROWS rows (the last
+  partial, columns past N masked), the partial rows then summed as tinygrad does, against numpy."""
+  x = np.random.default_rng(M).standard_normal((M, N)).astype(np.float16)
+  rows = BM * 3
+  G, NB = -(-M // rows), -(-N // BN)
+  out = np.full((G, N), np.nan, np.float32)   # every partial written
+  InterpretedFunction(mm.colsum_kernel)[(G * NB,)](HostArray(x), HostArray(out), M, N, rows, BM, BN)
+  np.testing.assert_allclose(out.sum(0), x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
+
+
+def test_column_sum_plan_and_cubin_at_berts_bias_gradients():
+  """The bias gradients of BERT-large at BS 96 (49152 tokens x 1024 or 4096; the MLM decoder's 7296 x 30522): every
+  row in one program, about 4 programs per multiprocessor, and the kernel compiled ahead for sm_90 with 16-byte loads,
+  no local memory, and its two pointers + Triton's two scratch parameters."""
+  for M, N in ((49152, 1024), (49152, 4096), (7296, 30522)):
+    rows, G = mm.colsum_plan(M, N)
+    assert (G - 1) * rows < M <= G * rows and rows % mm.COLSUM[0] == 0
+    assert 2 * mm.SMS <= G * -(-N // mm.COLSUM[1]) <= 8 * mm.SMS
+  code = """
+import json
+from tinyperf.benchmarks.kernels import matmul as mm, program as prg
+BM, BN, warps = mm.COLSUM
+rows, G = mm.colsum_plan(49152, 4096)
+k = prg.compile_kernel(mm.compiled_colsum, (("x", "*fp16"), ("out", "*fp32")),
+                       (("M", 49152), ("N", 4096), ("ROWS", rows), ("BM", BM), ("BN", BN)), warps, 1, 90)
+print(json.dumps({"name": k.name, "v4": "ld.global.v4" in k.ptx, "local": "ld.local" in k.ptx or "st.local" in k.ptx,
+                  "params": sum(".param .u64" in l for l in k.ptx.splitlines()), "threads": k.threads}))
+"""
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  got = json.loads(r.stdout.strip().splitlines()[-1])
+  assert got == {"name": "colsum_kernel", "v4": True, "local": False, "params": 4, "threads": 32 * mm.COLSUM[2]}, got
+
+
 def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
   assert mm.tile(49152, 1024, 1024) == mm.TILES[0]
   small = mm.tile(64, 64, 64)
