@@ -14,9 +14,10 @@ tinygrad's, so with dropout the two curves would differ by the masks, not by the
 called directly, outside INIT's search (the comparison is of the math, not of the speed).
 
 Prints a line per step as it goes (and a heartbeat during a long compile), then a table: both losses, their absolute
-and relative difference and the tolerance at that step. Appends one JSON line to --out: date, device, versions, git
-sha, command, both curves, the largest differences, pass or fail. Exit 0 when every step is within the tolerance, 1
-when one is not, 2 on bad input.
+and relative difference and the tolerance at that step; for BERT, how far each side's gradient norm before clipping is
+from tinygrad's at the first steps (at step 0 the weights are the same: the gradients' own agreement). Appends one JSON
+line to --out: date, device, versions, git sha, command, both curves (BERT's gradient norms too), the largest
+differences, pass or fail. Exit 0 when every step is within the tolerance, 1 when one is not, 2 on bad input.
 
 The tolerance (TOLERANCE below) is relative, |triton - tinygrad| / |tinygrad|, and grows linearly with the step. At
 step 0 both sides start from the same weights on the same batch and differ only in the order fp32 accumulators sum
@@ -139,9 +140,10 @@ def perturb(model, seed: int) -> int:
   return len(ps)
 
 
-def curve(benchmark: str, cfg, seed: int, data: list, side: str, noise_seed: int | None = None) -> tuple[list, list]:
-  """(loss per step, seconds per step) of the benchmark's Trainer built from seed and stepped on data; with
-  noise_seed, its weights perturbed first (perturb)."""
+def curve(benchmark: str, cfg, seed: int, data: list, side: str,
+          noise_seed: int | None = None) -> tuple[list, list, list | None]:
+  """(loss per step, seconds per step, BERT's gradient norm before clipping per step, else None) of the benchmark's
+  Trainer built from seed and stepped on data; with noise_seed, its weights perturbed first (perturb)."""
   runtime.set_stage(f"{side} side: building the model")
   if benchmark == "resnet":
     from tinyperf.benchmarks.common.rules import IMAGENET_COUNTS
@@ -158,14 +160,16 @@ def curve(benchmark: str, cfg, seed: int, data: list, side: str, noise_seed: int
   if noise_seed is not None:
     runtime.set_stage(f"{side} side: perturbing the weights")
     print(f"{side}: {perturb(tr.model, noise_seed)} weight tensors times (1 + u), |u| <= 2^-11", flush=True)
-  losses, seconds = [], []
+  losses, seconds, norms = [], [], [] if benchmark == "bert" else None
   for i, b in enumerate(data):
     runtime.set_stage(f"{side} side: step {i}" + (" (the JIT compiles its kernels)" if i < runtime.JIT_WARMUP_STEPS else ""))
     t0 = time.perf_counter()
-    losses.append(runtime.host_scalar(step(b)[0]))
+    out = step(b)
+    losses.append(runtime.host_scalar(out[0]))
+    if norms is not None: norms.append(runtime.host_scalar(out[1]))   # BERT's step returns (loss, grad norm)
     seconds.append(time.perf_counter() - t0)
     print(f"{side} step {i}/{len(data)}: loss {losses[-1]:.6f} ({seconds[-1]:.1f} s)", flush=True)
-  return losses, seconds
+  return losses, seconds, norms
 
 
 def rel_diff(x: float, y: float) -> float:
@@ -279,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
              f"{max(r['rel_diff'] for r in rows):.3g}; nearest its tolerance (or furthest over) at step {worst['step']}: "
              f"{worst['rel_diff']:.3g} of {worst['rtol']:.3g}" +
              (f"; the tolerance from the noise floor at steps {from_noise}" if from_noise else ""))
+  norms = {side: runs[side][2] for side in sides} if args.benchmark == "bert" else None
+  if norms:   # at step 0 both sides have the same weights: the gradients' agreement before any update carries it
+    norm_rel = {side: [rel_diff(x, y) for x, y in zip(norms["tinygrad"], norms[side])] for side in sides[1:]}
+    print("gradient norm before clipping, rel diff to tinygrad at steps 0, 1, 2: " +
+          "; ".join(f"{side} " + ", ".join(f"{d:.3g}" for d in ds[:3]) for side, ds in norm_rel.items()))
   print(verdict, flush=True)
   rec = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "what": "loss_compare", **dev, **versions(),
          "command": shlex.join(["python3", "lab/scripts/loss_compare.py", *(sys.argv[1:] if argv is None else argv)]),
@@ -291,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
          "abs_diff": [r["abs_diff"] for r in rows], "rel_diff": [r["rel_diff"] for r in rows],
          "max_abs_diff": max(r["abs_diff"] for r in rows), "max_rel_diff": max(r["rel_diff"] for r in rows),
          "failed_steps": [r["step"] for r in rows if not r["ok"]], "pass": ok, "wall_s": round(time.time() - t0, 1)}
+  if norms: rec |= {"grad_norm": norms, "grad_norm_rel_diff": norm_rel}
   if args.noise_floor:   # rule noise_floor: max(linear, factor x the largest noise_rel_diff up to the step)
     rec["tolerance"] |= {"rule": "noise_floor", "noise_floor_steps": from_noise}
     rec |= {"noise_rel_diff": [r["noise_rel_diff"] for r in rows],

@@ -32,7 +32,12 @@ def test_both_kernels_settings_give_the_same_curve_from_one_seed(tmp_path, bench
   assert "PASS" in r.stdout and "rel diff" in r.stdout   # the table and the verdict
   if not noise:
     assert set(rec["loss"]) == {"tinygrad", "triton"} and rec["tolerance"]["rule"] == "linear"
+    assert "grad_norm" not in rec   # ResNet's step returns no gradient norm
     return
+  g = rec["grad_norm"]   # BERT: every side's gradient norm per step; the fallbacks' within rounding of tinygrad's
+  assert set(g) == {"tinygrad", "triton", "noise_floor"} and all(len(v) == 3 and min(v) > 0 for v in g.values())
+  assert rec["grad_norm_rel_diff"]["triton"] == [abs(y - x) / x for x, y in zip(g["tinygrad"], g["triton"])]
+  assert max(rec["grad_norm_rel_diff"]["triton"]) < 1e-3 and "gradient norm before clipping" in r.stdout
   # the noise side starts a rounding away and sets the tolerance rule
   assert set(rec["loss"]) == {"tinygrad", "triton", "noise_floor"}
   n = rec["loss"]["noise_floor"]
