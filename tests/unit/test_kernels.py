@@ -191,9 +191,9 @@ def test_bert_with_triton_kernels_knob_computes_the_same_loss_and_gradients():
       norm = layer.attention.output.LayerNorm
       # the FFN's weights' gradients come through ffn's GELU epilogues, the query's through the fused attention, the
       # word embeddings' through the MLM decoder's GEMM and the embeddings' fused add + LayerNorm too, the
-      # LayerNorm's own through its partial sums
+      # LayerNorm's own through its partial sums, the MLM decoder's bias through the GEMM's
       grads = loss.gradient(w.weight, w.bias, d.weight, d.bias, q.weight, model.bert.embeddings.word_embeddings.weight,
-                            norm.weight, norm.bias, model.bert.embeddings.LayerNorm.weight)
+                            norm.weight, norm.bias, model.bert.embeddings.LayerNorm.weight, model.cls.predictions.bias)
     out[kernels] = (loss.item(), *(g.numpy() for g in grads))
   assert out["triton"][0] == pytest.approx(out["tinygrad"][0], rel=1e-5)
   for got, want in zip(out["triton"][1:], out["tinygrad"][1:]): np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
