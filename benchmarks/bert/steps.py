@@ -124,7 +124,7 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping) -> tuple[Callable, C
   before calling the same step again. The first two calls of each step run eagerly/capture; from the third on the
   captured kernels replay."""
   scale, clip = float(knobs["LOSS_SCALER"]), float(knobs["CLIP_NORM"])
-  fused = fused_step(optimizer, knobs)   # KERNELS=triton on CUDA: the optimizer's kernels
+  fused = fused_step(optimizer, knobs)   # KERNELS=triton: clip + LAMB as its own kernels; None: tinygrad's LAMB
 
   @TinyJit
   @Context(TRAINING=1)
