@@ -383,14 +383,19 @@ class BertForPretraining:
 
 # ------------------------------------------------------------------------------------------------ losses and metrics
 
-def mlm_loss_sum(logits: Tensor, labels: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
+def mlm_loss_sum(logits: Tensor, labels: Tensor, weights: Tensor, kernels: str = "tinygrad") -> tuple[Tensor, Tensor]:
   """Masked-LM cross entropy summed over real predictions, and their count.
 
   logits (B, P, V) float32, labels (B, P) int32, weights (B, P) float32 (1 real, 0 padding) -> (sum (), count ()) f32.
-  Fix of the reference: a prediction counts when its weight is > 0 (upstream masked `labels != weights`)."""
-  logp = logits.float().log_softmax(-1)                                                      # (B, P, V)
-  onehot = labels.unsqueeze(-1) == Tensor.arange(logits.shape[-1])     # (B, P, V)
-  nll = -onehot.where(logp, 0.0).sum(-1)                                                     # (B, P)
+  Fix of the reference: a prediction counts when its weight is > 0 (upstream masked `labels != weights`).
+  kernels="triton": the same -log_softmax(logits)[label] as benchmarks/kernels' xent kernels, one pass each way."""
+  if kernels == "triton":
+    from tinyperf.benchmarks.kernels.xent import softmax_nll   # imports Triton: only where the knob asks for it
+    nll = softmax_nll(logits, labels)                                                        # (B, P)
+  else:
+    logp = logits.float().log_softmax(-1)                                                    # (B, P, V)
+    onehot = labels.unsqueeze(-1) == Tensor.arange(logits.shape[-1])   # (B, P, V)
+    nll = -onehot.where(logp, 0.0).sum(-1)                                                   # (B, P)
   real = weights > 0
   return real.where(nll, 0.0).sum(), real.float().sum()
 
@@ -409,9 +414,11 @@ def nsp_loss_sum(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
   return valid.where(nll, 0.0).sum(), valid.float().sum()
 
 
-def pretraining_loss(mlm_logits: Tensor, nsp_logits: Tensor, batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-  """(total, mlm, nsp): each a mean over its real items; total = mlm + nsp (as the reference)."""
-  ms, mc = mlm_loss_sum(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"])
+def pretraining_loss(mlm_logits: Tensor, nsp_logits: Tensor, batch: Mapping[str, Tensor],
+                     kernels: str = "tinygrad") -> tuple[Tensor, Tensor, Tensor]:
+  """(total, mlm, nsp): each a mean over its real items; total = mlm + nsp (as the reference). kernels: the model's
+  KERNELS (mlm_loss_sum)."""
+  ms, mc = mlm_loss_sum(mlm_logits, batch["masked_lm_ids"], batch["masked_lm_weights"], kernels)
   ns, nc = nsp_loss_sum(nsp_logits, batch["next_sentence_labels"])
   mlm, nsp = ms / mc.maximum(1.0), ns / nc.maximum(1.0)
   return mlm + nsp, mlm, nsp

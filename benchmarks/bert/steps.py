@@ -131,7 +131,7 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping) -> tuple[Callable, C
   def train_step(**batch: Tensor) -> tuple[Tensor, Tensor]:
     optimizer.zero_grad()
     mlm, nsp = model(batch["input_ids"], batch["segment_ids"], batch["input_mask"], batch["masked_lm_positions"])
-    loss, _, _ = pretraining_loss(mlm, nsp, batch)                       # fp32
+    loss, _, _ = pretraining_loss(mlm, nsp, batch, model.config.kernels)  # fp32
     (loss * scale).backward()
     if fused is not None: updated, norm = fused.schedule_step()
     else:

@@ -150,10 +150,11 @@ def test_bert_with_triton_kernels_knob_on_two_devices_equals_one_device():
     t = {k: Tensor(v).to(devs[0]) if len(devs) == 1 else Tensor(v).shard(devs, axis=0) for k, v in batch.items()}
     with Context(TRAINING=1):
       mlm, nsp = model(t["input_ids"], t["segment_ids"], t["input_mask"], t["masked_lm_positions"])
-      loss = pretraining_loss(mlm, nsp, t)[0]
+      loss = pretraining_loss(mlm, nsp, t, c.kernels)[0]   # the MLM loss through the xent call too
       layer = model.bert.encoder.layer[0]
       w, d, q = layer.intermediate.dense, layer.output.dense, layer.attention.self.query
-      grads = loss.gradient(w.weight, w.bias, d.weight, d.bias, q.weight, model.bert.embeddings.word_embeddings.weight)
+      grads = loss.gradient(w.weight, w.bias, d.weight, d.bias, q.weight, model.bert.embeddings.word_embeddings.weight,
+                            model.cls.predictions.bias)
     if len(devs) > 1: assert all(g.uop.axis is None for g in grads)   # replicated, as the optimizer updates them
     out[len(devs)] = (loss.item(), *(g.numpy() for g in grads))
   assert out[2][0] == pytest.approx(out[1][0], rel=1e-5)
