@@ -13,7 +13,6 @@ On a device without Triton (CPU, in tests) the same calls run a tinygrad kernel 
 the Triton kernels are tested by Triton's interpreter (tests/unit/test_kernels_xent.py).
 """
 from __future__ import annotations
-import functools
 
 from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
