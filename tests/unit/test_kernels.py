@@ -36,6 +36,15 @@ class HostArray:
   def copy_(self, _): pass
 
 
+def compiled_facts(code: str, timeout: int = 300):
+  """What code prints as its last line (JSON), run by a fresh Python without TRITON_INTERPRET: Triton compiles there
+  for real (for sm_90, with its own ptxas, no GPU needed), where this process's Triton interprets."""
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+  assert r.returncode == 0, r.stderr[-3000:]
+  return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def run_interpreted(A, B, ta, tb, bias=None, tile=(32, 32, 32), epilogue=mm.NONE, aux=None):
   """C; with the GELU epilogue the kernel also writes pre into aux, with GELU_GRAD it reads pre from aux ((M, N))."""
   M, N, K, sam, sak, sbk, sbn = mm.strides(A.shape, B.shape, ta, tb)
@@ -109,10 +118,7 @@ print(json.dumps({"name": k.name, "smem": k.smem, "threads": k.threads, "params"
                   "wgmma": "wgmma.mma_async" in k.ptx, "warps": t[3], "fp32_out_rounds_to_fp16": "cvt.rn.f16" in d.ptx,
                   "fp16_out_rounds_to_fp16": "cvt.rn.f16" in k.ptx}))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code)
   assert got["name"] == "gemm_kernel" and got["wgmma"] and got["cubin"] > 1000
   assert got["smem"] > 48 * 1024 and got["threads"] == 32 * got["warps"]
   assert got["params"] == 5 + 2   # a, b, c, bias, aux + Triton's global and profile scratch
@@ -149,10 +155,7 @@ k = prg.compile_kernel(mm.compiled_colsum, (("x", "*fp16"), ("out", "*fp32")),
 print(json.dumps({"name": k.name, "v4": "ld.global.v4" in k.ptx, "local": "ld.local" in k.ptx or "st.local" in k.ptx,
                   "params": sum(".param .u64" in l for l in k.ptx.splitlines()), "threads": k.threads}))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code)
   assert got == {"name": "colsum_kernel", "v4": True, "local": False, "params": 4, "threads": 32 * mm.COLSUM[2]}, got
 
 

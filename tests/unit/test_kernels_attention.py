@@ -6,10 +6,7 @@ v, out and the gradients are (B, L, H, D), the kernels' layout; lse, delta and t
 from __future__ import annotations
 import os
 os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
-import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,8 +18,7 @@ from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.kernels import attention as at               # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr                 # noqa: E402
-from tests.conftest import REPO                              # noqa: E402
-from tests.unit.test_kernels import HostArray, bert_batch    # noqa: E402
+from tests.unit.test_kernels import HostArray, bert_batch, compiled_facts    # noqa: E402
 from tests.unit.test_kernels_dropout import keep_mask         # noqa: E402
 
 B, H = 2, 2
@@ -311,10 +307,7 @@ for which in ("fwd", "dkdv", "dq"):
   at.dropout.RNG_GROUP = committed
 print(json.dumps(out))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code, timeout=600)
   for which, name in (("fwd", "attn_fwd_kernel"), ("dkdv", "attn_bwd_dkdv_kernel"), ("dq", "attn_bwd_dq_kernel")):
     g = got[which]
     assert g["name"] == name and g["cubin"] > 1000 and g["philox"] and not g["philox_at_p0"], g   # p 0: compiled out
@@ -340,10 +333,7 @@ for which in ("fwd", "dkdv", "dq"):
                               "params": sum(".param .u64" in l for l in k.ptx.splitlines())}
 print(json.dumps(out))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code, timeout=600)
   for which in ("fwd", "dkdv", "dq"):
     redraw, bits = got[f"{which}_False"], got[f"{which}_True"]
     assert bits["params"] == redraw["params"] + 1 == len(at.pointers(which, True)) + 2, got

@@ -5,9 +5,6 @@ the tinygrad fallback, on one device and two; ResNet's use of it under the knob.
 from __future__ import annotations
 import os
 os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,8 +15,7 @@ from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.kernels import batchnorm as bn                # noqa: E402
 from tinyperf.benchmarks.resnet.model import BatchNorm2d, ResNet      # noqa: E402
-from tests.conftest import REPO                              # noqa: E402
-from tests.unit.test_kernels import HostArray                # noqa: E402
+from tests.unit.test_kernels import HostArray, compiled_facts                # noqa: E402
 
 EPS = 1e-5
 
@@ -238,10 +234,7 @@ for N, C, HW, res in ((256, 64, 112 * 112, False), (256, 2048, 49, True)):
                 len(bn.pointers(kind, dtypes.half)), "cubin": len(k.cubin), "grid": grid, "consts": consts})
 print(json.dumps(out))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code, timeout=600)
   assert len(got) == 8
   for g in got:
     c = g["consts"]

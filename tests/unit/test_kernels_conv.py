@@ -18,7 +18,7 @@ from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.kernels import conv as cv                    # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
-from tests.unit.test_kernels import HostArray                # noqa: E402
+from tests.unit.test_kernels import HostArray, compiled_facts                # noqa: E402
 
 TILE = (16, 16, 16)   # interpreter tiles: the small convs below still span several tiles in M, N and the reduction
 KERNEL = {"fwd": cv.conv_fwd_kernel, "dgrad": cv.conv_dgrad_kernel, "wgrad": cv.conv_wgrad_kernel}
@@ -132,10 +132,7 @@ for s, kinds in ((cv.Shape(256, 3, 224, 224, 64, 7, 7, 2, 3), ("fwd", "wgrad")),
                   "cubin": len(k.cubin), "wgmma": "wgmma.mma_async" in k.ptx, "warps": cv.tile(kind, s)[3], "grid": grid})
 print(json.dumps(out))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code, timeout=600)
   assert len(got) == 2 + 1 + 4 + 1   # the strided 3x3's dgrad: one cubin per phase
   for g in got:
     assert g["name"] == f"conv_{g['kind']}_kernel" and g["wgmma"] and g["cubin"] > 1000, g

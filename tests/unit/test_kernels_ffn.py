@@ -5,7 +5,6 @@ compiled ahead for an H200, and the model sending each layer's FFN through ffn u
 from __future__ import annotations
 import os
 os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
-import json
 import math
 import subprocess
 import sys
@@ -19,7 +18,7 @@ triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh 
 from tinyperf.benchmarks.bert.model import gelu                       # noqa: E402
 from tinyperf.benchmarks.kernels import matmul as mm                  # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
-from tests.unit.test_kernels import run_interpreted          # noqa: E402
+from tests.unit.test_kernels import compiled_facts, run_interpreted          # noqa: E402
 
 erf = np.vectorize(math.erf, otypes=[np.float64])
 SHAPES = {"even": (64, 96, 128), "uneven": (40, 72, 100)}   # (tokens, intermediate, hidden); 32-wide interpreter tiles
@@ -160,10 +159,7 @@ T, H, I = 96 * 512, 1024, 4096
 print(json.dumps({"up": build(T, I, H, True, True, mm.NONE), "up_gelu": build(T, I, H, True, True, mm.GELU),
                   "dgrad": build(T, I, H, False, False, mm.NONE), "dgrad_gelu": build(T, I, H, False, False, mm.GELU_GRAD)}))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code)
   for name, g in got.items():
     assert g["wgmma"] and 48 * 1024 < g["smem"] <= 227 * 1024 and g["regs"] <= 255, (name, g)
     assert g["local_in_loop"] == 0, (name, g)

@@ -4,9 +4,6 @@ and grad wiring through the tinygrad fallback on one device and two; both cubins
 from __future__ import annotations
 import os
 os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,8 +13,7 @@ triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh 
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.kernels import maxpool as mp                  # noqa: E402
-from tests.conftest import REPO                              # noqa: E402
-from tests.unit.test_kernels import HostArray                # noqa: E402
+from tests.unit.test_kernels import HostArray, compiled_facts                # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -102,10 +98,7 @@ for kind in ("fwd", "bwd"):
               "consts": consts})
 print(json.dumps(out))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code, timeout=600)
   for g in got:
     c = g["consts"]
     assert g["name"] == f"pool_{g['kind']}_kernel" and g["params"] == 3 + 2 and g["cubin"] > 1000, g

@@ -4,9 +4,6 @@ log_softmax and its autograd, and both kernels compiled ahead for an H200 at BER
 from __future__ import annotations
 import os
 os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,8 +13,7 @@ triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh 
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.kernels import xent                 # noqa: E402
-from tests.conftest import REPO                              # noqa: E402
-from tests.unit.test_kernels import HostArray                # noqa: E402
+from tests.unit.test_kernels import HostArray, compiled_facts                # noqa: E402
 
 
 def numpy_reference(x: np.ndarray, y: np.ndarray, g: np.ndarray):
@@ -80,10 +76,7 @@ for which in ("fwd", "bwd"):
                 "params": sum(".param .u64" in l for l in k.ptx.splitlines()), "threads": k.threads}
 print(json.dumps(out))
 """
-  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-  assert r.returncode == 0, r.stderr[-3000:]
-  got = json.loads(r.stdout.strip().splitlines()[-1])
+  got = compiled_facts(code)
   for which, name in (("fwd", "xent_fwd_kernel"), ("bwd", "xent_bwd_kernel")):
     assert got[which] == {"name": name, "local": False, "params": len(xent.pointers(which)) + 2,
                           "threads": 32 * xent.WARPS}, got
