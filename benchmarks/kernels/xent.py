@@ -44,16 +44,18 @@ def xent_fwd_kernel(x, labels, nll, lse, V: tl.constexpr, BV: tl.constexpr):
   mx = tl.max(m, 0)   # finite: V >= 1
   total = tl.sum(s * tl.math.exp2(m - mx), 0)
   out = (mx + tl.math.log2(total)) / LOG2E
-  y = tl.minimum(tl.maximum(tl.load(labels + row), 0), V - 1)
+  y = tl.load(labels + row)
+  valid = (y >= 0) & (y < V)   # a label outside the vocabulary picks nothing: nll 0, as the one-hot pick gives
   tl.store(lse + row, out)
-  tl.store(nll + row, out - tl.load(x + row * V + y))
+  tl.store(nll + row, tl.where(valid, out - tl.load(x + row * V + tl.where(valid, y, 0)), 0.0))
 
 
 def xent_bwd_kernel(x, labels, lse, dnll, dx, V: tl.constexpr, BV: tl.constexpr):
   row = tl.program_id(0)
   cols = tl.arange(0, BV)
   y = tl.load(labels + row)
-  l2, g = tl.load(lse + row) * LOG2E, tl.load(dnll + row)
+  l2 = tl.load(lse + row) * LOG2E
+  g = tl.where((y >= 0) & (y < V), tl.load(dnll + row), 0.0)   # an nll of 0 by definition has no gradient
   for start in range(0, V, BV):
     c = start + cols
     p = tl.math.exp2(tl.load(x + row * V + c, mask=c < V, other=0.0) * LOG2E - l2)
@@ -97,8 +99,9 @@ def _tinygrad_fwd(R: int, V: int):
     j1, j2 = UOp.range(V, 1, AxisType.REDUCE), UOp.range(V, 2, AxisType.REDUCE)
     mx = x[i * V + j1].reduce(j1, arg=Ops.MAX)
     out = (x[i * V + j2] - mx).exp().reduce(j2, arg=Ops.ADD).log() + mx
-    y = labels[i].cast(dtypes.weakint).maximum(0).minimum(V - 1)
-    stores = UOp.group(lse[i].store(out), nll[i].store(out - x[i * V + y]))
+    y = labels[i].cast(dtypes.weakint)
+    valid = (y >= 0) & (y < V)
+    stores = UOp.group(lse[i].store(out), nll[i].store(valid.where(out - x[i * V + valid.where(y, 0)], 0.0)))
     return stores.end(i).sink(arg=KernelInfo(name=f"xent_{R}_{V}", opts_to_apply=()))
   return fxn
 
@@ -116,13 +119,14 @@ def _grad(grad_nll: UOp, call: UOp) -> tuple:
     dx = x.custom_kernel(labels, lse, g, dx, *prg.scratch(x.device), fxn=_triton_fxn("bwd", R, V, x.device))[4]
   else:
     onehot = labels.unsqueeze(-1) == Tensor.arange(V)
+    g = ((labels >= 0) & (labels < V)).where(g, 0.0)
     dx = g.unsqueeze(-1) * ((x - lse.unsqueeze(-1)).exp() - onehot.float())
   return (dx.uop,) + (None,) * (len(call.src) - 2)
 
 
 def softmax_nll(logits: Tensor, labels: Tensor) -> Tensor:
   """-log_softmax(logits)[label] per row: logits (..., V) fp32, labels (...) int -> (...) fp32, as log_softmax and a
-  one-hot pick compute it (a label outside [0, V) reads the nearest column). Differentiable in logits. On several
+  one-hot pick compute it (a label outside [0, V) picks nothing: 0, no gradient). Differentiable in logits. On several
   devices logits and labels are sharded along axis 0."""
   V = logits.shape[-1]
   R = logits.numel() // V

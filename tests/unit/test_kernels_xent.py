@@ -17,23 +17,27 @@ from tests.unit.test_kernels import HostArray, compiled_facts                # n
 
 
 def numpy_reference(x: np.ndarray, y: np.ndarray, g: np.ndarray):
-  """(nll, lse, dx) in float64."""
-  x64 = x.astype(np.float64)
+  """(nll, lse, dx) in float64; a label outside [0, V) picks nothing (nll 0, no gradient), as the one-hot pick."""
+  x64, V = x.astype(np.float64), x.shape[1]
   mx = x64.max(1, keepdims=True)
   lse = (np.log(np.exp(x64 - mx).sum(1, keepdims=True)) + mx)[:, 0]
-  nll = lse - x64[np.arange(len(y)), y]
+  valid = (y >= 0) & (y < V)
+  rows, cols = np.arange(len(y))[valid], y[valid]
+  nll = np.zeros(len(y))
+  nll[valid] = lse[valid] - x64[rows, cols]
   dx = np.exp(x64 - lse[:, None])
-  dx[np.arange(len(y)), y] -= 1
-  return nll, lse, dx * g[:, None]
+  dx[rows, cols] -= 1
+  return nll, lse, dx * np.where(valid, g, 0)[:, None]
 
 
 @pytest.mark.parametrize("V,BV", [(37, 16), (10, 16), (64, 16)], ids=["partial_block", "masked_lanes", "even"])
 def test_forward_and_backward_interpreted_equal_numpy(V, BV):
-  """Rows of large and mixed magnitudes (an online softmax must not overflow), labels at both ends of the vocabulary."""
+  """Rows of large and mixed magnitudes (an online softmax must not overflow), labels at both ends of the vocabulary
+  and one outside it."""
   rng = np.random.default_rng(V)
   R = 6
   x = (rng.standard_normal((R, V)) * np.array([1, 10, 80, 0.01, 3, 50])[:, None]).astype(np.float32)
-  y = np.array([0, V - 1, 3, 5, 1, V // 2], np.int32)
+  y = np.array([0, V - 1, 3, 5, V, V // 2], np.int32)
   g = rng.standard_normal(R).astype(np.float32)
   nll, lse = np.zeros(R, np.float32), np.zeros(R, np.float32)
   InterpretedFunction(xent.xent_fwd_kernel)[(R,)](*map(HostArray, (x, y, nll, lse)), V, BV)
@@ -52,6 +56,7 @@ def test_the_fallback_call_and_its_gradient_equal_tinygrads_log_softmax():
   rng = np.random.default_rng(0)
   x = (rng.standard_normal((3, 5, 37)) * 3).astype(np.float32)
   y = rng.integers(0, 37, (3, 5)).astype(np.int32)
+  y[1, 2] = -1   # outside the vocabulary: nll 0 and no gradient, as the one-hot pick
   g = Tensor(rng.standard_normal((3, 5)).astype(np.float32))
   xt, xr = Tensor(x), Tensor(x)
   nll = xent.softmax_nll(xt, Tensor(y))
