@@ -142,9 +142,6 @@ BLOCK = 2048   # elements a program holds per step; 8 warps. No other size tried
 WARPS = 8
 
 
-def _pow2(n: int) -> int: return 1 << (n - 1).bit_length()
-
-
 def split(N: int, C: int) -> int:
   """The stats and sums kernels' SPLIT: the least divisor of N (equal counts per partial) giving 4 programs per
   multiprocessor, else N."""
@@ -153,7 +150,7 @@ def split(N: int, C: int) -> int:
 
 def tiles(HW: int) -> tuple[int, int]:
   """(images or rows, pixels) of a BLOCK-element step: a row's pixels rounded up to a power of two, at most BLOCK."""
-  bhw = min(_pow2(HW), BLOCK)
+  bhw = min(prg.pow2(HW), BLOCK)
   return BLOCK // bhw, bhw
 
 

@@ -111,17 +111,11 @@ def programs(n: int) -> int:
   return min(MAX_PROGRAMS, -(-n // BLOCK))
 
 
-def _pow2(n: int) -> int: return 1 << (n - 1).bit_length()
-
-
-_TY = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}
-
-
 def pointers(which: str, gdtype=dtypes.float32) -> tuple[tuple[str, str], ...]:
   """Each kernel's pointer arguments in order (custom_kernel's sources follow it, then Triton's two scratch buffers)."""
   f32 = "*fp32"
-  if which == "sumsq": return (("g", _TY[gdtype]), ("meta", "*i32"), ("gsq", f32))
-  if which == "moments": return (("g", _TY[gdtype]), ("w", f32), ("m", f32), ("v", f32), ("coef", f32),
+  if which == "sumsq": return (("g", prg.POINTER[gdtype]), ("meta", "*i32"), ("gsq", f32))
+  if which == "moments": return (("g", prg.POINTER[gdtype]), ("w", f32), ("m", f32), ("v", f32), ("coef", f32),
                                  ("meta", "*i32"), ("wsq", f32), ("usq", f32))
   return (("w", f32), ("m", f32), ("v", f32), ("coef", f32), ("meta", "*i32"), ("wsq", f32), ("usq", f32))
 
@@ -137,7 +131,7 @@ def compile_lamb(which: str, n: int, arch: int, gdtype=dtypes.float32, b1: float
               ("BLOCK", BLOCK))
     return prg.compile_kernel(compiled_moments, pointers("moments", gdtype), consts, WARPS, 1, arch)
   consts = (("N", n), ("PROGRAMS", P), ("EPS", float(eps)), ("WD", float(wd)), ("ADAPT", bool(adapt)),
-            ("BLOCK", BLOCK), ("PP", _pow2(P)))
+            ("BLOCK", BLOCK), ("PP", prg.pow2(P)))
   return prg.compile_kernel(compiled_update, pointers("update"), consts, WARPS, 1, arch)
 
 

@@ -117,9 +117,6 @@ SMS = 132   # H200 streaming multiprocessors
 TILES = {"fwd": (2, 4), "bwd": (2, 2, 8)}
 
 
-def _pow2(n: int) -> int: return 1 << (n - 1).bit_length()
-
-
 def bwd_rows(M: int, BM: int, per_sm: int) -> int:
   """Rows per backward program: about per_sm programs on each multiprocessor, a whole number of BM-row steps."""
   return BM * -(-M // (BM * SMS * per_sm))
@@ -142,15 +139,15 @@ def pointers(which: str, dtype) -> tuple[tuple[str, str], ...]:
 def compile_layernorm(which: str, M: int, N: int, eps: float, p_drop: float, dtype,
                       arch: int) -> tuple[prg.Compiled, int]:
   """The cubin of the forward or backward kernel for sm_<arch>, with its grid (programs)."""
-  dropout.check_group(dropout.RNG_GROUP, _pow2(N), N, f"add_layernorm {which}")   # a tile is whole rows
+  dropout.check_group(dropout.RNG_GROUP, prg.pow2(N), N, f"add_layernorm {which}")   # a tile is whole rows
   if which == "fwd":
     BM, warps = TILES["fwd"]
-    consts = (("M", M), ("N", N), ("EPS", float(eps)), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", _pow2(N)),
+    consts = (("M", M), ("N", N), ("EPS", float(eps)), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", prg.pow2(N)),
               ("RNG_GROUP", dropout.RNG_GROUP))
     return prg.compile_kernel(compiled_fwd, pointers("fwd", dtype), consts, warps, 1, arch), -(-M // BM)
   BM, per_sm, warps = TILES["bwd"]
   rows = bwd_rows(M, BM, per_sm)
-  consts = (("M", M), ("N", N), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", _pow2(N)), ("ROWS", rows),
+  consts = (("M", M), ("N", N), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", prg.pow2(N)), ("ROWS", rows),
             ("RNG_GROUP", dropout.RNG_GROUP))
   return prg.compile_kernel(compiled_bwd, pointers("bwd", dtype), consts, warps, 1, arch), -(-M // rows)
 

@@ -142,7 +142,7 @@ NONE, GELU, GELU_GRAD = 0, 1, 2   # gemm_kernel's EPILOGUE
 
 def _triton_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, dtype, out_dtype, device, epilogue=NONE):
   BM, BN, BK, warps, stages = tile(M, N, K, trans_a=sam == 1, trans_b=sbk == 1)
-  ty = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}
+  ty = prg.POINTER
   k = prg.compile_kernel(compiled_kernel, (("a", ty[dtype]), ("b", ty[dtype]), ("c", ty[out_dtype]), ("bias", ty[dtype]),
                                            ("aux", ty[out_dtype])),
                          (("M", M), ("N", N), ("K", K), ("SAM", sam), ("SAK", sak), ("SBK", sbk), ("SBN", sbn), ("BM", BM),
@@ -201,8 +201,7 @@ def column_sum(dc: Tensor) -> Tensor:
   if M * N >= 2 ** 31: return dc.float().sum(0)   # the kernel's int32 offsets
   BM, BN, warps = COLSUM
   rows, G = colsum_plan(M, N)
-  ty = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}[dc.dtype]
-  k = prg.compile_kernel(compiled_colsum, (("x", ty), ("out", "*fp32")),
+  k = prg.compile_kernel(compiled_colsum, (("x", prg.POINTER[dc.dtype]), ("out", "*fp32")),
                          (("M", M), ("N", N), ("ROWS", rows), ("BM", BM), ("BN", BN)), warps, 1, prg.cuda_arch(dc.device))
   grid = G * -(-N // BN)
   fxn = lambda x, out, s0, s1: prg.program(k, [x, out, s0, s1], grid, outs=(1,), ins=(0,), device=dc.device,

@@ -91,12 +91,11 @@ def launch(kind: str, NC: int, H: int, W: int) -> tuple[dict, int]:
   return {"NC": NC, "H": H, "W": W, "P": P, "Q": Q, "BLOCK": BLOCK}, -(-n // BLOCK)
 
 
-_TY = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}
 
 
 def _triton_fxn(kind: str, NC: int, H: int, W: int, dtype, device):
   consts, grid = launch(kind, NC, H, W)
-  t = _TY[dtype]
+  t = prg.POINTER[dtype]
   sig = (("x", t), ("y", t), ("idx", "*i8")) if kind == "fwd" else (("dy", t), ("idx", "*i8"), ("dx", t))
   k = prg.compile_kernel(compiled[kind], sig, tuple(consts.items()), WARPS, 1, prg.cuda_arch(device))
   big, small = NC * H * W, NC * consts["P"] * consts["Q"]

@@ -28,6 +28,7 @@ from tinygrad.renderer import Estimates
 from tinygrad.uop.ops import KernelInfo, Ops, ProgramInfo, UOp
 
 HIDDEN_PARAMS = 2          # Triton 3.x: global scratch, profile scratch
+POINTER = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}   # a buffer's Triton argument type
 SMEM: dict[bytes, int] = {}  # cubin -> dynamic shared memory bytes, read by the program factory below
 
 
@@ -38,6 +39,11 @@ class Compiled:
   ptx: str
   smem: int      # dynamic shared memory bytes per block
   threads: int   # 32 * num_warps
+
+
+def pow2(n: int) -> int:
+  """n rounded up to a power of two (a Triton block: tl.arange takes powers of two)."""
+  return 1 << (n - 1).bit_length()
 
 
 def devices(device: str | tuple[str, ...]) -> tuple[str, ...]:

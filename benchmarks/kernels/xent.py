@@ -18,6 +18,7 @@ from tinygrad import Tensor, dtypes
 from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
 
 from tinyperf.benchmarks.kernels import program as prg
+from tinyperf.benchmarks.kernels.attention import LOG2E   # exp(x) = exp2(x * LOG2E), a constexpr the kernels read
 
 try:
   import triton
@@ -25,7 +26,6 @@ try:
 except ImportError:   # CPU-only installs: the Triton path is never taken there
   triton = None
 
-LOG2E = tl.constexpr(1.4426950408889634) if triton is not None else 1.4426950408889634
 BV, WARPS = 2048, 8   # vocabulary elements per step of a row's program: 8 per thread (rows of 30522 fp32 are not
                       # 16-byte aligned: 4-byte loads, coalesced)
 
@@ -65,13 +65,10 @@ def xent_bwd_kernel(x, labels, lse, dnll, dx, V: tl.constexpr, BV: tl.constexpr)
 if triton is not None:
   compiled_fwd, compiled_bwd = triton.jit(xent_fwd_kernel), triton.jit(xent_bwd_kernel)
 
-_TY = {dtypes.half: "*fp16", dtypes.bfloat16: "*bf16", dtypes.float32: "*fp32"}
-
-
 def pointers(which: str, dx_dtype=dtypes.float32) -> tuple[tuple[str, str], ...]:
   """Each kernel's pointer arguments in order (custom_kernel's sources follow it, then Triton's two scratch buffers)."""
   if which == "fwd": return (("x", "*fp32"), ("labels", "*i32"), ("nll", "*fp32"), ("lse", "*fp32"))
-  return (("x", "*fp32"), ("labels", "*i32"), ("lse", "*fp32"), ("dnll", "*fp32"), ("dx", _TY[dx_dtype]))
+  return (("x", "*fp32"), ("labels", "*i32"), ("lse", "*fp32"), ("dnll", "*fp32"), ("dx", prg.POINTER[dx_dtype]))
 
 
 def compile_xent(which: str, V: int, arch: int, dx_dtype=dtypes.float32) -> prg.Compiled:

@@ -17,7 +17,7 @@ triton = pytest.importorskip("triton", reason="Triton is installed by ./test.sh 
 from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.bert.optim import build_optimizer, clip_and_unscale, fused_step   # noqa: E402
-from tinyperf.benchmarks.kernels import lamb                                          # noqa: E402
+from tinyperf.benchmarks.kernels import lamb, program as prg                         # noqa: E402
 from tests.conftest import REPO                                                       # noqa: E402
 from tests.unit.test_kernels import HostArray, compiled_facts                                         # noqa: E402
 
@@ -45,7 +45,7 @@ def interpreted_step(ws, ms, vs, grads, adapt, t: int, loss_scale: float, clip: 
     run(lamb.lamb_moments_kernel, P, g, w, m, v, coef, meta, wsq, usq, consts=(w.size, P, B1, B2, EPS, WD * a, BLOCK))
   for w, m, v, meta, P, a in zip(ws, ms, vs, metas, progs, adapt):
     run(lamb.lamb_update_kernel, P, w, m, v, coef, meta, wsq, usq,
-        consts=(w.size, P, EPS, WD * a, a, BLOCK, lamb._pow2(P)))
+        consts=(w.size, P, EPS, WD * a, a, BLOCK, prg.pow2(P)))
   return float(norm)
 
 

@@ -17,7 +17,7 @@ from triton.runtime.interpreter import InterpretedFunction   # noqa: E402
 
 from tinyperf.benchmarks.bert.model import LN_EPS, LayerNorm          # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr                 # noqa: E402
-from tinyperf.benchmarks.kernels import layernorm as ln               # noqa: E402
+from tinyperf.benchmarks.kernels import layernorm as ln, program as prg   # noqa: E402
 from tests.conftest import REPO                              # noqa: E402
 from tests.unit.test_kernels import HostArray, compiled_facts                # noqa: E402
 from tests.unit.test_kernels_dropout import keep_mask        # noqa: E402
@@ -40,7 +40,7 @@ def run_forward(x, r, w, b, p_drop=0.0, seed=0, group=dr.RNG_GROUP):
   y, mean, rstd = np.zeros_like(x), np.zeros(M, np.float32), np.zeros(M, np.float32)
   args = (x, r, w, b, np.array([seed], np.uint32), y, mean, rstd)
   InterpretedFunction(ln.add_ln_fwd_kernel)[(-(-M // BM),)](*map(HostArray, args), M, N, LN_EPS, p_drop, BM,
-                                                            ln._pow2(N), group)
+                                                            prg.pow2(N), group)
   return y, mean, rstd
 
 
@@ -50,7 +50,7 @@ def run_backward(x, r, w, dy, mean, rstd, p_drop=0.0, seed=0, group=dr.RNG_GROUP
   grid = -(-M // ROWS)
   dr, dx, dw, db = np.zeros_like(x), np.zeros_like(x), np.zeros((grid, N), np.float32), np.zeros((grid, N), np.float32)
   args = (x, r, w, np.array([seed], np.uint32), dy, mean, rstd, dr, dx, dw, db)
-  InterpretedFunction(ln.add_ln_bwd_kernel)[(grid,)](*map(HostArray, args), M, N, p_drop, BM, ln._pow2(N), ROWS,
+  InterpretedFunction(ln.add_ln_bwd_kernel)[(grid,)](*map(HostArray, args), M, N, p_drop, BM, prg.pow2(N), ROWS,
                                                       group)
   return dr, dx if p_drop > 0 else dr, dw.sum(0), db.sum(0)
 
