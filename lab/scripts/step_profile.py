@@ -174,15 +174,20 @@ def rates(flop: int, nbytes: int, ms: float) -> dict:
   return {"tflops": flop / ms / 1e9 if ms else 0.0, "gbs": nbytes / ms / 1e6 if ms else 0.0}
 
 
+def summed(rows: list[dict], key: str) -> list[dict]:
+  """The rows summed per value of key (count, ms, flop, bytes; the first row's family), the most time first."""
+  out: dict[str, dict] = {}
+  for r in rows:
+    d = out.setdefault(r[key], {key: r[key], "family": r["family"], "count": 0, "ms": 0.0, "flop": 0, "bytes": 0})
+    d["count"] += 1; d["ms"] += r["ms"]; d["flop"] += r["flop"]; d["bytes"] += r["bytes"]
+  return sorted(out.values(), key=lambda d: -d["ms"])
+
+
 def families(rows: list[dict]) -> list[dict]:
   """The rows summed per family, slowest family first; share: of all the rows' time."""
   total = sum(r["ms"] for r in rows)
-  out: dict[str, dict] = {}
-  for r in rows:
-    f = out.setdefault(r["family"], {"family": r["family"], "count": 0, "ms": 0.0, "flop": 0, "bytes": 0})
-    f["count"] += 1; f["ms"] += r["ms"]; f["flop"] += r["flop"]; f["bytes"] += r["bytes"]
   return [{**f, "share": f["ms"] / total if total else 0.0, **rates(f["flop"], f["bytes"], f["ms"])}
-          for f in sorted(out.values(), key=lambda f: -f["ms"])]
+          for f in summed(rows, "family")]
 
 
 def top(rows: list[dict], n: int) -> list[dict]:
@@ -199,12 +204,8 @@ def by_name(rows: list[dict], n: int = 40) -> list[dict]:
   """The n kernel names (a tinygrad name is its shape: one name, one kernel) that hold the most time over the step,
   with how often they run: where hundreds of small kernels add up (a bias gradient per dense layer, an optimizer's
   per-tensor kernels)."""
-  out: dict[str, dict] = {}
-  for r in rows:
-    d = out.setdefault(r["name"], {"name": r["name"], "family": r["family"], "count": 0, "ms": 0.0, "flop": 0, "bytes": 0})
-    d["count"] += 1; d["ms"] += r["ms"]; d["flop"] += r["flop"]; d["bytes"] += r["bytes"]
   return [{k: d[k] for k in ("name", "family", "count", "ms")} | rates(d["flop"], d["bytes"], d["ms"])
-          for d in sorted(out.values(), key=lambda d: -d["ms"])[:n]]
+          for d in summed(rows, "name")[:n]]
 
 
 def segments(rows: list[dict], k: int = 10) -> list[dict]:
