@@ -15,9 +15,10 @@ called directly, outside INIT's search (the comparison is of the math, not of th
 
 Prints a line per step as it goes (and a heartbeat during a long compile), then a table: both losses, their absolute
 and relative difference and the tolerance at that step; for BERT, how far each side's gradient norm before clipping is
-from tinygrad's at the first steps (at step 0 the weights are the same: the gradients' own agreement). Appends one JSON
-line to --out: date, device, versions, git sha, command, both curves (BERT's gradient norms too), the largest
-differences, pass or fail. Exit 0 when every step is within the tolerance, 1 when one is not, 2 on bad input.
+from tinygrad's at the first steps (at step 0 the weights are the same: the gradients' own agreement), and the
+parameters whose gradients on the first batch part most (each side's taken eagerly before its steps). Appends one JSON
+line to --out: date, device, versions, git sha, command, both curves (BERT's gradient norms and per-parameter gradient
+differences too), the largest differences, pass or fail. Exit 0 when every step is within the tolerance, 1 when one is not, 2 on bad input.
 
 The tolerance (TOLERANCE below) is relative, |triton - tinygrad| / |tinygrad|, and grows linearly with the step. At
 step 0 both sides start from the same weights on the same batch and differ only in the order fp32 accumulators sum
@@ -65,6 +66,7 @@ TOLERANCE_WHY = ("the sides' fp32 accumulators sum fp16 products in another orde
 NOISE_FACTOR = 2
 NOISE_U, NOISE_SEED = 2.0 ** -11, 11   # the perturbation's bound (relative, per element) and its numpy seed
 NOISE_WHY = "uniform 2^-11 relative"
+GRAD_WORST = 12   # BERT: the parameters printed whose first-batch gradients differ most between the sides
 
 
 def tolerance(step: int, first: float, growth: float) -> float: return first + growth * step
@@ -140,10 +142,45 @@ def perturb(model, seed: int) -> int:
   return len(ps)
 
 
+def bert_grads(tr, batch: dict) -> dict:
+  """Each parameter's gradient of the step's loss on batch (unscaled, fp32, on the host) by state-dict name, taken
+  eagerly before any update: which tensor the two sides' gradients part on, where the loss curves and the global norm
+  say only that they do."""
+  import numpy as np
+  from tinygrad import Context, Tensor
+  from tinygrad.nn.state import get_state_dict
+  from tinyperf.benchmarks.bert.model import pretraining_loss
+  from tinyperf.benchmarks.bert.steps import to_device
+  b, scale = to_device(batch, tr.devices), float(tr.k["LOSS_SCALER"])   # scaled as the step scales: no fp16 underflow
+  with Context(TRAINING=1):
+    tr.optimizer.zero_grad()
+    mlm, nsp = tr.model(b["input_ids"], b["segment_ids"], b["input_mask"], b["masked_lm_positions"])
+    loss, _, _ = pretraining_loss(mlm, nsp, b, tr.model.config.kernels)
+    (loss * scale).backward()
+  names = {id(t): n for n, t in get_state_dict(tr.model).items()}
+  params = [p for p in tr.optimizer.params if p.grad is not None]
+  grads = [p.grad.float() / scale for p in params]
+  Tensor.realize(*grads)
+  out = {names.get(id(p), f"param{i}"): g.numpy().astype(np.float64) for i, (p, g) in enumerate(zip(params, grads))}
+  tr.optimizer.zero_grad()
+  return out
+
+
+def grad_rel_diffs(ref: dict, other: dict) -> dict:
+  """Per parameter: |other - ref| / |ref| (Frobenius norms; a zero ref gradient: |other|)."""
+  import numpy as np
+  out = {}
+  for name, g in ref.items():
+    d, n = float(np.linalg.norm(other[name] - g)), float(np.linalg.norm(g))
+    out[name] = d / n if n else d
+  return out
+
+
 def curve(benchmark: str, cfg, seed: int, data: list, side: str,
-          noise_seed: int | None = None) -> tuple[list, list, list | None]:
-  """(loss per step, seconds per step, BERT's gradient norm before clipping per step, else None) of the benchmark's
-  Trainer built from seed and stepped on data; with noise_seed, its weights perturbed first (perturb)."""
+          noise_seed: int | None = None) -> tuple[list, list, list | None, dict | None]:
+  """(loss per step, seconds per step, BERT's gradient norm before clipping per step, else None, BERT's per-parameter
+  gradients on the first batch before the first step (bert_grads), else None) of the benchmark's Trainer built from
+  seed and stepped on data; with noise_seed, its weights perturbed first (perturb)."""
   runtime.set_stage(f"{side} side: building the model")
   if benchmark == "resnet":
     from tinyperf.benchmarks.common.rules import IMAGENET_COUNTS
@@ -160,6 +197,10 @@ def curve(benchmark: str, cfg, seed: int, data: list, side: str,
   if noise_seed is not None:
     runtime.set_stage(f"{side} side: perturbing the weights")
     print(f"{side}: {perturb(tr.model, noise_seed)} weight tensors times (1 + u), |u| <= 2^-11", flush=True)
+  grads = None
+  if benchmark == "bert":
+    runtime.set_stage(f"{side} side: each parameter's gradient on the first batch")
+    grads = bert_grads(tr, data[0])
   losses, seconds, norms = [], [], [] if benchmark == "bert" else None
   for i, b in enumerate(data):
     runtime.set_stage(f"{side} side: step {i}" + (" (the JIT compiles its kernels)" if i < runtime.JIT_WARMUP_STEPS else ""))
@@ -169,7 +210,7 @@ def curve(benchmark: str, cfg, seed: int, data: list, side: str,
     if norms is not None: norms.append(runtime.host_scalar(out[1]))   # BERT's step returns (loss, grad norm)
     seconds.append(time.perf_counter() - t0)
     print(f"{side} step {i}/{len(data)}: loss {losses[-1]:.6f} ({seconds[-1]:.1f} s)", flush=True)
-  return losses, seconds, norms
+  return losses, seconds, norms, grads
 
 
 def rel_diff(x: float, y: float) -> float:
@@ -265,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
   runs = {}
   for side in sides:
     runs[side] = curve(args.benchmark, cfgs[side], seeds[side], data, side, NOISE_SEED if side == NOISE_SIDE else None)
+    if side != "tinygrad" and runs[side][3] is not None:   # the other sides' gradients as diffs: one side's on the host
+      runs[side] = (*runs[side][:3], grad_rel_diffs(runs["tinygrad"][3], runs[side][3]))
     gc.collect()   # a side's model, optimizer state and captured step leave the GPU before the next side's come
   noise = runs[NOISE_SIDE][0] if args.noise_floor else None
   rows = compare(runs["tinygrad"][0], runs["triton"][0], args.rtol, args.rtol_growth, noise)
@@ -288,6 +331,15 @@ def main(argv: list[str] | None = None) -> int:
     norm_rel = {side: [rel_diff(x, y) for x, y in zip(norms["tinygrad"], norms[side])] for side in sides[1:]}
     print("gradient norm before clipping, rel diff to tinygrad at steps 0, 1, 2: " +
           "; ".join(f"{side} " + ", ".join(f"{d:.3g}" for d in ds[:3]) for side, ds in norm_rel.items()))
+  grad_diff = {side: runs[side][3] for side in sides[1:]} if args.benchmark == "bert" else None
+  if grad_diff:   # the parameters whose gradients part most; with a noise side, most above its own diff there
+    t, n = grad_diff["triton"], grad_diff.get(NOISE_SIDE)
+    # a gradient that is rounding alone (the key bias's: softmax ignores a shift common to a row) parts on both sides
+    part = (lambda name: t[name] / max(n[name], 1e-12)) if n else t.get
+    worst_p = sorted(t, key=part, reverse=True)[:GRAD_WORST]
+    print(f"first batch, per parameter |g_triton - g_tinygrad| / |g_tinygrad|, the {len(worst_p)} " +
+          (f"furthest above {NOISE_SIDE}'s (beside)" if n else "largest") + f" of {len(t)}:")
+    for name in worst_p: print(f"  {t[name]:10.3g}" + (f" {n[name]:10.3g}" if n else "") + f"  {name}")
   print(verdict, flush=True)
   rec = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "what": "loss_compare", **dev, **versions(),
          "command": shlex.join(["python3", "lab/scripts/loss_compare.py", *(sys.argv[1:] if argv is None else argv)]),
@@ -300,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
          "abs_diff": [r["abs_diff"] for r in rows], "rel_diff": [r["rel_diff"] for r in rows],
          "max_abs_diff": max(r["abs_diff"] for r in rows), "max_rel_diff": max(r["rel_diff"] for r in rows),
          "failed_steps": [r["step"] for r in rows if not r["ok"]], "pass": ok, "wall_s": round(time.time() - t0, 1)}
-  if norms: rec |= {"grad_norm": norms, "grad_norm_rel_diff": norm_rel}
+  if norms: rec |= {"grad_norm": norms, "grad_norm_rel_diff": norm_rel, "grad_rel_diff": grad_diff}
   if args.noise_floor:   # rule noise_floor: max(linear, factor x the largest noise_rel_diff up to the step)
     rec["tolerance"] |= {"rule": "noise_floor", "noise_floor_steps": from_noise}
     rec |= {"noise_rel_diff": [r["noise_rel_diff"] for r in rows],

@@ -38,6 +38,12 @@ def test_both_kernels_settings_give_the_same_curve_from_one_seed(tmp_path, bench
   assert set(g) == {"tinygrad", "triton", "noise_floor"} and all(len(v) == 3 and min(v) > 0 for v in g.values())
   assert rec["grad_norm_rel_diff"]["triton"] == [abs(y - x) / x for x, y in zip(g["tinygrad"], g["triton"])]
   assert max(rec["grad_norm_rel_diff"]["triton"]) < 1e-3 and "gradient norm before clipping" in r.stdout
+  gd = rec["grad_rel_diff"]   # per parameter on the first batch: every one, the fallbacks' within rounding
+  assert set(gd) == {"triton", "noise_floor"} and set(gd["triton"]) == set(gd["noise_floor"]) and len(gd["triton"]) > 10
+  # within twice the noise side's for the same tensor (the key bias's gradient is rounding alone, 1.5 on that side)
+  assert all(v <= max(2 * gd["noise_floor"][k], 1e-2) for k, v in gd["triton"].items()), gd
+  assert sorted(gd["triton"].values())[-2] < 1e-3 < max(gd["noise_floor"].values()), gd
+  assert "bert.encoder.layer.0.attention.self.query.weight" in gd["triton"] and "per parameter" in r.stdout
   # the noise side starts a rounding away and sets the tolerance rule
   assert set(rec["loss"]) == {"tinygrad", "triton", "noise_floor"}
   n = rec["loss"]["noise_floor"]
