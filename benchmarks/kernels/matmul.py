@@ -215,11 +215,13 @@ def _grad(grad_c: UOp, call: UOp, trans_a: bool, trans_b: bool, has_bias: bool) 
   """d op(A) = dC @ op(B).T and d op(B) = op(A).T @ dC, each written in the layout its operand is stored in; d bias =
   dC summed over rows."""
   a, b, bias = Tensor(call.src[1]), Tensor(call.src[2]), Tensor(call.src[4])
-  dc = Tensor(grad_c).cast(a.dtype)
-  if dc.ndim == 3: dc = dc[0]   # a K-sharded product's (ndev, M, N) partials: each device's gradient is the sum's
+  g = Tensor(grad_c)
+  if g.ndim == 3: g = g[0]   # a K-sharded product's (ndev, M, N) partials: each device's gradient is the sum's
+  dc = g.cast(a.dtype)
   da = gemm(b, dc, trans_a=trans_b, trans_b=True) if trans_a else gemm(dc, b, trans_b=not trans_b)
   db = gemm(dc, a, trans_a=True, trans_b=trans_a) if trans_b else gemm(a, dc, trans_a=not trans_a)
-  dbias = column_sum(dc).cast(bias.dtype).uop if has_bias else None
+  # from dC as it came: an fp32 C's (the MLM decoder's logits) is mostly fp16 subnormals once rounded to the operands'
+  dbias = column_sum(g).cast(bias.dtype).uop if has_bias else None
   return (da.uop, db.uop, None, dbias) + (None,) * (len(call.src) - 5)
 
 

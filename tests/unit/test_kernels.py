@@ -94,6 +94,24 @@ def test_gemm_and_its_gradients_through_custom_kernel(ta, tb):
   np.testing.assert_allclose(gbias.numpy(), G.sum(0), rtol=1e-5, atol=1e-4)
 
 
+def test_an_fp32_outputs_bias_gradient_is_summed_from_the_unrounded_gradient(monkeypatch):
+  """The MLM decoder's case: fp16 operands, fp32 logits, a bias; its gradient (softmax / predictions x loss scale, about
+  3e-5) is below fp16's normal range, where rounding keeps a few bits: the column sum gets it as it came. (On the CPU
+  tinygrad fuses the round trip away, so the sum's input dtype is what is checked; on CUDA the Triton kernel reads it.)"""
+  from tinygrad import dtypes
+  rng = np.random.default_rng(0)
+  M, N, K = 64, 48, 16
+  a, b = Tensor(rng.standard_normal((M, K)).astype(np.float16)), Tensor(rng.standard_normal((N, K)).astype(np.float16))
+  bias = Tensor(np.zeros(N, np.float32))
+  G = (3e-5 * (1 + rng.random((M, N)))).astype(np.float32)
+  summed = []
+  monkeypatch.setattr(mm, "column_sum", lambda dc, real=mm.column_sum: summed.append(dc.dtype) or real(dc))
+  c = mm.gemm(a, b, trans_b=True, bias=bias, out_dtype=dtypes.float32)
+  (gbias,) = (c * Tensor(G)).sum().gradient(bias)
+  assert summed == [dtypes.float32]
+  np.testing.assert_allclose(gbias.numpy(), G.sum(0), rtol=1e-6)
+
+
 def test_h200_cubin_compiles_here_with_wgmma_and_the_launch_facts():
   """Compiled ahead for sm_90 by Triton's own ptxas, without a GPU: Hopper's wgmma, the dynamic shared memory the
   program factory must pass (over the 48 KB a launch gets without it), and the two hidden scratch parameters."""
