@@ -2,7 +2,7 @@
 """The same training steps with KERNELS=tinygrad and KERNELS=triton from one seed: the two loss curves side by side.
 
   python3 lab/scripts/loss_compare.py bert [--platform 1xH200] [--bs 32] [--steps 20] [--seed 1] [--noise-floor]
-    --out FILE.jsonl
+    [--float-reference] --out FILE.jsonl
 
 Each side is the benchmark's own Trainer (benchmarks/<bm>/train.py: model, optimizer, LR schedule, jitted train step)
 built from the same seed, stepped on the same seeded synthetic batches, one side after the other in this process (the
@@ -28,6 +28,10 @@ in HALF the fallbacks stayed within 3.5e-5 of tinygrad over 20 steps, without gr
 was 2.9e-3 (BERT) and 4.2e-3 (ResNet) off at step 0: a random-init loss sits near ln(classes) whatever the weights, so
 a looser tolerance (2e-2) would pass a different model. The Triton kernels run only on CUDA: TRITON_INTERPRET=1
 interprets a kernel called on host arrays (tests/unit/test_kernels*.py), not one inside a tinygrad graph.
+
+--float-reference (BERT) also takes the first batch's gradients in float32 (KERNELS=tinygrad, DEFAULT_FLOAT=float32,
+the same seed and batch) and prints each fp16 side's per-parameter distance to them: which side is nearer, where the two
+part.
 
 --noise-floor adds a third side: KERNELS=tinygrad again with its weights times (1 + u) before step 0, u uniform in
 [-2^-11, 2^-11] per element (each weight rounded the other way in fp16). An Adam-type optimizer (BERT's LAMB) can
@@ -88,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                  f"(default {TOLERANCE['growth']:g}: {tolerance(19, **TOLERANCE):g} at step 19)")
   p.add_argument("--noise-floor", action="store_true", help="a third side, KERNELS=tinygrad from weights perturbed by "
                  f"2^-11 relative: the tolerance is at least {NOISE_FACTOR}x its largest rel diff so far")
+  p.add_argument("--float-reference", action="store_true", help="BERT: the first batch's gradients in float32 too "
+                 "(KERNELS=tinygrad, DEFAULT_FLOAT=float32), and each side's per-parameter distance to them")
   p.add_argument("--out", type=Path, required=True, help="append the JSON record to this file")
   return p
 
@@ -163,6 +169,23 @@ def bert_grads(tr, batch: dict) -> dict:
   Tensor.realize(*grads)
   out = {names.get(id(p), f"param{i}"): g.numpy().astype(np.float64) for i, (p, g) in enumerate(zip(params, grads))}
   tr.optimizer.zero_grad()
+  return out
+
+
+def float_grads(args, data: list) -> dict:
+  """--float-reference: bert_grads of the tinygrad side's config in float32 (weights, activations and gradients), from
+  the same seed and batch: what both fp16 sides approximate."""
+  from tinygrad import Context
+  from tinyperf.benchmarks.bert.train import Trainer
+  env = {**os.environ, **({"BS": str(args.bs), "EVAL_BS": str(args.bs)} if args.bs else {}), "KERNELS": "tinygrad",
+         "DROPOUT": "0", "DEFAULT_FLOAT": "FLOAT"}
+  cfg = load_config("bert", args.platform, environ=env)
+  runtime.set_stage("float32 reference: each parameter's gradient on the first batch")
+  with Context(DEFAULT_FLOAT="float32"):   # tinygrad read DEFAULT_FLOAT at import: the fp16 sides' value
+    tr = Trainer(cfg, args.seed)
+    out = bert_grads(tr, data[0])
+  del tr
+  gc.collect()
   return out
 
 
@@ -282,6 +305,8 @@ def check_args(args):
   if args.bs is not None and args.bs < 1: raise UserError(f"--bs {args.bs}: give a batch of at least 1.")
   for flag, v in (("--rtol", args.rtol), ("--rtol-growth", args.rtol_growth)):
     if not 0 <= v < float("inf"): raise UserError(f"{flag} {v:g}: give a tolerance of 0 or more.")
+  if args.float_reference and args.benchmark != "bert":
+    raise UserError("--float-reference compares BERT's per-parameter gradients; ResNet's step has no such comparison.")
   require_saving_folder(f"--out {args.out}", args.out)
 
 
@@ -303,9 +328,11 @@ def main(argv: list[str] | None = None) -> int:
   sides = SIDES + ((NOISE_SIDE,) if args.noise_floor else ())
   if args.noise_floor: cfgs[NOISE_SIDE], seeds[NOISE_SIDE] = cfgs["tinygrad"], args.seed
   t0 = time.time()
-  runs = {}
+  ref = float_grads(args, data) if args.float_reference else None
+  runs, to_float = {}, {}
   for side in sides:
     runs[side] = curve(args.benchmark, cfgs[side], seeds[side], data, side, NOISE_SEED if side == NOISE_SIDE else None)
+    if ref is not None and side in SIDES: to_float[side] = grad_rel_diffs(ref, runs[side][3])
     if side != "tinygrad" and runs[side][3] is not None:   # the other sides' gradients as diffs: one side's on the host
       runs[side] = (*runs[side][:3], grad_rel_diffs(runs["tinygrad"][3], runs[side][3]))
     gc.collect()   # a side's model, optimizer state and captured step leave the GPU before the next side's come
@@ -340,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"first batch, per parameter |g_triton - g_tinygrad| / |g_tinygrad|, the {len(worst_p)} " +
           (f"furthest above {NOISE_SIDE}'s (beside)" if n else "largest") + f" of {len(t)}:")
     for name in worst_p: print(f"  {t[name]:10.3g}" + (f" {n[name]:10.3g}" if n else "") + f"  {name}")
+  if to_float:   # which fp16 side is nearer the float32 gradients, where they part most
+    tg, tt = to_float["tinygrad"], to_float["triton"]
+    print(f"first batch, per parameter |g - g_float32| / |g_float32| (float32: KERNELS=tinygrad, DEFAULT_FLOAT=float32), "
+          f"the {GRAD_WORST} largest of either side:\n  {'tinygrad':>10} {'triton':>10}")
+    for name in sorted(tg, key=lambda k: -max(tg[k], tt[k]))[:GRAD_WORST]: print(f"  {tg[name]:10.3g} {tt[name]:10.3g}  {name}")
   print(verdict, flush=True)
   rec = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "what": "loss_compare", **dev, **versions(),
          "command": shlex.join(["python3", "lab/scripts/loss_compare.py", *(sys.argv[1:] if argv is None else argv)]),
@@ -353,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
          "max_abs_diff": max(r["abs_diff"] for r in rows), "max_rel_diff": max(r["rel_diff"] for r in rows),
          "failed_steps": [r["step"] for r in rows if not r["ok"]], "pass": ok, "wall_s": round(time.time() - t0, 1)}
   if norms: rec |= {"grad_norm": norms, "grad_norm_rel_diff": norm_rel, "grad_rel_diff": grad_diff}
+  if to_float: rec["grad_rel_diff_to_float32"] = to_float
   if args.noise_floor:   # rule noise_floor: max(linear, factor x the largest noise_rel_diff up to the step)
     rec["tolerance"] |= {"rule": "noise_floor", "noise_floor_steps": from_noise}
     rec |= {"noise_rel_diff": [r["noise_rel_diff"] for r in rows],

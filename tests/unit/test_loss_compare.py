@@ -19,7 +19,7 @@ def compare(tmp_path, benchmark: str, *flags: str) -> tuple[subprocess.Completed
 def test_both_kernels_settings_give_the_same_curve_from_one_seed(tmp_path, benchmark):
   # bert with --noise-floor's third side too (one run for both: each side is a capture of its own)
   noise = benchmark == "bert"
-  r, rec = compare(tmp_path, benchmark, "--steps", "3", *(["--noise-floor"] if noise else []))
+  r, rec = compare(tmp_path, benchmark, "--steps", "3", *(["--noise-floor", "--float-reference"] if noise else []))
   assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
   assert rec["pass"] and rec["benchmark"] == benchmark and rec["device"] == "CPU" and rec["steps"] == 3
   a, b = rec["loss"]["tinygrad"], rec["loss"]["triton"]
@@ -44,6 +44,12 @@ def test_both_kernels_settings_give_the_same_curve_from_one_seed(tmp_path, bench
   assert all(v <= max(2 * gd["noise_floor"][k], 1e-2) for k, v in gd["triton"].items()), gd
   assert sorted(gd["triton"].values())[-2] < 1e-3 < max(gd["noise_floor"].values()), gd
   assert "bert.encoder.layer.0.attention.self.query.weight" in gd["triton"] and "per parameter" in r.stdout
+  # --float-reference: cpu_smoke computes in float32 already, so its float side is the tinygrad side from the same seed
+  # and batch, gradient for gradient
+  gf = rec["grad_rel_diff_to_float32"]
+  assert set(gf) == {"tinygrad", "triton"} and set(gf["tinygrad"]) == set(gd["triton"])
+  assert all(v == 0.0 for v in gf["tinygrad"].values()) and gf["triton"] == gd["triton"], gf
+  assert "g_float32" in r.stdout
   # the noise side starts a rounding away and sets the tolerance rule
   assert set(rec["loss"]) == {"tinygrad", "triton", "noise_floor"}
   n = rec["loss"]["noise_floor"]
@@ -77,7 +83,7 @@ def test_a_triton_side_from_another_seed_is_out_of_tolerance(tmp_path):
 
 
 @pytest.mark.parametrize("flags", [["--steps", "0"], ["--bs", "0"], ["--rtol", "-1"], ["--platform", "nosuch"],
-                                   ["--out", "/nonexistent-dir/x.jsonl"], ["--platform", "1xH200"]])
+                                   ["--out", "/nonexistent-dir/x.jsonl"], ["--platform", "1xH200"], ["--float-reference"]])
 def test_bad_input_is_refused_before_training(tmp_path, flags):
   from tinyperf.benchmarks.preflight import visible_gpus
   if "1xH200" in flags and visible_gpus("nv")[0]: pytest.skip("this machine has the GPU 1xH200 runs on")
