@@ -220,7 +220,7 @@ def _grad(grad_c: UOp, call: UOp, trans_a: bool, trans_b: bool, has_bias: bool) 
   dc = g.cast(a.dtype)
   da = gemm(b, dc, trans_a=trans_b, trans_b=True) if trans_a else gemm(dc, b, trans_b=not trans_b)
   db = gemm(dc, a, trans_a=True, trans_b=trans_a) if trans_b else gemm(a, dc, trans_a=not trans_a)
-  # from dC as it came: an fp32 C's (the MLM decoder's logits) is mostly fp16 subnormals once rounded to the operands'
+  # summed from dC as it came: an fp32 C's gradient (the MLM decoder's, ~3e-5) is fp16 subnormals once rounded
   dbias = column_sum(g).cast(bias.dtype).uop if has_bias else None
   return (da.uop, db.uop, None, dbias) + (None,) * (len(call.src) - 5)
 

@@ -18,7 +18,8 @@ and relative difference and the tolerance at that step; for BERT, how far each s
 from tinygrad's at the first steps (at step 0 the weights are the same: the gradients' own agreement), and the
 parameters whose gradients on the first batch part most (each side's taken eagerly before its steps). Appends one JSON
 line to --out: date, device, versions, git sha, command, both curves (BERT's gradient norms and per-parameter gradient
-differences too), the largest differences, pass or fail. Exit 0 when every step is within the tolerance, 1 when one is not, 2 on bad input.
+differences too), the largest differences, pass or fail. Exit 0 when every step is within the tolerance, 1 when one is
+not, 2 on bad input.
 
 The tolerance (TOLERANCE below) is relative, |triton - tinygrad| / |tinygrad|, and grows linearly with the step. At
 step 0 both sides start from the same weights on the same batch and differ only in the order fp32 accumulators sum
