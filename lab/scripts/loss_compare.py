@@ -62,6 +62,7 @@ from tinyperf.tooling.common.errors import UserError                            
 PROG = "python3 lab/scripts/loss_compare.py"
 SIDES = ("tinygrad", "triton")
 NOISE_SIDE = "noise_floor"   # --noise-floor: KERNELS=tinygrad from perturbed weights
+FLOAT_SIDE = "float32"       # --float-reference: KERNELS=tinygrad in float32, the first batch's gradients only
 # relative tolerance at step i: first + growth * i (why these values: the docstring above)
 TOLERANCE = {"first": 1e-3, "growth": 2e-4}
 TOLERANCE_WHY = ("the sides' fp32 accumulators sum fp16 products in another order (at most 6e-4 per element and op, "
@@ -101,13 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def configs(args) -> dict:
   """Both sides' configs: the platform's with this environment's overrides, BS from --bs, BERT without dropout, and
-  KERNELS per side; where the config refuses KERNELS=triton (not CUDA) the tinygrad side's with only the knob changed."""
+  KERNELS per side; where the config refuses KERNELS=triton (not CUDA) the tinygrad side's with only the knob changed.
+  With --float-reference also "float32": the tinygrad side's in float32 (DEFAULT_FLOAT=FLOAT)."""
   env = {**os.environ, **({"BS": str(args.bs), "EVAL_BS": str(args.bs)} if args.bs else {}), "KERNELS": "tinygrad"}
   if args.benchmark == "bert": env["DROPOUT"] = "0"
   base = load_config(args.benchmark, args.platform, environ=env)
   if base["DEV"] == "CUDA": triton = load_config(args.benchmark, args.platform, environ={**env, "KERNELS": "triton"})
   else: triton = dataclasses.replace(base, knobs={**base.knobs, "KERNELS": "triton"})
-  return {"tinygrad": base, "triton": triton}
+  out = {"tinygrad": base, "triton": triton}
+  if args.float_reference: out[FLOAT_SIDE] = load_config(args.benchmark, args.platform, environ={**env, "DEFAULT_FLOAT": "FLOAT"})
+  return out
 
 
 def batches(benchmark: str, knobs: dict, seed: int, n: int) -> list:
@@ -173,18 +177,15 @@ def bert_grads(tr, batch: dict) -> dict:
   return out
 
 
-def float_grads(args, data: list) -> dict:
-  """--float-reference: bert_grads of the tinygrad side's config in float32 (weights, activations and gradients), from
-  the same seed and batch: what both fp16 sides approximate."""
+def float_grads(cfg, seed: int, batch: dict) -> dict:
+  """--float-reference: bert_grads of cfg (configs' float32 one) from the same seed and batch as the fp16 sides: what
+  both approximate."""
   from tinygrad import Context
   from tinyperf.benchmarks.bert.train import Trainer
-  env = {**os.environ, **({"BS": str(args.bs), "EVAL_BS": str(args.bs)} if args.bs else {}), "KERNELS": "tinygrad",
-         "DROPOUT": "0", "DEFAULT_FLOAT": "FLOAT"}
-  cfg = load_config("bert", args.platform, environ=env)
   runtime.set_stage("float32 reference: each parameter's gradient on the first batch")
   with Context(DEFAULT_FLOAT="float32"):   # tinygrad read DEFAULT_FLOAT at import: the fp16 sides' value
-    tr = Trainer(cfg, args.seed)
-    out = bert_grads(tr, data[0])
+    tr = Trainer(cfg, seed)
+    out = bert_grads(tr, batch)
   del tr
   gc.collect()
   return out
@@ -329,13 +330,15 @@ def main(argv: list[str] | None = None) -> int:
   sides = SIDES + ((NOISE_SIDE,) if args.noise_floor else ())
   if args.noise_floor: cfgs[NOISE_SIDE], seeds[NOISE_SIDE] = cfgs["tinygrad"], args.seed
   t0 = time.time()
-  ref = float_grads(args, data) if args.float_reference else None
-  runs, to_float = {}, {}
+  ref = float_grads(cfgs[FLOAT_SIDE], args.seed, data[0]) if args.float_reference else None
+  runs, grad_diff, to_float = {}, {}, {}
   for side in sides:
-    runs[side] = curve(args.benchmark, cfgs[side], seeds[side], data, side, NOISE_SEED if side == NOISE_SIDE else None)
-    if ref is not None and side in SIDES: to_float[side] = grad_rel_diffs(ref, runs[side][3])
-    if side != "tinygrad" and runs[side][3] is not None:   # the other sides' gradients as diffs: one side's on the host
-      runs[side] = (*runs[side][:3], grad_rel_diffs(runs["tinygrad"][3], runs[side][3]))
+    *runs[side], grads = curve(args.benchmark, cfgs[side], seeds[side], data, side,
+                               NOISE_SEED if side == NOISE_SIDE else None)
+    if grads is not None:   # BERT: the sides' gradients kept as diffs, only tinygrad's (and the float32 ones) on the host
+      if ref is not None and side in SIDES: to_float[side] = grad_rel_diffs(ref, grads)
+      if side == "tinygrad": tinygrad_grads = grads
+      else: grad_diff[side] = grad_rel_diffs(tinygrad_grads, grads)
     gc.collect()   # a side's model, optimizer state and captured step leave the GPU before the next side's come
   noise = runs[NOISE_SIDE][0] if args.noise_floor else None
   rows = compare(runs["tinygrad"][0], runs["triton"][0], args.rtol, args.rtol_growth, noise)
@@ -359,7 +362,6 @@ def main(argv: list[str] | None = None) -> int:
     norm_rel = {side: [rel_diff(x, y) for x, y in zip(norms["tinygrad"], norms[side])] for side in sides[1:]}
     print("gradient norm before clipping, rel diff to tinygrad at steps 0, 1, 2: " +
           "; ".join(f"{side} " + ", ".join(f"{d:.3g}" for d in ds[:3]) for side, ds in norm_rel.items()))
-  grad_diff = {side: runs[side][3] for side in sides[1:]} if args.benchmark == "bert" else None
   if grad_diff:   # the parameters whose gradients part most; with a noise side, most above its own diff there
     t, n = grad_diff["triton"], grad_diff.get(NOISE_SIDE)
     # a gradient that is rounding alone (the key bias's: softmax ignores a shift common to a row) parts on both sides
