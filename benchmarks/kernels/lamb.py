@@ -38,16 +38,29 @@ except ImportError:   # CPU-only installs: the Triton path is never taken there
 
 BLOCK, WARPS = 2048, 8   # elements per program per loop step: 8 fp32 per thread of 8 warps, 16-byte loads
 MAX_PROGRAMS = 264       # 2 per H200 multiprocessor: a tensor's programs stride over it until it is done
+MAX_GROUP = 32           # tensors per launch: BERT-large's 398 in 3 x 19 launches instead of 3 x 398 (each ~7 us apart)
 
 
-def sumsq_kernel(g, meta, gsq, N: tl.constexpr, PROGRAMS: tl.constexpr, BLOCK: tl.constexpr):
+def _pick(ptrs, which, COUNT: tl.constexpr):
+  """ptrs[which] of a tuple of COUNT pointers: a select per tensor, so that the body is compiled once, not COUNT times
+  (unrolled, 32 tensors took 18 s to compile)."""
+  x = ptrs[0]
+  for i in tl.static_range(1, COUNT): x = tl.where(which == i, ptrs[i], x)
+  return x
+
+
+def sumsq_kernel(g, meta, gsq, N: tl.constexpr, PROGRAMS: tl.constexpr, COUNT: tl.constexpr, BLOCK: tl.constexpr):
+  """g, meta: tuples of COUNT tensors of N elements and their first partials' offsets. Program which * PROGRAMS + p
+  writes tensor which's partial p."""
   pid = tl.program_id(0)
+  which, p = pid // PROGRAMS, pid % PROGRAMS
+  gp = _pick(g, which, COUNT)
   acc = tl.zeros((BLOCK,), tl.float32)
-  for start in range(0, N, PROGRAMS * BLOCK):   # program pid takes blocks pid, pid + PROGRAMS, ...
-    offs = start + pid * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(g + offs, mask=offs < N, other=0.0).to(tl.float32)
+  for start in range(0, N, PROGRAMS * BLOCK):   # program p takes blocks p, p + PROGRAMS, ...
+    offs = start + p * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(gp + offs, mask=offs < N, other=0.0).to(tl.float32)
     acc += x * x
-  tl.store(gsq + tl.load(meta) + pid, tl.sum(acc, 0))
+  tl.store(gsq + tl.load(_pick(meta, which, COUNT)) + p, tl.sum(acc, 0))
 
 
 def _direction(m, v, w, c1, c2, EPS: tl.constexpr, WD: tl.constexpr):
@@ -55,53 +68,59 @@ def _direction(m, v, w, c1, c2, EPS: tl.constexpr, WD: tl.constexpr):
   return (m / c1) / (tl.sqrt(v / c2) + EPS) + WD * w
 
 
-def lamb_moments_kernel(g, w, m, v, coef, meta, wsq, usq, N: tl.constexpr, PROGRAMS: tl.constexpr,
-                        B1: tl.constexpr, B2: tl.constexpr, EPS: tl.constexpr, WD: tl.constexpr, BLOCK: tl.constexpr):
-  """coef: gscale, 1 - b1^t, 1 - b2^t, lr (fp32)."""
+def lamb_moments_kernel(g, w, m, v, meta, coef, wsq, usq, N: tl.constexpr, PROGRAMS: tl.constexpr,
+                        COUNT: tl.constexpr, B1: tl.constexpr, B2: tl.constexpr, EPS: tl.constexpr, WD: tl.constexpr,
+                        BLOCK: tl.constexpr):
+  """g, w, m, v, meta: tuples of COUNT; coef: gscale, 1 - b1^t, 1 - b2^t, lr (fp32)."""
   pid = tl.program_id(0)
+  which, p = pid // PROGRAMS, pid % PROGRAMS
+  gp, wp, mp, vp = _pick(g, which, COUNT), _pick(w, which, COUNT), _pick(m, which, COUNT), _pick(v, which, COUNT)
   gscale, c1, c2 = tl.load(coef), tl.load(coef + 1), tl.load(coef + 2)
   acc_w = tl.zeros((BLOCK,), tl.float32)
   acc_u = tl.zeros((BLOCK,), tl.float32)
-  for start in range(0, N, PROGRAMS * BLOCK):   # program pid takes blocks pid, pid + PROGRAMS, ...
-    offs = start + pid * BLOCK + tl.arange(0, BLOCK)
+  for start in range(0, N, PROGRAMS * BLOCK):
+    offs = start + p * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    gv = tl.load(g + offs, mask=mask, other=0.0).to(tl.float32) * gscale
-    wv = tl.load(w + offs, mask=mask, other=0.0)
-    mv = B1 * tl.load(m + offs, mask=mask, other=0.0) + (1.0 - B1) * gv
-    vv = B2 * tl.load(v + offs, mask=mask, other=0.0) + (1.0 - B2) * (gv * gv)
-    tl.store(m + offs, mv, mask=mask)
-    tl.store(v + offs, vv, mask=mask)
+    gv = tl.load(gp + offs, mask=mask, other=0.0).to(tl.float32) * gscale
+    wv = tl.load(wp + offs, mask=mask, other=0.0)
+    mv = B1 * tl.load(mp + offs, mask=mask, other=0.0) + (1.0 - B1) * gv
+    vv = B2 * tl.load(vp + offs, mask=mask, other=0.0) + (1.0 - B2) * (gv * gv)
+    tl.store(mp + offs, mv, mask=mask)
+    tl.store(vp + offs, vv, mask=mask)
     u = tl.where(mask, _direction(mv, vv, wv, c1, c2, EPS, WD), 0.0)
     acc_w += wv * wv
     acc_u += u * u
-  off = tl.load(meta) + pid
+  off = tl.load(_pick(meta, which, COUNT)) + p
   tl.store(wsq + off, tl.sum(acc_w, 0))
   tl.store(usq + off, tl.sum(acc_u, 0))
 
 
-def lamb_update_kernel(w, m, v, coef, meta, wsq, usq, N: tl.constexpr, PROGRAMS: tl.constexpr, EPS: tl.constexpr,
-                       WD: tl.constexpr, ADAPT: tl.constexpr, BLOCK: tl.constexpr, PP: tl.constexpr):
-  """PP: PROGRAMS rounded up to a power of two (every program sums the tensor's partials itself)."""
+def lamb_update_kernel(w, m, v, meta, coef, wsq, usq, N: tl.constexpr, PROGRAMS: tl.constexpr, COUNT: tl.constexpr,
+                       EPS: tl.constexpr, WD: tl.constexpr, ADAPT: tl.constexpr, BLOCK: tl.constexpr, PP: tl.constexpr):
+  """w, m, v, meta: tuples of COUNT; PP: PROGRAMS rounded up to a power of two (every program sums its tensor's
+  partials itself)."""
   pid = tl.program_id(0)
+  which, p = pid // PROGRAMS, pid % PROGRAMS
+  wp, mp, vp = _pick(w, which, COUNT), _pick(m, which, COUNT), _pick(v, which, COUNT)
   c1, c2, lr = tl.load(coef + 1), tl.load(coef + 2), tl.load(coef + 3)
   step = lr
   if ADAPT:
-    idx = tl.load(meta) + tl.arange(0, PP)
+    idx = tl.load(_pick(meta, which, COUNT)) + tl.arange(0, PP)
     pmask = tl.arange(0, PP) < PROGRAMS
     r1 = tl.sqrt(tl.sum(tl.load(wsq + idx, mask=pmask, other=0.0), 0))
     r2 = tl.sqrt(tl.sum(tl.load(usq + idx, mask=pmask, other=0.0), 0))
     step = lr * tl.where(r1 > 0, tl.where(r2 > 0, r1 / r2, 1.0), 1.0)
-  for start in range(0, N, PROGRAMS * BLOCK):   # program pid takes blocks pid, pid + PROGRAMS, ...
-    offs = start + pid * BLOCK + tl.arange(0, BLOCK)
+  for start in range(0, N, PROGRAMS * BLOCK):
+    offs = start + p * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
-    wv = tl.load(w + offs, mask=mask, other=0.0)
-    u = _direction(tl.load(m + offs, mask=mask, other=0.0), tl.load(v + offs, mask=mask, other=0.0), wv, c1, c2,
+    wv = tl.load(wp + offs, mask=mask, other=0.0)
+    u = _direction(tl.load(mp + offs, mask=mask, other=0.0), tl.load(vp + offs, mask=mask, other=0.0), wv, c1, c2,
                    EPS, WD)
-    tl.store(w + offs, wv - step * u, mask=mask)
+    tl.store(wp + offs, wv - step * u, mask=mask)
 
 
-if triton is not None:   # _direction is jitted first: the kernels call it as a Triton function
-  _direction = triton.jit(_direction)
+if triton is not None:   # the helpers are jitted first: the kernels call them as Triton functions
+  _pick, _direction = triton.jit(_pick), triton.jit(_direction)
   compiled_sumsq, compiled_moments, compiled_update = (triton.jit(f) for f in
                                                        (sumsq_kernel, lamb_moments_kernel, lamb_update_kernel))
 
@@ -111,28 +130,31 @@ def programs(n: int) -> int:
   return min(MAX_PROGRAMS, -(-n // BLOCK))
 
 
-def pointers(which: str, gdtype=dtypes.float32) -> tuple[tuple[str, str], ...]:
-  """Each kernel's pointer arguments in order (custom_kernel's sources follow it, then Triton's two scratch buffers)."""
-  f32 = "*fp32"
-  if which == "sumsq": return (("g", prg.POINTER[gdtype]), ("meta", "*i32"), ("gsq", f32))
-  if which == "moments": return (("g", prg.POINTER[gdtype]), ("w", f32), ("m", f32), ("v", f32), ("coef", f32),
-                                 ("meta", "*i32"), ("wsq", f32), ("usq", f32))
-  return (("w", f32), ("m", f32), ("v", f32), ("coef", f32), ("meta", "*i32"), ("wsq", f32), ("usq", f32))
+def pointers(which: str, gdtype=dtypes.float32, count: int = 1) -> tuple[tuple[str, str | tuple[str, ...]], ...]:
+  """Each kernel's pointer arguments in order, a tuple type for count tensors' (custom_kernel's sources follow them
+  flattened, then Triton's two scratch buffers)."""
+  f32, many = "*fp32", lambda t: (t,) * count
+  tensors = {"sumsq": (("g", prg.POINTER[gdtype]),),
+             "moments": (("g", prg.POINTER[gdtype]), ("w", f32), ("m", f32), ("v", f32)),
+             "update": (("w", f32), ("m", f32), ("v", f32))}[which]
+  partials = (("gsq", f32),) if which == "sumsq" else (("coef", f32), ("wsq", f32), ("usq", f32))
+  return (*((k, many(t)) for k, t in tensors), ("meta", many("*i32")), *partials)
 
 
 def compile_lamb(which: str, n: int, arch: int, gdtype=dtypes.float32, b1: float = 0.0, b2: float = 0.0,
-                 eps: float = 0.0, wd: float = 0.0, adapt: bool = True) -> prg.Compiled:
-  P = programs(n)
+                 eps: float = 0.0, wd: float = 0.0, adapt: bool = True, count: int = 1) -> prg.Compiled:
+  """which's kernel for count tensors of n elements each."""
+  P, sig = programs(n), pointers(which, gdtype, count)
   if which == "sumsq":
-    consts = (("N", n), ("PROGRAMS", P), ("BLOCK", BLOCK))
-    return prg.compile_kernel(compiled_sumsq, pointers("sumsq", gdtype), consts, WARPS, 1, arch)
+    consts = (("N", n), ("PROGRAMS", P), ("COUNT", count), ("BLOCK", BLOCK))
+    return prg.compile_kernel(compiled_sumsq, sig, consts, WARPS, 1, arch)
   if which == "moments":
-    consts = (("N", n), ("PROGRAMS", P), ("B1", float(b1)), ("B2", float(b2)), ("EPS", float(eps)), ("WD", float(wd)),
-              ("BLOCK", BLOCK))
-    return prg.compile_kernel(compiled_moments, pointers("moments", gdtype), consts, WARPS, 1, arch)
-  consts = (("N", n), ("PROGRAMS", P), ("EPS", float(eps)), ("WD", float(wd)), ("ADAPT", bool(adapt)),
+    consts = (("N", n), ("PROGRAMS", P), ("COUNT", count), ("B1", float(b1)), ("B2", float(b2)), ("EPS", float(eps)),
+              ("WD", float(wd)), ("BLOCK", BLOCK))
+    return prg.compile_kernel(compiled_moments, sig, consts, WARPS, 1, arch)
+  consts = (("N", n), ("PROGRAMS", P), ("COUNT", count), ("EPS", float(eps)), ("WD", float(wd)), ("ADAPT", bool(adapt)),
             ("BLOCK", BLOCK), ("PP", prg.pow2(P)))
-  return prg.compile_kernel(compiled_update, pointers("update"), consts, WARPS, 1, arch)
+  return prg.compile_kernel(compiled_update, sig, consts, WARPS, 1, arch)
 
 
 # ---- the tinygrad path (CPU, tests): the same programs, partials and in-place writes as tinygrad kernels ----
@@ -212,12 +234,6 @@ def _tinygrad_update(n: int, P: int, eps: float, wd: float, adapt: bool):
 
 # ---- the optimizer step ----
 
-def _fxn(k: prg.Compiled, n_args: int, outs: tuple[int, ...], device, nbytes: int, flops: int, grid: int):
-  return lambda *params: prg.program(k, list(params), grid, outs=outs,
-                                     ins=tuple(i for i in range(n_args) if i not in outs), device=device,
-                                     flops=flops, nbytes=nbytes)
-
-
 def _constant(value: int, device) -> Tensor:
   """A realized (1,) int32 holding value, on every device of device."""
   devs = prg.devices(device)
@@ -233,43 +249,68 @@ def gradient_source(g: Tensor) -> Tensor:
   return prg.contiguous(g)
 
 
-def sumsq(g: Tensor, meta: Tensor, gsq: Tensor) -> Tensor:
-  """gsq after g's programs wrote their partial sums of g^2 from offset meta."""
-  n = g.numel()
-  if not prg.on_triton(g): return g.custom_kernel(meta, gsq, fxn=_tinygrad_sumsq(n, programs(n)))[2]
-  k = compile_lamb("sumsq", n, prg.cuda_arch(g.device), g.dtype)
-  fx = _fxn(k, 3, (2,), g.device, n * g.dtype.itemsize, 2 * n, programs(n))
-  return g.custom_kernel(meta, gsq, *prg.scratch(g.device), fxn=fx)[2]
+def launches(keys: list, limit: int = MAX_GROUP) -> list[list[int]]:
+  """The indices of keys grouped by key (in order of first appearance), each group split into launches of at most
+  limit: the tensors one launch of a kernel updates."""
+  by_key: dict = {}
+  for i, k in enumerate(keys): by_key.setdefault(k, []).append(i)
+  return [ix[j:j + limit] for ix in by_key.values() for j in range(0, len(ix), limit)]
 
 
-def moments(o, g: Tensor, w: Tensor, m: Tensor, v: Tensor, coef: Tensor, meta: Tensor, wsq: Tensor, usq: Tensor):
-  """(m, v, wsq, usq) after LAMB o's moment update of w's tensor (in place) and its partial sums of w^2 and u^2."""
-  n, P = w.numel(), programs(w.numel())
-  if not prg.on_triton(w):
+def _launch(k: prg.Compiled, srcs: list[Tensor], outs: tuple[int, ...], nbytes: int, flops: int, grid: int):
+  """srcs after Triton kernel k ran on them (in its argument order) with grid programs, writing the slots outs."""
+  device, n_args = srcs[0].device, len(srcs)
+  fx = lambda *params: prg.program(k, list(params), grid, outs=outs, ins=tuple(i for i in range(n_args) if i not in outs),
+                                   device=device, flops=flops, nbytes=nbytes)
+  return srcs[0].custom_kernel(*srcs[1:], *prg.scratch(device), fxn=fx)[:n_args]
+
+
+def sumsq(gs: list[Tensor], metas: list[Tensor], gsq: Tensor) -> Tensor:
+  """gsq after the programs of gs (tensors of one size and dtype) wrote their partial sums of g^2, each from its
+  offset (metas)."""
+  n, K, P = gs[0].numel(), len(gs), programs(gs[0].numel())
+  if not prg.on_triton(gs[0]):
+    for g, meta in zip(gs, metas): gsq = g.custom_kernel(meta, gsq, fxn=_tinygrad_sumsq(n, P))[2]
+    return gsq
+  k = compile_lamb("sumsq", n, prg.cuda_arch(gs[0].device), gs[0].dtype, count=K)
+  return _launch(k, [*gs, *metas, gsq], (2 * K,), K * n * gs[0].dtype.itemsize, 2 * K * n, K * P)[2 * K]
+
+
+def moments(o, gs: list[Tensor], ws: list[Tensor], ms: list[Tensor], vs: list[Tensor], metas: list[Tensor],
+            coef: Tensor, wsq: Tensor, usq: Tensor):
+  """(ms, vs, wsq, usq) after LAMB o's moment update of the tensors ws (one size, in place) and their partial sums of
+  w^2 and u^2."""
+  n, K, P = ws[0].numel(), len(ws), programs(ws[0].numel())
+  if not prg.on_triton(ws[0]):
     partials, store = _tinygrad_moments(n, P, o.b1, o.b2, o.eps, o.wd)
-    _, _, m, v, _, _, wsq, usq = g.custom_kernel(w, m, v, coef, meta, wsq, usq, fxn=partials)
-    m, v = g.custom_kernel(m, v, coef, fxn=store)[1:3]   # m, v after the partials' kernel: it reads them first
-    return m, v, wsq, usq
-  k = compile_lamb("moments", n, prg.cuda_arch(w.device), g.dtype, o.b1, o.b2, o.eps, o.wd)
-  fx = _fxn(k, 8, (2, 3, 6, 7), w.device, n * (g.dtype.itemsize + 20), 12 * n, P)
-  _, _, m, v, _, _, wsq, usq = g.custom_kernel(w, m, v, coef, meta, wsq, usq, *prg.scratch(w.device), fxn=fx)[:8]
-  return m, v, wsq, usq
+    ms, vs = list(ms), list(vs)
+    for i, (g, w, meta) in enumerate(zip(gs, ws, metas)):
+      _, _, ms[i], vs[i], _, _, wsq, usq = g.custom_kernel(w, ms[i], vs[i], coef, meta, wsq, usq, fxn=partials)
+      ms[i], vs[i] = g.custom_kernel(ms[i], vs[i], coef, fxn=store)[1:3]   # after the partials: it reads them first
+    return ms, vs, wsq, usq
+  k = compile_lamb("moments", n, prg.cuda_arch(ws[0].device), gs[0].dtype, o.b1, o.b2, o.eps, o.wd, count=K)
+  outs = (*range(2 * K, 4 * K), 5 * K + 1, 5 * K + 2)   # m, v, wsq, usq
+  out = _launch(k, [*gs, *ws, *ms, *vs, *metas, coef, wsq, usq], outs, K * n * (gs[0].dtype.itemsize + 20), 12 * K * n,
+                K * P)
+  return out[2 * K:3 * K], out[3 * K:4 * K], out[5 * K + 1], out[5 * K + 2]
 
 
-def update(o, w: Tensor, m: Tensor, v: Tensor, coef: Tensor, meta: Tensor, wsq: Tensor, usq: Tensor) -> Tensor:
-  """w after LAMB o's update (in place), its trust ratio summed from its partials."""
-  n, P, adapt = w.numel(), programs(w.numel()), not o.adam
-  if not prg.on_triton(w): return w.custom_kernel(m, v, coef, meta, wsq, usq, fxn=_tinygrad_update(n, P, o.eps, o.wd,
-                                                                                                   adapt))[0]
-  k = compile_lamb("update", n, prg.cuda_arch(w.device), eps=o.eps, wd=o.wd, adapt=adapt)
-  fx = _fxn(k, 7, (0,), w.device, 16 * n, 8 * n, P)
-  return w.custom_kernel(m, v, coef, meta, wsq, usq, *prg.scratch(w.device), fxn=fx)[0]
+def update(o, ws: list[Tensor], ms: list[Tensor], vs: list[Tensor], metas: list[Tensor], coef: Tensor, wsq: Tensor,
+           usq: Tensor) -> list[Tensor]:
+  """ws after LAMB o's update (in place), each its trust ratio summed from its partials."""
+  n, K, P, adapt = ws[0].numel(), len(ws), programs(ws[0].numel()), not o.adam
+  if not prg.on_triton(ws[0]):
+    fxn = _tinygrad_update(n, P, o.eps, o.wd, adapt)
+    return [w.custom_kernel(m, v, coef, meta, wsq, usq, fxn=fxn)[0] for w, m, v, meta in zip(ws, ms, vs, metas)]
+  k = compile_lamb("update", n, prg.cuda_arch(ws[0].device), eps=o.eps, wd=o.wd, adapt=adapt, count=K)
+  return _launch(k, [*ws, *ms, *vs, *metas, coef, wsq, usq], tuple(range(K)), 16 * K * n, 8 * K * n, K * P)[:K]
 
 
 class FusedLAMB:
   """Clip + LAMB over the tensors of tinygrad LAMB optimizers (their params, m, v, b1^t, b2^t and lr: the same state
-  that checkpoints save), stepped by the kernels above; a LAMB with adam=True updates without the trust ratio. Made
-  outside the jitted step (it realizes the offset constants)."""
+  that checkpoints save), stepped by the kernels above, one launch per kernel for up to MAX_GROUP tensors of one
+  optimizer, size and gradient dtype; a LAMB with adam=True updates without the trust ratio. Made outside the jitted
+  step (it realizes the offset constants)."""
   def __init__(self, optimizers, loss_scale: float, clip_norm: float):
     self.optimizers, self.loss_scale, self.clip_norm = list(optimizers), float(loss_scale), float(clip_norm)
     params = [p for o in self.optimizers for p in o.params]
@@ -285,26 +326,31 @@ class FusedLAMB:
     """(tensors to realize: every weight, moment and b^t after its update; the global gradient norm before clipping,
     () fp32). Reads each param's .grad as the backward left it (scaled by loss_scale)."""
     dev, total = self.device, self.offsets[-1]
-    grads = [gradient_source(p.grad) for o in self.optimizers for p in o.params]
+    # tensor i: (optimizer, param, m, v, gradient as read, offset constant)
+    ts = [(o, p, m, v, gradient_source(p.grad)) for o in self.optimizers for p, m, v in zip(o.params, o.m, o.v)]
+    ts = [(*t, meta) for t, meta in zip(ts, self.meta)]
+    groups = [[ts[i] for i in ix] for ix in launches([(id(o), p.numel(), g.dtype) for o, p, _, _, g, _ in ts])]
     gsq = Tensor.empty(total, dtype=dtypes.float32, device=dev)
-    for g, meta in zip(grads, self.meta): gsq = sumsq(g, meta, gsq)
+    for grp in groups: gsq = sumsq([t[4] for t in grp], [t[5] for t in grp], gsq)
     norm = gsq.sum().sqrt() * (1.0 / self.loss_scale)
     gscale = (norm > self.clip_norm).where(self.clip_norm / norm.maximum(1e-30), 1.0) * (1.0 / self.loss_scale)
-    wsq, usq = (Tensor.empty(total, dtype=dtypes.float32, device=dev) for _ in range(2))
-    done, todo, i = [], [], 0
+    coefs, done = {}, []
     for o in self.optimizers:
       o.b1_t.assign(o.b1_t * o.b1)
       o.b2_t.assign(o.b2_t * o.b2)
-      coef = Tensor.cat(gscale.reshape(1), 1.0 - o.b1_t, 1.0 - o.b2_t, o.lr.float().reshape(1)).contiguous()
-      for p, m, v in zip(o.params, o.m, o.v):
-        m_new, v_new, wsq, usq = moments(o, grads[i], p, m, v, coef, self.meta[i], wsq, usq)
+      coefs[id(o)] = Tensor.cat(gscale.reshape(1), 1.0 - o.b1_t, 1.0 - o.b2_t, o.lr.float().reshape(1)).contiguous()
+      done += [o.b1_t, o.b2_t]
+    wsq, usq = (Tensor.empty(total, dtype=dtypes.float32, device=dev) for _ in range(2))
+    for grp in groups:
+      o, ps, ms, vs, gs, metas = grp[0][0], *(list(c) for c in list(zip(*grp))[1:])
+      new_ms, new_vs, wsq, usq = moments(o, gs, ps, ms, vs, metas, coefs[id(o)], wsq, usq)
+      for m, v, m_new, v_new in zip(ms, vs, new_ms, new_vs):
         m.uop, v.uop = m_new.uop, v_new.uop   # in place: the state tensors now read their buffers after the kernel
-        todo.append((o, p, m, v, coef, self.meta[i]))
-        i += 1
-      done += [o.b1_t, o.b2_t, *o.m, *o.v]
-    for o, p, m, v, coef, meta in todo:   # after every tensor's partials: each update sums its own from wsq, usq
-      p.uop = update(o, p, m, v, coef, meta, wsq, usq).uop
-      done.append(p)
+      done += [*ms, *vs]
+    for grp in groups:   # after every tensor's partials: each update sums its own from wsq, usq
+      o, ps, ms, vs, _, metas = grp[0][0], *(list(c) for c in list(zip(*grp))[1:])
+      for p, p_new in zip(ps, update(o, ps, ms, vs, metas, coefs[id(o)], wsq, usq)): p.uop = p_new.uop
+      done += ps
     return done, norm
 
 

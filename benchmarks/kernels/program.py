@@ -163,12 +163,15 @@ def _triton_compile(src, arch: int, options: dict):
 
 @functools.cache
 def compile_kernel(fn, signature: tuple, constexprs: tuple, num_warps: int, num_stages: int, arch: int) -> Compiled:
-  """Triton-compile fn for sm_<arch>: signature ((arg, "*fp16"), ...) of its pointer arguments (each 16-byte aligned),
-  constexprs ((arg, value), ...) of the rest. Triton's own disk cache makes a repeat compile a file read. Recorded in
-  COMPILED."""
+  """Triton-compile fn for sm_<arch>: signature ((arg, "*fp16"), ...) of its pointer arguments (each 16-byte aligned;
+  a tuple of types for a tuple of pointers), constexprs ((arg, value), ...) of the rest. Triton's own disk cache makes a
+  repeat compile a file read. Recorded in COMPILED."""
   import triton
   sig = dict(signature) | {k: "constexpr" for k, _ in constexprs}
-  aligned = {(i,): [["tt.divisibility", 16]] for i, (k, t) in enumerate(signature) if t.startswith("*")}
+  # each pointer's path: (argument,), or (argument, element) in a tuple
+  paths = [((i,), t) for i, (_, t) in enumerate(signature) if isinstance(t, str)]
+  paths += [((i, j), tj) for i, (_, t) in enumerate(signature) if not isinstance(t, str) for j, tj in enumerate(t)]
+  aligned = {path: [["tt.divisibility", 16]] for path, t in paths if t.startswith("*")}
   src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=dict(constexprs), attrs=aligned)
   ck, seconds, hit = _triton_compile(src, arch, {"num_warps": num_warps, "num_stages": num_stages})
   md = ck.metadata
