@@ -181,13 +181,16 @@ def _tinygrad_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, epilogue=NONE):
   return fxn
 
 
-COLSUM = (16, 256, 4)   # column sums: (BM rows per step, BN columns, warps); 4 programs per multiprocessor. Not yet timed
+# column sums: (BM rows per step, BN columns, warps, programs per multiprocessor); lab/scripts/bench_colsum.py tries
+# others. Not yet timed
+COLSUM = (16, 256, 4, 4)
 
 
 def colsum_plan(M: int, N: int) -> tuple[int, int]:
-  """(ROWS per program, G programs along the rows) for column sums of (M, N): about 4 programs per multiprocessor."""
-  BM, BN, _ = COLSUM
-  per_column_block = max(1, 4 * SMS // -(-N // BN))
+  """(ROWS per program, G programs along the rows) for column sums of (M, N): about COLSUM[3] programs per
+  multiprocessor."""
+  BM, BN, _, per_sm = COLSUM
+  per_column_block = max(1, per_sm * SMS // -(-N // BN))
   rows = BM * -(-M // (BM * per_column_block))
   return rows, -(-M // rows)
 
@@ -199,7 +202,7 @@ def column_sum(dc: Tensor) -> Tensor:
   if not prg.on_triton(dc) or (isinstance(dc.device, tuple) and dc.uop.axis != 0): return dc.float().sum(0)
   M, N = prg.local_shape(dc)
   if M * N >= 2 ** 31: return dc.float().sum(0)   # the kernel's int32 offsets
-  BM, BN, warps = COLSUM
+  BM, BN, warps, _ = COLSUM
   rows, G = colsum_plan(M, N)
   k = prg.compile_kernel(compiled_colsum, (("x", prg.POINTER[dc.dtype]), ("out", "*fp32")),
                          (("M", M), ("N", N), ("ROWS", rows), ("BM", BM), ("BN", BN)), warps, 1, prg.cuda_arch(dc.device))

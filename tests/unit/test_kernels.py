@@ -157,16 +157,16 @@ def test_column_sums_interpreted_equal_numpy(M, N, BM, BN):
 
 def test_column_sum_plan_and_cubin_at_berts_bias_gradients():
   """The bias gradients of BERT-large at BS 96 (49152 tokens x 1024 or 4096; the MLM decoder's 7296 x 30522): every
-  row in one program, about 4 programs per multiprocessor, and the kernel compiled ahead for sm_90 with 16-byte loads,
-  no local memory, and its two pointers + Triton's two scratch parameters."""
+  row in one program, about COLSUM[3] programs per multiprocessor, and the kernel compiled ahead for sm_90 with 16-byte
+  loads, no local memory, and its two pointers + Triton's two scratch parameters."""
   for M, N in ((49152, 1024), (49152, 4096), (7296, 30522)):
     rows, G = mm.colsum_plan(M, N)
     assert (G - 1) * rows < M <= G * rows and rows % mm.COLSUM[0] == 0
-    assert 2 * mm.SMS <= G * -(-N // mm.COLSUM[1]) <= 8 * mm.SMS
+    assert mm.COLSUM[3] * mm.SMS / 2 <= G * -(-N // mm.COLSUM[1]) <= 2 * mm.COLSUM[3] * mm.SMS
   code = """
 import json
 from tinyperf.benchmarks.kernels import matmul as mm, program as prg
-BM, BN, warps = mm.COLSUM
+BM, BN, warps, _ = mm.COLSUM
 rows, G = mm.colsum_plan(49152, 4096)
 k = prg.compile_kernel(mm.compiled_colsum, (("x", "*fp16"), ("out", "*fp32")),
                        (("M", 49152), ("N", 4096), ("ROWS", rows), ("BM", BM), ("BN", BN)), warps, 1, 90)
@@ -175,6 +175,22 @@ print(json.dumps({"name": k.name, "v4": "ld.global.v4" in k.ptx, "local": "ld.lo
 """
   got = compiled_facts(code)
   assert got == {"name": "colsum_kernel", "v4": True, "local": False, "params": 4, "threads": 32 * mm.COLSUM[2]}, got
+
+
+def test_colsum_bench_checks_and_times_each_shape_on_the_cpu():
+  """lab/scripts/bench_colsum.py at small shapes on the CPU (column_sum is tinygrad's sum there): the check line within
+  fp32 rounding of numpy's float64 sums, then a timing line per shape for tinygrad and each tile asked for, so the GPU
+  command that picks COLSUM cannot fail on the script."""
+  cmd = [sys.executable, "lab/scripts/bench_colsum.py", "--bs", "2", "--seq", "8", "--hidden", "64", "--intermediate",
+         "128", "--vocab", "100", "--tiles", "1"]
+  env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"DEV": "CPU"}
+  r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, r.stderr[-3000:]
+  check, *timed = (json.loads(line) for line in r.stdout.splitlines())
+  diffs = [v for k, v in check.items() if k.endswith("_max_rel_diff")]
+  assert len(diffs) == 3 and max(diffs) < 1e-3, check
+  assert [(t["impl"], t["shape"]) for t in timed] == [("tinygrad", s) for s in ([16, 64], [16, 128], [152, 100])] * 2
+  assert all(t["ms"] > 0 for t in timed), timed
 
 
 def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
