@@ -4,9 +4,10 @@ For each GEMM of a training step at --bs sequences of 512 tokens (forward, data 
 and attention-output, FFN-up and FFN-down layers) and each tile of matmul.TILES: TFLOP/s (REPS GEMMs per replayed JIT
 call, median of the calls) and the largest difference from tinygrad's own matmul of the same fp16 operands; then one
 layer's backward through gemm's grad function against tinygrad's; then the FFN block's forward + backward as
-matmul.ffn (GELU in the GEMMs' epilogues), unfused (linear, the model's gelu, linear), and fused with the
-GELU-gradient GEMM at 128x128 on 8 warps (its tuned 128x256 tile spills). One JSON line per measurement, the fastest
-tile per GEMM last (the table to put in matmul.TUNED).
+matmul.ffn (GELU in the GEMMs' epilogues), unfused (linear, the model's gelu, linear), the two epilogue GEMMs alone
+beside the same GEMMs without an epilogue, and fused with the GELU-gradient GEMM at 128x128 on 8 warps (its tuned
+128x256 tile spills). One JSON line per measurement, the fastest tile per GEMM last (the table to put in
+matmul.TUNED).
   DEV=CUDA python lab/scripts/bench_gemm.py [--bs 96] [--tiles all|rule] [--only ffn]
 """
 import argparse, json, sys
@@ -66,6 +67,17 @@ def ffn_rows(tokens: int, hidden: int = 1024, inter: int = 4096):
             "max_rel_diff_vs_unfused": rel}
   yield row("ffn fused", fused)
   yield row("ffn unfused", unfused)
+  # the two epilogue GEMMs alone beside the same GEMMs without one: what each epilogue costs in the step
+  pre = mm._gemm_call(x, w1, False, True, b1, None, None, mm.GELU)[1].realize()
+  dy_i = Tensor.randn(tokens, hidden, dtype=dtypes.half).realize()
+  flops = 2 * tokens * inter * hidden
+  for name, f in (("up fwd + bias", lambda: mm.gemm(x, w1, trans_b=True, bias=b1)),
+                  ("up fwd + bias, GELU epilogue", lambda: mm._gemm_call(x, w1, False, True, b1, None, None, mm.GELU)[0]),
+                  ("down dgrad", lambda: mm.gemm(dy_i, w2)),
+                  ("down dgrad, GELU_GRAD epilogue",
+                   lambda: mm._gemm_call(dy_i, w2, False, False, None, None, None, mm.GELU_GRAD, pre)[0])):
+    s = jit_seconds(lambda *_: [f().realize() for _ in range(REPS)], x, calls=CALLS, per_call=REPS)
+    yield {"ffn_gemm": name, "tokens": tokens, "ms": round(s * 1e3, 4), "tflops": round(flops / s / 1e12, 1)}
   # the GELU-gradient GEMM (dy @ w2, (tokens, inter, hidden)) spills 176 B at its tuned 128x256 tile (255 registers;
   # so does 128x128 on 4 warps): fused again with that GEMM alone at 128x128 on 8 warps (sm_90: 145 registers, no spill)
   with tile_override(mm.TUNED, (tokens, inter, hidden, False, False), GELU_GRAD_TILE):
