@@ -34,9 +34,11 @@ def gemm_kernel(a, b, c, bias, aux, M: tl.constexpr, N: tl.constexpr, K: tl.cons
   """One (BM, BN) tile of C per program; programs walk C in groups of GROUP tile-rows so that they share B's tiles in
   L2. EVEN_*: the dimension is a multiple of its tile, so its bounds masks are compiled out. HAS_BIAS: bias (N,) is
   added to the fp32 accumulator before the one rounding to C's dtype (a linear layer's output in one pass).
-  EPILOGUE, after the K loop (one in it made the GEMM 2-3x slower): GELU stores pre = the result rounded to C's dtype
-  into aux (M, N) and gelu(pre) into C (the FFN's up layer); GELU_GRAD multiplies the product by gelu'(pre), pre read
-  from aux (M, N) (the down layer's data gradient through the GELU); NONE leaves aux unread."""
+  EPILOGUE, after the K loop (one in it made the GEMM 2-3x slower): GELU stores gelu(pre) into C and gelu'(pre) into
+  aux (M, N), pre the result rounded to C's dtype (the FFN's up layer); GELU_GRAD multiplies the product by aux (the
+  down layer's data gradient through the GELU: a load and a multiply, where computing gelu'(pre) there took 255
+  registers, spilled 176 bytes and made the GEMM 1.66x slower than without an epilogue on an H100); NONE leaves aux
+  unread."""
   pid = tl.program_id(0)
   tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
   first_m = (pid // (GROUP * tiles_n)) * GROUP
@@ -61,14 +63,7 @@ def gemm_kernel(a, b, c, bias, aux, M: tl.constexpr, N: tl.constexpr, K: tl.cons
     if EVEN_N: acc += tl.load(bias + rn)[None, :].to(tl.float32)
     else: acc += tl.load(bias + rn, mask=rn < N, other=0.0)[None, :].to(tl.float32)
   if EPILOGUE == 1:   # GELU of pre rounded as the dense layer's output is: the unfused model's numbers
-    pre = acc.to(c.dtype.element_ty)
-    if EVEN_M and EVEN_N: tl.store(aux + rm[:, None] * N + rn[None, :], pre)
-    else: tl.store(aux + rm[:, None] * N + rn[None, :], pre, mask=(rm[:, None] < M) & (rn[None, :] < N))
-    x = pre.to(tl.float32)
-  if EPILOGUE == 2:   # lanes outside C load nothing and are never stored
-    if EVEN_M and EVEN_N: x = tl.load(aux + rm[:, None] * N + rn[None, :]).to(tl.float32)
-    else: x = tl.load(aux + rm[:, None] * N + rn[None, :], mask=(rm[:, None] < M) & (rn[None, :] < N)).to(tl.float32)
-  if EPILOGUE != 0:
+    x = acc.to(c.dtype.element_ty).to(tl.float32)
     # erf(x / sqrt 2) as tinygrad's Tensor.erf computes it (Abramowitz-Stegun 7.1.26): libdevice's erff took 255
     # registers and a 1 KB stack at the 128x256 tile; e = exp(-x^2 / 2) serves gelu' too
     z = x * 0.7071067811865476
@@ -76,8 +71,14 @@ def gemm_kernel(a, b, c, bias, aux, M: tl.constexpr, N: tl.constexpr, K: tl.cons
     t = 1.0 / (1.0 + 0.3275911 * tl.abs(z))
     erf = 1.0 - t * ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * e
     erf = tl.where(z < 0, -erf, erf)
-    if EPILOGUE == 1: acc = x * 0.5 * (1.0 + erf)
-    else: acc *= 0.5 * (1.0 + erf) + x * e * 0.3989422804014327   # gelu'(x) = Phi(x) + x * phi(x)
+    phi = 0.5 * (1.0 + erf)
+    acc = x * phi
+    slope = (phi + x * e * 0.3989422804014327).to(c.dtype.element_ty)   # gelu' = Phi(x) + x phi(x)
+    if EVEN_M and EVEN_N: tl.store(aux + rm[:, None] * N + rn[None, :], slope)
+    else: tl.store(aux + rm[:, None] * N + rn[None, :], slope, mask=(rm[:, None] < M) & (rn[None, :] < N))
+  if EPILOGUE == 2:   # lanes outside C load nothing and are never stored
+    if EVEN_M and EVEN_N: acc *= tl.load(aux + rm[:, None] * N + rn[None, :]).to(tl.float32)
+    else: acc *= tl.load(aux + rm[:, None] * N + rn[None, :], mask=(rm[:, None] < M) & (rn[None, :] < N)).to(tl.float32)
   out = c + rm[:, None] * N + rn[None, :]
   if EVEN_M and EVEN_N: tl.store(out, acc.to(c.dtype.element_ty))
   else: tl.store(out, acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
@@ -173,17 +174,18 @@ def _tinygrad_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, epilogue=NONE):
     if has_bias: acc = acc + bias.flatten()[n].cast(dtypes.float32)
     stores = []
     if epilogue == GELU:
-      stores.append(aux.flatten()[m * N + n].store(pre := acc.cast(c.dtype)))
-      acc = _gelu(pre.cast(dtypes.float32))
-    if epilogue == GELU_GRAD: acc = acc * _gelu_grad(aux.flatten()[m * N + n].cast(dtypes.float32))
+      pre = acc.cast(c.dtype).cast(dtypes.float32)
+      stores.append(aux.flatten()[m * N + n].store(_gelu_grad(pre).cast(c.dtype)))
+      acc = _gelu(pre)
+    if epilogue == GELU_GRAD: acc = acc * aux.flatten()[m * N + n].cast(dtypes.float32)
     stores.append(c.flatten()[m * N + n].store(acc.cast(c.dtype)))
     return UOp.group(*stores).end(m, n).sink(arg=KernelInfo(name=f"gemm_{M}_{N}_{K}"))
   return fxn
 
 
-# column sums: (BM rows per step, BN columns, warps, programs per multiprocessor); lab/scripts/bench_colsum.py tries
-# others. Not yet timed
-COLSUM = (16, 256, 4, 4)
+# column sums: (BM rows per step, BN columns, warps, programs per multiprocessor): on an H100 at BS 64 the fastest of
+# lab/scripts/bench_colsum.py's on tokens x 1024 and 4096 (0.117 and 0.185 ms, 0.128 and 0.217 at 16 rows a step)
+COLSUM = (32, 256, 4, 4)
 
 
 def colsum_plan(M: int, N: int) -> tuple[int, int]:
@@ -250,8 +252,8 @@ def _out_axis(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> int | None 
 
 def _gemm_call(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, bias: Tensor | None, out_dtype, grad,
                epilogue: int = NONE, aux: Tensor | None = None) -> tuple[Tensor, Tensor]:
-  """gemm's custom_kernel call with grad function grad: C and aux. aux: pre (M, N), written by the GELU epilogue, read by
-  GELU_GRAD's; with none, a given aux is a source the kernel does not read (for grad to return its gradient)."""
+  """gemm's custom_kernel call with grad function grad: C and aux. aux: gelu'(pre) (M, N), written by the GELU epilogue,
+  read by GELU_GRAD's; with none, a given aux is a source the kernel does not read (for grad to return its gradient)."""
   out_axis = _out_axis(a, b, trans_a, trans_b)
   if out_axis == "partial" and (bias is not None or epilogue != NONE):
     raise NotImplementedError("gemm: a bias or an epilogue on a K-sharded product")
@@ -266,7 +268,7 @@ def _gemm_call(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, bias: Tensor 
   elif aux is None: aux = Tensor.empty(1, dtype=dt, device=a.device)
   elif epilogue == GELU_GRAD and (aux.dtype != dt or prg.local_shape(aux) != (M, N) or
                                   (isinstance(a.device, tuple) and aux.uop.axis != out_axis)):
-    raise ValueError(f"gemm: the GELU gradient's pre {aux.shape} {aux.dtype} is not laid out as C ({M}, {N}) {dt}")
+    raise ValueError(f"gemm: the GELU gradient's gelu'(pre) {aux.shape} {aux.dtype} is not laid out as C ({M}, {N}) {dt}")
   a, b, aux = (prg.contiguous(t) for t in (a, b, aux))   # no copy of another kernel's output seen through a reshape
   if prg.on_triton(a):
     fxn = _triton_fxn(M, N, K, *st, has_bias, a.dtype, c.dtype, a.device, epilogue)
@@ -291,22 +293,23 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 def _ffn_grad(grad_y: UOp, call: UOp) -> tuple:
-  """The FFN's down call (sources post, w2, y, b2, pre): d w2 = dy.T @ post, d b2 = dy's column sums, and d pre =
-  (dy @ w2) * gelu'(pre) in one GEMM, returned as pre's gradient and none as post's (post = gelu(pre) has no other
-  use). The up call's gradient then arrives at pre = x @ w1.T + b1: a linear layer's (gemm's _grad)."""
-  post, w2, b2, pre = (Tensor(call.src[i]) for i in (1, 2, 4, 5))
+  """The FFN's down call (sources post, w2, y, b2, slope = gelu'(pre)): d w2 = dy.T @ post, d b2 = dy's column sums,
+  and d pre = (dy @ w2) * slope in one GEMM, returned as slope's gradient and none as post's (post = gelu(pre) has no
+  other use). The up call's gradient then arrives at pre = x @ w1.T + b1: a linear layer's (gemm's _grad)."""
+  post, w2, b2, slope = (Tensor(call.src[i]) for i in (1, 2, 4, 5))
   dy = Tensor(grad_y).cast(post.dtype)
-  d_pre = _gemm_call(dy, w2, False, False, None, None, None, GELU_GRAD, pre)[0]
+  d_pre = _gemm_call(dy, w2, False, False, None, None, None, GELU_GRAD, slope)[0]
   dw2, db2 = gemm(dy, post, trans_a=True), column_sum(dy).cast(b2.dtype)
   return (None, dw2.uop, None, db2.uop, d_pre.uop) + (None,) * (len(call.src) - 6)
 
 
 def ffn(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
   """gelu(x @ w1.T + b1) @ w2.T + b2 for x (..., H), w1 (I, H), b1 (I,), w2 (H, I), b2 (H,), GELU exact (erf) in fp32
-  as the model's gelu: BERT's feed-forward block as two GEMMs, the GELU in the up GEMM's epilogue and its derivative in
-  the epilogue of the down layer's data gradient, so no elementwise pass over the (tokens, I) activations either way.
+  as the model's gelu: BERT's feed-forward block as two GEMMs, the GELU and its derivative (kept for the backward) in
+  the up GEMM's epilogue, the product with that derivative in the epilogue of the down layer's data gradient, so no
+  elementwise pass over the (tokens, I) activations either way.
   On several devices x is sharded along its rows, the weights replicated."""
   x2 = x.reshape(-1, x.shape[-1])
-  post, pre = _gemm_call(x2, w1, False, True, b1, None, _grad_fxn(False, True, True), GELU)   # (M, I) each
-  y = _gemm_call(post, w2, False, True, b2, None, _ffn_grad, NONE, pre)[0]                   # (M, H)
+  post, slope = _gemm_call(x2, w1, False, True, b1, None, _grad_fxn(False, True, True), GELU)   # (M, I) each
+  y = _gemm_call(post, w2, False, True, b2, None, _ffn_grad, NONE, slope)[0]                   # (M, H)
   return y.reshape(*x.shape[:-1], w2.shape[0])

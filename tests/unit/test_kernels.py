@@ -46,7 +46,7 @@ def compiled_facts(code: str, timeout: int = 300):
 
 
 def run_interpreted(A, B, ta, tb, bias=None, tile=(32, 32, 32), epilogue=mm.NONE, aux=None):
-  """C; with the GELU epilogue the kernel also writes pre into aux, with GELU_GRAD it reads pre from aux ((M, N))."""
+  """C; with the GELU epilogue the kernel also writes gelu'(pre) into aux, with GELU_GRAD it reads it from aux ((M, N))."""
   M, N, K, sam, sak, sbk, sbn = mm.strides(A.shape, B.shape, ta, tb)
   BM, BN, BK = tile
   C = np.zeros((M, N), np.float16)

@@ -34,35 +34,39 @@ def within_fp16_rounding(got, ref, atol):
 
 
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
-def test_gelu_epilogue_stores_pre_and_the_models_gelu_of_it(shape):
+def test_gelu_epilogue_stores_the_models_gelu_and_gelu_prime_of_pre(shape):
+  """The up GEMM's GELU epilogue: C = gelu(pre), aux = gelu'(pre), pre the product + bias rounded to fp16 as the same
+  kernel without an epilogue stores it (the unfused model's dense output)."""
   assert triton.knobs.runtime.interpret, "Triton was imported before this module set TRITON_INTERPRET=1"
   M, N, K = shape
   rng = np.random.default_rng(M)
   x, w = rng.standard_normal((M, K)).astype(np.float16), (0.15 * rng.standard_normal((N, K))).astype(np.float16)
   bias = rng.standard_normal(N).astype(np.float16)
-  pre = np.full((M, N), np.nan, np.float16)
-  post = run_interpreted(x, w, False, True, bias, epilogue=mm.GELU, aux=pre)
+  slope = np.full((M, N), np.nan, np.float16)
+  post = run_interpreted(x, w, False, True, bias, epilogue=mm.GELU, aux=slope)
+  pre = run_interpreted(x, w, False, True, bias)
   ref_pre = x.astype(np.float64) @ w.astype(np.float64).T + bias
-  assert np.abs(ref_pre).max() > 3   # GELU's curved part and both tails are exercised
-  assert within_fp16_rounding(pre, ref_pre, 1e-4)
+  assert within_fp16_rounding(pre, ref_pre, 1e-4) and np.abs(ref_pre).max() > 3   # the curve and both tails
   assert within_fp16_rounding(post, gelu64(pre.astype(np.float64)), 1e-6)   # gelu of pre as stored, one rounding
+  assert within_fp16_rounding(slope, gelu_grad64(pre.astype(np.float64)), 1e-6)
   # the model's gelu of the same fp16 pre (tinygrad's erf, the same formula): the same fp16 numbers
   np.testing.assert_array_equal(post, gelu(Tensor(pre)).numpy())
 
 
 @pytest.mark.parametrize("shape", SHAPES.values(), ids=SHAPES.keys())
-def test_gelu_grad_epilogue_multiplies_the_data_gradient_by_gelu_prime_of_pre(shape):
-  """d pre = (dy @ W2) * gelu'(pre): dy (tokens, hidden), W2 (hidden, intermediate) as stored, pre read from aux."""
+def test_gelu_grad_epilogue_multiplies_the_data_gradient_by_the_stored_gelu_prime(shape):
+  """d pre = (dy @ W2) * slope: dy (tokens, hidden), W2 (hidden, intermediate) as stored, slope = gelu'(pre) read from
+  aux as the GELU epilogue wrote it."""
   M, N, K = shape
   rng = np.random.default_rng(N)
   dy, w2 = rng.standard_normal((M, K)).astype(np.float16), (0.1 * rng.standard_normal((K, N))).astype(np.float16)
-  pre = (2 * rng.standard_normal((M, N))).astype(np.float16)
-  d_pre = run_interpreted(dy, w2, False, False, epilogue=mm.GELU_GRAD, aux=pre)
-  ref = (dy.astype(np.float64) @ w2.astype(np.float64)) * gelu_grad64(pre.astype(np.float64))
+  slope = gelu_grad64(2 * rng.standard_normal((M, N))).astype(np.float16)
+  d_pre = run_interpreted(dy, w2, False, False, epilogue=mm.GELU_GRAD, aux=slope)
+  ref = (dy.astype(np.float64) @ w2.astype(np.float64)) * slope.astype(np.float64)
   assert within_fp16_rounding(d_pre, ref, 1e-4)
-  # against a pre of other rows the check fails: the epilogue reads pre at its own positions
-  assert not within_fp16_rounding(d_pre, ref * gelu_grad64(np.roll(pre, 1, 0).astype(np.float64)) /
-                                  gelu_grad64(pre.astype(np.float64)), 1e-2)
+  # against a slope of other rows the check fails: the epilogue reads it at its own positions
+  assert not within_fp16_rounding(d_pre, (dy.astype(np.float64) @ w2.astype(np.float64)) *
+                                  np.roll(slope, 1, 0).astype(np.float64), 1e-2)
 
 
 def reference_ffn(x, w1, b1, w2, b2):
@@ -110,7 +114,7 @@ def test_a_jitted_ffn_step_schedules_once():
   assert sizes[1] == sizes[0] == sizes[2], f"schedule cache entries after each step: {sizes}"
 
 
-def test_the_gelu_gradient_refuses_a_pre_not_laid_out_as_its_output():
+def test_the_gelu_gradient_refuses_a_slope_not_laid_out_as_its_output():
   dy, w2 = Tensor.ones(8, 4), Tensor.ones(4, 6)
   with pytest.raises(ValueError, match="GELU"):
     mm._gemm_call(dy, w2, False, False, None, None, None, mm.GELU_GRAD, Tensor.ones(6, 8))
@@ -164,7 +168,7 @@ print(json.dumps({"up": build(T, I, H, True, True, mm.NONE), "up_gelu": build(T,
     assert g["wgmma"] and 48 * 1024 < g["smem"] <= 227 * 1024 and g["regs"] <= 255, (name, g)
     assert g["local_in_loop"] == 0, (name, g)
   assert got["up_gelu"]["smem"] == got["up"]["smem"] and got["dgrad_gelu"]["smem"] == got["dgrad"]["smem"]
-  assert got["up"]["stack"] == got["dgrad"]["stack"] == 0
+  assert got["up"]["stack"] == got["dgrad"]["stack"] == got["dgrad_gelu"]["stack"] == 0   # gelu' read, not computed
 
 
 def test_bench_gemm_times_the_ffn_fused_and_unfused_on_the_cpu():
@@ -178,9 +182,10 @@ def test_bench_gemm_times_the_ffn_fused_and_unfused_on_the_cpu():
   finally: sys.path.pop(0)
   tuned = dict(mm.TUNED)
   rows = list(bench_gemm.ffn_rows(tokens=16, hidden=8, inter=24))
-  assert mm.TUNED == tuned   # the 128x128x8 row's tile was put back out of the table
+  assert mm.TUNED == tuned   # the 128x128x8 rows' tiles were put back out of the table
   blocks, gemms = [r for r in rows if "ffn" in r], [r for r in rows if "ffn_gemm" in r]
-  assert [row["ffn"] for row in blocks] == ["ffn fused", "ffn unfused", "ffn fused, gelu-grad GEMM 128x128x8"]
+  assert [row["ffn"] for row in blocks] == ["ffn fused", "ffn unfused", "ffn fused, gelu-grad GEMM 128x128x8",
+                                            "ffn fused, gelu GEMM 128x128x8"]
   assert all(row["fwd_bwd_ms"] > 0 for row in blocks) and 0 <= blocks[0]["max_rel_diff_vs_unfused"] < 1e-2, rows
   assert len(gemms) == 4 and all(row["ms"] > 0 for row in gemms), gemms
 
