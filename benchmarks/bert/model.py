@@ -373,7 +373,10 @@ class BertForPretraining:
                masked_lm_positions: Tensor) -> tuple[Tensor, Tensor]:
     """input_ids, segment_ids, input_mask (B, L) int32; masked_lm_positions (B, P) int32
     -> (MLM logits (B, P, V) float32, NSP logits (B, 2) float32)."""
-    seq, pooled = self.bert(input_ids, segment_ids, input_mask)                   # (B, L, H), (B, H)
+    if self.config.kernels == "triton":   # the kernels' dropout sites: one RNG draw for the whole forward
+      from tinyperf.benchmarks.kernels.dropout import step_seeds
+      with step_seeds(): seq, pooled = self.bert(input_ids, segment_ids, input_mask)
+    else: seq, pooled = self.bert(input_ids, segment_ids, input_mask)             # (B, L, H), (B, H)
     L = seq.shape[1]
     pick = (masked_lm_positions.unsqueeze(-1) == Tensor.arange(L)).cast(seq.dtype)  # (B, P, L)
     masked = pick @ seq                                                            # (B, P, H): gather as a matmul

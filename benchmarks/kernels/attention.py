@@ -351,7 +351,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask_add: Tensor, dropout_p: floa
   if not 0 <= p_drop < 1: raise ValueError(f"attention: dropout_p {dropout_p} is outside [0, 1)")
   mask = mask_add.float().reshape(B, L).contiguous()
   if seed is None:
-    seed = Tensor.randint(1, high=2 ** 31 - 1, device=devs[0]) if p_drop > 0 else Tensor.zeros(1, device=devs[0])
+    seed = dropout.next_seed(devs[0]) if p_drop > 0 else Tensor.zeros(1, device=devs[0])
   seed = prg.device_seeds(seed, q.device)
   axis = prg.batch_axis(q)
   o = prg.empty_shards((Bl, L, H, D), q.dtype, q.device, axis)

@@ -261,7 +261,7 @@ def add_layernorm(x: Tensor, residual: Tensor, weight: Tensor, bias: Tensor, eps
   p_drop = float(dropout_p) if TRAINING else 0.0
   if not 0 <= p_drop < 1: raise ValueError(f"add_layernorm: dropout_p {dropout_p} is outside [0, 1)")
   if p_drop > 0:
-    seed = prg.device_seeds(Tensor.randint(1, high=2 ** 31 - 1, device=devs[0]) if seed is None else seed, x.device)
+    seed = prg.device_seeds(dropout.next_seed(devs[0]) if seed is None else seed, x.device)
   else: seed = Tensor.empty(1, dtype=dtypes.uint32, device=x.device)   # read by no kernel: no fill
   # BERT's GEMM outputs seen as (B, L, H): prg.contiguous passes them as they are (contiguous() would copy each)
   xs, rs = prg.contiguous(x.reshape(M, N)), prg.contiguous(residual.cast(x.dtype).reshape(M, N))

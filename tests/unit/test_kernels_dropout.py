@@ -2,6 +2,7 @@
 exactly what tl.rand's float comparison keeps, a group of 4 takes Philox's four outputs in column order, the mask of a
 tile depends on the element and not on the tile, and both groupings keep 1 - p."""
 from __future__ import annotations
+import contextlib
 import os
 os.environ["TRITON_INTERPRET"] = "1"   # before Triton's first import: its language functions are then interpreted too
 
@@ -99,3 +100,39 @@ def test_tiles_that_split_a_group_are_refused():
   # attention's own check: L 6 makes the tile 6 keys wide, which no group of 4 divides (refused before compiling)
   with pytest.raises(ValueError, match="multiples of 4"):
     at.compile_attention("fwd", 1, 6, 8, 0.1, 90)
+
+
+def test_a_step_seeds_its_dropout_sites_from_one_draw():
+  """Inside step_seeds the sites' seeds are one draw + i * SITE_STRIDE (distinct, a new draw per block), in fewer
+  kernels than a draw per site; outside a block each site draws its own."""
+  from tinygrad import GlobalCounters, Tensor
+  from tinyperf.benchmarks.kernels import program as prg
+  Tensor.randint(1, high=2).realize()   # the device's RNG state is made by its first draw, once per process
+  def sites(n: int, block: bool) -> tuple[list[int], int]:
+    GlobalCounters.reset()
+    with dr.step_seeds() if block else contextlib.nullcontext():
+      seeds = [prg.device_seeds(dr.next_seed("CPU"), "CPU") for _ in range(n)]
+    Tensor.realize(*seeds)
+    return [s.item() for s in seeds], GlobalCounters.kernel_count
+  sites(6, True)   # the first block makes the sites' constants
+  (a, kernels), (b, _) = sites(6, True), sites(6, True)
+  _, alone = sites(6, False)
+  for s in (a, b): assert [(x - s[0]) % 2 ** 32 for x in s] == [i * dr.SITE_STRIDE % 2 ** 32 for i in range(6)]
+  assert len(set(a)) == 6 and a[0] != b[0]
+  assert kernels <= 6 + 3 < alone, (kernels, alone)
+  assert not dr._STEPS   # every block closed
+
+
+@pytest.mark.parametrize("kernels,blocks", [("tinygrad", []), ("triton", [1] * 6)])
+def test_bert_under_triton_seeds_a_forwards_sites_from_one_block(monkeypatch, kernels, blocks):
+  """BERT's forward under KERNELS=triton asks for each attention's and each residual LayerNorm's seed inside one
+  step_seeds block (3 sites a layer); under KERNELS=tinygrad it asks for none."""
+  from tinygrad import Context, Tensor, dtypes
+  from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining
+  seen = []
+  monkeypatch.setattr(dr, "next_seed", lambda device, real=dr.next_seed: seen.append(len(dr._STEPS)) or real(device))
+  c = BertConfig(layers=2, hidden=16, heads=2, intermediate=32, vocab=50, max_positions=16, kernels=kernels)
+  ids = Tensor.zeros(2, 8, dtype=dtypes.int32)
+  with Context(TRAINING=1):   # dropout acts only in training
+    BertForPretraining(c)(ids, ids, ids + 1, Tensor.zeros(2, 3, dtype=dtypes.int32))   # shapes only: nothing realized
+  assert seen == blocks
