@@ -80,7 +80,7 @@ def clip_and_unscale(grads: list[Tensor], loss_scale: float, clip_norm: float) -
 
 def fused_step(optimizer: OptimizerGroup, knobs: Mapping):
   """KERNELS=triton: benchmarks/kernels' clip + LAMB kernels over the optimizer's state (the same formulas, in place,
-  three launches per tensor; tinygrad kernels of the same plan off CUDA), else None (tinygrad's LAMB after
+  three launches per 32 tensors of a size; tinygrad kernels of the same plan off CUDA), else None (tinygrad's LAMB after
   clip_and_unscale). Made outside the jit."""
   if knobs.get("KERNELS") != "triton": return None
   from tinyperf.benchmarks.kernels import lamb   # imports Triton: only where the knob asks for it

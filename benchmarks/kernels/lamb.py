@@ -1,5 +1,5 @@
-"""Gradient clipping and LAMB for KERNELS=triton: three Triton kernels per parameter tensor, updating the weights and
-both moments in place, where tinygrad's LAMB (benchmarks/bert/optim.py) writes an fp32 copy of every clipped gradient,
+"""Gradient clipping and LAMB for KERNELS=triton: three Triton kernels, each launched once for up to MAX_GROUP tensors
+of one optimizer, size and gradient dtype, updating the weights and both moments in place, where tinygrad's LAMB (benchmarks/bert/optim.py) writes an fp32 copy of every clipped gradient,
 updates m and v in two kernels, reads m, v and w twice more for the two norms and the update, and sums the global norm
 in one kernel of a few threads (7.2 ms of a 229-ms BERT-large step on an H100, docs/perf).
 
@@ -11,12 +11,13 @@ Per tensor (w, m, v fp32; g its gradient as the backward left it, fp16 or fp32; 
             one partial sum of w^2 and of u^2 per program       -> wsq, usq
   update:   r = |w| / |u| (1 where either is 0; 1 without layer adaptation), summed from the tensor's partials;
             w <- w - lr * r * u, u recomputed from the new m and v (the same arithmetic)       reads w, m, v; writes w
-40 bytes per fp16-gradient parameter, in 3 launches per tensor, the same formulas as tinygrad 0.14's LAMB (its
-_step, read from nn/optim.py), each partial summed in a fixed order: the same sums every run, no atomics.
+40 bytes per fp16-gradient parameter, the same formulas as tinygrad 0.14's LAMB (its _step, read from nn/optim.py),
+each partial summed in a fixed order: the same sums every run, no atomics. A launch takes its tensors' pointers as
+tuples and program which * PROGRAMS + p picks tensor which's (a select, so the body is compiled once).
 
 The partials of all tensors share one buffer each: tensor i's programs write from its offset, which the kernel reads
-from a one-element int32 buffer (a constant made once with the optimizer), so a kernel is compiled per tensor size,
-not per tensor. On several devices every tensor is replicated (the gradients all-reduced before): each device updates
+from a one-element int32 buffer (a constant made once with the optimizer), so a kernel is compiled per tensor size
+and count, not per tensor. On several devices every tensor is replicated (the gradients all-reduced before): each device updates
 its own copy with the same kernels.
 
 On a device without Triton (CPU, in tests) tinygrad kernels of the same plan run through the same custom_kernel calls

@@ -1,8 +1,8 @@
 """BERT's clip + LAMB step alone, over BERT-large's 398 parameter tensors with fp16 gradients: tinygrad's path
 (clip_and_unscale, an fp32 copy of each gradient, tinygrad's LAMB: what KERNELS=tinygrad runs) against FusedLAMB's
-three kernels per tensor (benchmarks/kernels/lamb.py: what KERNELS=triton runs). First a check line (both sides three
-steps from the same weights and gradients: the largest relative difference of weights and moments, and of the
-norm), then one line per side: ms per replayed TinyJit call, the kernels it launches and the GB/s of the bytes the
+three kernels, each launched per 32 tensors of a size (benchmarks/kernels/lamb.py: what KERNELS=triton runs). First a
+check line (both sides three steps from the same weights and gradients: the largest relative difference of weights
+and moments, and of the norm), then one line per side: ms per replayed TinyJit call, the kernels it launches and the GB/s of the bytes the
 fused plan must move (40 per parameter with fp16 gradients).
   DEV=CUDA python lab/scripts/bench_lamb.py [--layers 24] [--hidden 1024] [--intermediate 4096] [--vocab 30522]
 """
