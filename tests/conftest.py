@@ -72,6 +72,34 @@ def user_env(**extra) -> dict:
   return {**env, "PATH": os.pathsep.join(path), **extra}
 
 
+_TOOL_SERVER = None
+
+
+@pytest.fixture(autouse=True)
+def tool_server(request, monkeypatch):
+  """MLCommons tools that a test runs in this process (check_path, the CLI's main()) come from a fork server that
+  imported them once (tests/tool_server.py: about 2 CPU-s less per package_checker or result_summarizer run). A test
+  about how the tools start as processes carries `@pytest.mark.real_tool_subprocess` and gets real subprocesses."""
+  global _TOOL_SERVER
+  if request.node.get_closest_marker("real_tool_subprocess") or os.environ.get("TINYPERF_TEST_TOOL_SERVER") == "0":
+    yield None
+    return
+  from tinyperf.tooling.common import mlperf_tools
+  from tool_server import RoutedSubprocess, ToolServer
+  if _TOOL_SERVER is None: _TOOL_SERVER = ToolServer()
+  monkeypatch.setattr(mlperf_tools, "subprocess", RoutedSubprocess(_TOOL_SERVER))
+  yield _TOOL_SERVER
+
+
+def pytest_configure(config):
+  config.addinivalue_line("markers", "real_tool_subprocess: the MLCommons tools start as fresh `python -m` processes, "
+                          "not from tests/tool_server.py")
+
+
+def pytest_sessionfinish(session, exitstatus):
+  if _TOOL_SERVER is not None: _TOOL_SERVER.stop()
+
+
 @pytest.fixture
 def fast_compile():
   """tinygrad's hand-coded kernel optimizations off (NOOPT=1) for a test whose time is compiling jitted steps on the

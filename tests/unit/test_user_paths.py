@@ -49,6 +49,7 @@ def test_symlinked_directory_keeps_the_name_given(reference, tmp_path):
   assert code == 0 and "tinybox_green" in out and "122.08" in out, out
 
 
+@pytest.mark.real_tool_subprocess   # a crash of the real `python -m` process, not of a fork-server child
 def test_a_crashed_checker_is_a_tool_error_not_a_verdict(tmp_path):
   """A traceback from an MLCommons tool is exit 2 with the tool and the file named, never NON-COMPLIANT."""
   from tinyperf.tooling.common import mlperf_tools
