@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 export TINYPERF_WITH_KERNELS="${TINYPERF_WITH_KERNELS:-1}"   # Triton: the kernel layer's interpreter tests
 source ./scripts/env.sh            # venv + locked deps + clang
+# bytecode caches on (git-ignored __pycache__): the suite starts about a thousand Python processes of this checkout, and
+# with PYTHONDONTWRITEBYTECODE set in the caller's environment each one compiled every tinyperf module it imported
+# again (a `tinyperf` CLI start: 0.84 -> 0.5 CPU-s)
+unset PYTHONDONTWRITEBYTECODE
 layer="${1:-all}"; [ $# -gt 0 ] && shift
 case "$layer" in
   unit) sel=(-m "not integration") ;;
