@@ -31,12 +31,18 @@ for m in %(preload)r:   # what each tool's __main__ imports (its own import runs
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # children are reaped by the kernel
 srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 srv.bind(sys.argv[1]); srv.listen(16)
+srv.settimeout(5)
+parent = os.getppid()
 print("ready", flush=True)
 while True:
-  conn, _ = srv.accept()
+  try: conn, _ = srv.accept()
+  except socket.timeout:
+    if os.getppid() != parent: sys.exit(0)   # the pytest worker is gone (killed): so is its server
+    continue
   if os.fork():
     conn.close(); continue
   srv.close()
+  conn.settimeout(None)
   signal.signal(signal.SIGCHLD, signal.SIG_DFL)
   f = conn.makefile("rwb")
   req = json.loads(f.readline())
