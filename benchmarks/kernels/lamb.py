@@ -1,7 +1,8 @@
 """Gradient clipping and LAMB for KERNELS=triton: three Triton kernels, each launched once for up to MAX_GROUP tensors
-of one optimizer, size and gradient dtype, updating the weights and both moments in place, where tinygrad's LAMB (benchmarks/bert/optim.py) writes an fp32 copy of every clipped gradient,
-updates m and v in two kernels, reads m, v and w twice more for the two norms and the update, and sums the global norm
-in one kernel of a few threads (7.2 ms of a 229-ms BERT-large step on an H100, docs/perf).
+of one optimizer, size and gradient dtype, updating the weights and both moments in place, where tinygrad's LAMB
+(benchmarks/bert/optim.py) writes an fp32 copy of every clipped gradient, updates m and v in two kernels, reads m, v
+and w twice more for the two norms and the update, and sums the global norm in one kernel of a few threads (7.2 ms of a
+229-ms BERT-large step on an H100, docs/perf).
 
 Per tensor (w, m, v fp32; g its gradient as the backward left it, fp16 or fp32; n elements):
   sumsq:    one partial sum of g^2 per program                  -> gsq     reads g
@@ -17,8 +18,8 @@ tuples and program which * PROGRAMS + p picks tensor which's (a select, so the b
 
 The partials of all tensors share one buffer each: tensor i's programs write from its offset, which the kernel reads
 from a one-element int32 buffer (a constant made once with the optimizer), so a kernel is compiled per tensor size
-and count, not per tensor. On several devices every tensor is replicated (the gradients all-reduced before): each device updates
-its own copy with the same kernels.
+and count, not per tensor. On several devices every tensor is replicated (the gradients all-reduced before): each
+device updates its own copy with the same kernels.
 
 On a device without Triton (CPU, in tests) tinygrad kernels of the same plan run through the same custom_kernel calls
 and in-place writes; tests/unit/test_kernels_lamb.py checks both, the Triton kernels under Triton's interpreter, against
@@ -330,9 +331,11 @@ class FusedLAMB:
     # tensor i: (optimizer, param, m, v, gradient as read, offset constant)
     ts = [(o, p, m, v, gradient_source(p.grad)) for o in self.optimizers for p, m, v in zip(o.params, o.m, o.v)]
     ts = [(*t, meta) for t, meta in zip(ts, self.meta)]
-    groups = [[ts[i] for i in ix] for ix in launches([(id(o), p.numel(), g.dtype) for o, p, _, _, g, _ in ts])]
+    # each launch as columns: (its optimizer, params, ms, vs, gradients, offset constants)
+    groups = [(ts[ix[0]][0], *([ts[i][c] for i in ix] for c in range(1, 6)))
+              for ix in launches([(id(o), p.numel(), g.dtype) for o, p, _, _, g, _ in ts])]
     gsq = Tensor.empty(total, dtype=dtypes.float32, device=dev)
-    for grp in groups: gsq = sumsq([t[4] for t in grp], [t[5] for t in grp], gsq)
+    for _, _, _, _, gs, metas in groups: gsq = sumsq(gs, metas, gsq)
     norm = gsq.sum().sqrt() * (1.0 / self.loss_scale)
     gscale = (norm > self.clip_norm).where(self.clip_norm / norm.maximum(1e-30), 1.0) * (1.0 / self.loss_scale)
     coefs, done = {}, []
@@ -342,14 +345,12 @@ class FusedLAMB:
       coefs[id(o)] = Tensor.cat(gscale.reshape(1), 1.0 - o.b1_t, 1.0 - o.b2_t, o.lr.float().reshape(1)).contiguous()
       done += [o.b1_t, o.b2_t]
     wsq, usq = (Tensor.empty(total, dtype=dtypes.float32, device=dev) for _ in range(2))
-    for grp in groups:
-      o, ps, ms, vs, gs, metas = grp[0][0], *(list(c) for c in list(zip(*grp))[1:])
+    for o, ps, ms, vs, gs, metas in groups:
       new_ms, new_vs, wsq, usq = moments(o, gs, ps, ms, vs, metas, coefs[id(o)], wsq, usq)
       for m, v, m_new, v_new in zip(ms, vs, new_ms, new_vs):
         m.uop, v.uop = m_new.uop, v_new.uop   # in place: the state tensors now read their buffers after the kernel
       done += [*ms, *vs]
-    for grp in groups:   # after every tensor's partials: each update sums its own from wsq, usq
-      o, ps, ms, vs, _, metas = grp[0][0], *(list(c) for c in list(zip(*grp))[1:])
+    for o, ps, ms, vs, _, metas in groups:   # after every tensor's partials: each update sums its own from wsq, usq
       for p, p_new in zip(ps, update(o, ps, ms, vs, metas, coefs[id(o)], wsq, usq)): p.uop = p_new.uop
       done += ps
     return done, norm
