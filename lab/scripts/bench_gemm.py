@@ -67,14 +67,14 @@ def ffn_rows(tokens: int, hidden: int = 1024, inter: int = 4096):
   yield row("ffn fused", fused)
   yield row("ffn unfused", unfused)
   # the two epilogue GEMMs alone beside the same GEMMs without one: what each epilogue costs in the step
-  pre = mm._gemm_call(x, w1, False, True, b1, None, None, mm.GELU)[1].realize()
+  slope = mm._gemm_call(x, w1, False, True, b1, None, None, mm.GELU)[1].realize()   # gelu'(pre): the backward's aux
   dy_i = Tensor.randn(tokens, hidden, dtype=dtypes.half).realize()
   flops = 2 * tokens * inter * hidden
   for name, f in (("up fwd + bias", lambda: mm.gemm(x, w1, trans_b=True, bias=b1)),
                   ("up fwd + bias, GELU epilogue", lambda: mm._gemm_call(x, w1, False, True, b1, None, None, mm.GELU)[0]),
                   ("down dgrad", lambda: mm.gemm(dy_i, w2)),
                   ("down dgrad, GELU_GRAD epilogue",
-                   lambda: mm._gemm_call(dy_i, w2, False, False, None, None, None, mm.GELU_GRAD, pre)[0])):
+                   lambda: mm._gemm_call(dy_i, w2, False, False, None, None, None, mm.GELU_GRAD, slope)[0])):
     s = jit_seconds(lambda *_: [f().realize() for _ in range(REPS)], x, calls=CALLS, per_call=REPS)
     yield {"ffn_gemm": name, "tokens": tokens, "ms": round(s * 1e3, 4), "tflops": round(flops / s / 1e12, 1)}
   # each epilogue GEMM alone at 128x128 on 8 warps (two programs per multiprocessor: one's epilogue beside the
