@@ -1,4 +1,6 @@
-"""What the kernel benches (lab/scripts/bench_*.py) share: their one timing loop and trying a tile in a TUNED table."""
+"""What the kernel benches (lab/scripts/bench_*.py) share: their one timing loop, trying a tile in a TUNED table, and
+their size arguments' type."""
+import argparse
 import contextlib
 import statistics
 import time
@@ -26,3 +28,9 @@ def tile_override(tuned: dict, key, tile):
   finally:
     if had: tuned[key] = old
     else: tuned.pop(key, None)
+
+
+def positive(v: str) -> int:
+  """argparse type of a size argument (--bs, --rows, ...): a positive integer, else argparse's exit 2 naming it."""
+  if not v.isdigit() or int(v) < 1: raise argparse.ArgumentTypeError(f"{v!r} is not a positive integer")
+  return int(v)

@@ -17,7 +17,7 @@ import numpy as np                               # noqa: E402
 from tinygrad import Tensor, dtypes              # noqa: E402
 
 from tinyperf.benchmarks.kernels import matmul as mm, program as prg   # noqa: E402
-from lab.kernel_bench import jit_seconds         # noqa: E402
+from lab.kernel_bench import jit_seconds, positive   # noqa: E402
 
 CALLS = 20
 # (BM rows per step, BN columns, warps, programs per multiprocessor); the first is matmul.COLSUM as committed
@@ -27,12 +27,12 @@ CANDIDATES = [mm.COLSUM, (32, 256, 4, 4), (64, 256, 8, 4), (32, 512, 8, 4), (16,
 
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--bs", type=int, default=96, help="sequences of 512 tokens per step (default 96)")
-  p.add_argument("--seq", type=int, default=512, help="tokens per sequence (default 512)")
-  p.add_argument("--hidden", type=int, default=1024)
-  p.add_argument("--intermediate", type=int, default=4096)
-  p.add_argument("--vocab", type=int, default=30522)
-  p.add_argument("--tiles", type=int, default=len(CANDIDATES), help="the first N candidates only (default all)")
+  p.add_argument("--bs", type=positive, default=96, help="sequences of 512 tokens per step (default 96)")
+  p.add_argument("--seq", type=positive, default=512, help="tokens per sequence (default 512)")
+  p.add_argument("--hidden", type=positive, default=1024)
+  p.add_argument("--intermediate", type=positive, default=4096)
+  p.add_argument("--vocab", type=positive, default=30522)
+  p.add_argument("--tiles", type=positive, default=len(CANDIDATES), help="the first N candidates (default all)")
   return p
 
 

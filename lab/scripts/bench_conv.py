@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinyperf.benchmarks.kernels import conv as cv   # noqa: E402
-from lab.kernel_bench import jit_seconds, tile_override   # noqa: E402
+from lab.kernel_bench import jit_seconds, positive, tile_override   # noqa: E402
 
 REPS, CALLS = 4, 5
 KINDS = ("fwd", "dgrad", "wgrad")
@@ -97,9 +97,6 @@ def bench(s: cv.Shape, names: list[str], tiles: str, best: dict):
 
 
 def build_parser() -> argparse.ArgumentParser:
-  def positive(v: str) -> int:
-    if not v.isdigit() or int(v) < 1: raise argparse.ArgumentTypeError(f"{v!r} is not a positive integer")
-    return int(v)
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
   p.add_argument("--bs", type=positive, nargs="+", default=[256], help="images per step, one run per value")
   p.add_argument("--platform", default="1xH200", help="also measure this ResNet platform's per-GPU BS")

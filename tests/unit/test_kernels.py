@@ -191,6 +191,9 @@ def test_colsum_bench_checks_and_times_each_shape_on_the_cpu():
   assert len(diffs) == 3 and max(diffs) < 1e-3, check
   assert [(t["impl"], t["shape"]) for t in timed] == [("tinygrad", s) for s in ([16, 64], [16, 128], [152, 100])] * 2
   assert all(t["ms"] > 0 for t in timed), timed
+  bad = subprocess.run([sys.executable, "lab/scripts/bench_colsum.py", "--bs", "0"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=120)
+  assert bad.returncode == 2 and "--bs" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr[-2000:]
 
 
 def test_tile_takes_the_measured_entry_and_otherwise_fills_the_gpu():
