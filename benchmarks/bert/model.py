@@ -244,8 +244,12 @@ class BertSelfAttention:
     nh, d = self.heads, H // self.heads
     if self.kernels == "triton":   # one fused kernel each way: the (B, nh, L, L) scores never reach memory
       from tinyperf.benchmarks.kernels.attention import attention
-      # the kernels read and write (B, L, nh, d), the GEMMs' own layout: no transpose copy in forward or backward
-      q, k, v = (lin(x).reshape(B, L, nh, d) for lin in (self.query, self.key, self.value))
+      from tinyperf.benchmarks.kernels.matmul import linears
+      # the three projections in one GEMM launch each way; the attention kernels read and write (B, L, nh, d), the
+      # GEMMs' own layout: no transpose copy in forward or backward
+      df, lins = dtypes.default_float, (self.query, self.key, self.value)
+      qkv = linears(x.cast(df), [lin.weight.cast(df) for lin in lins], [lin.bias.cast(df) for lin in lins])
+      q, k, v = (t.reshape(B, L, nh, d) for t in qkv)
       return attention(q, k, v, mask_add, self.dropout).reshape(B, L, H)
     q, k, v = (lin(x).reshape(B, L, nh, d).transpose(1, 2) for lin in (self.query, self.key, self.value))  # (B, nh, L, d)
     scores = q.matmul(k.transpose(-2, -1), dtype=dtypes.float32) * (1.0 / math.sqrt(d)) + mask_add         # (B, nh, L, L) f32

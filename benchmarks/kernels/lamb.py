@@ -14,7 +14,7 @@ Per tensor (w, m, v fp32; g its gradient as the backward left it, fp16 or fp32; 
             w <- w - lr * r * u, u recomputed from the new m and v (the same arithmetic)       reads w, m, v; writes w
 40 bytes per fp16-gradient parameter, the same formulas as tinygrad 0.14's LAMB (its _step, read from nn/optim.py),
 each partial summed in a fixed order: the same sums every run, no atomics. A launch takes its tensors' pointers as
-tuples and program which * PROGRAMS + p picks tensor which's (a select, so the body is compiled once).
+tuples and program which * PROGRAMS + p picks tensor which's (program.pick: a select, so the body is compiled once).
 
 The partials of all tensors share one buffer each: tensor i's programs write from its offset, which the kernel reads
 from a one-element int32 buffer (a constant made once with the optimizer), so a kernel is compiled per tensor size
@@ -43,26 +43,18 @@ MAX_PROGRAMS = 264       # 2 per H200 multiprocessor: a tensor's programs stride
 MAX_GROUP = 32           # tensors per launch: BERT-large's 398 in 3 x 21 launches instead of 3 x 398 (each ~7 us apart)
 
 
-def _pick(ptrs, which, COUNT: tl.constexpr):
-  """ptrs[which] of a tuple of COUNT pointers: a select per tensor, so that the body is compiled once, not COUNT times
-  (unrolled, 32 tensors took 18 s to compile)."""
-  x = ptrs[0]
-  for i in tl.static_range(1, COUNT): x = tl.where(which == i, ptrs[i], x)
-  return x
-
-
 def sumsq_kernel(g, meta, gsq, N: tl.constexpr, PROGRAMS: tl.constexpr, COUNT: tl.constexpr, BLOCK: tl.constexpr):
   """g, meta: tuples of COUNT tensors of N elements and their first partials' offsets. Program which * PROGRAMS + p
   writes tensor which's partial p."""
   pid = tl.program_id(0)
   which, p = pid // PROGRAMS, pid % PROGRAMS
-  gp = _pick(g, which, COUNT)
+  gp = prg.pick(g, which, COUNT)
   acc = tl.zeros((BLOCK,), tl.float32)
   for start in range(0, N, PROGRAMS * BLOCK):   # program p takes blocks p, p + PROGRAMS, ...
     offs = start + p * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(gp + offs, mask=offs < N, other=0.0).to(tl.float32)
     acc += x * x
-  tl.store(gsq + tl.load(_pick(meta, which, COUNT)) + p, tl.sum(acc, 0))
+  tl.store(gsq + tl.load(prg.pick(meta, which, COUNT)) + p, tl.sum(acc, 0))
 
 
 def _direction(m, v, w, c1, c2, EPS: tl.constexpr, WD: tl.constexpr):
@@ -76,7 +68,8 @@ def lamb_moments_kernel(g, w, m, v, meta, coef, wsq, usq, N: tl.constexpr, PROGR
   """g, w, m, v, meta: tuples of COUNT; coef: gscale, 1 - b1^t, 1 - b2^t, lr (fp32)."""
   pid = tl.program_id(0)
   which, p = pid // PROGRAMS, pid % PROGRAMS
-  gp, wp, mp, vp = _pick(g, which, COUNT), _pick(w, which, COUNT), _pick(m, which, COUNT), _pick(v, which, COUNT)
+  gp, wp = prg.pick(g, which, COUNT), prg.pick(w, which, COUNT)
+  mp, vp = prg.pick(m, which, COUNT), prg.pick(v, which, COUNT)
   gscale, c1, c2 = tl.load(coef), tl.load(coef + 1), tl.load(coef + 2)
   acc_w = tl.zeros((BLOCK,), tl.float32)
   acc_u = tl.zeros((BLOCK,), tl.float32)
@@ -92,7 +85,7 @@ def lamb_moments_kernel(g, w, m, v, meta, coef, wsq, usq, N: tl.constexpr, PROGR
     u = tl.where(mask, _direction(mv, vv, wv, c1, c2, EPS, WD), 0.0)
     acc_w += wv * wv
     acc_u += u * u
-  off = tl.load(_pick(meta, which, COUNT)) + p
+  off = tl.load(prg.pick(meta, which, COUNT)) + p
   tl.store(wsq + off, tl.sum(acc_w, 0))
   tl.store(usq + off, tl.sum(acc_u, 0))
 
@@ -103,11 +96,11 @@ def lamb_update_kernel(w, m, v, meta, coef, wsq, usq, N: tl.constexpr, PROGRAMS:
   partials itself)."""
   pid = tl.program_id(0)
   which, p = pid // PROGRAMS, pid % PROGRAMS
-  wp, mp, vp = _pick(w, which, COUNT), _pick(m, which, COUNT), _pick(v, which, COUNT)
+  wp, mp, vp = prg.pick(w, which, COUNT), prg.pick(m, which, COUNT), prg.pick(v, which, COUNT)
   c1, c2, lr = tl.load(coef + 1), tl.load(coef + 2), tl.load(coef + 3)
   step = lr
   if ADAPT:
-    idx = tl.load(_pick(meta, which, COUNT)) + tl.arange(0, PP)
+    idx = tl.load(prg.pick(meta, which, COUNT)) + tl.arange(0, PP)
     pmask = tl.arange(0, PP) < PROGRAMS
     r1 = tl.sqrt(tl.sum(tl.load(wsq + idx, mask=pmask, other=0.0), 0))
     r2 = tl.sqrt(tl.sum(tl.load(usq + idx, mask=pmask, other=0.0), 0))
@@ -121,8 +114,8 @@ def lamb_update_kernel(w, m, v, meta, coef, wsq, usq, N: tl.constexpr, PROGRAMS:
     tl.store(wp + offs, wv - step * u, mask=mask)
 
 
-if triton is not None:   # the helpers are jitted first: the kernels call them as Triton functions
-  _pick, _direction = triton.jit(_pick), triton.jit(_direction)
+if triton is not None:   # the helper is jitted first: the kernels call it as a Triton function
+  _direction = triton.jit(_direction)
   compiled_sumsq, compiled_moments, compiled_update = (triton.jit(f) for f in
                                                        (sumsq_kernel, lamb_moments_kernel, lamb_update_kernel))
 

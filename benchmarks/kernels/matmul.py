@@ -27,24 +27,27 @@ except ImportError:   # CPU-only installs: the Triton path is never taken there
   triton = None
 
 
+def _tile(pid, M: tl.constexpr, N: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr):
+  """(tile row, tile column) of program pid: programs walk C in groups of GROUP tile-rows, so that they share B's tiles
+  in L2."""
+  tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+  first_m = (pid // (GROUP * tiles_n)) * GROUP
+  rows = min(tiles_m - first_m, GROUP)
+  return first_m + (pid % (GROUP * tiles_n)) % rows, (pid % (GROUP * tiles_n)) // rows
+
+
 def gemm_kernel(a, b, c, bias, aux, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr,
                 SAK: tl.constexpr, SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                 BK: tl.constexpr, GROUP: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
                 HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr):
-  """One (BM, BN) tile of C per program; programs walk C in groups of GROUP tile-rows so that they share B's tiles in
-  L2. EVEN_*: the dimension is a multiple of its tile, so its bounds masks are compiled out. HAS_BIAS: bias (N,) is
+  """One (BM, BN) tile of C per program (_tile's order). EVEN_*: the dimension is a multiple of its tile, so its bounds masks are compiled out. HAS_BIAS: bias (N,) is
   added to the fp32 accumulator before the one rounding to C's dtype (a linear layer's output in one pass).
   EPILOGUE, after the K loop (one in it made the GEMM 2-3x slower): GELU stores gelu(pre) into C and gelu'(pre) into
   aux (M, N), pre the result rounded to C's dtype (the FFN's up layer); GELU_GRAD multiplies the product by aux (the
   down layer's data gradient through the GELU: a load and a multiply, where computing gelu'(pre) there took 255
   registers, spilled 176 bytes and made the GEMM 1.66x slower than without an epilogue on an H100); NONE leaves aux
   unread."""
-  pid = tl.program_id(0)
-  tiles_m, tiles_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
-  first_m = (pid // (GROUP * tiles_n)) * GROUP
-  rows = min(tiles_m - first_m, GROUP)
-  pm = first_m + (pid % (GROUP * tiles_n)) % rows
-  pn = (pid % (GROUP * tiles_n)) // rows
+  pm, pn = _tile(tl.program_id(0), M, N, BM, BN, GROUP)
   rm = pm * BM + tl.arange(0, BM)
   rn = pn * BN + tl.arange(0, BN)
   rk = tl.arange(0, BK)
@@ -83,7 +86,57 @@ def gemm_kernel(a, b, c, bias, aux, M: tl.constexpr, N: tl.constexpr, K: tl.cons
   if EVEN_M and EVEN_N: tl.store(out, acc.to(c.dtype.element_ty))
   else: tl.store(out, acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
-compiled_kernel = triton.jit(gemm_kernel) if triton is not None else None
+
+
+SPLIT_M, SPLIT_N, SPLIT_K = 1, 2, 3   # parts_gemm_kernel's SPLIT: the dimension its parts make up
+
+
+def parts_gemm_kernel(a, b, c, bias, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, SAM: tl.constexpr,
+                      SAK: tl.constexpr, SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr, GROUP: tl.constexpr, SPLIT: tl.constexpr, SEG: tl.constexpr,
+                      PARTS: tl.constexpr, HAS_BIAS: tl.constexpr):
+  """gemm_kernel for PARTS products of one shape in one launch (BERT's query, key and value layers): a, b, c and bias
+  are tuples of pointers, PARTS long where the operand differs per part, one long where it is shared.
+    SPLIT_N  C_i = A @ op(B_i) + bias_i   the parts side by side along N   forward        x @ W_i.T
+    SPLIT_M  C_i = op(A_i) @ B            stacked along M                  weight grads   dy_i.T @ x
+    SPLIT_K  C = sum_i op(A_i) @ op(B_i)  one after another along K        input grad     sum_i dy_i @ W_i
+  M, N, K are the whole product's, SEG a part's extent along SPLIT; the strides are a part's. Every extent is a multiple
+  of its tile (no masks), SEG too."""
+  pm, pn = _tile(tl.program_id(0), M, N, BM, BN, GROUP)
+  rm = pm * BM + tl.arange(0, BM)
+  rn = pn * BN + tl.arange(0, BN)
+  rk = tl.arange(0, BK)
+  part = 0   # of the program's tile (SPLIT_M, SPLIT_N)
+  if SPLIT == 1:
+    part = pm * BM // SEG
+    rm -= part * SEG
+  if SPLIT == 2:
+    part = pn * BN // SEG
+    rn -= part * SEG
+  acc = tl.zeros((BM, BN), dtype=tl.float32)
+  if SPLIT == 3:   # the part changes along the K loop: both pointers are picked anew each step
+    for k in range(0, K // BK):
+      kp = k * BK // SEG
+      kk = k * BK - kp * SEG + rk
+      x = tl.load(prg.pick(a, kp, PARTS) + rm[:, None] * SAM + kk[None, :] * SAK)
+      y = tl.load(prg.pick(b, kp, PARTS) + kk[:, None] * SBK + rn[None, :] * SBN)
+      acc = tl.dot(x, y, acc)
+  else:
+    a_ptr = prg.pick(a, part, PARTS if SPLIT == 1 else 1) + rm[:, None] * SAM + rk[None, :] * SAK
+    b_ptr = prg.pick(b, part, PARTS if SPLIT == 2 else 1) + rk[:, None] * SBK + rn[None, :] * SBN
+    for k in range(0, K // BK):
+      acc = tl.dot(tl.load(a_ptr), tl.load(b_ptr), acc)
+      a_ptr += BK * SAK
+      b_ptr += BK * SBK
+  if HAS_BIAS: acc += tl.load(prg.pick(bias, part, PARTS) + rn)[None, :].to(tl.float32)
+  width = SEG if SPLIT == 2 else N   # C's row length: a part's along N
+  out = prg.pick(c, part, 1 if SPLIT == 3 else PARTS) + rm[:, None] * width + rn[None, :]
+  tl.store(out, acc.to(out.dtype.element_ty))
+
+
+if triton is not None:   # the helper is jitted first: the kernels call it as a Triton function
+  _tile = triton.jit(_tile)
+  compiled_kernel, compiled_parts = triton.jit(gemm_kernel), triton.jit(parts_gemm_kernel)
 
 
 def colsum_kernel(x, out, M: tl.constexpr, N: tl.constexpr, ROWS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
@@ -106,11 +159,14 @@ compiled_colsum = triton.jit(colsum_kernel) if triton is not None else None
 TILES = ((128, 256, 64, 8, 3), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4), (64, 64, 64, 4, 4))
 SMS = 132   # H200 streaming multiprocessors
 # (M, N, K, trans_a, trans_b) -> the tile measured fastest on an H200 for BERT-large at BS 96, every tile of TILES tried
-# (lab/scripts/bench_gemm.py; docs/perf/2026-12-04_gemm_triton_1xH200.jsonl); other shapes: tile()'s rule
+# (lab/scripts/bench_gemm.py; docs/perf/2026-12-04_gemm_triton_1xH200.jsonl), except the 1024 x 1024 weight gradient:
+# that table timed 8 GEMMs in one CUDA graph, where independent ones overlap, and its 128x256 (32 programs) takes 0.332 ms
+# alone on an H100 at BS 64 against 0.171 ms at 64x128 (docs/perf/2026-12-07_gemm_triton_serial_bs64_h100.jsonl,
+# docs/perf/2026-12-07_gemm_overlap_h100.jsonl); other shapes: tile()'s rule
 TUNED: dict[tuple[int, int, int, bool, bool], tuple[int, int, int, int, int]] = {
   (49152, 1024, 1024, False, True): (128, 256, 64, 8, 3),   # qkv/out fwd: 553.6 TFLOP/s
   (49152, 1024, 1024, False, False): (128, 256, 64, 8, 3),   # qkv/out dgrad: 565.4 TFLOP/s
-  (1024, 1024, 49152, True, False): (128, 256, 64, 8, 3),   # qkv/out wgrad: 647.7 TFLOP/s
+  (1024, 1024, 49152, True, False): (64, 128, 64, 4, 4),    # out wgrad: 402.0 TFLOP/s alone (H100, BS 64)
   (49152, 4096, 1024, False, True): (128, 256, 64, 8, 3),   # ffn_up fwd: 632.0 TFLOP/s
   (49152, 1024, 4096, False, False): (128, 256, 64, 8, 3),   # ffn_up dgrad: 681.4 TFLOP/s
   (4096, 1024, 49152, True, False): (128, 256, 64, 8, 3),   # ffn_up wgrad: 694.9 TFLOP/s
@@ -290,6 +346,111 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
   GEMM's epilogue (no second pass over the output)."""
   y = gemm(x.reshape(-1, x.shape[-1]), weight, trans_b=True, bias=bias)
   return y.reshape(*x.shape[:-1], weight.shape[0])
+
+
+# ---- linear layers of one shape on one input (BERT's query, key and value): one launch each way for all of them ----
+
+def _parts_triton_fxn(split: int, parts: int, M, N, K, seg, sam, sak, sbk, sbn, counts: tuple[int, int, int, int],
+                      has_bias: bool, dtype, device):
+  """parts_gemm_kernel for tuples of counts (a, b, c, bias) pointers."""
+  BM, BN, BK, warps, stages = tile(M, N, K, trans_a=sam == 1, trans_b=sbk == 1)
+  ty = prg.POINTER[dtype]
+  k = prg.compile_kernel(compiled_parts, tuple((name, (ty,) * n) for name, n in zip(("a", "b", "c", "bias"), counts)),
+                         (("M", M), ("N", N), ("K", K), ("SAM", sam), ("SAK", sak), ("SBK", sbk), ("SBN", sbn), ("BM", BM),
+                          ("BN", BN), ("BK", BK), ("GROUP", 8), ("SPLIT", split), ("SEG", seg), ("PARTS", parts),
+                          ("HAS_BIAS", has_bias)), warps, stages, prg.cuda_arch(device))
+  first_c = counts[0] + counts[1]
+  outs = tuple(range(first_c, first_c + counts[2]))
+  ins = tuple(i for i in range(sum(counts[:2 + has_bias * 2])) if i not in outs)
+  nbytes = (M * K + K * N + M * N) * dtype.itemsize
+  return lambda *params: prg.program(k, list(params), -(-M // BM) * -(-N // BN), outs=outs, ins=ins, device=device,
+                                     flops=2 * M * N * K, nbytes=nbytes)
+
+
+def _parts_tinygrad_fxn(split: int, parts: int, M1, N1, K1, sam, sak, sbk, sbn, counts: tuple[int, int, int, int],
+                        has_bias: bool):
+  """The same products as one tinygrad kernel (no Triton: CPU, tests): C_i = op(A_i) @ op(B_i) of each part, summed
+  into one C for SPLIT_K; a part's shapes and strides."""
+  def fxn(*bufs: UOp) -> UOp:
+    starts = [sum(counts[:i]) for i in range(4)]
+    a, b, c, bias = ([u.flatten() for u in bufs[s:s + n]] for s, n in zip(starts, counts))
+    m, n = UOp.range(M1, 0), UOp.range(N1, 1)
+    accs = []
+    for i in range(parts):
+      k = UOp.range(K1, 2 + i, AxisType.REDUCE)
+      prod = a[min(i, len(a) - 1)][m * sam + k * sak].cast(dtypes.float32) * \
+        b[min(i, len(b) - 1)][k * sbk + n * sbn].cast(dtypes.float32)
+      accs.append(prod.reduce(k, arg=Ops.ADD) + (bias[i][n].cast(dtypes.float32) if has_bias else 0.0))
+    if split == SPLIT_K: accs = [functools.reduce(lambda x, y: x + y, accs)]
+    stores = [ci[m * N1 + n].store(acc.cast(ci.dtype)) for ci, acc in zip(c, accs)]
+    return UOp.group(*stores).end(m, n).sink(arg=KernelInfo(name=f"parts_gemm_{split}_{M1}_{N1}_{K1}"))
+  return fxn
+
+
+def _parts_call(split: int, As: list[Tensor], Bs: list[Tensor], trans_a: bool, trans_b: bool,
+                biases: list[Tensor] | None = None, grad=None) -> list[Tensor]:
+  """The C's of parts_gemm_kernel (one for SPLIT_K) of parts op(A_i) @ op(B_i) of one shape, a list of one where an
+  operand is shared, with grad function grad. On several devices as gemm: C laid out by _out_axis."""
+  parts = max(len(As), len(Bs))
+  M1, N1, K1, *st = strides(prg.local_shape(As[0]), prg.local_shape(Bs[0]), trans_a, trans_b)   # a part's
+  M, N, K = (d * (parts if split == s else 1) for d, s in ((M1, SPLIT_M), (N1, SPLIT_N), (K1, SPLIT_K)))
+  seg = {SPLIT_M: M1, SPLIT_N: N1, SPLIT_K: K1}[split]
+  out_axis, dt, dev = _out_axis(As[0], Bs[0], trans_a, trans_b), As[0].dtype, As[0].device
+  cs = [prg.empty_partials((M1, N1), dt, dev) if out_axis == "partial" else prg.empty_shards((M1, N1), dt, dev, out_axis)
+        for _ in range(1 if split == SPLIT_K else parts)]
+  has_bias = biases is not None
+  bs = [t.cast(dt).contiguous() for t in biases] if has_bias else [Tensor.empty(1, dtype=dt, device=dev)]
+  srcs = [*(prg.contiguous(t) for t in (*As, *Bs)), *cs, *bs]
+  counts = (len(As), len(Bs), len(cs), len(bs))
+  if prg.on_triton(As[0]):
+    fxn = _parts_triton_fxn(split, parts, M, N, K, seg, *st, counts, has_bias, dt, dev)
+    out = srcs[0].custom_kernel(*srcs[1:], *prg.scratch(dev), fxn=fxn, grad_fxn=grad)
+  else:
+    out = srcs[0].custom_kernel(*srcs[1:], fxn=_parts_tinygrad_fxn(split, parts, M1, N1, K1, *st, counts, has_bias),
+                                grad_fxn=grad)
+  cs = out[counts[0] + counts[1]:][:len(cs)]
+  return [prg.partial_sum(c) for c in cs] if out_axis == "partial" else cs
+
+
+def _linears_grad(*grads: UOp, call: UOp | None = None, parts: int) -> tuple:
+  """The linears call's (sources x, W_i..., C_i..., b_i...[, scratch]) gradients: d x = sum_i dC_i @ W_i in one SPLIT_K
+  launch, d W_i = dC_i.T @ x in one SPLIT_M launch, d b_i = dC_i's column sums. tinygrad passes the outputs' gradients
+  in slot order, the call last (by keyword when there are several), and none for an output that got none."""
+  if call is None: *grads, call = grads
+  if len(grads) != parts: raise NotImplementedError("matmul.linears: every output needs a gradient (loss.backward() "
+                                                    "gets the others' slots wrong)")
+  x, ws = Tensor(call.src[1]), [Tensor(call.src[2 + i]) for i in range(parts)]
+  bs = [Tensor(call.src[2 + 2 * parts + i]) for i in range(parts)]
+  dcs = [Tensor(g).cast(x.dtype) for g in grads]
+  (dx,) = _parts_call(SPLIT_K, dcs, ws, False, False)
+  dws = _parts_call(SPLIT_M, dcs, [x], True, False)
+  dbs = [column_sum(Tensor(g)).cast(b.dtype) for g, b in zip(grads, bs)]
+  return (dx.uop, *(t.uop for t in dws), *(None,) * parts, *(t.uop for t in dbs)) + (None,) * (len(call.src) - 2 - 3 * parts)
+
+
+@functools.cache   # one per count: tinygrad's schedule cache keys on id(grad_fxn) (_grad_fxn says why)
+def _linears_grad_fxn(parts: int): return functools.partial(_linears_grad, parts=parts)
+
+
+def _parts_fit(M: int, N: int, K: int, seg_axis: str, seg: int, trans_a: bool, trans_b: bool) -> bool:
+  """The whole product tiles evenly, and so does a part along its split (parts_gemm_kernel has no masks)."""
+  BM, BN, BK, *_ = tile(M, N, K, trans_a, trans_b)
+  return M % BM == 0 and N % BN == 0 and K % BK == 0 and seg % {"M": BM, "N": BN, "K": BK}[seg_axis] == 0
+
+
+def linears(x: Tensor, weights: list[Tensor], biases: list[Tensor]) -> list[Tensor]:
+  """[linear(x, w, b) for w, b in zip(weights, biases)] for weights of one shape (out, in): each way one launch for all
+  of them (forward, input gradient summed over the layers, weight gradients), where three GEMMs of (tokens, 1024, 1024)
+  left an H100 one wave of 128 programs or fewer each and a fourth kernel summed the input gradients. Each output is
+  (..., out) in its own buffer (BERT's attention reads q, k and v as they are). Every output must get a gradient.
+  On CUDA shapes that do not tile evenly take linear() per layer."""
+  x2, (O, I), n = x.reshape(-1, x.shape[-1]), weights[0].shape, len(weights)
+  T = prg.local_shape(x2)[0]
+  if prg.on_triton(x) and not (_parts_fit(T, n * O, I, "N", O, False, True) and _parts_fit(T, I, n * O, "K", O, False, False)
+                               and _parts_fit(n * O, I, T, "M", O, True, False)):
+    return [linear(x, w, b) for w, b in zip(weights, biases)]
+  ys = _parts_call(SPLIT_N, [x2], list(weights), False, True, list(biases), _linears_grad_fxn(n))
+  return [y.reshape(*x.shape[:-1], O) for y in ys]
 
 
 def _ffn_grad(grad_y: UOp, call: UOp) -> tuple:

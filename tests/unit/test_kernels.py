@@ -94,6 +94,93 @@ def test_gemm_and_its_gradients_through_custom_kernel(ta, tb):
   np.testing.assert_allclose(gbias.numpy(), G.sum(0), rtol=1e-5, atol=1e-4)
 
 
+def run_parts_interpreted(split, As, Bs, ta, tb, biases=None, tile=(16, 16, 16)):
+  """parts_gemm_kernel's C's under Triton's interpreter (one for SPLIT_K), the tuples as linears' calls pass them."""
+  parts = max(len(As), len(Bs))
+  M1, N1, K1, sam, sak, sbk, sbn = mm.strides(As[0].shape, Bs[0].shape, ta, tb)
+  M, N, K = (d * (parts if split == s else 1) for d, s in ((M1, mm.SPLIT_M), (N1, mm.SPLIT_N), (K1, mm.SPLIT_K)))
+  seg = {mm.SPLIT_M: M1, mm.SPLIT_N: N1, mm.SPLIT_K: K1}[split]
+  Cs = [np.zeros((M1, N1), np.float16) for _ in range(1 if split == mm.SPLIT_K else parts)]
+  bs = biases if biases is not None else [np.zeros(1, np.float16)]
+  BM, BN, BK = tile
+  host = lambda xs: tuple(HostArray(x) for x in xs)
+  InterpretedFunction(mm.parts_gemm_kernel)[((M // BM) * (N // BN),)](
+    host(As), host(Bs), host(Cs), host(bs), M, N, K, sam, sak, sbk, sbn, BM, BN, BK, 2, split, seg, parts,
+    biases is not None)
+  return Cs
+
+
+def test_parts_gemm_interpreted_equals_each_layers_product():
+  """One launch for three layers of one shape, each way: the forward (parts side by side along N, each its bias), the
+  weight gradients (stacked along M) and the input gradient (one after another along K, summed), against float32."""
+  rng = np.random.default_rng(7)
+  T, I, O = 64, 48, 32   # tokens, in, out: multiples of the 16-wide tiles
+  h = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float16)
+  x, ws, bs, dys = h(T, I), [h(O, I) for _ in range(3)], [h(O) for _ in range(3)], [h(T, O) for _ in range(3)]
+  f = lambda a: a.astype(np.float32)
+  close = lambda got, want: np.testing.assert_allclose(f(got), want, rtol=1e-3, atol=1e-2)
+  for y, w, b in zip(run_parts_interpreted(mm.SPLIT_N, [x], ws, False, True, bs), ws, bs): close(y, f(x) @ f(w).T + f(b))
+  for dw, dy in zip(run_parts_interpreted(mm.SPLIT_M, dys, [x], True, False), dys): close(dw, f(dy).T @ f(x))
+  (dx,) = run_parts_interpreted(mm.SPLIT_K, dys, ws, False, False)
+  close(dx, sum(f(dy) @ f(w) for dy, w in zip(dys, ws)))
+
+
+def test_linears_and_their_gradients_equal_each_linear_layers():
+  """matmul.linears (BERT's query, key and value in one call each way) against three tinygrad linear layers: outputs,
+  the input gradient summed over the layers, each weight's and bias's (the CPU runs the call as one tinygrad kernel)."""
+  rng = np.random.default_rng(3)
+  T, I, O = 24, 40, 16
+  X, Ws, Bs = rng.standard_normal((T, I)), [rng.standard_normal((O, I)) for _ in range(3)], [rng.standard_normal(O) for _ in range(3)]
+  Gs = [rng.standard_normal((T, O)).astype(np.float32) for _ in range(3)]
+  x, ws, bs = Tensor(X.astype(np.float32)), [Tensor(w.astype(np.float32)) for w in Ws], [Tensor(b.astype(np.float32)) for b in Bs]
+  ys = mm.linears(x.reshape(2, 12, I), ws, bs)
+  assert [y.shape for y in ys] == [(2, 12, O)] * 3
+  loss = sum((y.reshape(T, O) * Tensor(g)).sum() for y, g in zip(ys, Gs))
+  gx, *gws = loss.gradient(x, *ws, *bs)
+  for y, w, b in zip(ys, Ws, Bs): np.testing.assert_allclose(y.numpy().reshape(T, O), X @ w.T + b, rtol=1e-5, atol=1e-4)
+  np.testing.assert_allclose(gx.numpy(), sum(g @ w for g, w in zip(Gs, Ws)), rtol=1e-5, atol=1e-4)
+  for got, g in zip(gws[:3], Gs): np.testing.assert_allclose(got.numpy(), g.T @ X, rtol=1e-5, atol=1e-4)
+  for got, g in zip(gws[3:], Gs): np.testing.assert_allclose(got.numpy(), g.sum(0), rtol=1e-5, atol=1e-4)
+  with pytest.raises(NotImplementedError):   # a layer left out of the loss: its gradient's slot cannot be told
+    (mm.linears(x, ws, bs)[0] * 2).sum().gradient(x)
+
+
+def test_h200_cubins_of_the_parts_gemm_keep_wgmma_and_the_plain_gemms_pipeline():
+  """parts_gemm_kernel compiled ahead for sm_90 at BERT-large's query/key/value shapes (BS 96), each split: Hopper's
+  wgmma, no stack, and as much shared memory as gemm_kernel at the same tile (the same stages in flight: picking the
+  part's pointer inside the SPLIT_K loop must not stop Triton's pipelining)."""
+  code = """
+import json, re, subprocess, tempfile
+import triton
+from tinyperf.benchmarks.kernels import matmul as mm, program as prg
+T, H, P = 96 * 512, 1024, 3
+def facts(k):
+  with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+    f.write(k.cubin); f.flush()
+    res = subprocess.run([triton.knobs.nvidia.cuobjdump.path, "--dump-resource-usage", f.name], capture_output=True,
+                         text=True, check=True).stdout
+  return {"wgmma": "wgmma.mma_async" in k.ptx, "smem": k.smem, "stack": int(re.search(r"STACK:(\\d+)", res)[1])}
+out = {}
+for name, split, M, N, K, ta, tb, seg, counts, bias in (("fwd", mm.SPLIT_N, T, P * H, H, False, True, H, (1, P, P, P), True),
+                                                       ("wgrad", mm.SPLIT_M, P * H, H, T, True, False, H, (P, 1, P, 1), False),
+                                                       ("dgrad", mm.SPLIT_K, T, H, P * H, False, False, H, (P, P, 1, 1), False)):
+  t = mm.tile(M, N, K, ta, tb)
+  _, _, _, sam, sak, sbk, sbn = mm.strides((K, seg) if ta else (M, seg if split == mm.SPLIT_K else K),
+                                           (seg, K) if tb else (seg if split == mm.SPLIT_K else K, N), ta, tb)
+  k = prg.compile_kernel(mm.compiled_parts, tuple((a, ("*fp16",) * n) for a, n in zip(("a", "b", "c", "bias"), counts)),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","SPLIT","SEG","PARTS","HAS_BIAS"),
+              (M, N, K, sam, sak, sbk, sbn, *t[:3], 8, split, seg, P, bias))), t[3], t[4], 90)
+  plain = prg.compile_kernel(mm.compiled_kernel, tuple((a, "*fp16") for a in ("a", "b", "c", "bias", "aux")),
+    tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","EVEN_M","EVEN_N","EVEN_K","HAS_BIAS","EPILOGUE"),
+              (M, N, K, sam, sak, sbk, sbn, *t[:3], 8, True, True, True, bias, 0))), t[3], t[4], 90)
+  out[name] = {**facts(k), "plain_smem": plain.smem, "tile": t}
+print(json.dumps(out))
+"""
+  got = compiled_facts(code)
+  for name, g in got.items():
+    assert g["wgmma"] and g["stack"] == 0 and g["smem"] == g["plain_smem"] > 48 * 1024, (name, g)
+
+
 def test_an_fp32_outputs_bias_gradient_is_summed_from_the_unrounded_gradient(monkeypatch):
   """The MLM decoder's case: fp16 operands, fp32 logits, a bias; its gradient (softmax / predictions x loss scale, about
   3e-5) is below fp16's normal range, where rounding keeps a few bits: the column sum gets it as it came. (On the CPU
