@@ -20,7 +20,7 @@ from tinygrad import Context, Tensor, dtypes   # noqa: E402
 
 from tinyperf.benchmarks.kernels import attention as at                   # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr                     # noqa: E402
-from lab.kernel_bench import jit_seconds   # noqa: E402
+from lab.kernel_bench import jit_seconds, positive   # noqa: E402
 
 HEADS, HEAD_DIM, P_DROP, CALLS = 16, 64, 0.1, 5
 DEFAULT_GROUP, DEFAULT_MODE = dr.RNG_GROUP, at.MASK_MODE   # as committed, restored after the --rng variants
@@ -57,8 +57,8 @@ def set_rng(variant: str) -> tuple[int, str]:
 
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--bs", type=int, default=96, help="sequences per step")
-  p.add_argument("--seq", type=int, default=512, help="tokens per sequence")
+  p.add_argument("--bs", type=positive, default=96, help="sequences per step")
+  p.add_argument("--seq", type=positive, default=512, help="tokens per sequence")
   p.add_argument("--rng", type=rng_variants, default=(*map(str, dr.GROUPS), BITS),
                  help="dropout variants to time, comma-separated: elements per Philox call (dropout.RNG_GROUP) or "
                       "bits (the mask stored for the backward, attention.MASK_MODE); default 1,4,bits")

@@ -5,9 +5,10 @@ and attention-output, FFN-up and FFN-down layers) and each tile of matmul.TILES:
 call, median of the calls) and the largest difference from tinygrad's own matmul of the same fp16 operands; then one
 layer's backward through gemm's grad function against tinygrad's; then the FFN block's forward + backward as
 matmul.ffn (GELU in the GEMMs' epilogues), unfused (linear, the model's gelu, linear), the two epilogue GEMMs alone
-beside the same GEMMs without an epilogue, and fused with each epilogue GEMM at 128x128 on 8 warps. One JSON line
-per measurement, the fastest tile per GEMM last (the table to put in matmul.TUNED).
-  DEV=CUDA python lab/scripts/bench_gemm.py [--bs 96] [--tiles all|rule] [--only ffn]
+beside the same GEMMs without an epilogue, and fused with each epilogue GEMM at 128x128 on 8 warps; the query, key and
+value layers each way in one launch (matmul.linears) beside three. One JSON line per measurement, the fastest tile
+per GEMM after the nine (the table to put in matmul.TUNED). GEMMs are timed one after another (lab.kernel_bench).
+  DEV=CUDA python lab/scripts/bench_gemm.py [--bs 96] [--tiles all|rule] [--only ffn|qkv]
 """
 import argparse, json, sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tinygrad import Tensor, dtypes   # noqa: E402
 from tinyperf.benchmarks.kernels import matmul as mm          # noqa: E402
-from lab.kernel_bench import jit_seconds, tile_override   # noqa: E402
+from lab.kernel_bench import jit_seconds, positive, tile_override   # noqa: E402
 
 REPS, CALLS = 8, 5
 EPILOGUE_TILE = (128, 128, 64, 8, 3)   # (BM, BN, BK, warps, stages): the epilogue GEMMs' no-spill candidate
@@ -85,18 +86,40 @@ def ffn_rows(tokens: int, hidden: int = 1024, inter: int = 4096):
     yield row("ffn fused, gelu GEMM 128x128x8", fused, tile=EPILOGUE_TILE)
 
 
+def parts_rows(tokens: int, hidden: int = 1024, parts: int = 3):
+  """BERT's query, key and value layers each way as matmul.linears launches them (parts_gemm_kernel: one launch for the
+  three) beside three gemm launches (and, for the input gradient, their sum): ms and the largest difference."""
+  h = lambda *s: (Tensor.randn(*s, dtype=dtypes.half) * 0.5).realize()
+  x, ws, dys = h(tokens, hidden), [h(hidden, hidden) for _ in range(parts)], [h(tokens, hidden) for _ in range(parts)]
+  cases = (("fwd", lambda: mm._parts_call(mm.SPLIT_N, [x], ws, False, True), lambda: [mm.gemm(x, w, trans_b=True) for w in ws]),
+           ("dgrad", lambda: mm._parts_call(mm.SPLIT_K, dys, ws, False, False),
+            lambda: [sum((mm.gemm(dy, w) for dy, w in zip(dys, ws)), Tensor.zeros(1, dtype=dtypes.half))]),
+           ("wgrad", lambda: mm._parts_call(mm.SPLIT_M, dys, [x], True, False),
+            lambda: [mm.gemm(dy, x, trans_a=True) for dy in dys]))
+  for name, fused, separate in cases:
+    diff = max(((u.float() - r.float()).abs().max() / r.float().abs().max()).item() for u, r in zip(fused(), separate()))
+    for impl, f in (("parts", fused), ("separate", separate)):
+      s = jit_seconds(lambda *_: [t.realize() for _ in range(REPS) for t in f()], x, calls=CALLS, per_call=REPS)
+      yield {"qkv": name, "impl": impl, "tokens": tokens, "ms": round(s * 1e3, 4),
+             "tflops": round(2 * parts * tokens * hidden * hidden / s / 1e12, 1), "max_rel_diff": diff}
+
+
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--bs", type=int, default=96, help="sequences of 512 tokens per step (the GEMMs' M or K)")
+  p.add_argument("--bs", type=positive, default=96, help="sequences of 512 tokens per step (the GEMMs' M or K)")
   p.add_argument("--tiles", choices=("all", "rule"), default="all", help="every tile of matmul.TILES, or tile()'s choice")
-  p.add_argument("--only", choices=("all", "ffn"), default="all", help="everything, or only the FFN block fused/unfused")
+  p.add_argument("--only", choices=("all", "ffn", "qkv"), default="all",
+                 help="everything, or only the FFN block fused/unfused, or only the query/key/value launches")
   return p
 
 
 def main():
   args = build_parser().parse_args()
   if args.only == "all": gemm_rows(args)
-  for row in ffn_rows(args.bs * 512): print(json.dumps(row), flush=True)
+  if args.only in ("all", "qkv"):
+    for row in parts_rows(args.bs * 512): print(json.dumps(row), flush=True)
+  if args.only in ("all", "ffn"):
+    for row in ffn_rows(args.bs * 512): print(json.dumps(row), flush=True)
 
 
 def gemm_rows(args):

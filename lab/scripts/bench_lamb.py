@@ -17,7 +17,7 @@ from tinygrad import Context, GlobalCounters, Tensor, dtypes   # noqa: E402
 from tinyperf.benchmarks.bert.model import BertConfig, BertForPretraining           # noqa: E402
 from tinyperf.benchmarks.bert.optim import build_optimizer, clip_and_unscale, split_parameters   # noqa: E402
 from tinyperf.benchmarks.kernels.lamb import FusedLAMB                               # noqa: E402
-from lab.kernel_bench import jit_seconds                                             # noqa: E402
+from lab.kernel_bench import jit_seconds, positive                                             # noqa: E402
 
 CALLS, LOSS_SCALE, CLIP = 10, 2048.0, 1.0
 HP = dict(lr=1.75e-4, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.01)   # the 1xH200 config's LAMB
@@ -25,10 +25,10 @@ HP = dict(lr=1.75e-4, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.01)   # the 1xH
 
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--layers", type=int, default=24)
-  p.add_argument("--hidden", type=int, default=1024)
-  p.add_argument("--intermediate", type=int, default=4096)
-  p.add_argument("--vocab", type=int, default=30522)
+  p.add_argument("--layers", type=positive, default=24)
+  p.add_argument("--hidden", type=positive, default=1024)
+  p.add_argument("--intermediate", type=positive, default=4096)
+  p.add_argument("--vocab", type=positive, default=30522)
   return p
 
 

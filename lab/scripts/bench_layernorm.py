@@ -22,7 +22,7 @@ from tinygrad.dtype import DEFAULT_FLOAT                # noqa: E402
 from tinyperf.benchmarks.bert.model import LayerNorm             # noqa: E402
 from tinyperf.benchmarks.kernels import layernorm as ln          # noqa: E402
 from tinyperf.benchmarks.kernels import dropout as dr            # noqa: E402
-from lab.kernel_bench import jit_seconds   # noqa: E402
+from lab.kernel_bench import jit_seconds, positive   # noqa: E402
 
 CALLS, P_DROP = 10, 0.1
 DEFAULT_GROUP = dr.RNG_GROUP   # as committed, restored after the --rng variants
@@ -39,8 +39,8 @@ def step_time(fn, *args) -> float: return jit_seconds(fn, *args, calls=CALLS)
 
 def build_parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--rows", type=int, default=96 * 512, help="rows (tokens per step)")
-  p.add_argument("--hidden", type=int, default=1024, help="row length")
+  p.add_argument("--rows", type=positive, default=96 * 512, help="rows (tokens per step)")
+  p.add_argument("--hidden", type=positive, default=1024, help="row length")
   p.add_argument("--rng", type=dr.rng_groups, default=dr.GROUPS,
                  help="dropout elements per Philox call to time, comma-separated (dropout.RNG_GROUP; default 1,4)")
   return p

@@ -188,6 +188,9 @@ def test_bench_gemm_times_the_ffn_fused_and_unfused_on_the_cpu():
                                             "ffn fused, gelu GEMM 128x128x8"]
   assert all(row["fwd_bwd_ms"] > 0 for row in blocks) and 0 <= blocks[0]["max_rel_diff_vs_unfused"] < 1e-2, rows
   assert len(gemms) == 4 and all(row["ms"] > 0 for row in gemms), gemms
+  qkv = list(bench_gemm.parts_rows(tokens=16, hidden=8))
+  assert [(r["qkv"], r["impl"]) for r in qkv] == [(k, i) for k in ("fwd", "dgrad", "wgrad") for i in ("parts", "separate")]
+  assert all(r["ms"] > 0 and r["max_rel_diff"] < 1e-2 for r in qkv), qkv
 
 
 def test_a_tile_tried_by_a_bench_leaves_the_committed_table_as_it_was():

@@ -39,20 +39,19 @@ def interpreted_step(ws, ms, vs, grads, adapt, t: int, loss_scale: float, clip: 
   offsets = np.cumsum([0] + progs)
   gsq, wsq, usq = (np.full(offsets[-1], np.nan, np.float32) for _ in range(3))   # every slot written before it is read
   metas = [np.array([o], np.int32) for o in offsets[:-1]]
-  groups = lamb.launches([(a, w.size) for a, w in zip(adapt, ws)], limit)
+  # each launch: its tensors' indices, their size, programs each and whether they adapt (one optimizer, one size)
+  groups = [(ix, ws[ix[0]].size, progs[ix[0]], adapt[ix[0]])
+            for ix in lamb.launches([(a, w.size) for a, w in zip(adapt, ws)], limit)]
   pick = lambda xs, ix: tuple(xs[i] for i in ix)
-  for ix in groups:
-    n, P = ws[ix[0]].size, progs[ix[0]]
+  for ix, n, P, _ in groups:
     run(lamb.sumsq_kernel, len(ix) * P, pick(grads, ix), pick(metas, ix), gsq, consts=(n, P, len(ix), BLOCK))
   norm = np.float32(np.sqrt(gsq.sum(dtype=np.float32))) * np.float32(1 / loss_scale)
   gscale = (np.float32(clip) / norm if norm > clip else np.float32(1.0)) * np.float32(1 / loss_scale)
   coef = np.array([gscale, 1 - B1 ** t, 1 - B2 ** t, LR], np.float32)
-  for ix in groups:
-    n, P, a = ws[ix[0]].size, progs[ix[0]], adapt[ix[0]]
+  for ix, n, P, a in groups:
     run(lamb.lamb_moments_kernel, len(ix) * P, *(pick(xs, ix) for xs in (grads, ws, ms, vs, metas)), coef, wsq, usq,
         consts=(n, P, len(ix), B1, B2, EPS, WD * a, BLOCK))
-  for ix in groups:
-    n, P, a = ws[ix[0]].size, progs[ix[0]], adapt[ix[0]]
+  for ix, n, P, a in groups:
     run(lamb.lamb_update_kernel, len(ix) * P, *(pick(xs, ix) for xs in (ws, ms, vs, metas)), coef, wsq, usq,
         consts=(n, P, len(ix), EPS, WD * a, a, BLOCK, prg.pow2(P)))
   return float(norm)
