@@ -36,6 +36,15 @@ def test_linear_rows_sharded_weight_and_bias_gradients_summed_once():
   _assert_same(_run(mm.linear, [x, w, b], TWO, [0, None, None]), _run(mm.linear, [x, w, b], None, [None] * 3))
 
 
+def test_linears_rows_sharded_each_weight_and_bias_gradient_summed_once():
+  """matmul.linears (BERT's query, key and value): each device runs the three launches on its rows; the weight
+  gradients' one SPLIT_M launch is K-sharded there, its partials summed across devices."""
+  x, ws = RNG.standard_normal((8, 16), np.float32), [RNG.standard_normal((12, 16), np.float32) for _ in range(3)]
+  bs = [RNG.standard_normal(12).astype(np.float32) for _ in range(3)]
+  fn = lambda x, *p: Tensor.cat(*mm.linears(x, list(p[:3]), list(p[3:])), dim=-1)
+  _assert_same(_run(fn, [x, *ws, *bs], TWO, [0] + [None] * 6), _run(fn, [x, *ws, *bs], None, [None] * 7))
+
+
 @pytest.mark.parametrize("ta", [False, True])
 def test_a_product_sharded_along_k_is_summed_across_devices(ta):
   """The weight-gradient GEMM of a batch-sharded layer: each device multiplies its rows, the partials are added."""
