@@ -40,8 +40,9 @@ def gemm_kernel(a, b, c, bias, aux, M: tl.constexpr, N: tl.constexpr, K: tl.cons
                 SAK: tl.constexpr, SBK: tl.constexpr, SBN: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                 BK: tl.constexpr, GROUP: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr, EVEN_K: tl.constexpr,
                 HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr):
-  """One (BM, BN) tile of C per program (_tile's order). EVEN_*: the dimension is a multiple of its tile, so its bounds masks are compiled out. HAS_BIAS: bias (N,) is
-  added to the fp32 accumulator before the one rounding to C's dtype (a linear layer's output in one pass).
+  """One (BM, BN) tile of C per program (_tile's order). EVEN_*: the dimension is a multiple of its tile, so its bounds
+  masks are compiled out. HAS_BIAS: bias (N,) is added to the fp32 accumulator before the one rounding to C's dtype (a
+  linear layer's output in one pass).
   EPILOGUE, after the K loop (one in it made the GEMM 2-3x slower): GELU stores gelu(pre) into C and gelu'(pre) into
   aux (M, N), pre the result rounded to C's dtype (the FFN's up layer); GELU_GRAD multiplies the product by aux (the
   down layer's data gradient through the GELU: a load and a multiply, where computing gelu'(pre) there took 255
@@ -85,7 +86,6 @@ def gemm_kernel(a, b, c, bias, aux, M: tl.constexpr, N: tl.constexpr, K: tl.cons
   out = c + rm[:, None] * N + rn[None, :]
   if EVEN_M and EVEN_N: tl.store(out, acc.to(c.dtype.element_ty))
   else: tl.store(out, acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
 
 
 SPLIT_M, SPLIT_N, SPLIT_K = 1, 2, 3   # parts_gemm_kernel's SPLIT: the dimension its parts make up
@@ -417,15 +417,16 @@ def _linears_grad(*grads: UOp, call: UOp | None = None, parts: int) -> tuple:
   launch, d W_i = dC_i.T @ x in one SPLIT_M launch, d b_i = dC_i's column sums. tinygrad passes the outputs' gradients
   in slot order, the call last (by keyword when there are several), and none for an output that got none."""
   if call is None: *grads, call = grads
-  if len(grads) != parts: raise NotImplementedError("matmul.linears: every output needs a gradient (loss.backward() "
-                                                    "gets the others' slots wrong)")
+  if len(grads) != parts:   # tinygrad drops the slots of outputs without one: which gradient is whose is lost
+    raise NotImplementedError(f"matmul.linears: all {parts} outputs need a gradient, {len(grads)} got one")
   x, ws = Tensor(call.src[1]), [Tensor(call.src[2 + i]) for i in range(parts)]
   bs = [Tensor(call.src[2 + 2 * parts + i]) for i in range(parts)]
   dcs = [Tensor(g).cast(x.dtype) for g in grads]
   (dx,) = _parts_call(SPLIT_K, dcs, ws, False, False)
   dws = _parts_call(SPLIT_M, dcs, [x], True, False)
   dbs = [column_sum(Tensor(g)).cast(b.dtype) for g, b in zip(grads, bs)]
-  return (dx.uop, *(t.uop for t in dws), *(None,) * parts, *(t.uop for t in dbs)) + (None,) * (len(call.src) - 2 - 3 * parts)
+  rest = (None,) * (len(call.src) - 2 - 3 * parts)   # Triton's scratch
+  return (dx.uop, *(t.uop for t in dws), *(None,) * parts, *(t.uop for t in dbs), *rest)
 
 
 @functools.cache   # one per count: tinygrad's schedule cache keys on id(grad_fxn) (_grad_fxn says why)
@@ -440,15 +441,16 @@ def _parts_fit(M: int, N: int, K: int, seg_axis: str, seg: int, trans_a: bool, t
 
 def linears(x: Tensor, weights: list[Tensor], biases: list[Tensor]) -> list[Tensor]:
   """[linear(x, w, b) for w, b in zip(weights, biases)] for weights of one shape (out, in): each way one launch for all
-  of them (forward, input gradient summed over the layers, weight gradients), where three GEMMs of (tokens, 1024, 1024)
-  left an H100 one wave of 128 programs or fewer each and a fourth kernel summed the input gradients. Each output is
-  (..., out) in its own buffer (BERT's attention reads q, k and v as they are). Every output must get a gradient.
-  On CUDA shapes that do not tile evenly take linear() per layer."""
+  of them (forward, input gradient summed over the layers, weight gradients), where BERT's three (tokens, 1024, 1024)
+  GEMMs filled an H100 with at most 128 programs each and a fourth kernel summed the input gradients (BS 64 step replay
+  197.1 -> 192.8 ms: docs/perf/2026-12-07_bert_step_profile_linears_bs64_h100.jsonl). Each output is (..., out) in its
+  own buffer (BERT's attention reads q, k and v as they are). Every output must get a gradient. On CUDA shapes that do
+  not tile evenly take linear() per layer."""
   x2, (O, I), n = x.reshape(-1, x.shape[-1]), weights[0].shape, len(weights)
   T = prg.local_shape(x2)[0]
-  if prg.on_triton(x) and not (_parts_fit(T, n * O, I, "N", O, False, True) and _parts_fit(T, I, n * O, "K", O, False, False)
-                               and _parts_fit(n * O, I, T, "M", O, True, False)):
-    return [linear(x, w, b) for w, b in zip(weights, biases)]
+  fits = (_parts_fit(T, n * O, I, "N", O, False, True) and _parts_fit(T, I, n * O, "K", O, False, False)
+          and _parts_fit(n * O, I, T, "M", O, True, False))
+  if prg.on_triton(x) and not fits: return [linear(x, w, b) for w, b in zip(weights, biases)]
   ys = _parts_call(SPLIT_N, [x2], list(weights), False, True, list(biases), _linears_grad_fxn(n))
   return [y.reshape(*x.shape[:-1], O) for y in ys]
 

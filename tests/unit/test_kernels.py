@@ -125,6 +125,16 @@ def test_parts_gemm_interpreted_equals_each_layers_product():
   close(dx, sum(f(dy) @ f(w) for dy, w in zip(dys, ws)))
 
 
+def test_parts_gemm_takes_berts_shapes_and_leaves_uneven_ones_to_linear():
+  """parts_gemm_kernel has no masks: linears takes it where every product and part tiles evenly (BERT-large at BS 64 and
+  96, each way), else one linear() per layer."""
+  for T in (64 * 512, 96 * 512):
+    assert mm._parts_fit(T, 3 * 1024, 1024, "N", 1024, False, True) and mm._parts_fit(T, 1024, 3 * 1024, "K", 1024, False, False)
+    assert mm._parts_fit(3 * 1024, 1024, T, "M", 1024, True, False)
+  assert not mm._parts_fit(1000, 3 * 1024, 1024, "N", 1024, False, True)   # 1000 tokens: no tile of rows divides them
+  assert not mm._parts_fit(4096, 3 * 96, 1024, "N", 96, False, True)       # a 96-wide part splits a column tile
+
+
 def test_linears_and_their_gradients_equal_each_linear_layers():
   """matmul.linears (BERT's query, key and value in one call each way) against three tinygrad linear layers: outputs,
   the input gradient summed over the layers, each weight's and bias's (the CPU runs the call as one tinygrad kernel)."""
