@@ -306,6 +306,12 @@ def _out_axis(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool) -> int | None 
   return out
 
 
+def _empty_c(shape: tuple[int, int], dtype, device, out_axis) -> Tensor:
+  """A product's output laid out by _out_axis: per-device partials for "partial", else shards along out_axis."""
+  if out_axis == "partial": return prg.empty_partials(shape, dtype, device)
+  return prg.empty_shards(shape, dtype, device, out_axis)
+
+
 def _gemm_call(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, bias: Tensor | None, out_dtype, grad,
                epilogue: int = NONE, aux: Tensor | None = None) -> tuple[Tensor, Tensor]:
   """gemm's custom_kernel call with grad function grad: C and aux. aux: gelu'(pre) (M, N), written by the GELU epilogue,
@@ -317,7 +323,7 @@ def _gemm_call(a: Tensor, b: Tensor, trans_a: bool, trans_b: bool, bias: Tensor 
   # custom_kernel's sources are the kernel's arguments in order (tinygrad's CUDA graph passes them so): a, b, c, bias
   # (an unread one-element buffer without one), aux (likewise), then Triton's scratch
   dt = out_dtype or a.dtype
-  c = prg.empty_partials((M, N), dt, a.device) if out_axis == "partial" else prg.empty_shards((M, N), dt, a.device, out_axis)
+  c = _empty_c((M, N), dt, a.device, out_axis)
   has_bias = bias is not None
   bias = bias.cast(a.dtype).contiguous() if has_bias else Tensor.empty(1, dtype=a.dtype, device=a.device)
   if epilogue == GELU: aux = prg.empty_shards((M, N), dt, a.device, out_axis)
@@ -387,17 +393,23 @@ def _parts_tinygrad_fxn(split: int, parts: int, M1, N1, K1, sam, sak, sbk, sbn, 
   return fxn
 
 
+def parts_dims(split: int, parts: int, shape_a, shape_b, trans_a: bool, trans_b: bool) -> tuple:
+  """((M, N, K) of the whole product, SEG, (M1, N1, K1) of a part, (SAM, SAK, SBK, SBN)) for parts of operands of
+  shape_a and shape_b as stored."""
+  M1, N1, K1, *st = strides(shape_a, shape_b, trans_a, trans_b)
+  whole = tuple(d * (parts if split == s else 1) for d, s in ((M1, SPLIT_M), (N1, SPLIT_N), (K1, SPLIT_K)))
+  return whole, {SPLIT_M: M1, SPLIT_N: N1, SPLIT_K: K1}[split], (M1, N1, K1), tuple(st)
+
+
 def _parts_call(split: int, As: list[Tensor], Bs: list[Tensor], trans_a: bool, trans_b: bool,
                 biases: list[Tensor] | None = None, grad=None) -> list[Tensor]:
   """The C's of parts_gemm_kernel (one for SPLIT_K) of parts op(A_i) @ op(B_i) of one shape, a list of one where an
   operand is shared, with grad function grad. On several devices as gemm: C laid out by _out_axis."""
   parts = max(len(As), len(Bs))
-  M1, N1, K1, *st = strides(prg.local_shape(As[0]), prg.local_shape(Bs[0]), trans_a, trans_b)   # a part's
-  M, N, K = (d * (parts if split == s else 1) for d, s in ((M1, SPLIT_M), (N1, SPLIT_N), (K1, SPLIT_K)))
-  seg = {SPLIT_M: M1, SPLIT_N: N1, SPLIT_K: K1}[split]
+  (M, N, K), seg, (M1, N1, K1), st = parts_dims(split, parts, prg.local_shape(As[0]), prg.local_shape(Bs[0]), trans_a,
+                                                trans_b)
   out_axis, dt, dev = _out_axis(As[0], Bs[0], trans_a, trans_b), As[0].dtype, As[0].device
-  cs = [prg.empty_partials((M1, N1), dt, dev) if out_axis == "partial" else prg.empty_shards((M1, N1), dt, dev, out_axis)
-        for _ in range(1 if split == SPLIT_K else parts)]
+  cs = [_empty_c((M1, N1), dt, dev, out_axis) for _ in range(1 if split == SPLIT_K else parts)]
   has_bias = biases is not None
   bs = [t.cast(dt).contiguous() for t in biases] if has_bias else [Tensor.empty(1, dtype=dt, device=dev)]
   srcs = [*(prg.contiguous(t) for t in (*As, *Bs)), *cs, *bs]
@@ -448,9 +460,9 @@ def linears(x: Tensor, weights: list[Tensor], biases: list[Tensor]) -> list[Tens
   not tile evenly take linear() per layer."""
   x2, (O, I), n = x.reshape(-1, x.shape[-1]), weights[0].shape, len(weights)
   T = prg.local_shape(x2)[0]
-  fits = (_parts_fit(T, n * O, I, "N", O, False, True) and _parts_fit(T, I, n * O, "K", O, False, False)
-          and _parts_fit(n * O, I, T, "M", O, True, False))
-  if prg.on_triton(x) and not fits: return [linear(x, w, b) for w, b in zip(weights, biases)]
+  if prg.on_triton(x) and not (_parts_fit(T, n * O, I, "N", O, False, True) and _parts_fit(T, I, n * O, "K", O, False, False)
+                               and _parts_fit(n * O, I, T, "M", O, True, False)):
+    return [linear(x, w, b) for w, b in zip(weights, biases)]
   ys = _parts_call(SPLIT_N, [x2], list(weights), False, True, list(biases), _linears_grad_fxn(n))
   return [y.reshape(*x.shape[:-1], O) for y in ys]
 

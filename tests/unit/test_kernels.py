@@ -97,9 +97,7 @@ def test_gemm_and_its_gradients_through_custom_kernel(ta, tb):
 def run_parts_interpreted(split, As, Bs, ta, tb, biases=None, tile=(16, 16, 16)):
   """parts_gemm_kernel's C's under Triton's interpreter (one for SPLIT_K), the tuples as linears' calls pass them."""
   parts = max(len(As), len(Bs))
-  M1, N1, K1, sam, sak, sbk, sbn = mm.strides(As[0].shape, Bs[0].shape, ta, tb)
-  M, N, K = (d * (parts if split == s else 1) for d, s in ((M1, mm.SPLIT_M), (N1, mm.SPLIT_N), (K1, mm.SPLIT_K)))
-  seg = {mm.SPLIT_M: M1, mm.SPLIT_N: N1, mm.SPLIT_K: K1}[split]
+  (M, N, K), seg, (M1, N1, _), (sam, sak, sbk, sbn) = mm.parts_dims(split, parts, As[0].shape, Bs[0].shape, ta, tb)
   Cs = [np.zeros((M1, N1), np.float16) for _ in range(1 if split == mm.SPLIT_K else parts)]
   bs = biases if biases is not None else [np.zeros(1, np.float16)]
   BM, BN, BK = tile
@@ -171,12 +169,12 @@ def facts(k):
                          text=True, check=True).stdout
   return {"wgmma": "wgmma.mma_async" in k.ptx, "smem": k.smem, "stack": int(re.search(r"STACK:(\\d+)", res)[1])}
 out = {}
-for name, split, M, N, K, ta, tb, seg, counts, bias in (("fwd", mm.SPLIT_N, T, P * H, H, False, True, H, (1, P, P, P), True),
-                                                       ("wgrad", mm.SPLIT_M, P * H, H, T, True, False, H, (P, 1, P, 1), False),
-                                                       ("dgrad", mm.SPLIT_K, T, H, P * H, False, False, H, (P, P, 1, 1), False)):
+# (name, split, a part's A and B as stored, trans_a, trans_b, pointers per tuple (a, b, c, bias), bias)
+for name, split, sa, sb, ta, tb, counts, bias in (("fwd", mm.SPLIT_N, (T, H), (H, H), False, True, (1, P, P, P), True),
+                                                 ("wgrad", mm.SPLIT_M, (T, H), (T, H), True, False, (P, 1, P, 1), False),
+                                                 ("dgrad", mm.SPLIT_K, (T, H), (H, H), False, False, (P, P, 1, 1), False)):
+  (M, N, K), seg, _, (sam, sak, sbk, sbn) = mm.parts_dims(split, P, sa, sb, ta, tb)
   t = mm.tile(M, N, K, ta, tb)
-  _, _, _, sam, sak, sbk, sbn = mm.strides((K, seg) if ta else (M, seg if split == mm.SPLIT_K else K),
-                                           (seg, K) if tb else (seg if split == mm.SPLIT_K else K, N), ta, tb)
   k = prg.compile_kernel(mm.compiled_parts, tuple((a, ("*fp16",) * n) for a, n in zip(("a", "b", "c", "bias"), counts)),
     tuple(zip(("M","N","K","SAM","SAK","SBK","SBN","BM","BN","BK","GROUP","SPLIT","SEG","PARTS","HAS_BIAS"),
               (M, N, K, sam, sak, sbk, sbn, *t[:3], 8, split, seg, P, bias))), t[3], t[4], 90)
