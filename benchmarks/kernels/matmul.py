@@ -235,7 +235,10 @@ def _tinygrad_fxn(M, N, K, sam, sak, sbk, sbn, has_bias, epilogue=NONE):
       acc = _gelu(pre)
     if epilogue == GELU_GRAD: acc = acc * aux.flatten()[m * N + n].cast(dtypes.float32)
     stores.append(c.flatten()[m * N + n].store(acc.cast(c.dtype)))
-    return UOp.group(*stores).end(m, n).sink(arg=KernelInfo(name=f"gemm_{M}_{N}_{K}"))
+    # an unread bias before the read aux: tinygrad 0.14 then passes a threaded CPU kernel's thread id in the wrong
+    # argument (a segfault at 256x256x64), so that kernel runs without hand-coded optimizations
+    opts = () if epilogue == GELU_GRAD and not has_bias else None
+    return UOp.group(*stores).end(m, n).sink(arg=KernelInfo(name=f"gemm_{M}_{N}_{K}", opts_to_apply=opts))
   return fxn
 
 

@@ -202,3 +202,21 @@ def test_a_tile_tried_by_a_bench_leaves_the_committed_table_as_it_was():
       assert tuned == {"a": 1, "b": 3}
       raise RuntimeError("out of shared memory")
   assert tuned == {"a": 1}
+
+
+def test_the_cpu_gelu_grad_gemm_without_a_bias_runs_with_tinygrads_optimizations_on():
+  """The down layer's data gradient on the CPU fallback (no bias, gelu' read) at cpu_smoke's FFN size, in a fresh
+  process with tinygrad's hand-coded optimizations on: their threaded kernel took the thread id in the unread bias's
+  argument and crashed (loss_compare.py bert --platform cpu_smoke). Its product equals numpy's."""
+  code = """
+import numpy as np
+from tinygrad import Tensor
+from tinyperf.benchmarks.kernels import matmul as mm
+rng = np.random.default_rng(0)
+dy, w2, slope = (rng.standard_normal(s).astype(np.float32) for s in ((256, 64), (64, 256), (256, 256)))
+got = mm._gemm_call(Tensor(dy), Tensor(w2), False, False, None, None, None, mm.GELU_GRAD, Tensor(slope).realize())[0]
+np.testing.assert_allclose(got.numpy(), (dy @ w2) * slope, rtol=1e-4, atol=1e-4)
+"""
+  env = {k: v for k, v in os.environ.items() if k not in ("NOOPT", "TRITON_INTERPRET")} | {"DEV": "CPU"}
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
