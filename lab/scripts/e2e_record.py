@@ -28,12 +28,13 @@ def _host(text: str) -> dict:
   out: dict = {}
   for line in text.splitlines():
     if m := re.match(r"(NVIDIA [^,]+), ([\d.]+), ", line): out.update(gpu=m[1], driver=m[2])
+    # the sha: git's 40 digits, or TINYPERF_GIT_SHA as the caller gave it (7 or more); nproc's line is shorter
+    elif re.fullmatch(r"[0-9a-f]{7,40}", line.strip()): out["git"] = line.strip()[:7]
     elif re.fullmatch(r"\d+", line.strip()): out["cores"] = int(line)
     elif m := re.match(r"Python (\S+)", line): out["python"] = m[1]
     elif line.startswith("tinygrad "):
       words = line.split()
       out.update({k.replace("-", "_"): v for k, v in zip(words[::2], words[1::2])})
-    elif re.fullmatch(r"[0-9a-f]{40}", line.strip()): out["git"] = line.strip()[:7]
   return out
 
 
@@ -69,11 +70,17 @@ def build_record(job: Path, what: str, command: str | None = None, shown: str | 
                          "failures": [f"{x.message} (line {x.line})" for x in fr.findings if x.level == FAIL]}}
   run_log = (job / "run.log").read_text(errors="replace") if (job / "run.log").is_file() else ""
   if m := re.search(r"init train step 0: ([\d.]+) ms", run_log): rec["init_step0_s"] = round(float(m[1]) / 1000, 2)
+  # who wrote the big kernels (the KERNELS knob), from the provenance line every phase prints
+  if m := re.search(r"provenance: .*\bkernels=(\w+)", run_log): rec["kernels"] = m[1]
   rec.update({k: v for k, v in summary.items() if k != "log"})
   for beam in summary.get("ranked_beam", [])[:1]:   # the train step's search: its figures at the top level
     rec.update(searched_kernels=beam["searched"], total_kernels=beam["kernels"], covered=beam["covered"],
                search_s=beam["search_s"])
     if summary.get("steady_step_s"): rec["speedup_over_beam0"] = round(beam["step_beam0_s"] / summary["steady_step_s"], 3)
+  # the loader alone (loader_rate.py's JSON lines: img/s per worker count, or seq/s), beside the step's items/s
+  if (job / "loader.log").is_file():
+    rates = [json.loads(l) for l in (job / "loader.log").read_text().splitlines() if l.startswith("{")]
+    if rates: rec["loader_rates"] = rates
   torch_lines = (job / "torch.log").read_text().strip().splitlines() if (job / "torch.log").is_file() else []
   rec["torch"] = torch_lines[-1] if torch_lines else None
   return rec, log

@@ -16,9 +16,10 @@ PERF = REPO / "docs" / "perf"
 COMMAND = "E2E=resnet LOADER_RATE=0 TRAIN_BEAM=1 EPOCHS=5 EVAL_START_EPOCH=3 BUDGET_S=0 scripts/e2e_h200.sh"   # as typed then
 
 
-def job_of(rec: dict, result_log: bytes) -> bytes:
+def job_of(rec: dict, result_log: bytes, sha: str | None = None, provenance: str = "", loader: str = "") -> bytes:
   """The e2e.tgz `lab/scripts/e2e_h200.sh collect` writes, from a record: host facts, events, run.log's INIT step 0, the
-  result log, and a metrics file whose steps, waits and ranked-BEAM line give the record's figures."""
+  result log, and a metrics file whose steps, waits and ranked-BEAM line give the record's figures. sha: the host's sha
+  line (default: git's 40 digits); provenance: run.log's provenance line, if any; loader: loader.log, if any."""
   steady = rec["steady_step_s"]
   steps = [rec["step0_s"], rec["step1_s"], rec["step2_s"]] + [steady] * (rec["steps"] - 3)
   waits = [rec["wait_max_s"]] + [rec["wait_median_s"]] * (rec["steps"] - 1)
@@ -27,11 +28,12 @@ def job_of(rec: dict, result_log: bytes) -> bytes:
               for i, (s, w) in enumerate(zip(steps, waits))]
   files = {"host.txt": f"{rec['gpu']}, {rec['driver']}, 143771 MiB\n{rec['cores']}\nPython {rec['python']}\n"
                        f"tinygrad {rec['tinygrad']} mlperf-logging {rec['mlperf_logging']} pillow {rec['pillow']} "
-                       f"numpy {rec['numpy']}\n{rec['git']}{'0' * 33}\n",
+                       f"numpy {rec['numpy']}\n{sha or rec['git'] + '0' * 33}\n",
            "events": "1796289126 t=0s start resnet\n1796289915 t=789s done\n",
-           "run.log": f"1796289209.6 init train step 0: {rec['init_step0_s'] * 1000:.1f} ms, loss 6.996\n",
+           "run.log": provenance + f"1796289209.6 init train step 0: {rec['init_step0_s'] * 1000:.1f} ms, loss 6.996\n",
            "results/result_resnet_1.txt": result_log,
-           "results/result_resnet_1.metrics.jsonl": "".join(json.dumps(m) + "\n" for m in metrics)}
+           "results/result_resnet_1.metrics.jsonl": "".join(json.dumps(m) + "\n" for m in metrics),
+           **({"loader.log": loader} if loader else {})}
   buf = io.BytesIO()
   with tarfile.open(fileobj=buf, mode="w:gz") as t:
     for name, data in files.items():
@@ -74,6 +76,24 @@ def test_the_record_of_a_gpu_job_carries_its_machine_figures_and_verdict(tmp_pat
   r = record("job.tgz", "--record", "perf/resnet.jsonl", "--what", "again", "--command", COMMAND, cwd=tmp_path)
   assert r.returncode == 2 and "never overwritten" in r.stderr and "Traceback" not in r.stderr, r
   assert {p.name: p.read_bytes() for p in (tmp_path / "perf").iterdir()} == before
+
+
+def test_a_short_sha_the_kernels_knob_and_the_loader_rates_are_in_the_record(tmp_path):
+  """On a leased machine the tree's .git may be stale, so e2e_h200.sh writes TINYPERF_GIT_SHA as given, often 7 digits:
+  the record names it (it was left out), and the cores line beside it stays the cores. The KERNELS knob comes from the
+  run's provenance line and the loader's rates from loader.log (a run without them gets neither field)."""
+  rec = json.loads((PERF / "2026-12-03_resnet_e2e_open.jsonl").read_text())
+  line = "1796678747.5 provenance: tinyperf=not installed, git_sha=a58dfef, tinygrad=0.14.0, kernels=triton\n"
+  rates = [{"loader_workers": 1, "img_per_s": 356.0}, {"loader_workers": 16, "img_per_s": 4628.0}]
+  loader = "".join(json.dumps(r) + "\n" for r in rates) + "Traceback (a line that is no rate)\n"
+  for sha, provenance, loader_log, kernels, loader_rates in (("a58dfef", line, loader, "triton", rates),
+                                                             ("1234567", "", "", None, None)):
+    log = (PERF / "2026-12-03_resnet_e2e_open_result.txt").read_bytes()
+    (tmp_path / f"{sha}.tgz").write_bytes(job_of(rec, log, sha, provenance, loader_log))
+    r = record(f"{sha}.tgz", "--record", f"perf/{sha}.jsonl", "--what", "w", "--command", COMMAND, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = json.loads((tmp_path / "perf" / f"{sha}.jsonl").read_text())
+    assert (got["git"], got["cores"], got.get("kernels"), got.get("loader_rates")) == (sha, 16, kernels, loader_rates)
 
 
 def test_bad_input_is_refused_with_exit_2_naming_it(tmp_path, job):
