@@ -32,6 +32,18 @@ def apply_tinygrad_env(cfg: PlatformConfig, phase: str, keep_dev: bool = False):
   if phase == "run": os.environ.setdefault("PARALLEL", "0")
 
 
+def require_triton(cfg: PlatformConfig):
+  """KERNELS=triton with no importable Triton would run the kernels' tinygrad stand-ins (slow, for CPU tests) on the GPU
+  without a word: refused as bad input instead."""
+  from tinyperf.benchmarks.common.io import InputError
+  if cfg.knobs.get("KERNELS") != "triton": return
+  try: import triton   # noqa: F401
+  except ImportError:
+    raise InputError(f"KERNELS=triton ({cfg.platform}'s config or the environment) needs Triton, which {sys.executable} "
+                     "cannot import: run in the tinyperf nv image, or pip install --require-hashes -r "
+                     "requirements-kernels.lock, or set KERNELS=tinygrad.") from None
+
+
 def prepare_cache_db(run: RunDir, fresh: bool) -> Path:
   """tinygrad's sqlite cache (BEAM results, compiled kernels): the run folder's, or CACHEDB's (the rendered scripts name
   one per seed). One file per run, shared by its INIT and RUN; INIT starts it empty so no search result of an earlier
@@ -84,6 +96,7 @@ def run_entrypoint(spec: BenchmarkSpec, args, phases: dict) -> int:
     for k, (old, new) in cfg.overridden.items(): print(f"override from environment: {k}={new} (config: {'not set' if old is None else old})")
     if args.phase in ("run", "all"): require_closed_model(cfg)
     apply_tinygrad_env(cfg, args.phase)
+    require_triton(cfg)
     # INIT starts its cache empty; a BENCHMARK run given an explicit CACHEDB keeps it (a BEAM search carried over
     # from an earlier measurement: `python -m lab.bench --beam-cache`), which no submission run does
     keep = bool(args.benchmark_steps and os.environ.get("CACHEDB"))

@@ -363,6 +363,21 @@ def test_config_refuses_triton_kernels_where_they_do_not_run(benchmark):
     load_config(benchmark, "1xH200", environ={"KERNELS": "triton", "DEV": "CPU"})
 
 
+@pytest.mark.parametrize("benchmark", ["bert", "resnet"])
+def test_a_run_asking_for_triton_kernels_without_triton_is_refused(benchmark, tmp_path):
+  """The 1xH200 configs set KERNELS=triton; where Triton does not import, the kernels' tinygrad stand-ins would run on
+  the GPU unannounced. The entrypoint refuses first (exit 2, naming the knob), before any log line or device."""
+  code = ("import sys; sys.modules['triton'] = None\n"   # `import triton` raises ImportError, as on a host without it
+          f"from tinyperf.benchmarks.{benchmark}.train import main\n"
+          f"sys.argv = ['train', '--platform', '1xH200', '--phase', 'init', '--seed', '1', '--work', {str(tmp_path)!r}]\n"
+          "sys.exit(main())")
+  r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                     env={**os.environ, "DATA_DIR": str(tmp_path)})
+  assert r.returncode == 2, r.stderr[-2000:]
+  assert "KERNELS=triton" in r.stderr and "KERNELS=tinygrad" in r.stderr and "Traceback" not in r.stderr, r.stderr
+  assert not list(tmp_path.rglob("*.txt"))   # no result log begun
+
+
 def test_every_log_and_bench_record_says_who_wrote_the_kernels():
   from tinyperf.benchmarks.common.runtime import provenance
   assert provenance({"KERNELS": "triton"})["kernels"] == "triton"
