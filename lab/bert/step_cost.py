@@ -82,7 +82,9 @@ def main(argv=None) -> int:
     return 0
   rows = []
   for v in a.variants:
-    env = dict(os.environ, **({"BS": str(a.bs)} if a.bs else {}), **dict(kv.split("=", 1) for kv in v.split(",") if kv))
+    # tinygrad's kernels unless the caller names KERNELS: the Triton ones build for CUDA only, and the H200 configs take them
+    env = {"KERNELS": "tinygrad", **os.environ, **({"BS": str(a.bs)} if a.bs else {}),
+           **dict(kv.split("=", 1) for kv in v.split(",") if kv)}
     cmd = [sys.executable, "-m", "lab.bert.step_cost", "--platform", a.platform, "--layers", str(a.layers), "--one", v]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]

@@ -43,7 +43,8 @@ def main() -> int:
   args = build_parser().parse_args()
   for ignore_first in (1, 0):
     with tempfile.TemporaryDirectory() as tmp:
-      env = {**os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1", "TRAIN_BEAM": "1", "PARALLEL": "0",
+      # KERNELS: tinygrad's path unless the caller names it (the Triton kernels build for CUDA only, not on NULL)
+      env = {"KERNELS": "tinygrad", **os.environ, "DEV": "NULL", "NULL_ALLOW_COPYOUT": "1", "TRAIN_BEAM": "1", "PARALLEL": "0",
              "IGNORE_JIT_FIRST_BEAM": str(ignore_first), "CACHEDB": str(Path(tmp) / "cache.db"),
              "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
       t0 = time.time()
