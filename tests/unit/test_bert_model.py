@@ -180,7 +180,8 @@ def test_closed_run_refuses_a_changed_dropout(tmp_path):
   check_dropout(load_config("bert", "cpu_smoke", environ={"DROPOUT": "0"}))     # open: any dropout
   r = subprocess.run([sys.executable, "-m", "tinyperf.benchmarks.bert.train", "--platform", "1xH200", "--phase", "run",
                       "--seed", "1", "--work", str(tmp_path / "results"), "--data", str(tmp_path / "data")],
-                     cwd=REPO, env={**os.environ, "DROPOUT": "0", "DEV": "CPU"}, capture_output=True, text=True, timeout=300)
+                     cwd=REPO, env={**os.environ, "DROPOUT": "0", "DEV": "CPU", "KERNELS": "tinygrad"}, capture_output=True, text=True,
+                     timeout=300)
   assert r.returncode == 2, r.stderr[-2000:]
   assert "DROPOUT=0.0" in r.stderr and "closed" in r.stderr and "Traceback" not in r.stderr
   assert not any(":::MLLOG" in f.read_text() for f in (tmp_path / "results").rglob("*.txt"))   # refused before any log line
