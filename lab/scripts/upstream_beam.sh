@@ -14,7 +14,8 @@
 # and never committed (MIT, for measurement only). CACHE: a missing file starts a new search; the grown cache is written
 # back to CACHE (copy it to $OUT to keep it past the lease). tinycorp's log goes to LOG (default: CACHE's name with .log;
 # run_upstream.sh's own default sits in /tmp and goes back with the machine). The BEAM knobs (TRAIN_BEAM, EVAL_BEAM,
-# IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200), as our own INIT gets them, the ranked
+# IGNORE_JIT_FIRST_BEAM, BEAM_*) are the PLATFORM config's (default 1xH200; its ResNet config has TRAIN_BEAM 0 beside the
+# Triton kernels, so give TRAIN_BEAM=1 for tinycorp's search), the environment overriding them as in our INIT, the ranked
 # search too: its kernels searched slowest first until BEAM_COVERAGE of the step or BEAM_BUDGET_S of search (the log
 # says how far: "ranked BEAM: searched N/M kernels holding P% ..."); a large BEAM_BUDGET_S searches every kernel.
 # BEAM_KERNELS_OUT=FILE writes the captured step's kernels and their BEAM=0 times there, once the capture has timed
