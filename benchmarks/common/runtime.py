@@ -229,9 +229,12 @@ JIT_WARMUP_STEPS = 2
 
 
 class StepTimer:
-  """Wall time per step and per data wait. The first JIT_WARMUP_STEPS steps are kept (shown) but not in the median."""
-  def __init__(self, warmup: int = JIT_WARMUP_STEPS): self.warmup, self.steps, self.waits = warmup, [], []
-  def add(self, step_s: float, wait_s: float): self.steps.append(step_s); self.waits.append(wait_s)
+  """Wall time per step and per data wait. The first JIT_WARMUP_STEPS steps are kept (shown) but not in the median.
+  issues: where given, the host's part of each step, until its kernels are launched (the GPU waits for it after a sync)."""
+  def __init__(self, warmup: int = JIT_WARMUP_STEPS): self.warmup, self.steps, self.waits, self.issues = warmup, [], [], []
+  def add(self, step_s: float, wait_s: float, issue_s: float | None = None):
+    self.steps.append(step_s); self.waits.append(wait_s)
+    if issue_s is not None: self.issues.append(issue_s)
   def timed(self) -> list[float]:
     """The replayed steps; all steps when there are no more than the warm-up ones (a run stopped that early)."""
     return self.steps[self.warmup:] if len(self.steps) > self.warmup else self.steps
@@ -289,6 +292,8 @@ def print_bench_record(cfg: PlatformConfig, timer: StepTimer, items_per_step: in
          "gpus": cfg["GPUS"], "bs": items_per_step, "dtype": cfg["DEFAULT_FLOAT"], "median_step_ms": med * 1e3,
          f"{unit}_per_s": items_per_step / med, "steps_timed": len(timer.timed()),
          "step_ms": [round(t * 1e3, 1) for t in timer.timed()], "warmup_ms": [round(t * 1e3, 1) for t in timer.steps[:timer.warmup]],
+         # the host's part of each timed step (batch upload, the JIT's replay call): a slow host shows here, not in kernels
+         **({"issue_ms": [round(t * 1e3, 2) for t in timer.issues[timer.warmup:]]} if len(timer.issues) == len(timer.steps) else {}),
          "mem_used_gb": GlobalCounters.mem_used / 1e9, "init_s": init_s,
          "projected_minutes": None if toy else med * steps_to_train / 60, **({"no_projection": toy} if toy else {}),
          "beam": {k: cfg.knobs[k] for k in cfg.knobs if "BEAM" in k},
