@@ -1,9 +1,9 @@
 #!/bin/sh
 # The steps every tinyperf image runs on top of its base image (Dockerfile.nv, Dockerfile.amd, Dockerfile.cpu share them,
-# so the three images differ only in their base and their last lines). POSIX sh: the bases have no bash guarantee.
+# so the three images differ only in their base, nv's `kernels` step and their last lines). POSIX sh: the bases have no bash guarantee.
 #   install.sh system   apt: Python 3.11 + venv, clang (tinygrad's CPU backend), CA certificates; the non-root user
-#   install.sh python   /opt/tinyperf/venv with requirements.lock installed by hash (plus hash-pinned build tools; nv:
-#                       requirements-kernels.lock, Triton)
+#   install.sh python   /opt/tinyperf/venv with requirements.lock installed by hash (plus hash-pinned build tools)
+#   install.sh kernels  nv: requirements-kernels.lock (Triton) into that venv, by hash
 #   install.sh project  the tinyperf project itself, editable from /opt/tinyperf/src (no dependency resolution)
 #   install.sh clean    remove the build files (the image's stage, which copies /opt/tinyperf from the build stage)
 # Works on Debian bookworm (python3.11 is the default there) and Ubuntu 22.04 (python3.11 from universe), the bases of
@@ -12,7 +12,21 @@ set -eu
 BUILD=/opt/tinyperf/build
 VENV=/opt/tinyperf/venv
 
-[ $# -gt 0 ] || { echo "usage: install.sh system|python|project|clean ..." >&2; exit 2; }
+# pip's options for the locked installs ($opts); an extra CA (TLS-intercepting proxies; docker/certs/README.md) is used
+# by pip only, the trust store is not changed
+pip_opts() {
+  bundle=""
+  if ls "$BUILD"/certs/*.crt >/dev/null 2>&1; then
+    bundle="$BUILD/ca-bundle.pem"
+    cat /etc/ssl/certs/ca-certificates.crt "$BUILD"/certs/*.crt > "$bundle"
+    echo "install.sh: pip uses an extra CA bundle ($(ls "$BUILD"/certs/*.crt | wc -l) file(s) from docker/certs)"
+  fi
+  # --isolated: no pip.conf or PIP_* variable of the base image changes what is installed (so the CA goes in as --cert)
+  opts="--isolated --disable-pip-version-check --no-cache-dir --timeout 120 --require-hashes --only-binary :all:"
+  if [ -n "$bundle" ]; then opts="$opts --cert $bundle"; fi
+}
+
+[ $# -gt 0 ] || { echo "usage: install.sh system|python|kernels|project|clean ..." >&2; exit 2; }
 for stage in "$@"; do
 case "$stage" in
 system)
@@ -42,25 +56,21 @@ system)
   ;;
 python)
   python3.11 -m venv "$VENV"
-  # an extra CA (TLS-intercepting proxies; docker/certs/README.md) is used by pip only; the trust store is not changed
-  bundle=""
-  if ls "$BUILD"/certs/*.crt >/dev/null 2>&1; then
-    bundle="$BUILD/ca-bundle.pem"
-    cat /etc/ssl/certs/ca-certificates.crt "$BUILD"/certs/*.crt > "$bundle"
-    echo "install.sh: pip uses an extra CA bundle ($(ls "$BUILD"/certs/*.crt | wc -l) file(s) from docker/certs)"
-  fi
+  pip_opts
   # the lock's local-mirror lines (--find-links/--extra-index-url of the dev machines) mean nothing in here: drop them;
   # every file is still pinned by its hash
   grep -v -E '^--(find-links|extra-index-url|index-url)' "$BUILD/requirements.lock" > "$BUILD/requirements.image.lock"
-  # --isolated: no pip.conf or PIP_* variable of the base image changes what is installed (so the CA goes in as --cert)
-  opts="--isolated --disable-pip-version-check --no-cache-dir --timeout 120 --require-hashes --only-binary :all:"
-  if [ -n "$bundle" ]; then opts="$opts --cert $bundle"; fi
   # shellcheck disable=SC2086  (word splitting of $opts is intended; no value has spaces)
   "$VENV/bin/pip" install $opts -r "$BUILD/build-requirements.lock"
   "$VENV/bin/pip" install $opts -r "$BUILD/requirements.image.lock"
-  # nv: Triton for KERNELS=triton (the Dockerfile copies its lock only there)
-  if [ -f "$BUILD/requirements-kernels.lock" ]; then "$VENV/bin/pip" install $opts -r "$BUILD/requirements-kernels.lock"; fi
-  rm -rf "$BUILD/certs" "$BUILD/ca-bundle.pem"
+  # the extra CA stays in this build stage until `project` removes $BUILD: `kernels` (nv) installs with it too
+  ;;
+kernels)
+  # nv: Triton for KERNELS=triton, a step of its own after `python` (the Dockerfile copies its lock only there), so
+  # every vendor built on one base shares the installed environment's layer
+  pip_opts
+  # shellcheck disable=SC2086
+  "$VENV/bin/pip" install $opts -r "$BUILD/requirements-kernels.lock"
   ;;
 project)
   # editable, from the copied tree that stays in the image: tinyperf.benchmarks.common.config.ROOT is then /opt/tinyperf/src,

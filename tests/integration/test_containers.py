@@ -199,7 +199,8 @@ def test_failing_build_step_is_reported(engine, tmp_path):
 def test_build_nv_and_amd_dockerfiles_on_local_base(engine, tmp_path, cpu_image):
   """Everything above the base layer of both GPU Dockerfiles: packages, locked deps, project, provenance, selfcheck
   (whose GPU-library part is skipped loudly on a Debian base). Built at once, on the CPU image's cached layers (the
-  steps up to the vendor's ENV are the same), so each adds its own ENV, LABEL and selfcheck steps."""
+  steps up to the vendor's ENV are the same but for nv's Triton steps), so amd adds its own ENV, LABEL and selfcheck
+  steps and nv also installs Triton into the shared environment."""
   cpu_labels = engine.images.get(cpu_image).labels
   for vendor, r in build_concurrently(["nv", "amd"], tmp_path).items():
     assert "selfcheck SKIPPED" in r.stdout and "CANNOT run" in r.stdout

@@ -35,9 +35,14 @@ def test_dockerfiles_share_layers_and_use_classic_syntax():
     assert f"ARG BASE_IMAGE={I.base_ref(lock['images'][v])}\n" in t
     assert "--mount" not in t and "<<" not in t and "# syntax=" not in t, "BuildKit-only syntax"
     assert "USER tinyperf" in t and "selfcheck --vendor " + v in t
-  # nv's build stage also copies Triton's lock (KERNELS=triton); every step else is the same
-  body = lambda t: t[t.index("FROM ${BASE_IMAGE}"):t.index("TINYPERF_IMAGE_VENDOR")].replace("requirements-kernels.lock ", "")
-  assert body(texts["nv"]) == body(texts["amd"]) == body(texts["cpu"])
+  # nv's build stage adds Triton (KERNELS=triton) in two steps of its own after the installed environment, whose layer
+  # every vendor built on one base then shares (with Triton's lock in the first COPY, nv installed it all again); every
+  # step else is the same
+  triton = "COPY requirements-kernels.lock /opt/tinyperf/build/\nRUN sh /opt/tinyperf/build/install.sh kernels\n"
+  shared = "COPY docker/ requirements.lock /opt/tinyperf/build/\nRUN sh /opt/tinyperf/build/install.sh system python\n"
+  assert shared + triton in texts["nv"] and all(triton not in texts[v] for v in ("amd", "cpu"))
+  body = lambda t: t[t.index("FROM ${BASE_IMAGE}"):t.index("TINYPERF_IMAGE_VENDOR")].replace(triton, "")
+  assert body(texts["nv"]) == body(texts["amd"]) == body(texts["cpu"]) and shared in body(texts["cpu"])
 
 
 class FakeRegistryData:

@@ -29,7 +29,8 @@ VENDOR_TAIL = {
   "nv": {
     "title": "NV backend (tinybox green, H200): CUDA 12.4 userspace (NVRTC + nvJitLink compile the kernels)",
     "env": {"NVIDIA_DRIVER_CAPABILITIES": "compute,utility", "TINYPERF_MIN_DRIVER": "550.54.15"},
-    "locks": "requirements-kernels.lock ",   # Triton for KERNELS=triton (benchmarks/kernels), installed by hash
+    # Triton for KERNELS=triton (benchmarks/kernels), installed by hash in a step after the shared environment's
+    "build_steps": "COPY requirements-kernels.lock /opt/tinyperf/build/\nRUN sh /opt/tinyperf/build/install.sh kernels\n",
     "runtime": "GPUs through the NVIDIA container toolkit (compose deploy.resources.reservations.devices / --gpus); the "
                "NV backend opens /dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidiaN, which the toolkit maps in",
   },
@@ -86,17 +87,18 @@ def render_dockerfile(vendor: str, lock: dict | None = None) -> str:
 # Build with `tinyperf build --vendor {vendor}` (streams progress, records provenance and the base digest it used), or:
 #   docker build -f Dockerfile.{vendor} --network host --build-arg BASE_IMAGE=<image> -t tinyperf:{vendor} .
 # Classic-builder syntax only (the docker SDK cannot use BuildKit). The steps are identical in every vendor's Dockerfile
-# up to ENV but for the locks copied (nv adds Triton's, for KERNELS=triton), so vendors built on one base share layers. Few steps above the installed
-# environment: each one copies the whole root filesystem on a vfs engine (CI), so the vendor's part is 3 steps.
+# up to ENV but for nv's two Triton steps (KERNELS=triton) after the installed environment, so vendors built on one base
+# share layers, that environment's included. Few steps above the installed environment: each one copies the whole root
+# filesystem on a vfs engine (CI), so the vendor's part is 3 steps.
 # `tinyperf build` sends git's view of the checkout (its tracked files, less .dockerignore) plus docker/certs/*.crt
 # and .tinyperf-code.json (the hash of that code, which every run records).
 ARG BASE_IMAGE={base_ref(entry)}
 # build stage: the locked Python environment (its pip may use an extra CA from docker/certs) and the project; the image
 # copies /opt/tinyperf from it, so nothing of docker/certs leaves this stage (a lower layer of the image would keep it)
 FROM ${{BASE_IMAGE}} AS build
-COPY docker/ requirements.lock {tail.get('locks', '')}/opt/tinyperf/build/
+COPY docker/ requirements.lock /opt/tinyperf/build/
 RUN sh /opt/tinyperf/build/install.sh system python
-COPY . /opt/tinyperf/src/
+{tail.get('build_steps', '')}COPY . /opt/tinyperf/src/
 RUN sh /opt/tinyperf/build/install.sh project
 FROM ${{BASE_IMAGE}}
 COPY docker/install.sh /opt/tinyperf/build/
