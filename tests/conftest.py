@@ -73,6 +73,18 @@ def user_env(**extra) -> dict:
 
 
 _TOOL_SERVER = None
+_DEV_AT_START = os.environ.get("DEV")   # before any test module imported tinygrad
+
+
+@pytest.fixture(autouse=True)
+def environment_restored():
+  """Each test starts and ends with the session's environment. tinygrad's first device lookup exports DEV (for its
+  children), so a test that ran tinygrad on the CPU handed DEV=CPU to every later test's subprocesses in that worker:
+  a 1xH200 run was then refused for KERNELS=triton off CUDA, or not, by the order the tests ran in."""
+  saved = {k: v for k, v in os.environ.items() if k != "DEV"} | ({"DEV": _DEV_AT_START} if _DEV_AT_START else {})
+  os.environ.clear(); os.environ.update(saved)
+  yield
+  os.environ.clear(); os.environ.update(saved)
 
 
 @pytest.fixture(autouse=True)
