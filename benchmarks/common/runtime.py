@@ -37,11 +37,11 @@ def require_triton(cfg: PlatformConfig):
   without a word: refused as bad input instead."""
   from tinyperf.benchmarks.common.io import InputError
   if cfg.knobs.get("KERNELS") != "triton": return
-  from tinyperf.benchmarks.kernels import program
-  if not program.triton_imports():
+  try: import triton   # noqa: F401
+  except ImportError:
     raise InputError(f"KERNELS=triton ({cfg.platform}'s config or the environment) needs Triton, which {sys.executable} "
                      "cannot import: run in the tinyperf nv image, or pip install --require-hashes -r "
-                     "requirements-kernels.lock, or set KERNELS=tinygrad.")
+                     "requirements-kernels.lock, or set KERNELS=tinygrad.") from None
 
 
 def prepare_cache_db(run: RunDir, fresh: bool) -> Path:

@@ -67,8 +67,7 @@ def devices(device: str | tuple[str, ...]) -> tuple[str, ...]:
 
 
 @functools.cache
-def triton_imports() -> bool:
-  """Whether this Python imports Triton (on_triton's test; a KERNELS=triton run refuses to start without it)."""
+def _triton_imports() -> bool:
   try: import triton   # noqa: F401
   except ImportError: return False   # CPU-only installs
   return True
@@ -76,7 +75,7 @@ def triton_imports() -> bool:
 
 def on_triton(t: Tensor) -> bool:
   """t lives on CUDA and Triton imports: a kernel family's Triton path, else its tinygrad fallback (CPU, in tests)."""
-  return devices(t.device)[0].split(":")[0] == "CUDA" and triton_imports()
+  return devices(t.device)[0].split(":")[0] == "CUDA" and _triton_imports()
 
 
 def batch_axis(t: Tensor) -> int | None:
