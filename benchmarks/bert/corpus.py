@@ -1,11 +1,11 @@
-"""Text available offline: docstrings of installed Python source (stdlib, numpy, ...), or a synthetic text.
+"""Text available offline: a synthetic text, or docstrings of installed Python source (stdlib, numpy, ...).
 
-The docstrings are used for the tokenizer parity test and benchmark, and by `prep corpus` to build a small
-results4-style directory (one sentence per line, a blank line between documents) for the CPU smoke run. Source files
-are parsed with `ast` (never imported: no side effects), visited in sorted path order, so the text is a pure function
-of the installed files (i.e. of the Python/numpy versions; build_corpus records them and a sha256 per output file in
-MANIFEST.json). The synthetic text (`prep corpus --text synthetic`) is for end-to-end runs that must reach the
-masked-LM target from random init in a few dozen steps (synthetic_documents).
+`prep corpus` writes either as a small results4-style directory (one sentence per line, a blank line between
+documents). The synthetic text (the default) is what the cpu_smoke run and the GPU end-to-end runs train on: a BERT
+from random init reaches the masked-LM target on it in about ten steps (synthetic_documents). The docstrings are real
+English, for the tokenizer parity test and benchmark (`prep corpus --text docstrings`). Source files are parsed with
+`ast` (never imported: no side effects), visited in sorted path order, so the text is a pure function of the installed
+files (i.e. of the Python/numpy versions; build_corpus records them and a sha256 per output file in MANIFEST.json).
 """
 from __future__ import annotations
 import ast
@@ -101,8 +101,9 @@ def synthetic_documents(max_bytes: int, seed: int = 0) -> list[list[str]]:
   """Documents of 10-40 sentences of 8-24 words. Each word is SYNTHETIC_WORDS[0] with probability SYNTHETIC_MAJORITY,
   else the next word of a cycle through the others that starts at a random place in each document. A model that
   predicts the majority word at every masked position scores about SYNTHETIC_MAJORITY, above BERT's 0.72 target,
-  which a BERT from random init learns within tens of steps (on the docstrings the cpu_smoke model needs 250 steps to
-  reach 0.05): the end-to-end run then ends with run_stop success and a log the closed checker accepts on accuracy.
+  which a BERT from random init learns within tens of steps (the cpu_smoke model by step 10; on the docstrings it needed
+  250 steps to reach 0.05, where the majority token scores 0.041): an end-to-end run then ends with run_stop success
+  and a log the closed checker accepts on accuracy.
   Not a language; a test of the pipeline. A pure function of (max_bytes, seed)."""
   import numpy as np
   rng = np.random.default_rng(seed)
@@ -127,9 +128,9 @@ def _render(docs: list[list[str]]) -> str:
 
 
 def build_corpus(out: str | Path, parts: int = 4, eval_every: int = 10, max_bytes: int | None = 3_000_000,
-                 roots: list[Path] | None = None, text: str = "docstrings") -> dict:
+                 roots: list[Path] | None = None, text: str = "synthetic") -> dict:
   """Write OUT/results4/part-0000K-of-0000P (documents dealt round-robin) and OUT/results4/eval.txt (every
-  eval_every-th document, disjoint from train) of TEXT: "docstrings" or "synthetic". Returns the manifest (also
+  eval_every-th document, disjoint from train) of TEXT: "synthetic" or "docstrings". Returns the manifest (also
   written to OUT/results4/MANIFEST.json)."""
   out = Path(out)
   res = out / "results4"

@@ -1,7 +1,7 @@
 """BERT Wikipedia data: `python -m tinyperf.benchmarks.bert.prep SUBCOMMAND ...`
 
   download  MLCommons files (config, vocab, phase-1 checkpoint, results_text) via gdown, resumable, md5-checked
-  corpus    a small results4-style directory of real English text (Python docstrings) for the CPU smoke run
+  corpus    a small results4-style directory of stand-in text (synthetic, or Python docstrings) for the CPU smoke run
   pretrain  text parts -> train shards: per part the instances MLCommons' create_pretraining_data.py writes (resumable;
             parallel across parts)
   eval      results4/eval.txt -> eval.shard (EVAL_SAMPLES instances picked as pick_eval_samples.py does)
@@ -272,9 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
   d.add_argument("--quiet", action="store_true")
   c = sub.add_parser("corpus", help="small results4 directory of stand-in text + vocab, for smoke and end-to-end runs")
   c.add_argument("--out", type=Path, required=True)
-  c.add_argument("--text", choices=("docstrings", "synthetic"), default="docstrings",
-                 help="docstrings: real English from the installed Python's docstrings; synthetic: a text a BERT from "
-                      "random init learns to its masked-LM target in tens of steps (end-to-end runs that must pass check)")
+  c.add_argument("--text", choices=("synthetic", "docstrings"), default="synthetic",
+                 help="synthetic: a text a BERT from random init learns to its masked-LM target in about ten steps (the "
+                      "cpu_smoke and end-to-end runs); docstrings: real English from the installed Python's docstrings")
   c.add_argument("--parts", type=int, default=4)
   c.add_argument("--max-bytes", type=int, default=3_000_000, help="stop after this much text")
   c.add_argument("--vocab", type=Path, default=None,

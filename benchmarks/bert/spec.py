@@ -69,9 +69,9 @@ def prep_hint(q: str, platform: str) -> str:
 def init_steps(cfg, stand_in: bool, require) -> str:
   p = cfg.platform
   if stand_in:
-    return f"""# stand-in data: a small real-text corpus (Python docstrings) with the real uncased vocab, tokenised at this config's
+    return f"""# stand-in data: a synthetic text (85 % "the") with the real uncased vocab, tokenised at this config's
 # MAX_SEQ_LEN / MAX_PREDICTIONS / EVAL_SAMPLES; finished shards are kept on a rerun
-[ -d "$DATA_DIR/results4" ] || python3 -m tinyperf.tooling.cli prep wiki corpus --out "$DATA_DIR"
+[ -d "$DATA_DIR/results4" ] || python3 -m tinyperf.tooling.cli prep wiki corpus --out "$DATA_DIR" --text synthetic
 python3 -m tinyperf.tooling.cli prep wiki pretrain --data "$DATA_DIR" --platform {p} --workers "${{WORKERS:-2}}"
 python3 -m tinyperf.tooling.cli prep wiki eval --data "$DATA_DIR" --platform {p}
 python3 -m tinyperf.tooling.cli prep wiki verify --data "$DATA_DIR"

@@ -32,7 +32,7 @@
 #      docstrings from random init do not reach in a few steps: RUN ends with run_stop aborted (exit 1) and `tinyperf
 #      check` rejects the log for that; the log is a timing record. TARGET=0.0 stops at the first eval with success.
 #      TEXT=synthetic is made for the run to reach 0.72 and end with run_stop success, so that check judges the whole
-#      log (tests/integration/test_bert_synthetic_text.py on the CPU; on the H200: docs/PERFORMANCE.md rows 20 and 23).
+#      log (the cpu_smoke README run, tests/integration/test_bert_smoke_run.py, on the CPU; on the H200: docs/PERFORMANCE.md rows 20 and 23).
 # KERNELS=triton runs both with the Triton kernels (the configs' knob). LOADER_RATE=0 skips step 2. Both end with lab/scripts/e2e_summary.py on the log ($JOB/summary.json: INIT s, RUN step 0/1/2 vs steady, items/s,
 # data wait, each eval's s) and, while BUDGET_S lasts, PyTorch eager on the same batch ($JOB/torch.log).
 # Needs python3 with tinygrad 0.14.0 and mlperf-logging 4.1.68 (on a leased machine without network: install them from

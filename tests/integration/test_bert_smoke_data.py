@@ -1,6 +1,6 @@
-"""The CPU-smoke BERT data built end to end with our own tools, twice: `prep corpus` (Python docstrings + the real
-uncased vocab), `pretrain` and `eval` at the cpu_smoke platform's MAX_SEQ_LEN/MAX_PREDICTIONS/EVAL_SAMPLES, `verify`,
-then batches through the loader. Both builds must be byte-identical."""
+"""BERT stand-in data built end to end with our own tools, twice: `prep corpus --text docstrings` (real English through
+the real uncased vocab), `pretrain` and `eval` at the cpu_smoke platform's MAX_SEQ_LEN/MAX_PREDICTIONS/EVAL_SAMPLES,
+`verify`, then batches through the loader. Both builds must be byte-identical."""
 from __future__ import annotations
 import hashlib
 
@@ -22,7 +22,7 @@ def test_smoke_corpus_end_to_end_is_deterministic(tmp_path):
   digests = []
   for run in ("a", "b"):
     d = tmp_path / run
-    assert prep.main(["corpus", "--out", str(d), "--max-bytes", "1500000"]) == 0
+    assert prep.main(["corpus", "--out", str(d), "--text", "docstrings", "--max-bytes", "1500000"]) == 0
     assert prep.main(["pretrain", "--data", str(d), "--platform", "cpu_smoke", "--workers", "2", "--quiet"]) == 0
     assert prep.main(["eval", "--data", str(d), "--platform", "cpu_smoke", "--quiet"]) == 0
     assert prep.main(["verify", "--data", str(d), "--quiet"]) == 0

@@ -1,11 +1,11 @@
 """The cpu_smoke BERT end to end, as its README runs it (tests/conftest.py bert_readme_run: setup.sh, init_datasets.sh
-(corpus -> pretrain -> eval), run_and_time.sh's INIT process then RUN process (random init, real shards) until the
-lowered masked-LM target); the log is accepted by `tinyperf check` (the real MLCommons compliance checker, ruleset
-5.0.0, division open), and the same event sequence with division closed and a closed-level accuracy passes
-closed_bert.yaml (all ten LAMB keys EXACTLY_ONE, eval_accuracy with epoch_num = samples, train_samples once). A second
-RUN that cannot reach its target, and a third whose loss turns non-finite, end with run_stop aborted and exit 1. Seed 7
-is fixed: the CPU run is deterministic (seeded data order, init and dropout), so the run reaches TARGET at the same step
-every time (250 steps, about 2 min of training on 2 idle cores)."""
+(synthetic corpus -> pretrain -> eval), run_and_time.sh's INIT then RUN (random init, real shards) until MLPerf's own
+masked-LM target); the log is accepted by `tinyperf check` (the real MLCommons compliance checker, ruleset 5.0.0,
+division open), and the same event sequence with division closed passes closed_bert.yaml (all ten LAMB keys
+EXACTLY_ONE, eval_accuracy with epoch_num = samples, train_samples once). A second RUN that cannot reach its target,
+and a third whose loss turns non-finite, end with run_stop aborted and exit 1. Seed 7 is fixed: the CPU run is
+deterministic (seeded data order, init and dropout), so the run reaches TARGET at the same step every time (step 10,
+about 15 s of training on 2 idle cores)."""
 from __future__ import annotations
 import os
 import re
@@ -64,6 +64,7 @@ def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp
   acc = [e for e in ev if e["key"] == "eval_accuracy"]
   k = load_config("bert", "cpu_smoke", environ={}).knobs
   assert acc[-1]["value"] >= k["TARGET"] and all(a["value"] < k["TARGET"] for a in acc[:-1])
+  assert acc[-1]["value"] >= SPEC.quality_target and len(acc) >= 2   # the real target, after an eval below it
   every = k["BS"] * k["EVAL_STEP_FREQ"]
   assert [a["metadata"]["epoch_num"] for a in acc] == [every * (i + 1) for i in range(len(acc))]  # samples seen
   assert ev[keys.index("train_samples")]["value"] == k["BS"] * k["TRAIN_STEPS"]  # logged with the hyperparameters
@@ -72,11 +73,10 @@ def test_cpu_smoke_init_run_reaches_target_and_is_compliant(bert_readme_run, tmp
   report = check_path(log)
   assert report.accepted, report.to_dict()
 
-  # the same sequence as a closed run that converged: closed_common + closed_bert.yaml must accept it
+  # the same sequence as a closed run: closed_common + closed_bert.yaml must accept it, its accuracy as it is
   # (and its eval on the whole eval set: 256 samples are not a closed result, tests/unit/test_check_logs.py)
   def closed_converged(e):
     if e["key"] == "submission_division": e["value"] = "closed"
-    if e["key"] == "eval_accuracy" and e["value"] >= k["TARGET"]: e["value"] = 0.7205
     if e["key"] == "eval_samples": e["value"] = SPEC.closed_samples["eval_samples"][0]
   closed = relabel_log(log, tmp_path / "closed" / "result_0.txt", closed_converged)
   report = check_path(closed, ruleset="5.0.0")

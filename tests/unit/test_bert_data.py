@@ -408,7 +408,7 @@ def test_no_empty_eval_set(tmp_path, capsys):
   """`prep corpus --max-bytes 20000` wrote an empty eval.txt (9 documents: the 10th is eval's); `prep eval` then wrote
   a 0-instance eval.shard with exit 0, verify passed it, and the run refused it at its first eval, after INIT."""
   d = tmp_path / "c"
-  assert run("corpus", "--out", d, "--parts", 1, "--max-bytes", 20000) == 2
+  assert run("corpus", "--out", d, "--text", "docstrings", "--parts", 1, "--max-bytes", 20000) == 2
   err = capsys.readouterr().err
   assert "at least 10" in err and "--max-bytes" in err and not (d / "results4").exists()
   data = make_data_dir(tmp_path / "data", parts=1, docs_per_part=5)
