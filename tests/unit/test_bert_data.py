@@ -405,7 +405,7 @@ def test_corpus_in_the_image_without_vocab_names_a_fix_that_works_there(tmp_path
 
 
 def test_no_empty_eval_set(tmp_path, capsys):
-  """`prep corpus --max-bytes 20000` wrote an empty eval.txt (9 documents: the 10th is eval's); `prep eval` then wrote
+  """`prep corpus --text docstrings --max-bytes 20000` wrote an empty eval.txt (9 documents: the 10th is eval's); `prep eval` then wrote
   a 0-instance eval.shard with exit 0, verify passed it, and the run refused it at its first eval, after INIT."""
   d = tmp_path / "c"
   assert run("corpus", "--out", d, "--text", "docstrings", "--parts", 1, "--max-bytes", 20000) == 2
