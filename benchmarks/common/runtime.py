@@ -266,6 +266,17 @@ def no_projection(cfg: PlatformConfig) -> str:
 def now() -> float: return time.perf_counter()
 
 
+def timed_init_step(timer: StepTimer, i: int, step) -> None:
+  """INIT's train step i on fake data: step() launches it and returns the loss tensor; the wall time runs until the loss
+  is on the host, the host's part (issue) until step() returns, when the kernels are launched."""
+  t0 = now()
+  loss = step()
+  issued = now() - t0
+  loss = host_scalar(loss)
+  timer.add(now() - t0, 0.0, issued)
+  print(f"init train step {i}: {timer.steps[-1]*1e3:.1f} ms, loss {loss:.3f}", flush=True)
+
+
 def epoch_summary(epoch: int, timer: StepTimer, first: int, items_per_step: int, wall_s: float, unit: str) -> str:
   """One line per training epoch from timer's steps first.. (this epoch's): the first steps apart, since a RUN's first
   steps rebuild the JIT (and may compile), then the median of the rest, the data wait, and the epoch's wall time, which

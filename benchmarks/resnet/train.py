@@ -84,13 +84,7 @@ def run_fake_steps(tr: Trainer, n: int, with_eval: bool = True):
   timer = runtime.StepTimer()
   with beam.beam_context(tr.k, "TRAIN_BEAM", tr.ranked):
     x, y = tr.fake_batch(tr.k["BS"])
-    for i in range(n):
-      t0 = runtime.now()
-      loss, _ = tr.train_step(*to_device(x, y, tr.devices))
-      issued = runtime.now() - t0   # the host is done: the step's kernels are launched
-      loss = runtime.host_scalar(loss)
-      timer.add(runtime.now() - t0, 0.0, issued)
-      print(f"init train step {i}: {timer.steps[-1]*1e3:.1f} ms, loss {loss:.3f}", flush=True)
+    for i in range(n): runtime.timed_init_step(timer, i, lambda: tr.train_step(*to_device(x, y, tr.devices))[0])
   if not with_eval: return timer
   with beam.beam_context(tr.k, "EVAL_BEAM", tr.ranked):
     x, y = tr.fake_batch(tr.k["EVAL_BS"])
