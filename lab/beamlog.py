@@ -2,7 +2,8 @@
 lab.bench resnet --beam 1 ...`), also from a search that was stopped before it finished.
 
 Such a log holds (1) every kernel of the first train step, run at BEAM=0 (IGNORE_JIT_FIRST_BEAM), with its time and
-GFLOP/s, and (2) tinygrad's search trace for each kernel of the JIT capture step: the kernel's unoptimized loop shape
+GFLOP/s, where that step ran uncaptured (tinycorp's code; ours captures it: no BEAM=0 step in the report), and (2)
+tinygrad's search trace for each kernel of the JIT capture step: the kernel's unoptimized loop shape
 (global dims blue, reduce dims red), one line per round, the last one being the best time found. Searched
 kernels cannot be paired one to one with their BEAM=0 launches (kernel names change with the optimizations, and
 tinygrad's FLOP estimate counts index arithmetic too), so the report compares rates: what the large reductions (the
@@ -54,34 +55,37 @@ class BeamLog:
 
 def parse(text: str) -> BeamLog:
   log = BeamLog()
-  first_step, _, rest = text.partition("init train step 0")
-  for line in ANSI.sub("", first_step).replace("\r", "\n").splitlines():
-    if not (m := LAUNCH.search(line)): continue
-    us = float(m.group(3)) * (1000 if m.group(4) == "ms" else 1)
-    if m.group(2) != "copy":
-      log.step0.append((m.group(2), us, float(m.group(5)) * us / 1e6))
-      log.step0_devices.append(m.group(1))
-    elif (c := COPY.search(line)):
-      # weights and the batch come from the host (<- NPY, <- PYTHON) before and at the start of step 0; the
-      # device-to-device copies after the last of those belong to the step (the weights' first broadcast comes before)
-      if c.group(4).startswith(HOST_SOURCES): log.copies.clear()
-      else: log.copies.append((c.group(3), c.group(4), float(c.group(1)) * UNIT[c.group(2)], us))
-  log.compile_timeouts = rest.count("BEAM COMPILE TIMEOUT")
-  log.swallowed_timeouts = len(re.findall(r"Exception ignored in: <function UOp.__del__", rest))
-  for raw in rest.replace("\r", "\n").splitlines():
+  # the launches of an uncaptured first step at BEAM=0 (tinycorp's, IGNORE_JIT_FIRST_BEAM) come before its line and
+  # before any search; our steps capture their first call, so their logs start with the search and hold none
+  in_step0 = True
+  for raw in text.replace("\r", "\n").splitlines():
     plain = ANSI.sub("", raw)
+    if "init train step 0" in plain: in_step0 = False
+    if in_step0 and (m := LAUNCH.search(plain)):
+      us = float(m.group(3)) * (1000 if m.group(4) == "ms" else 1)
+      if m.group(2) != "copy":
+        log.step0.append((m.group(2), us, float(m.group(5)) * us / 1e6))
+        log.step0_devices.append(m.group(1))
+      elif (c := COPY.search(plain)):
+        # weights and the batch come from the host (<- NPY, <- PYTHON) before and at the start of step 0; the
+        # device-to-device copies after the last of those belong to the step (the weights' first broadcast comes before)
+        if c.group(4).startswith(HOST_SOURCES): log.copies.clear()
+        else: log.copies.append((c.group(3), c.group(4), float(c.group(1)) * UNIT[c.group(2)], us))
     if (m := PROGRESS.search(plain)):
       mins_or_h, secs, extra = int(m.group(3)), int(m.group(4)), m.group(5)
       elapsed = (mins_or_h * 3600 + secs * 60 + int(extra)) if extra else mins_or_h * 60 + secs
       log.progress = (int(m.group(1)), int(m.group(2)), float(elapsed))
     if (m := START.search(plain)):
+      in_step0 = False
       colored = raw[raw.rfind("actions"):]
       dims = [(int(c), int(n)) for c, n in SHAPE_DIM.findall(colored)]
       log.searches.append(Search([n for _, n in dims], reduce=any(c in (31, 91) for c, _ in dims)))
     elif (m := ROUND.search(plain)) and log.searches:
-      s = log.searches[-1]
-      s.best_us = min(s.best_us, float(m.group(2)) * (1000 if m.group(3) == "ms" else 1))
-      s.seconds = float(m.group(1))
+      sr = log.searches[-1]
+      sr.best_us = min(sr.best_us, float(m.group(2)) * (1000 if m.group(3) == "ms" else 1))
+      sr.seconds = float(m.group(1))
+  log.compile_timeouts = text.count("BEAM COMPILE TIMEOUT")
+  log.swallowed_timeouts = len(re.findall(r"Exception ignored in: <function UOp.__del__", text))
   return log
 
 

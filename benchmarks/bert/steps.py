@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
-from tinygrad import Tensor, TinyJit, Context, Device
+from tinygrad import Tensor, Context, Device
 
 from tinyperf.benchmarks.bert.model import pretraining_loss, eval_sums
 from tinyperf.benchmarks.bert.optim import clip_and_unscale, fused_step
-from tinyperf.benchmarks.common.runtime import host_scalar
+from tinyperf.benchmarks.common.runtime import captured_jit, host_scalar
 
 FIELDS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
           "next_sentence_labels")
@@ -121,12 +121,11 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping) -> tuple[Callable, C
   """TinyJit'd train_step(**batch) -> (loss, grad_norm) and eval_step(**batch) -> tuple of EVAL_KEYS sums.
 
   Returned tensors are realized device tensors that the JIT overwrites on its next call: read them (host_scalar)
-  before calling the same step again. The first two calls of each step run eagerly/capture; from the third on the
-  captured kernels replay."""
+  before calling the same step again. Each step captures its first call (runtime.captured_jit, which realizes the model's
+  and the optimizer's state first) and replays from the second."""
   scale, clip = float(knobs["LOSS_SCALER"]), float(knobs["CLIP_NORM"])
   fused = fused_step(optimizer, knobs)   # KERNELS=triton: clip + LAMB as its own kernels; None: tinygrad's LAMB
 
-  @TinyJit
   @Context(TRAINING=1)
   def train_step(**batch: Tensor) -> tuple[Tensor, Tensor]:
     optimizer.zero_grad()
@@ -143,7 +142,6 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping) -> tuple[Callable, C
     scheduler.step()                                                     # after the optimizer: step 0 used lr(0) = 0
     return loss, norm
 
-  @TinyJit
   @Context(TRAINING=0)
   def eval_step(**batch: Tensor) -> tuple[Tensor, ...]:
     mlm, nsp = model(batch["input_ids"], batch["segment_ids"], batch["input_mask"], batch["masked_lm_positions"])
@@ -152,7 +150,8 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping) -> tuple[Callable, C
     Tensor.realize(*out)
     return out
 
-  return train_step, eval_step
+  state = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
+  return captured_jit(train_step, state), captured_jit(eval_step, state)
 
 
 def read_eval(out: Sequence[Tensor]) -> dict[str, float]:

@@ -104,7 +104,8 @@ COMMON = {
   "DEFAULT_FLOAT": Knob(str, "compute dtype (HALF = fp16 with fp32 master weights)", choices=("HALF", "FLOAT")),
   "TRAIN_BEAM": Knob(int, "BEAM width for train kernels (0 = no search)", range="[0,)"),
   "EVAL_BEAM": Knob(int, "BEAM width for eval kernels", range="[0,)"),
-  "IGNORE_JIT_FIRST_BEAM": Knob(int, "run the first, uncaptured JIT call without BEAM", required=False, range="[0,1]"),
+  "IGNORE_JIT_FIRST_BEAM": Knob(int, "run a JIT's uncaptured first call without BEAM (tinycorp's steps; ours capture it)",
+                                required=False, range="[0,1]"),
   "BEAM_UOPS_MAX": Knob(int, "reject BEAM candidates with more uops", required=False, range="[1,)"),
   "BEAM_UPCAST_MAX": Knob(int, "BEAM upcast limit", required=False, range="[1,)"),
   "BEAM_LOCAL_MAX": Knob(int, "BEAM local-size limit", required=False, range="[1,)"),
@@ -360,13 +361,15 @@ def _check_consistency(path: Path, spec: BenchmarkSpec, k: dict, sources: dict[s
                           f"and then decays until {total}. Lower {warmup} or raise {total}.")
   ranked = [key for key in ("BEAM_BUDGET_S", "BEAM_COVERAGE") if key in k and (key == "BEAM_BUDGET_S" or k[key] < 1)]
   if ranked and max(k["TRAIN_BEAM"], k["EVAL_BEAM"]) >= 1 and k.get("IGNORE_JIT_FIRST_BEAM") != 1:
-    # the ranked search bounds the JIT's capture; tinygrad's own BEAM in the uncaptured first call would search every
-    # kernel before it, outside any bound
+    # the ranked search bounds the JIT's capture. Our steps capture their first call (runtime.captured_jit); tinycorp's
+    # run it uncaptured, where tinygrad's own BEAM would search every kernel outside any bound (lab/upstream.py runs them
+    # at a config's knobs)
     fail((*ranked, "TRAIN_BEAM", "EVAL_BEAM", "IGNORE_JIT_FIRST_BEAM"),
          f"{' and '.join(ranked)} {'bounds' if len(ranked) == 1 else 'bound'} the BEAM search only with "
-         f"IGNORE_JIT_FIRST_BEAM=1: without it the first, uncaptured step searches every kernel first. Set "
-         f"IGNORE_JIT_FIRST_BEAM: 1 (as the H200 configs do).")
-  if k.get("KERNELS") == "triton" and (k["DEV"] != "CUDA" or not spec.triton):
+         f"IGNORE_JIT_FIRST_BEAM=1: without it an uncaptured first step (tinycorp's code runs one) searches every kernel "
+         f"first. Set IGNORE_JIT_FIRST_BEAM: 1 (as the H200 configs do).")
+  # NULL compiles every kernel and runs none: what lab/bert/step_cost.py counts a GPU config's step on
+  if k.get("KERNELS") == "triton" and (k["DEV"] not in ("CUDA", "NULL") or not spec.triton):
     fail(("KERNELS", "DEV"), f"KERNELS=triton needs DEV=CUDA (its kernels are Triton's, compiled for NVIDIA GPUs); "
                              f"got DEV={k['DEV']} for {spec.name}. Set KERNELS: tinygrad.")
   for keys, why in spec.rules(k): fail(keys, why)

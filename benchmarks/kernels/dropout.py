@@ -31,7 +31,6 @@ SCALE = np.float32(4.6566127342e-10)   # tl.rand's uint_to_uniform_float: the fo
 # ---- the seeds: one draw of tinygrad's RNG per step ----
 SITE_STRIDE = 0x85EBCA6B   # between the seeds of a step's consecutive dropout sites (odd: 2^32 sites before a repeat)
 _STEPS: list[list] = []    # the open step_seeds blocks, innermost last: [the block's draw or None, sites served]
-_SALTS: dict[str, list] = {}   # device -> realized (1,) uint32 constants i * SITE_STRIDE, made as sites first ask
 
 
 @contextlib.contextmanager
@@ -50,11 +49,9 @@ def next_seed(device: str) -> Tensor:
   block = _STEPS[-1]
   if block[0] is None: block[0] = Tensor.randint(1, high=2 ** 31 - 1, device=device).cast(dtypes.uint32)
   i, block[1] = block[1], block[1] + 1
-  salts = _SALTS.setdefault(device, [])
-  # made in a step that runs eagerly (a TinyJit's first call): the captured step finds them realized
-  while len(salts) <= i:
-    salts.append(Tensor([len(salts) * SITE_STRIDE % 2 ** 32], dtype=dtypes.uint32, device=device).realize())
-  return block[0] + salts[i]
+  # a constant in the site's kernel, no buffer: a step captured on its first call (runtime.captured_jit) has nothing
+  # of its own to make (a realized constant made there would be captured as a copy, replayed at every step)
+  return block[0] + i * SITE_STRIDE % 2 ** 32
 
 
 def keep_threshold(p: float) -> int:

@@ -73,9 +73,15 @@ def _triton_imports() -> bool:
   return True
 
 
+# tinygrad's NULL device compiles every kernel and runs none: there the Triton kernels are built for NULL_ARCH and
+# entered into the graph as on CUDA, so that a GPU config's step is counted (kernels, memory) on a machine without one
+NULL_ARCH = 90   # the H200's sm_90, which the CUDA configs target
+
+
 def on_triton(t: Tensor) -> bool:
-  """t lives on CUDA and Triton imports: a kernel family's Triton path, else its tinygrad fallback (CPU, in tests)."""
-  return devices(t.device)[0].split(":")[0] == "CUDA" and _triton_imports()
+  """t lives on CUDA (or NULL) and Triton imports: a kernel family's Triton path, else its tinygrad fallback (CPU, in
+  tests)."""
+  return devices(t.device)[0].split(":")[0] in ("CUDA", "NULL") and _triton_imports()
 
 
 def batch_axis(t: Tensor) -> int | None:
@@ -85,6 +91,7 @@ def batch_axis(t: Tensor) -> int | None:
 
 def cuda_arch(device: str | tuple[str, ...]) -> int:
   """90 for an H200's "sm_90": the target Triton compiles for, the same on every device of a multi-device tensor."""
+  if all(d.split(":")[0] == "NULL" for d in devices(device)): return NULL_ARCH
   archs = sorted({getattr(Device[d], "arch", "") for d in devices(device)})
   if len(archs) != 1 or not (m := re.fullmatch(r"sm_(\d+)a?", archs[0])):
     raise RuntimeError(f"KERNELS=triton needs CUDA devices of one architecture (DEV=CUDA); {device} report {archs}")
@@ -242,6 +249,7 @@ def write_record(path: Path, records: list[KernelRecord] | None = None) -> str:
 
 def _install_smem_factory(device: str):
   """Make Device[device] build CUDAPrograms with the dynamic shared memory their kernel registered in SMEM."""
+  if device.split(":")[0] == "NULL": return   # runs nothing: no shared memory to size
   dev = Device[device]
   from tinygrad.runtime.ops_cuda import CUDAProgram
   if getattr(dev.runtime_t, "passes_smem", False): return

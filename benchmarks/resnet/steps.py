@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from tinygrad import Tensor, TinyJit, Context, dtypes
+from tinygrad import Tensor, Context, dtypes
+
+from tinyperf.benchmarks.common.runtime import captured_jit
 
 MEAN_RGB = (123.68, 116.78, 103.94)  # per-channel mean on the 0-255 scale; no std division (MLPerf reference)
 
@@ -59,12 +61,11 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping, devices: Sequence[st
   """TinyJit'd train_step(x, y) -> (loss, correct) and eval_step(x, y) -> (loss_sum, correct, n_real).
 
   The returned tensors are realized device tensors that the JIT overwrites on its next call: read them (.item(),
-  .numpy()) before calling the same step again. The first two calls of each step run eagerly/capture; from the third
-  on the captured kernels replay."""
+  .numpy()) before calling the same step again. Each step captures its first call (runtime.captured_jit, which realizes
+  the model's and the optimizer's state first) and replays from the second."""
   smoothing, scale = float(knobs["LABEL_SMOOTHING"]), float(knobs["LOSS_SCALER"])
   mean = replicate(Tensor(MEAN_RGB, dtype=dtypes.float32), devices).realize()
 
-  @TinyJit
   @Context(TRAINING=1)
   def train_step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     optimizer.zero_grad()
@@ -79,11 +80,11 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping, devices: Sequence[st
     scheduler.step()                                                      # after the optimizer: step 0 used lr(0) = 0
     return loss, correct
 
-  @TinyJit
   @Context(TRAINING=0)
   def eval_step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     logits = model(normalize(x, mean))
     loss_sum, n_real = smoothed_ce_sum(logits, y, smoothing)
     return loss_sum.realize(), top1_correct(logits, y).realize(), n_real.realize()
 
-  return train_step, eval_step
+  state = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
+  return captured_jit(train_step, state), captured_jit(eval_step, state)

@@ -116,7 +116,7 @@ def init(cfg: PlatformConfig, args) -> Trainer:
   t0 = runtime.now()
   tr = Trainer(cfg, args.seed, spe)
   initial = snapshot_state(tr.model, tr.optimizer, tr.scheduler)
-  n = runtime.JIT_WARMUP_STEPS + (args.benchmark_steps or 1)  # captured on the 2nd call, replayed from the 3rd
+  n = runtime.JIT_WARMUP_STEPS + (args.benchmark_steps or 1)  # captured on the 1st call, replayed from the 2nd
   # a BENCHMARK run stops after its train steps: warming up the eval step would only lengthen it
   timer = run_fake_steps(tr, n, with_eval=not args.benchmark_steps)
   restore_state(initial, tr.model, tr.optimizer, tr.scheduler)   # the fake steps trained: RUN starts from the seed's init

@@ -1,10 +1,11 @@
 """What one BERT train step asks of the GPU, counted without one: kernels, FLOP, bytes and memory by tinygrad's own
 estimates.
 
-Runs the real train step (model, LAMB, clipping, loss scale, dropout: tinyperf.benchmarks.bert.train.Trainer) once, eagerly, on
-any device; DEV=NULL compiles every kernel and runs none, so it works on a laptop. Prints one JSON line per variant
-(set by environment knobs, e.g. DROPOUT=0) and the difference to the first, so a change's predicted effect on a GPU
-(bytes / bandwidth, FLOP / rate) is known before a device lease is spent on measuring it:
+Runs the real train step (model, LAMB, clipping, loss scale, dropout: tinyperf.benchmarks.bert.train.Trainer) once, as a
+run's first step runs (captured, then the capture run), on any device; DEV=NULL compiles every kernel (KERNELS=triton's
+for sm_90) and runs none, so it works on a laptop. Prints one JSON line per variant (set by environment knobs, e.g.
+DROPOUT=0) and the difference to the first, so a change's predicted effect on a GPU (bytes / bandwidth, FLOP / rate) is
+known before a device lease is spent on measuring it:
 
   DEV=NULL NULL_ALLOW_COPYOUT=1 python -m lab.bert.step_cost --layers 2 --variants "DROPOUT=0.1" "DROPOUT=0"
 
@@ -12,10 +13,11 @@ tinygrad counts FLOP as ALU ops (index arithmetic included) and bytes as each ke
 are upper bounds on work a perfect kernel would do, and comparable between variants.
 
 peak_gib_per_gpu is the most any one of the config's GPUS devices held (tinygrad's count of allocated, not yet freed
-buffers: model, optimizer state, the step's planned intermediates, the all-reduce's) while the model was built and
-stepped once. The JIT's capture plans the same intermediates (BERT at 2 layers, BS 16: 3.43 GB both). Not counted: the
-driver's context and what tinygrad's allocator caches. On one H200 it matched what ran: 24 layers at BS 96 count
-123.6 GiB, which ran alone and died of GPU memory beside a process holding 22 GiB (docs/PERFORMANCE.md row 22).
+buffers: model, optimizer state, the JIT's plan of the step's intermediates, the all-reduce's) while the model was
+built and stepped once. Not counted: the driver's context and what tinygrad's allocator caches. On one H200 it matched
+what ran: 24 layers at BS 96, tinygrad's kernels, counted 123.6 GiB in the uncaptured first step the JIT then began
+with, which ran alone and died of GPU memory beside a process holding 22 GiB (docs/PERFORMANCE.md row 22); with
+KERNELS=triton that first step counted 81.8 GiB, and an 80 GB H100 stopped at 78.55 GB used.
 `--gpu-gib 24` names the variants whose peak exceeds a 24 GiB card:
 
   DEV=NULL NULL_ALLOW_COPYOUT=1 python -m lab.bert.step_cost --platform tinybox_green --layers 24 \
@@ -29,7 +31,7 @@ import sys
 import time
 
 
-def one_step(platform: str, layers: int) -> dict:
+def one_step(platform: str, layers: int, uncaptured: bool = False) -> dict:
   from tinyperf.benchmarks.common.config import bert_dropout
   from tinyperf.benchmarks.registry import load_config
   from tinyperf.benchmarks.common.runtime import apply_tinygrad_env
@@ -53,11 +55,12 @@ def one_step(platform: str, layers: int) -> dict:
   batch = to_device(fake_batch(k["BS"], k["MAX_SEQ_LEN"], k["MAX_PREDICTIONS"]), tr.devices)
   Tensor.realize(*batch.values())
   GlobalCounters.reset()
-  loss, _ = tr.train_step(**batch)    # the first call of a TinyJit runs eagerly: every kernel of the step, once
+  if uncaptured: tr.train_step.cnt = 0   # tinygrad's own start: the first call runs uncaptured
+  loss, _ = tr.train_step(**batch)    # captured and run (or uncaptured): every kernel of the step, once
   loss.realize()
-  return {"layers": layers, "bs": k["BS"], "dropout": bert_dropout(k), "default_float": dtypes.default_float.name,
-          "use_atomics": bool(USE_ATOMICS), "kernels": GlobalCounters.kernel_count,
-          "gflop": GlobalCounters.global_ops / 1e9, "gbytes": GlobalCounters.global_mem / 1e9,
+  return {"layers": layers, "bs": k["BS"], "first_call": "uncaptured" if uncaptured else "captured",
+          "dropout": bert_dropout(k), "default_float": dtypes.default_float.name, "use_atomics": bool(USE_ATOMICS),
+          "kernels": GlobalCounters.kernel_count, "gflop": GlobalCounters.global_ops / 1e9, "gbytes": GlobalCounters.global_mem / 1e9,
           "peak_gib_per_gpu": max(peak.get(d, 0) for d in tr.devices) / 2**30,
           "host_s": time.perf_counter() - t0}
 
@@ -71,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
   p.add_argument("--variants", nargs="+", default=["DROPOUT=0.1", "DROPOUT=0"],
                  help="KNOB=VALUE[,KNOB=VALUE] per variant; each runs in a fresh process")
   p.add_argument("--gpu-gib", type=float, help="one GPU's memory: say which variants' peak exceeds it")
+  p.add_argument("--uncaptured", action="store_true",
+                 help="run the first call uncaptured, as tinygrad's TinyJit does (the trainers capture it)")
   p.add_argument("--one", help=argparse.SUPPRESS)   # internal: run one variant in this process
   return p
 
@@ -78,14 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
   a = build_parser().parse_args(argv)
   if a.one is not None:
-    print(json.dumps({"variant": a.one, **one_step(a.platform, a.layers)}), flush=True)
+    print(json.dumps({"variant": a.one, **one_step(a.platform, a.layers, a.uncaptured)}), flush=True)
     return 0
   rows = []
   for v in a.variants:
-    # tinygrad's kernels unless the caller names KERNELS: the Triton ones build for CUDA only, and the H200 configs take them
-    env = {"KERNELS": "tinygrad", **os.environ, **({"BS": str(a.bs)} if a.bs else {}),
+    # JIT=2: no graph batches, so that kernels counts kernels, not graph launches
+    env = {"JIT": "2", **os.environ, **({"BS": str(a.bs)} if a.bs else {}),
            **dict(kv.split("=", 1) for kv in v.split(",") if kv)}
-    cmd = [sys.executable, "-m", "lab.bert.step_cost", "--platform", a.platform, "--layers", str(a.layers), "--one", v]
+    cmd = [sys.executable, "-m", "lab.bert.step_cost", "--platform", a.platform, "--layers", str(a.layers), "--one", v,
+           *["--uncaptured"] * a.uncaptured]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     if out.returncode != 0 or not lines:

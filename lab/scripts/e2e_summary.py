@@ -6,7 +6,7 @@ From the MLPerf log: init_s (init_start -> init_stop) and whether it is under th
 own limit is 240), run_s (run_start -> run_stop) and run_stop's status, each eval's
 duration (eval_start -> eval_stop) and accuracy, and the global batch size. From the RUN's metrics file beside it
 (<log stem>.metrics.jsonl, one line per train step): RUN step 0, 1 and 2, the steady step (median of the steps after
-tinygrad's two JIT warm-up steps, as StepTimer; data wait excluded, as the metrics file records it), items/s at that step, the step-0/steady ratio
+the JIT's capture step, as StepTimer; data wait excluded, as the metrics file records it), items/s at that step, the step-0/steady ratio
 (issue 20's target: <= 3) and the data wait (median, max); with INIT's ranked BEAM, its summary per captured step
 (ranked_beam: kernels, searched, covered, step_beam0_s, search_s)."""
 from __future__ import annotations

@@ -13,8 +13,8 @@
 #   2 loss_compare_bert|resnet  20 train steps a side at BS 32, KERNELS=tinygrad vs triton, and tinygrad from weights
 #                            perturbed by 2^-11 for the noise floor (loss_compare.py --noise-floor; exit 1: out of
 #                            tolerance)
-#   3 step_profile_bert      every kernel of the KERNELS=triton TRAIN_BEAM=2 step at BS BERT_BS (default 96, which stops INIT
-#                            at 78.5 GB on an 80 GB H100; 64 to try one there) timed alone (step_profile.py), after a ranked
+#   3 step_profile_bert      every kernel of the KERNELS=triton TRAIN_BEAM=2 step at BS BERT_BS (default 96: 44.7 GiB
+#                            counted on NULL, untried on an 80 GB H100) timed alone (step_profile.py), after a ranked
 #                            search of BERT_BEAM_S seconds (default 240) seeded from CACHE=FILE if given
 #   4 bench_bert_triton      that step again with the grown cache and no more search, beside PyTorch eager
 #   5 bench_resnet_triton|tinygrad  ResNet-50's BS 256 BEAM=0 step with the conv kernels, and without, each beside
@@ -182,7 +182,7 @@ while IFS='|' read -r steps var copy example; do
   fi
 done <<<"$SEEDS"
 for v in RESNET_BEAM_S BERT_BEAM_S; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v is whole seconds (e.g. 240), not '${!v}'."; done
-[[ "$BERT_BS" =~ ^[1-9][0-9]*$ ]] || die "BERT_BS is the batch of steps 3 and 4 (default 96; 64 to try an 80 GB H100), not '$BERT_BS'."
+[[ "$BERT_BS" =~ ^[1-9][0-9]*$ ]] || die "BERT_BS is the batch of steps 3 and 4 (default 96), not '$BERT_BS'."
 
 T0=$(date +%s); DEADLINE=$((T0 + BUDGET_S))
 minutes() { printf '%d.%d' $(($1 / 60)) $(($1 % 60 * 10 / 60)); }

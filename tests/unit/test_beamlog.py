@@ -50,6 +50,15 @@ def test_parse_reads_first_step_search_shapes_best_times_and_progress():
   assert log.progress == (2, 369, 65.0)
 
 
+def test_a_log_of_our_trainers_starts_with_the_search():
+  """Our steps capture their first call: the search comes before "init train step 0" and no BEAM=0 step is logged. The
+  captured step's own launches after the search are not a BEAM=0 step either."""
+  lines = LOG.split("\n")
+  ours = "\n".join(lines[5:13] + lines[1:4] + [lines[4]])   # the search, the captured step's launches, its line
+  log = beamlog.parse(ours)
+  assert log.step0 == [] and [s.dims for s in log.searches] == [s.dims for s in beamlog.parse(LOG).searches]
+
+
 def test_report_leaves_out_the_search_that_was_cut_short():
   out = io.StringIO()
   res = beamlog.report(beamlog.parse(LOG), out=out)

@@ -114,7 +114,7 @@ def test_a_step_seeds_its_dropout_sites_from_one_draw():
       seeds = [prg.device_seeds(dr.next_seed("CPU"), "CPU") for _ in range(n)]
     Tensor.realize(*seeds)
     return [s.item() for s in seeds], GlobalCounters.kernel_count
-  sites(6, True)   # the first block makes the sites' constants
+  sites(6, True)   # the first block compiles the sites' kernels
   (a, kernels), (b, _) = sites(6, True), sites(6, True)
   _, alone = sites(6, False)
   for s in (a, b): assert [(x - s[0]) % 2 ** 32 for x in s] == [i * dr.SITE_STRIDE % 2 ** 32 for i in range(6)]

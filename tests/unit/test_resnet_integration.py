@@ -59,7 +59,7 @@ def test_resume_is_bit_identical(tmp_path):
   load_state(tmp_path / "half.safetensors", model, opt, sched)
   assert sched.steps_done() == 4
   resumed_losses = []
-  for x, y in data[4:]:                                      # eager, capture, then two replays of the new JIT
+  for x, y in data[4:]:                                      # capture, then three replays of the new JIT
     loss, _ = train_step(*to_device(x, y, ONE))
     resumed_losses.append(loss.item())
   resumed = state_np(model, opt, sched)
@@ -80,7 +80,7 @@ def test_warm_up_then_restore_trains_like_a_fresh_start(devs):
   model, opt, sched, train_step, _ = build(devs)
   snap = snapshot_state(model, opt, sched)
   fake = np.zeros_like(data[0][0]), np.zeros_like(data[0][1])
-  for _ in range(3): train_step(*to_device(*fake, devs))       # eager, capture, replay: weights and counters move
+  for _ in range(3): train_step(*to_device(*fake, devs))       # capture, replays: weights and counters move
   assert sched.steps_done() == 3 and not np.array_equal(model.fc.weight.numpy(), fresh_state["model.fc.weight"])
   restore_state(snap, model, opt, sched)
   assert sched.steps_done() == 0
@@ -88,6 +88,33 @@ def test_warm_up_then_restore_trains_like_a_fresh_start(devs):
   assert warmed == fresh
   state = state_np(model, opt, sched)
   for k in fresh_state: np.testing.assert_array_equal(state[k], fresh_state[k], err_msg=k)
+
+
+def captured_kernels(jit) -> list[str]:
+  return [getattr(call.src[0].arg, "name", str(call.src[0].op)) for call in jit.captured.linear.src]
+
+
+@pytest.mark.parametrize("devs", [ONE, TWO], ids=["one_device", "two_devices"])
+def test_the_steps_capture_their_first_call_as_tinygrads_order_would_run(devs):
+  """runtime.captured_jit: each step captures its first call (tinygrad runs it uncaptured, which keeps every custom
+  kernel's output allocated to the end of the step), with the optimizer's lazy momenta realized first: the same
+  captured kernels and bit-identical results as tinygrad's uncaptured, capture, replay order."""
+  data = batches(4)
+  runs = []
+  for tinygrads_order in (False, True):
+    model, opt, sched, train_step, eval_step = build(devs)
+    if tinygrads_order: train_step.cnt = eval_step.cnt = 0   # _TinyJit's own start: call 0 runs uncaptured
+    out = []
+    for i, (x, y) in enumerate(data):
+      out.append([t.numpy() for t in train_step(*to_device(x, y, devs))])
+      if i == 0: assert (train_step.captured is not None) != tinygrads_order   # captured by the first call, or not
+    out += [[t.numpy() for t in eval_step(*to_device(x, y, devs))] for x, y in data[:3]]
+    runs.append((out, captured_kernels(train_step), captured_kernels(eval_step), state_np(model, opt, sched)))
+  (first, *first_kernels, first_state), (tinygrad, *tinygrad_kernels, tinygrad_state) = runs
+  assert first_kernels == tinygrad_kernels
+  for a, b in zip(first, tinygrad):
+    for x, y in zip(a, b): np.testing.assert_array_equal(x, y)
+  for k in tinygrad_state: np.testing.assert_array_equal(first_state[k], tinygrad_state[k], err_msg=k)
 
 
 def test_two_devices_synced_bn_equal_one_device():
