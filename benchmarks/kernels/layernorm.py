@@ -9,8 +9,10 @@ rstd (fp32); the backward recomputes s from x and residual (no copy of s is kept
   ds = (w*dy - xhat * mean(xhat * w*dy) - mean(w*dy)) * rstd     residual's gradient; x's is ds through the dropout
   dweight = sum over rows of dy * xhat,  dbias = sum over rows of dy
 each program summing its own block of rows into one partial row (fp32), the partials then summed by tinygrad: no
-atomics, the same sums every run. Dropout keeps element (i, j) of x as dropout.keep_mask draws element j of row i
-(Philox, one call per 4 columns), drawn again in the backward from the same seed (a uint32 tensor from tinygrad's RNG:
+atomics, the same sums every run. Where dy is the sum of two kernel outputs (BERT's LayerNorm output feeds the next
+GEMM and the next LayerNorm), the backward reads both and adds them (_gradient_terms): 47 kernels and 9.5 GB fewer in
+BERT-large's BS 96 step, counted on NULL (docs/perf/2026-12-08_bert_step_memory_captured_null.jsonl). Dropout keeps
+element (i, j) of x as dropout.keep_mask draws element j of row i (Philox, one call per 4 columns), drawn again in the backward from the same seed (a uint32 tensor from tinygrad's RNG:
 a captured JIT step gets a new mask each step), so no mask is stored.
 
 On several devices x and residual are sharded on their first axis (BERT's batch) and weight and bias replicated: each
@@ -69,11 +71,12 @@ def add_ln_fwd_kernel(x, r, w, b, seed, y, mean, rstd, M: tl.constexpr, N: tl.co
   tl.store(rstd + rows, rs, mask=rmask)
 
 
-def add_ln_bwd_kernel(x, r, w, seed, dy, mean, rstd, dr, dx, dw, db, M: tl.constexpr, N: tl.constexpr,
+def add_ln_bwd_kernel(x, r, w, seed, dy, dy2, mean, rstd, dr, dx, dw, db, M: tl.constexpr, N: tl.constexpr,
                       P_DROP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, ROWS: tl.constexpr,
-                      RNG_GROUP: tl.constexpr):
+                      RNG_GROUP: tl.constexpr, DY2: tl.constexpr):
   """The sum's gradient dr (residual's) and, with dropout, dx (x's: dr through the same mask) of ROWS rows per
-  program, BM at a time, and the program's partial dweight and dbias (row pid of dw, db)."""
+  program, BM at a time, and the program's partial dweight and dbias (row pid of dw, db). DY2: the output's gradient
+  is dy + dy2, added here in fp32 (dy2 unread without it)."""
   pid = tl.program_id(0)
   cols = tl.arange(0, BN)
   cmask = cols < N
@@ -90,6 +93,7 @@ def add_ln_bwd_kernel(x, r, w, seed, dy, mean, rstd, dr, dx, dw, db, M: tl.const
     rs = tl.load(rstd + rows, mask=rmask, other=0.0)
     xhat = tl.where(mask, (s - mu[:, None]) * rs[:, None], 0.0)
     g = tl.load(dy + off, mask=mask, other=0.0).to(tl.float32)
+    if DY2: g += tl.load(dy2 + off, mask=mask, other=0.0).to(tl.float32)
     wg = g * wv[None, :]
     c1 = tl.sum(xhat * wg, 1) / N
     c2 = tl.sum(wg, 1) / N
@@ -132,13 +136,14 @@ def pointers(which: str, dtype) -> tuple[tuple[str, str], ...]:
   t = _TY[dtype]
   if which == "fwd": return (("x", t), ("r", t), ("w", "*fp32"), ("b", "*fp32"), ("seed", "*u32"), ("y", t),
                              ("mean", "*fp32"), ("rstd", "*fp32"))
-  return (("x", t), ("r", t), ("w", "*fp32"), ("seed", "*u32"), ("dy", t), ("mean", "*fp32"), ("rstd", "*fp32"),
-          ("dr", t), ("dx", t), ("dw", "*fp32"), ("db", "*fp32"))
+  return (("x", t), ("r", t), ("w", "*fp32"), ("seed", "*u32"), ("dy", t), ("dy2", t), ("mean", "*fp32"),
+          ("rstd", "*fp32"), ("dr", t), ("dx", t), ("dw", "*fp32"), ("db", "*fp32"))
 
 
 def compile_layernorm(which: str, M: int, N: int, eps: float, p_drop: float, dtype,
-                      arch: int) -> tuple[prg.Compiled, int]:
-  """The cubin of the forward or backward kernel for sm_<arch>, with its grid (programs)."""
+                      arch: int, dy2: bool = False) -> tuple[prg.Compiled, int]:
+  """The cubin of the forward or backward kernel (dy2: reading the output's gradient as two terms) for sm_<arch>,
+  with its grid (programs)."""
   dropout.check_group(dropout.RNG_GROUP, prg.pow2(N), N, f"add_layernorm {which}")   # a tile is whole rows
   if which == "fwd":
     BM, warps = TILES["fwd"]
@@ -148,17 +153,18 @@ def compile_layernorm(which: str, M: int, N: int, eps: float, p_drop: float, dty
   BM, per_sm, warps = TILES["bwd"]
   rows = bwd_rows(M, BM, per_sm)
   consts = (("M", M), ("N", N), ("P_DROP", float(p_drop)), ("BM", BM), ("BN", prg.pow2(N)), ("ROWS", rows),
-            ("RNG_GROUP", dropout.RNG_GROUP))
+            ("RNG_GROUP", dropout.RNG_GROUP), ("DY2", int(dy2)))
   return prg.compile_kernel(compiled_bwd, pointers("bwd", dtype), consts, warps, 1, arch), -(-M // rows)
 
 
-def _triton_fxn(which: str, M: int, N: int, eps: float, p_drop: float, dtype, device: str | tuple[str, ...]):
-  k, grid = compile_layernorm(which, M, N, eps, p_drop, dtype, prg.cuda_arch(device))
-  n_in = 5 if which == "fwd" else 7
+def _triton_fxn(which: str, M: int, N: int, eps: float, p_drop: float, dtype, device: str | tuple[str, ...],
+                dy2: bool = False):
+  k, grid = compile_layernorm(which, M, N, eps, p_drop, dtype, prg.cuda_arch(device), dy2)
+  n_in = 5 if which == "fwd" else 8
   n = len(pointers(which, dtype))
-  # fwd reads x, r and writes y; bwd reads x, r, dy and writes dr (and dx with dropout); per-row and per-column vectors
-  # are noise
-  nbytes = (3 if which == "fwd" else 4 + (p_drop > 0)) * M * N * dtype.itemsize
+  # fwd reads x, r and writes y; bwd reads x, r, dy (and dy2) and writes dr (and dx with dropout); per-row and
+  # per-column vectors are noise
+  nbytes = (3 if which == "fwd" else 4 + dy2 + (p_drop > 0)) * M * N * dtype.itemsize
   flops = (8 if which == "fwd" else 12) * M * N
   return lambda *params: prg.program(k, list(params), grid, outs=tuple(range(n_in, n)), ins=tuple(range(n_in)),
                                      device=device, flops=flops, nbytes=nbytes)
@@ -212,27 +218,42 @@ def _tinygrad_bwd(x, r, w, seed, dy, mean, rstd, p_drop: float) -> tuple[Tensor,
 # ---- the differentiable call ----
 
 
+def _gradient_terms(grad_y: UOp, dtype, N: int) -> list[Tensor]:
+  """The output's gradient as the backward kernel reads it, in dtype, without a copy: where autograd summed two
+  gradients that are both buffers (BERT's LayerNorm output feeds the next GEMM and, as its residual, the next
+  LayerNorm), the two, which the kernel adds on load where tinygrad's add kernel read both and wrote the sum (0.3 GB
+  each, two a layer at BERT-large BS 96); else the gradient itself."""
+  u = grad_y
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  if u.op is Ops.ADD:
+    terms = [Tensor(t).cast(dtype).reshape(-1, N) for t in u.src]
+    if all(t.uop.has_buffer_identity(after_ok=True) for t in terms): return terms
+  return [prg.contiguous(Tensor(grad_y).cast(dtype))]   # the next GEMM's data gradient, reshaped: no copy
+
+
 def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
   """d x, d residual, d weight, d bias of the forward call (sources x, r, w, b, seed, y, mean, rstd[, scratch]); mean
   and rstd are read after it. Without dropout x's gradient is residual's, the same tensor."""
   x, r, w, seed = (Tensor(call.src[1 + i]) for i in (0, 1, 2, 4))
   mean, rstd = (Tensor(call.src[1 + i].after(call)) for i in (6, 7))
   M, N = prg.local_shape(x)   # the kernels' rows: one device's piece
-  dy = prg.contiguous(Tensor(grad_y).cast(x.dtype))   # the next GEMM's data gradient, reshaped: no copy
+  dys = _gradient_terms(grad_y, x.dtype, N)
   if prg.on_triton(x):
-    _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device))
+    _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device), len(dys) == 2)
     axis = prg.batch_axis(x)
     dr = prg.empty_shards((M, N), x.dtype, x.device, axis)
     if p_drop > 0: dx = prg.empty_shards((M, N), x.dtype, x.device, axis)
     else: dx = Tensor.empty(1, dtype=x.dtype, device=x.device)   # unwritten without dropout: one element per device
+    dy2 = dys[1] if len(dys) == 2 else Tensor.empty(1, dtype=x.dtype, device=x.device)   # unread with one term
     dw, db = (prg.empty_partials((grid, N), dtypes.float32, x.device) for _ in range(2))
-    dr, dx, dw, db = x.custom_kernel(r, w, seed, dy, mean, rstd, dr, dx, dw, db, *prg.scratch(x.device),
-                                     fxn=_triton_fxn("bwd", M, N, eps, p_drop, x.dtype, x.device))[7:11]
+    dr, dx, dw, db = x.custom_kernel(r, w, seed, dys[0], dy2, mean, rstd, dr, dx, dw, db, *prg.scratch(x.device),
+                                     fxn=_triton_fxn("bwd", M, N, eps, p_drop, x.dtype, x.device, len(dys) == 2))[8:12]
     # the programs' partial sums (grid, N) -> (N,), then (several devices) the devices' (N,) across them
     dw, db = prg.partial_sum(dw.sum(-2)), prg.partial_sum(db.sum(-2))
     if p_drop == 0: dx = dr
   else:
-    dr, dx, dw, db = _tinygrad_bwd(x, r, w, seed, dy, mean, rstd, p_drop)
+    dy = dys[0] if len(dys) == 1 else dys[0].float() + dys[1].float()   # as the kernel: the terms added in fp32
+    dr, dx, dw, db = _tinygrad_bwd(x, r, w, seed, dy.reshape(x.shape), mean, rstd, p_drop)
   return (dx.uop, dr.uop, dw.uop, db.uop) + (None,) * (len(call.src) - 5)
 
 

@@ -44,14 +44,16 @@ def run_forward(x, r, w, b, p_drop=0.0, seed=0, group=dr.RNG_GROUP):
   return y, mean, rstd
 
 
-def run_backward(x, r, w, dy, mean, rstd, p_drop=0.0, seed=0, group=dr.RNG_GROUP):
-  """-> dr, dx (x's gradient: dr itself without dropout, the kernel then writes none), dweight, dbias."""
+def run_backward(x, r, w, dy, mean, rstd, p_drop=0.0, seed=0, group=dr.RNG_GROUP, dy2=None):
+  """-> dr, dx (x's gradient: dr itself without dropout, the kernel then writes none), dweight, dbias. dy2: the output's
+  gradient is dy + dy2, which the kernel adds."""
   M, N = x.shape
   grid = -(-M // ROWS)
   dr, dx, dw, db = np.zeros_like(x), np.zeros_like(x), np.zeros((grid, N), np.float32), np.zeros((grid, N), np.float32)
-  args = (x, r, w, np.array([seed], np.uint32), dy, mean, rstd, dr, dx, dw, db)
+  args = (x, r, w, np.array([seed], np.uint32), dy, np.zeros(1, x.dtype) if dy2 is None else dy2, mean, rstd, dr, dx,
+          dw, db)
   InterpretedFunction(ln.add_ln_bwd_kernel)[(grid,)](*map(HostArray, args), M, N, p_drop, BM, prg.pow2(N), ROWS,
-                                                      group)
+                                                      group, int(dy2 is not None))
   return dr, dx if p_drop > 0 else dr, dw.sum(0), db.sum(0)
 
 
@@ -86,6 +88,21 @@ def test_forward_and_backward_interpreted_equal_the_models_math(M, N):
   # dweight, dbias: fp32 sums over the rows in another order (per-program partials, then their sum)
   np.testing.assert_allclose(dw, ref_dw, rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(db, ref_db, rtol=1e-4, atol=1e-4)
+
+
+def test_the_backward_adds_a_gradient_given_as_two_terms():
+  """dy + dy2 read by the kernel (DY2) equals the backward of their sum, up to the sum's one fp16 rounding the kernel
+  does not make; a term left out is measurably wrong."""
+  x, r, w, b, dy = inputs(50, 1024, seed=3)
+  dy2 = inputs(50, 1024, seed=4)[4]
+  _, mean, rstd = run_forward(x, r, w, b)
+  got = run_backward(x, r, w, dy, mean, rstd, dy2=dy2)
+  ref_ds, ref_dw, ref_db = reference(x, r, w, b, dy.astype(np.float32) + dy2.astype(np.float32))[3:]
+  assert within_fp16_rounding(got[0], ref_ds, 1e-4)
+  np.testing.assert_allclose(got[2], ref_dw, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(got[3], ref_db, rtol=1e-4, atol=1e-4)
+  one_term = run_backward(x, r, w, dy, mean, rstd)[0]
+  assert np.abs(one_term.astype(np.float32) - ref_ds).max() > 0.1 * np.abs(ref_ds).max()
 
 
 def test_the_backward_reads_the_forwards_statistics():
@@ -289,6 +306,31 @@ def test_bench_script_checks_and_times_every_candidate_on_the_cpu():
   want = [("tinygrad", None)] + [("triton", 1)] * n + [("triton", 4)] * n
   assert [(t["impl"], t["rng_group"]) for t in timed] == want
   assert all(t["fwd_ms"] > 0 and t["fwd_bwd_ms"] > 0 for t in timed), timed
+
+
+def test_a_gradient_summed_from_two_kernel_outputs_is_read_as_two_terms(monkeypatch):
+  """A LayerNorm output that feeds two GEMMs (in BERT: the next projection and, as residual, the next LayerNorm) gets
+  the sum of two kernel outputs as its gradient: the backward takes both terms (on CUDA the kernel adds them, with no
+  add kernel of tinygrad's). The gradients equal those of the model's plain ops; a lazy sum stays one term."""
+  from tinyperf.benchmarks.bert.model import Linear
+  rng = np.random.default_rng(5)
+  d1, d2, d3, d4 = (Linear(16, 16, rng, "triton") for _ in range(4))
+  norm = LayerNorm(16, rng, kernels="triton")
+  x = Tensor(rng.standard_normal((2, 8, 16)).astype(np.float32))
+  params = [p for d in (d1, d2, d3, d4, norm) for p in (d.weight, d.bias)]
+  Tensor.realize(x, *params)
+  terms = []
+  monkeypatch.setattr(ln, "_gradient_terms", lambda *a, real=ln._gradient_terms: terms.append(len(t := real(*a))) or t)
+  def grads(kernels: str, head):
+    for m in (d1, d2, d3, d4, norm): m.kernels = kernels
+    y = norm(d1(x), d2(x))
+    return [g.numpy() for g in head(y).square().sum().gradient(d1.weight, norm.weight, norm.bias)]
+  two_gemms = lambda y: d3(y) + d4(y)
+  for got, want in zip(grads("triton", two_gemms), grads("tinygrad", two_gemms)):
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+  assert terms == [2]
+  grads("triton", lambda y: d3(y) + y * 2)   # one term a kernel output, the other tinygrad's ops: summed lazily
+  assert terms == [2, 1]
 
 
 def test_gemm_outputs_go_into_the_fused_layernorm_and_back_without_a_copy():
