@@ -12,8 +12,9 @@ each program summing its own block of rows into one partial row (fp32), the part
 atomics, the same sums every run. Where dy is the sum of two kernel outputs (BERT's LayerNorm output feeds the next
 GEMM and the next LayerNorm), the backward reads both and adds them (_gradient_terms): 47 kernels and 9.5 GB fewer in
 BERT-large's BS 96 step, counted on NULL (docs/perf/2026-12-08_bert_step_memory_captured_null.jsonl). Dropout keeps
-element (i, j) of x as dropout.keep_mask draws element j of row i (Philox, one call per 4 columns), drawn again in the backward from the same seed (a uint32 tensor from tinygrad's RNG:
-a captured JIT step gets a new mask each step), so no mask is stored.
+element (i, j) of x as dropout.keep_mask draws element j of row i (Philox, one call per 4 columns), drawn again in the
+backward from the same seed (a uint32 tensor from tinygrad's RNG: a captured JIT step gets a new mask each step), so
+no mask is stored.
 
 On several devices x and residual are sharded on their first axis (BERT's batch) and weight and bias replicated: each
 device normalizes its own rows with its own dropout seed (program.device_seeds), and the partial dweight and dbias of
@@ -227,7 +228,8 @@ def _gradient_terms(grad_y: UOp, dtype, N: int) -> list[Tensor]:
   while u.op is Ops.RESHAPE: u = u.src[0]
   if u.op is Ops.ADD:
     terms = [Tensor(t).cast(dtype).reshape(-1, N) for t in u.src]
-    if all(t.uop.has_buffer_identity(after_ok=True) for t in terms): return terms
+    if all(t.uop.has_buffer_identity(after_ok=True) for t in terms) and terms[0].uop.base is not terms[1].uop.base:
+      return terms
   return [prg.contiguous(Tensor(grad_y).cast(dtype))]   # the next GEMM's data gradient, reshaped: no copy
 
 

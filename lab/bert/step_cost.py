@@ -60,7 +60,8 @@ def one_step(platform: str, layers: int, uncaptured: bool = False) -> dict:
   loss.realize()
   return {"layers": layers, "bs": k["BS"], "first_call": "uncaptured" if uncaptured else "captured",
           "dropout": bert_dropout(k), "default_float": dtypes.default_float.name, "use_atomics": bool(USE_ATOMICS),
-          "kernels": GlobalCounters.kernel_count, "gflop": GlobalCounters.global_ops / 1e9, "gbytes": GlobalCounters.global_mem / 1e9,
+          "kernels": GlobalCounters.kernel_count, "gflop": GlobalCounters.global_ops / 1e9,
+          "gbytes": GlobalCounters.global_mem / 1e9,
           "peak_gib_per_gpu": max(peak.get(d, 0) for d in tr.devices) / 2**30,
           "host_s": time.perf_counter() - t0}
 
