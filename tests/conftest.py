@@ -62,6 +62,11 @@ def pytest_collection_finish(session):
                                    f"pytest (requirements-dev.lock; pytest 9.2 breaks it) or run with TEST_WORKERS=0")
 
 
+def captured_kernels(jit) -> list[str]:
+  """The names of a captured TinyJit's calls in order (kernels, copies): what two ways of capturing a step compare."""
+  return [getattr(call.src[0].arg, "name", str(call.src[0].op)) for call in jit.captured.linear.src]
+
+
 def user_env(**extra) -> dict:
   """The environment of a user at a fresh shell: none of the test run's virtualenv, PYTHONPATH or TINYPERF_* settings
   (CI's TINYPERF_WITH_CONVERT would pull TensorFlow into the clone's venv)."""

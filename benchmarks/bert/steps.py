@@ -150,8 +150,7 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping) -> tuple[Callable, C
     Tensor.realize(*out)
     return out
 
-  state = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
-  return captured_jit(train_step, state), captured_jit(eval_step, state)
+  return captured_jit(train_step, model, optimizer, scheduler), captured_jit(eval_step, model, optimizer, scheduler)
 
 
 def read_eval(out: Sequence[Tensor]) -> dict[str, float]:

@@ -227,9 +227,9 @@ def provenance(knobs: dict | None = None) -> dict:
 JIT_WARMUP_STEPS = 1
 
 
-def captured_jit(fxn, state):
-  """fxn as a TinyJit that captures its first call, with state (an object tree of tensors, as get_state_dict walks:
-  model, optimizer, schedule) realized first. tinygrad's TinyJit runs the first call uncaptured and captures the
+def captured_jit(fxn, *state):
+  """fxn as a TinyJit that captures its first call, with state (model, optimizer, scheduler: the training state of
+  checkpoint.training_state) realized first. tinygrad's TinyJit runs the first call uncaptured and captures the
   second; uncaptured, every custom kernel's output buffer (a Tensor.empty) is an input of the call's schedule, which
   tinygrad's memory planner leaves alone, so all of them stay allocated to the end of the step. Counted on DEV=NULL,
   BERT-large at BS 96 with KERNELS=triton peaks at 81.8 GiB uncaptured, 44.7 GiB captured: an 80 GB card holds only
@@ -237,8 +237,8 @@ def captured_jit(fxn, state):
   optimizer moment captured as its zero fill would be zeroed at every step (same kernels and results as tinygrad's
   order: test_resnet_integration.py, test_kernels_layernorm.py)."""
   from tinygrad import Tensor, TinyJit
-  from tinygrad.nn.state import get_state_dict
-  if tensors := list(get_state_dict(state).values()): Tensor.realize(*tensors)
+  from tinyperf.benchmarks.common.checkpoint import training_state
+  if state: Tensor.realize(*training_state(*state)[0].values())
   jit = TinyJit(fxn)
   jit.cnt = 1   # tinygrad 0.14's _TinyJit: call 0 runs uncaptured, call 1 captures, later calls replay
   return jit

@@ -240,21 +240,22 @@ def _grad(grad_y: UOp, call: UOp, eps: float, p_drop: float) -> tuple:
   mean, rstd = (Tensor(call.src[1 + i].after(call)) for i in (6, 7))
   M, N = prg.local_shape(x)   # the kernels' rows: one device's piece
   dys = _gradient_terms(grad_y, x.dtype, N)
+  two = len(dys) == 2
   if prg.on_triton(x):
-    _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device), len(dys) == 2)
+    _, grid = compile_layernorm("bwd", M, N, eps, p_drop, x.dtype, prg.cuda_arch(x.device), two)
     axis = prg.batch_axis(x)
     dr = prg.empty_shards((M, N), x.dtype, x.device, axis)
     if p_drop > 0: dx = prg.empty_shards((M, N), x.dtype, x.device, axis)
     else: dx = Tensor.empty(1, dtype=x.dtype, device=x.device)   # unwritten without dropout: one element per device
-    dy2 = dys[1] if len(dys) == 2 else Tensor.empty(1, dtype=x.dtype, device=x.device)   # unread with one term
+    dy2 = dys[1] if two else Tensor.empty(1, dtype=x.dtype, device=x.device)   # unread with one term
     dw, db = (prg.empty_partials((grid, N), dtypes.float32, x.device) for _ in range(2))
     dr, dx, dw, db = x.custom_kernel(r, w, seed, dys[0], dy2, mean, rstd, dr, dx, dw, db, *prg.scratch(x.device),
-                                     fxn=_triton_fxn("bwd", M, N, eps, p_drop, x.dtype, x.device, len(dys) == 2))[8:12]
+                                     fxn=_triton_fxn("bwd", M, N, eps, p_drop, x.dtype, x.device, two))[8:12]
     # the programs' partial sums (grid, N) -> (N,), then (several devices) the devices' (N,) across them
     dw, db = prg.partial_sum(dw.sum(-2)), prg.partial_sum(db.sum(-2))
     if p_drop == 0: dx = dr
   else:
-    dy = dys[0] if len(dys) == 1 else dys[0].float() + dys[1].float()   # as the kernel: the terms added in fp32
+    dy = dys[0].float() + dys[1].float() if two else dys[0]   # as the kernel: the terms added in fp32
     dr, dx, dw, db = _tinygrad_bwd(x, r, w, seed, dy.reshape(x.shape), mean, rstd, p_drop)
   return (dx.uop, dr.uop, dw.uop, db.uop) + (None,) * (len(call.src) - 5)
 

@@ -86,5 +86,4 @@ def make_steps(model, optimizer, scheduler, knobs: Mapping, devices: Sequence[st
     loss_sum, n_real = smoothed_ce_sum(logits, y, smoothing)
     return loss_sum.realize(), top1_correct(logits, y).realize(), n_real.realize()
 
-  state = {"model": model, "optimizer": optimizer, "scheduler": scheduler}
-  return captured_jit(train_step, state), captured_jit(eval_step, state)
+  return captured_jit(train_step, model, optimizer, scheduler), captured_jit(eval_step, model, optimizer, scheduler)

@@ -10,6 +10,7 @@ from tinyperf.benchmarks.common.checkpoint import training_state, save_state, lo
 from tinyperf.benchmarks.resnet.model import make_model
 from tinyperf.benchmarks.resnet.optim import make_optimizer
 from tinyperf.benchmarks.resnet.steps import make_steps, to_device, normalize, MEAN_RGB
+from tests.conftest import captured_kernels
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("fast_compile")]   # compile-bound
 
@@ -88,10 +89,6 @@ def test_warm_up_then_restore_trains_like_a_fresh_start(devs):
   assert warmed == fresh
   state = state_np(model, opt, sched)
   for k in fresh_state: np.testing.assert_array_equal(state[k], fresh_state[k], err_msg=k)
-
-
-def captured_kernels(jit) -> list[str]:
-  return [getattr(call.src[0].arg, "name", str(call.src[0].op)) for call in jit.captured.linear.src]
 
 
 @pytest.mark.parametrize("devs", [ONE, TWO], ids=["one_device", "two_devices"])
